@@ -1,0 +1,64 @@
+"""The `toolweave` command: a thin typer layer over the library.
+
+Commands build objects from options and call the library; ``ToolweaveError`` becomes a one-line
+message on stderr and exit code 1 here and only here. Nothing but command output goes to stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from toolweave.errors import ToolweaveError
+from toolweave.settings import Settings
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="toolweave",
+    help="An MCP gateway that publishes only the tools a task needs, plus their dependencies.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+RegistryOption = Annotated[
+    Path | None,
+    typer.Option("--registry", help="Registry directory (default: $TOOLWEAVE_HOME, else ~/.toolweave)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """Logs go to stderr: stdout belongs to command output and to the stdio transport."""
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def settings_for(registry: Path | None) -> Settings:
+    settings = Settings()
+    if registry is not None:
+        settings.home = registry
+    return settings
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn our errors into a clear message and exit code 1 (no traceback for bad input)."""
+    try:
+        yield
+    except ToolweaveError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def command(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``fn`` as a subcommand (kept as a helper so command modules read alike)."""
+    return app.command()(fn)
