@@ -62,3 +62,7 @@ def user_errors() -> Iterator[None]:
 def command(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Register ``fn`` as a subcommand (kept as a helper so command modules read alike)."""
     return app.command()(fn)
+
+
+# Registering commands: each module adds its own (kept last: they import `app` from here).
+from toolweave.commands import bench, catalog, graph, openapi, search, serve  # noqa: E402, F401

@@ -1,0 +1,5 @@
+"""`toolweave` commands: catalog."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
