@@ -65,4 +65,4 @@ def command(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # Registering commands: each module adds its own (kept last: they import `app` from here).
-from toolweave.commands import bench, catalog, graph, openapi, search, serve  # noqa: E402, F401
+from toolweave.commands import bench, catalog, graph, manifest, openapi, search, serve  # noqa: E402, F401

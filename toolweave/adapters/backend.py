@@ -1,0 +1,51 @@
+"""What the server needs from any backend: an upstream MCP server or an HTTP API described by OpenAPI.
+
+A backend discovers its tools, reports them (again) whenever they change, tells whether it can be
+called right now, and proxies calls. The server owns the backends' lifetimes; the backends never
+import the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import mcp_types as types
+
+from toolweave.records import DependencyEdge, ToolRecord
+
+__all__ = ["Backend", "Sampler", "ToolsCallback"]
+
+ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
+"""``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
+
+Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
+"""Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One upstream. ``run`` is its owner task: it connects, discovers, stays in sync and reconnects."""
+
+    name: str
+
+    @property
+    def available(self) -> bool:
+        """True while calls can be proxied (connected and initialised)."""
+        ...
+
+    async def run(self, on_tools: ToolsCallback) -> None:
+        """Connect, report tools through ``on_tools``, keep them in sync, reconnect with backoff; never
+        returns until cancelled, and never raises because the upstream misbehaved."""
+        ...
+
+    async def call(
+        self,
+        tool: ToolRecord,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float,
+        sampler: Sampler | None = None,
+    ) -> types.CallToolResult:
+        """Proxy one call. Failures (timeouts, crashes, upstream errors) come back as ``is_error`` results."""
+        ...

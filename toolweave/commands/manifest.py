@@ -1,0 +1,5 @@
+"""`toolweave` commands: manifest."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
