@@ -1,0 +1,270 @@
+"""Manifest loading: validation with file/line/field errors, interpolation, secrets, paths, helpers."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from toolweave.errors import ConfigError
+from toolweave.manifest import (
+    HttpServer,
+    SseServer,
+    StdioServer,
+    apply_tool_overrides,
+    filter_removed_edges,
+    interpolate,
+    load_manifest,
+    manifest_edges,
+)
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.settings import Settings
+
+FULL = """\
+registry: ./.toolweave
+servers:
+  time:   {transport: stdio, command: python, args: ["-m", "mcp_server_time"], env: {TZ: UTC}, cwd: work}
+  remote: {transport: http, url: "http://127.0.0.1:9000/mcp", headers: {Authorization: "Bearer ${API_TOKEN}"}}
+  legacy: {transport: sse, url: "http://127.0.0.1:9001/sse", timeout_s: 5, enabled: false}
+  local:  {command: ./bin/server}
+catalogs:
+  - {path: ../datasets/toollinkos, source: toollinkos}
+retrieval: {method: hybrid, top_k: 5}
+publish: {max_tools: 12, pinned: [time__get_current_time]}
+dependencies:
+  add:
+    - {tool: time__convert_time, depends_on: time__get_current_time, kind: PARAMETER_DIRECTLY_DEPENDS_ON,
+       parameter: time, reason: "needs the current time"}
+    - {tool: a__x, depends_on: b__y}
+  remove: [{tool: a__x, depends_on: c__z}]
+  pin: [{tool: a__x, depends_on: c__z, kind: TOOL INDIRECTLY_DEPENDS_ON}]
+core_tools: [time__get_current_time]
+examples: {time__get_current_time: ["what time is it in Tokyo"]}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "toolweave.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def error_of(path: Path, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_manifest(path, environ=environ or {})
+    return str(info.value)
+
+
+def test_full_manifest_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, FULL)
+    m = load_manifest(path, environ={"API_TOKEN": "s3cret"})
+    assert m.source_path == path.resolve()
+    assert m.registry == (tmp_path / ".toolweave").resolve()
+    time, remote, legacy, local = (m.servers[k] for k in ("time", "remote", "legacy", "local"))
+    assert (
+        isinstance(time, StdioServer) and time.args == ["-m", "mcp_server_time"] and time.env == {"TZ": "UTC"}
+    )
+    assert time.cwd == (tmp_path / "work").resolve()
+    assert isinstance(remote, HttpServer) and remote.transport == "http"
+    assert isinstance(legacy, SseServer) and legacy.timeout_s == 5 and not legacy.enabled
+    # transport inferred from `command`; ./ commands are relative to the manifest, bare ones use PATH
+    assert isinstance(local, StdioServer) and local.command == str((tmp_path / "bin/server").resolve())
+    assert time.command == "python"
+    assert list(m.enabled_servers()) == ["time", "remote", "local"]
+    assert m.catalogs[0].path == (tmp_path.parent / "datasets/toollinkos").resolve()
+    assert m.sources == ["time", "remote", "legacy", "local", "toollinkos"]
+    assert m.retrieval.method == "hybrid" and m.retrieval.top_k == 5
+    assert m.publish.pinned == ("time__get_current_time",)
+    assert m.dependencies.pin[0].kind is EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON
+
+
+def test_settings_for_applies_only_what_the_manifest_sets(tmp_path: Path) -> None:
+    m = load_manifest(write(tmp_path, FULL), environ={"API_TOKEN": "x"})
+    base = Settings(home=tmp_path / "elsewhere")
+    base.retrieval = base.retrieval.model_copy(update={"final_k": 17})
+    merged = m.settings_for(base)
+    assert merged.retrieval.method == "hybrid" and merged.retrieval.top_k == 5
+    assert merged.retrieval.final_k == 17  # not in the manifest: kept from the settings
+    assert merged.publish.max_tools == 12
+    assert merged.home == m.registry
+    assert m.settings_for(base, registry=tmp_path / "cli").home == tmp_path / "cli"
+
+
+def test_secrets_stay_raw_until_interpolated(tmp_path: Path) -> None:
+    m = load_manifest(write(tmp_path, FULL), environ={"API_TOKEN": "s3cret"})
+    remote = m.servers["remote"]
+    assert "s3cret" not in repr(m) and "s3cret" not in m.describe() and "s3cret" not in remote.describe()
+    assert "Bearer ${API_TOKEN}" in m.describe()
+    assert remote.interpolated({"API_TOKEN": "s3cret"}).headers["Authorization"] == "Bearer s3cret"
+    with pytest.raises(ConfigError, match="API_TOKEN"):
+        remote.interpolated({})
+
+
+def test_interpolation_forms() -> None:
+    env = {"A": "1", "EMPTY": ""}
+    assert interpolate("x${A}y", env) == "x1y"
+    assert interpolate("${B:-dflt}", env) == "dflt"
+    assert interpolate("${EMPTY:-dflt}", env) == "dflt"
+    assert interpolate("$${A} ${A}", env) == "${A} 1"
+    with pytest.raises(ConfigError, match=r"here: environment variable 'B'"):
+        interpolate("${B}", env, where="here")
+
+
+def test_non_secret_sections_are_interpolated_at_load(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        registry: ${REG:-./reg}
+        retrieval: {top_k: "${K}"}
+        catalogs: [{path: "${DATA}/x", source: cat}]
+        """,
+    )
+    m = load_manifest(path, environ={"K": "7", "DATA": "/data"})
+    assert m.registry == (tmp_path / "reg").resolve()
+    assert m.retrieval.top_k == 7
+    assert m.catalogs[0].path == Path("/data/x")
+
+
+def test_missing_variable_names_file_line_field_and_variable(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        servers:
+          remote:
+            url: http://127.0.0.1:1/mcp
+            headers: {Authorization: "Bearer ${API_TOKEN}"}
+        """,
+    )
+    msg = error_of(path)
+    assert f"{path}:4:" in msg and "servers.remote.headers.Authorization" in msg and "'API_TOKEN'" in msg
+
+
+def test_unknown_keys_are_reported_with_their_lines(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        servers:
+          time:
+            command: python
+            timout_s: 3
+        retrieval: {top_k: 3, topk: 4}
+        serverz: {}
+        """,
+    )
+    msg = error_of(path)
+    assert "3 problems" in msg
+    assert f"{path}:4:5: servers.time.timout_s: unknown key" in msg
+    assert f"{path}:5:" in msg and "retrieval.topk: unknown key" in msg
+    assert f"{path}:6:1: serverz: unknown key" in msg
+
+
+def test_bad_transport_and_missing_fields(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        servers:
+          a: {transport: ftp, url: "ftp://x"}
+          b: {transport: sse}
+          c: {args: [x]}
+          d: {transport: http, url: "not a url"}
+        dependencies:
+          add: [{tool: a__x, depends_on: b__y, kind: SOMETIMES_DEPENDS_ON}]
+        """,
+    )
+    msg = error_of(path)
+    assert f"{path}:2:3: servers.a: unknown transport 'ftp'" in msg
+    assert f"{path}:3:" in msg and "servers.b.url: required field is missing" in msg
+    assert f"{path}:4:3: servers.c: needs transport" in msg
+
+
+def test_second_round_errors_report_field_and_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        servers:
+          b: {transport: sse}
+          d: {transport: http, url: "not a url"}
+        dependencies:
+          add: [{tool: a__x, depends_on: b__y, kind: SOMETIMES_DEPENDS_ON}]
+        publish: {max_tools: 0}
+        """,
+    )
+    msg = error_of(path)
+    assert "servers.b.url: required field is missing" in msg
+    assert f"{path}:3:" in msg and "servers.d.url" in msg
+    assert f"{path}:5:" in msg and "unknown edge kind 'SOMETIMES_DEPENDS_ON'" in msg
+    assert f"{path}:6:" in msg and "publish.max_tools" in msg
+
+
+def test_source_names_must_be_valid_and_unique(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        servers:
+          time: {command: python}
+          "my server": {command: python}
+          a__b: {command: python}
+        catalogs:
+          - {path: x, source: time}
+        """,
+    )
+    msg = error_of(path)
+    assert "'my server' may only hold letters" in msg and "'my_server'" in msg
+    assert "'a__b' cannot contain '__'" in msg
+    assert f"{path}:6:" in msg and "'time' is already used by servers.time (line 2)" in msg
+
+
+def test_yaml_syntax_and_duplicate_keys(tmp_path: Path) -> None:
+    msg = error_of(write(tmp_path, "servers:\n  a: {command: [unclosed\n", "bad.yaml"))
+    assert "bad.yaml:" in msg and "invalid YAML" in msg
+    msg = error_of(write(tmp_path, "core_tools: []\ncore_tools: [x]\n", "dup.yaml"))
+    assert "dup.yaml:2:1: core_tools: duplicate key" in msg
+    msg = error_of(write(tmp_path, "- a\n- b\n", "list.yaml"))
+    assert "must be a mapping" in msg
+    assert "cannot read manifest" in error_of(tmp_path / "absent.yaml")
+
+
+def test_empty_manifest_is_valid(tmp_path: Path) -> None:
+    m = load_manifest(write(tmp_path, ""), environ={})
+    assert m.servers == {} and m.catalogs == [] and m.registry is None
+
+
+def test_edges_and_removals(tmp_path: Path) -> None:
+    m = load_manifest(write(tmp_path, FULL), environ={"API_TOKEN": "x"})
+    edges = {e.key: e for e in manifest_edges(m)}
+    direct = edges[
+        ("time__convert_time", "time__get_current_time", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "time")
+    ]
+    assert direct.origin == "manifest" and direct.reason == "needs the current time"
+    # no kind and no parameter: a direct tool dependency
+    assert ("a__x", "b__y", EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, None) in edges
+    pinned = edges[("a__x", "c__z", EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON, None)]
+    assert pinned.evidence == "manifest:pin"
+
+    inferred = [
+        DependencyEdge(
+            tool="a__x", depends_on="c__z", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, origin="inferred"
+        ),
+        DependencyEdge(
+            tool="a__x", depends_on="b__y", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, origin="inferred"
+        ),
+        pinned,
+    ]
+    kept = filter_removed_edges(m, inferred)
+    assert [(e.depends_on, e.kind) for e in kept] == [
+        ("b__y", EdgeKind.TOOL_DIRECTLY_DEPENDS_ON),
+        ("c__z", EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON),  # the pin survives its removal
+    ]
+
+
+def test_apply_tool_overrides(tmp_path: Path) -> None:
+    m = load_manifest(write(tmp_path, FULL), environ={"API_TOKEN": "x"})
+    recs = [
+        ToolRecord(id="time__get_current_time", source="time", name="get_current_time", examples=("now?",)),
+        ToolRecord(id="time__convert_time", source="time", name="convert_time"),
+    ]
+    out = apply_tool_overrides(m, recs)
+    assert out[0].kind == "core" and out[0].examples == ("now?", "what time is it in Tokyo")
+    assert out[1] is recs[1]
+    assert apply_tool_overrides(m, out)[0] is out[0]  # idempotent: nothing to change the second time

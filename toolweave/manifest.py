@@ -1,0 +1,643 @@
+"""The gateway manifest: which upstreams, catalogs and settings one ``toolweave serve`` uses.
+
+A manifest is YAML validated with pydantic. Errors name the file, line and field, because a YAML
+typo found at startup should be fixed in seconds: we compose the YAML node tree ourselves, keep the
+start mark of every key and value, and map pydantic's error ``loc`` back to those marks.
+
+``${VAR}`` and ``${VAR:-default}`` work in every string (``$${`` is a literal ``${``). A missing
+variable is an error at load time, with its line. Server and OpenAPI sections keep the *raw* text
+(``Bearer ${API_TOKEN}``) so secrets never reach logs, reprs or the registry; adapters call
+``interpolated()`` only when they build a transport. Everything else is interpolated at load.
+
+Relative paths (``registry``, catalog paths, a stdio server's ``cwd`` and a ``./``-relative
+``command``) resolve against the manifest's folder, so a manifest works from any working directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from toolweave.errors import ConfigError
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
+from toolweave.settings import PublishSettings, RetrievalSettings, Settings
+
+__all__ = [
+    "CatalogEntry",
+    "Dependencies",
+    "EdgeRemoval",
+    "EdgeSpec",
+    "HttpServer",
+    "Manifest",
+    "ServerConfig",
+    "SseServer",
+    "StdioServer",
+    "apply_tool_overrides",
+    "filter_removed_edges",
+    "interpolate",
+    "load_manifest",
+    "manifest_edges",
+    "validate_source_name",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_SOURCE_LENGTH = 40
+"""Source names prefix every tool id (≤ 64 chars); a long prefix would leave no room for the name."""
+
+_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+# -- interpolation ----------------------------------------------------------------------------------------
+def _missing_vars(value: str, environ: Mapping[str, str]) -> list[str]:
+    missing = []
+    for m in _VAR.finditer(value):
+        name, default = m.group(1), m.group(2)
+        if name is not None and default is None and name not in environ:
+            missing.append(name)
+    return missing
+
+
+def interpolate(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` (default also when VAR is empty); ``$${`` → ``${``.
+
+    Raises ``ConfigError`` naming ``where`` and the variable when one is not set and has no default.
+    """
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name is None:
+            return "${"
+        got = env.get(name)
+        if default is not None:
+            return got if got else default
+        if got is None:
+            raise ConfigError(f"{where}: environment variable {name!r} is not set (use ${{{name}:-default}})")
+        return got
+
+    return _VAR.sub(sub, value)
+
+
+def _interpolate_tree(value: Any, environ: Mapping[str, str], where: str) -> Any:
+    if isinstance(value, str):
+        return interpolate(value, environ, where=where)
+    if isinstance(value, dict):
+        return {k: _interpolate_tree(v, environ, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate_tree(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+# -- models -------------------------------------------------------------------------------------------------
+def _base_dir(info: ValidationInfo) -> Path | None:
+    ctx = info.context
+    return ctx.get("base_dir") if isinstance(ctx, dict) else None
+
+
+def _resolve(path: Path, info: ValidationInfo) -> Path:
+    base = _base_dir(info)
+    path = path.expanduser()
+    return path if path.is_absolute() or base is None else (base / path).resolve()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _ServerBase(_Strict):
+    enabled: bool = Field(True, description="False keeps the entry but never starts it.")
+    timeout_s: float | None = Field(None, gt=0, description="Call timeout override, seconds.")
+    connect_timeout_s: float | None = Field(None, gt=0, description="Connect/initialise timeout override.")
+
+    def interpolated(self, environ: Mapping[str, str] | None = None) -> Self:
+        """A copy with ``${VAR}`` resolved. Holds secrets: build the transport with it, never log it."""
+        env = os.environ if environ is None else environ
+        data = self.model_dump()
+        for key in self._interpolated_fields:
+            data[key] = _interpolate_tree(data[key], env, f"server field {key!r}")
+        return type(self).model_validate(data)
+
+    _interpolated_fields: ClassVar[tuple[str, ...]] = ()
+
+    def describe(self) -> str:
+        """One line for logs; shows the raw (uninterpolated) values only."""
+        raise NotImplementedError
+
+
+class StdioServer(_ServerBase):
+    """An upstream started as a subprocess, speaking MCP over its stdin/stdout."""
+
+    transport: Literal["stdio"]
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="Added to the gateway's environment.")
+    cwd: Path | None = None
+
+    _interpolated_fields: ClassVar[tuple[str, ...]] = ("command", "args", "env")
+
+    @field_validator("command")
+    @classmethod
+    def _command_path(cls, v: str, info: ValidationInfo) -> str:
+        # Only explicit ./ or ../ paths are relative to the manifest; bare names go through PATH.
+        base = _base_dir(info)
+        if base is not None and (v.startswith("./") or v.startswith("../")):
+            return str((base / v).resolve())
+        return v
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd_path(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        return None if v is None else _resolve(v, info)
+
+    def describe(self) -> str:
+        return f"stdio: {' '.join([self.command, *self.args])}"
+
+
+class HttpServer(_ServerBase):
+    """An upstream reached over streamable HTTP."""
+
+    transport: Literal["http", "streamable-http", "streamable_http", "streamableHttp"]
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    _interpolated_fields: ClassVar[tuple[str, ...]] = ("url", "headers")
+
+    @field_validator("transport")
+    @classmethod
+    def _one_spelling(cls, v: str) -> str:
+        return "http"  # claude/VS Code configs spell it several ways; code downstream sees one
+
+    def describe(self) -> str:
+        return f"http: {self.url} headers={self.headers}"
+
+
+class SseServer(_ServerBase):
+    """An upstream reached over the legacy HTTP+SSE transport."""
+
+    transport: Literal["sse"]
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    _interpolated_fields: ClassVar[tuple[str, ...]] = ("url", "headers")
+
+    def describe(self) -> str:
+        return f"sse: {self.url} headers={self.headers}"
+
+
+ServerConfig = Annotated[StdioServer | HttpServer | SseServer, Field(discriminator="transport")]
+
+
+class CatalogEntry(_Strict):
+    """A static catalog (``toolweave.registry.catalog.load_catalog``) ingested under ``source``."""
+
+    path: Path
+    source: str
+    require_description: bool = True
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: Path, info: ValidationInfo) -> Path:
+        return _resolve(v, info)
+
+
+def _parse_kind(v: Any) -> Any:
+    return EdgeKind.parse(v) if isinstance(v, str) else v
+
+
+class EdgeSpec(_Strict):
+    """A declared edge: ``tool`` depends on ``depends_on`` (tool ids)."""
+
+    tool: str = Field(min_length=1)
+    depends_on: str = Field(min_length=1)
+    kind: EdgeKind | None = Field(
+        None, description="Default: PARAMETER_DIRECTLY_DEPENDS_ON with a parameter, else TOOL_DIRECTLY_..."
+    )
+    parameter: str | None = None
+    reason: str = ""
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        return _parse_kind(v)
+
+    @property
+    def resolved_kind(self) -> EdgeKind:
+        if self.kind is not None:
+            return self.kind
+        return EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON if self.parameter else EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+
+
+class EdgeRemoval(_Strict):
+    """Drop declared/inferred edges between two tools (of one kind / parameter when given)."""
+
+    tool: str = Field(min_length=1)
+    depends_on: str = Field(min_length=1)
+    kind: EdgeKind | None = None
+    parameter: str | None = None
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        return _parse_kind(v)
+
+    def matches(self, edge: DependencyEdge) -> bool:
+        return (
+            edge.tool == self.tool
+            and edge.depends_on == self.depends_on
+            and (self.kind is None or edge.kind == self.kind)
+            and (self.parameter is None or edge.parameter_name == self.parameter)
+        )
+
+
+class Dependencies(_Strict):
+    add: list[EdgeSpec] = Field(default_factory=list)
+    remove: list[EdgeRemoval] = Field(default_factory=list)
+    pin: list[EdgeSpec] = Field(
+        default_factory=list, description="Kept even if a removal or inference disagrees."
+    )
+
+
+class _StrictRetrieval(RetrievalSettings):
+    # Typo protection: the shared settings model ignores unknown keys, a manifest must not.
+    model_config = ConfigDict(extra="forbid")
+
+
+class _StrictPublish(PublishSettings):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Manifest(_Strict):
+    """A validated manifest. Build it with ``load_manifest``; paths are already absolute."""
+
+    source_path: Path | None = Field(None, description="The YAML file this came from (set by the loader).")
+    registry: Path | None = Field(None, description="Registry directory; the CLI's --registry wins.")
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    # TODO-free placeholder until the OpenAPI adapter's config class lands: entries are validated there.
+    openapi: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    catalogs: list[CatalogEntry] = Field(default_factory=list)
+    retrieval: _StrictRetrieval = Field(default_factory=_StrictRetrieval)
+    publish: _StrictPublish = Field(default_factory=_StrictPublish)
+    dependencies: Dependencies = Field(default_factory=Dependencies)
+    core_tools: list[str] = Field(default_factory=list)
+    examples: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        return None if v is None else _resolve(v, info)
+
+    @property
+    def sources(self) -> list[str]:
+        """Every source name the manifest defines (servers, OpenAPI specs, catalogs)."""
+        return [*self.servers, *self.openapi, *(c.source for c in self.catalogs)]
+
+    def enabled_servers(self) -> dict[str, StdioServer | HttpServer | SseServer]:
+        return {name: s for name, s in self.servers.items() if s.enabled}
+
+    def describe(self) -> str:
+        """Human summary for logs: raw values only, so ``${SECRET}`` stays a reference."""
+        where = self.source_path or "<memory>"
+        lines = [f"manifest {where}"]
+        lines += [
+            f"  server {n}: {s.describe()}{'' if s.enabled else ' (disabled)'}"
+            for n, s in self.servers.items()
+        ]
+        lines += [f"  openapi {n}" for n in self.openapi]
+        lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
+        return "\n".join(lines)
+
+    def settings_for(self, settings: Settings, *, registry: Path | None = None) -> Settings:
+        """``settings`` with what this manifest sets explicitly applied; ``registry`` (the CLI's) wins."""
+        retrieval = RetrievalSettings.model_validate(
+            {
+                **settings.retrieval.model_dump(),
+                **self.retrieval.model_dump(include=self.retrieval.model_fields_set),
+            }
+        )
+        publish = PublishSettings.model_validate(
+            {
+                **settings.publish.model_dump(),
+                **self.publish.model_dump(include=self.publish.model_fields_set),
+            }
+        )
+        update: dict[str, Any] = {"retrieval": retrieval, "publish": publish}
+        home = registry or self.registry
+        if home is not None:
+            update["home"] = home
+        return settings.model_copy(update=update)
+
+
+# -- helpers over records -----------------------------------------------------------------------------------
+def apply_tool_overrides(manifest: Manifest, records: Iterable[ToolRecord]) -> list[ToolRecord]:
+    """Mark ``core_tools`` as kind "core" and add the manifest's usage ``examples`` (deduplicated)."""
+    core = set(manifest.core_tools)
+    out = []
+    for rec in records:
+        update: dict[str, Any] = {}
+        if rec.id in core and rec.kind != "core":
+            update["kind"] = "core"
+        extra = manifest.examples.get(rec.id)
+        if extra:
+            merged = tuple(dict.fromkeys([*rec.examples, *extra]))
+            if merged != rec.examples:
+                update["examples"] = merged
+        out.append(rec.model_copy(update=update) if update else rec)
+    return out
+
+
+def manifest_edges(manifest: Manifest) -> list[DependencyEdge]:
+    """``dependencies.add`` and ``dependencies.pin`` as edges with ``origin="manifest"``.
+
+    Pinned edges carry ``evidence="manifest:pin"`` so whoever merges edges can keep them over removals.
+    """
+    edges: dict[tuple[str, str, EdgeKind, str | None], DependencyEdge] = {}
+    for evidence, specs in (
+        ("manifest:add", manifest.dependencies.add),
+        ("manifest:pin", manifest.dependencies.pin),
+    ):
+        for spec in specs:
+            edge = DependencyEdge(
+                tool=spec.tool,
+                depends_on=spec.depends_on,
+                kind=spec.resolved_kind,
+                parameter_name=spec.parameter,
+                reason=spec.reason,
+                origin="manifest",
+                evidence=evidence,
+            )
+            edges[edge.key] = edge  # a pin of the same edge overrides its plain "add"
+    return list(edges.values())
+
+
+def filter_removed_edges(manifest: Manifest, edges: Iterable[DependencyEdge]) -> list[DependencyEdge]:
+    """Drop edges matching ``dependencies.remove``, except those ``dependencies.pin`` lists."""
+    pinned = {e.key for e in manifest_edges(manifest) if e.evidence == "manifest:pin"}
+    removals = manifest.dependencies.remove
+    return [e for e in edges if e.key in pinned or not any(r.matches(e) for r in removals)]
+
+
+def validate_source_name(name: str) -> str | None:
+    """Why ``name`` cannot be a source name (tool id prefix), or None when it can."""
+    if not name:
+        return "a source name cannot be empty"
+    if sanitize_name(name) != name:
+        return (
+            f"source name {name!r} may only hold letters, digits, '_' and '-' (try {sanitize_name(name)!r})"
+        )
+    if "__" in name:
+        return f"source name {name!r} cannot contain '__' (it separates source and tool in ids)"
+    if len(name) > MAX_SOURCE_LENGTH:
+        return f"source name {name!r} is longer than {MAX_SOURCE_LENGTH} characters"
+    return None
+
+
+# -- loading with line numbers -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Where:
+    line: int
+    column: int
+
+
+Path_ = tuple[str | int, ...]
+
+
+class _Composer:
+    """Turn a YAML node tree into Python data, remembering where each key and value started."""
+
+    def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
+        self.loader = loader
+        self.file = file
+        self.marks: dict[Path_, _Where] = {}
+        self.errors: list[tuple[int, int, str]] = []
+
+    def where(self, node: Node) -> _Where:
+        return _Where(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def build(self, node: Node, path: Path_) -> Any:
+        self.marks.setdefault(path, self.where(node))
+        if isinstance(node, MappingNode):
+            self.loader.flatten_mapping(node)  # resolves `<<: *anchor` merges
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.loader.construct_object(key_node, deep=True)
+                if not isinstance(key, str | int | float | bool) or key is None:
+                    self.add(self.where(key_node), path, "mapping keys must be scalars")
+                    continue
+                key = str(key)
+                if key in out:
+                    self.add(self.where(key_node), (*path, key), "duplicate key")
+                self.marks[(*path, key)] = self.where(key_node)  # errors point at the key's line
+                out[key] = self.build(value_node, (*path, key))
+            return out
+        if isinstance(node, SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, ScalarNode)
+        return self.loader.construct_object(node, deep=True)
+
+    def add(self, where: _Where | None, path: Path_, message: str) -> None:
+        # Kept with line and column so the summary lists problems in file order.
+        line, col = (where.line, where.column) if where else (0, 0)
+        self.errors.append((line, col, self.fmt(where, path, message)))
+
+    def fmt(self, where: _Where | None, path: Path_, message: str) -> str:
+        field = _dotted(path) or "<top>"
+        at = f"{self.file}:{where.line}:{where.column}" if where else self.file
+        return f"{at}: {field}: {message}"
+
+    def locate(self, path: Path_) -> _Where | None:
+        while path:
+            if path in self.marks:
+                return self.marks[path]
+            path = path[:-1]
+        return self.marks.get(())
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _data_path(data: Any, loc: Sequence[str | int]) -> tuple[Path_, list[str | int]]:
+    """Follow pydantic's ``loc`` through the data; parts that are not data keys (union tags,
+    validator names) are skipped. Returns the path that exists and the part that does not."""
+    path: list[str | int] = []
+    cur = data
+    rest: list[str | int] = []
+    for part in loc:
+        if isinstance(cur, dict) and str(part) in cur:
+            cur = cur[str(part)]
+            path.append(str(part))
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            cur = cur[part]
+            path.append(part)
+        elif isinstance(part, str) and part in {
+            "stdio",
+            "http",
+            "sse",
+            "streamable-http",
+            "streamable_http",
+            "streamableHttp",
+            "function-after",
+            "function-before",
+        }:
+            continue
+        else:
+            rest.append(part)
+    return tuple(path), rest
+
+
+_SERVER_KEYS_HINT = "transport (stdio | http | sse)"
+
+
+def _infer_transports(data: dict[str, Any], comp: _Composer) -> set[str]:
+    """``transport`` may be omitted: ``command`` means stdio, ``url`` means streamable HTTP."""
+    untyped: set[str] = set()
+    servers = data.get("servers")
+    if not isinstance(servers, dict):
+        return untyped
+    for name, entry in servers.items():
+        if isinstance(entry, dict) and "transport" not in entry:
+            if "command" in entry:
+                entry["transport"] = "stdio"
+            elif "url" in entry:
+                entry["transport"] = "http"
+            else:
+                untyped.add(name)
+                comp.add(comp.locate(("servers", name)), ("servers", name), f"needs {_SERVER_KEYS_HINT}")
+    return untyped
+
+
+def _check_sources(data: dict[str, Any], comp: _Composer) -> None:
+    seen: dict[str, Path_] = {}
+
+    def check(name: Any, path: Path_) -> None:
+        name = str(name)
+        problem = validate_source_name(name)
+        if problem:
+            comp.add(comp.locate(path), path, problem)
+        elif name in seen:
+            first = comp.locate(seen[name])
+            comp.add(
+                comp.locate(path),
+                path,
+                f"source name {name!r} is already used by "
+                f"{_dotted(seen[name])} (line {first.line if first else '?'}); sources must be unique",
+            )
+        else:
+            seen[name] = path
+
+    for section in ("servers", "openapi"):
+        block = data.get(section)
+        if isinstance(block, dict):
+            for name in block:
+                check(name, (section, name))
+    catalogs = data.get("catalogs")
+    if isinstance(catalogs, list):
+        for i, entry in enumerate(catalogs):
+            if isinstance(entry, dict) and "source" in entry:
+                check(entry["source"], ("catalogs", i, "source"))
+
+
+def _check_variables(value: Any, path: Path_, comp: _Composer, environ: Mapping[str, str]) -> set[str]:
+    """Report every ``${VAR}`` without a value or default; returns their names."""
+    missing: set[str] = set()
+    if isinstance(value, str):
+        for name in _missing_vars(value, environ):
+            missing.add(name)
+            comp.add(
+                comp.locate(path),
+                path,
+                f"environment variable {name!r} is not set (export it or write ${{{name}:-default}})",
+            )
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            missing |= _check_variables(v, (*path, k), comp, environ)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            missing |= _check_variables(v, (*path, i), comp, environ)
+    return missing
+
+
+# Sections that may hold secrets keep their raw text; the adapters interpolate when connecting.
+_RAW_SECTIONS = ("servers", "openapi")
+
+
+def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Manifest:
+    """Read and validate a manifest. Raises ``ConfigError`` listing every problem with file:line:column."""
+    env = os.environ if environ is None else environ
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
+    file = str(path)
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            comp = _Composer(loader, file)
+            data = {} if root is None else comp.build(root, ())
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else file
+        raise ConfigError(f"{at}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}:1:1: a manifest must be a mapping (servers:, catalogs:, ...)")
+
+    untyped = _infer_transports(data, comp)
+    _check_sources(data, comp)
+    missing = _check_variables(data, (), comp, env)
+    # Keep validating after the first problems, so one run reports them all: missing variables
+    # become "" and servers without a transport are left out (both already reported).
+    env = {**env, **dict.fromkeys(missing, "")} if missing else env
+    resolved = {k: v if k in _RAW_SECTIONS else _interpolate_tree(v, env, k) for k, v in data.items()}
+    if untyped:
+        resolved["servers"] = {k: v for k, v in resolved["servers"].items() if k not in untyped}
+    if "source_path" in resolved:
+        del resolved["source_path"]
+        comp.add(comp.locate(("source_path",)), ("source_path",), "is set by the loader, not in the file")
+    try:
+        manifest = Manifest.model_validate(
+            {**resolved, "source_path": path.resolve()}, context={"base_dir": path.resolve().parent}
+        )
+    except ValidationError as exc:
+        for err in exc.errors():
+            found, rest = _data_path(data, err["loc"])
+            message = _message(err, rest)
+            comp.add(comp.locate(found), (*found, *rest), message)
+    if comp.errors:
+        raise ConfigError(_summary(file, comp.errors))
+    return manifest
+
+
+def _message(err: Any, rest: list[str | int]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (typo?)"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        tag = err.get("ctx", {}).get("tag")
+        return f"unknown transport {tag!r}; expected stdio, http or sse"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def _summary(file: str, errors: list[tuple[int, int, str]]) -> str:
+    unique = sorted(set(errors))
+    head = f"invalid manifest {file} ({len(unique)} problem{'s' if len(unique) > 1 else ''}):"
+    return "\n".join([head, *(f"  {text}" for _, _, text in unique)])
