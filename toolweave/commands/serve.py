@@ -1,5 +1,58 @@
-"""`toolweave` commands: serve."""
+"""`toolweave serve`: run the gateway on a manifest."""
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolweave.cli import RegistryOption, app, settings_for, setup_logging, user_errors
+
 __all__: list[str] = []
+
+
+@app.command("serve")
+def serve_command(
+    manifest: Annotated[
+        Path, typer.Option("--manifest", "-m", help="Manifest YAML: upstream servers, catalogs, settings.")
+    ],
+    transport: Annotated[
+        str,
+        typer.Option("--transport", "-t", help="stdio (default, for desktop clients), http (/mcp) or sse."),
+    ] = "stdio",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="HTTP/SSE bind address; loopback by default so only this machine connects."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP/SSE port.")] = 8765,
+    registry: RegistryOption = None,
+) -> None:
+    """Serve the manifest's tools to one MCP client (stdio) or many (http, sse).
+
+    Logs go to stderr; with stdio, stdout carries the MCP protocol and nothing else.
+    """
+    with user_errors():
+        from toolweave.adapters.factory import backends_from_manifest
+        from toolweave.errors import ConfigError
+        from toolweave.manifest import load_manifest
+        from toolweave.registry import Registry
+        from toolweave.server.gateway import Gateway
+        from toolweave.server.transports import serve
+
+        if transport not in ("stdio", "http", "sse"):
+            raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
+        loaded = load_manifest(manifest)
+        settings = loaded.settings_for(settings_for(None), registry=registry)
+        setup_logging(settings.log_level)
+        reg = Registry.open(settings.home, settings=settings)
+        try:
+            backends = backends_from_manifest(loaded, settings)
+            gateway = Gateway(reg, backends, settings, manifest=loaded)
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
+                serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
+        finally:
+            reg.close()

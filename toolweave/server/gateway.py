@@ -1,0 +1,390 @@
+"""The gateway: one MCP server in front of many backends, publishing per session what the task needs.
+
+``Gateway`` wires the SDK's low-level ``Server`` (handlers as constructor arguments) to the registry,
+the backends, the sessions and the notifier. Its ``running()`` context owns every backend task: one
+owner task per backend, started in a task group, cancelled on the way out. A backend's tool list goes
+through the manifest's overrides into ``Registry.ingest`` (hash-based, in a worker thread), so tools
+an upstream adds at run time are findable at once.
+
+Nothing raised while serving a call escapes as a JSON-RPC error: see ``server/errors.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from functools import partial
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolweave.adapters.backend import Backend, Sampler
+from toolweave.manifest import Manifest, apply_tool_overrides, filter_removed_edges, manifest_edges
+from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.registry import Registry
+from toolweave.server.errors import to_tool_error_result
+from toolweave.server.meta_tools import (
+    CALL_TOOL,
+    FIND_TOOLS,
+    MAX_K,
+    FoundTool,
+    find_tools_result,
+    meta_tools,
+    to_mcp_tool,
+)
+from toolweave.server.notify import Notifier
+from toolweave.server.proxy import Proxy, argument_errors
+from toolweave.server.sessions import Session, SessionStore
+from toolweave.settings import Settings
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger(__name__)
+
+AVAILABILITY_POLL_S = 0.25
+"""How often backend availability is sampled; a flip re-publishes (tools appear/disappear)."""
+
+INSTRUCTIONS = (
+    "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
+    "connected tool and returns the ones a task needs (with their input schemas and dependencies), and "
+    "call_tool(name, arguments) runs any of them. Found tools are also added to your tool list."
+)
+
+
+def _version() -> str:
+    try:
+        return version("toolweave")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0.0.0"
+
+
+class Gateway:
+    """Serve ``registry``'s tools through ``backends`` to MCP clients, one published set per session."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        backends: Sequence[Backend],
+        settings: Settings,
+        *,
+        manifest: Manifest | None = None,
+        name: str = "toolweave",
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.manifest = manifest
+        self.backends: dict[str, Backend] = {b.name: b for b in backends}
+        self.sessions = SessionStore(settings.publish.max_tools, tuple(settings.publish.pinned))
+        self.notifier = Notifier()
+        self.proxy = Proxy(
+            self.backends, timeout_s=settings.call_timeout_s, max_result_chars=settings.max_result_chars
+        )
+        self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
+        self._pending_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
+        self._available: dict[str, bool] = {name: False for name in self.backends}
+        self._tool_cache: dict[tuple[str, str], types.Tool] = {}
+        self.ready = anyio.Event()
+        self.server: Server[Any] = Server(
+            name,
+            version=_version(),
+            instructions=INSTRUCTIONS,
+            lifespan=self._lifespan,
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_subscriptions_listen=self.notifier.listen,
+        )
+        # Advertise tools.listChanged on every transport: the streamable-HTTP session manager calls
+        # create_initialization_options() without arguments, so the default itself must change.
+        default_options = self.server.create_initialization_options
+
+        def with_list_changed(
+            notification_options: NotificationOptions | None = None, *a: Any, **k: Any
+        ) -> Any:
+            return default_options(notification_options or NotificationOptions(tools_changed=True), *a, **k)
+
+        self.server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+
+    # -- lifetime --------------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _lifespan(self, _server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with self.running():
+            yield {}
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Ingest the manifest's catalogs, start every backend's owner task, stop them all on exit."""
+        started = time.perf_counter()
+        await self._ingest_catalogs()
+        async with anyio.create_task_group() as tg:
+            for backend in self.backends.values():
+                tg.start_soon(self._run_backend, backend)
+            tg.start_soon(self._watch_availability)
+            self.ready.set()
+            log.info(
+                "gateway ready in %.2f s: %d tools in registry, %d backends",
+                time.perf_counter() - started,
+                len(self.registry),
+                len(self.backends),
+            )
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _ingest_catalogs(self) -> None:
+        if self.manifest is None or not self.manifest.catalogs:
+            return
+        from toolweave.registry.catalog import load_catalog  # only manifests with catalogs pay for it
+
+        for entry in self.manifest.catalogs:
+            catalog = load_catalog([entry.path], entry.source, require_description=entry.require_description)
+            tools = apply_tool_overrides(self.manifest, catalog.tools)
+            edges = filter_removed_edges(self.manifest, catalog.edges)
+            summary = await anyio.to_thread.run_sync(
+                partial(self.registry.ingest, entry.source, tools, edges)
+            )
+            log.info("catalog %s: %s", entry.source, summary)
+        await self._apply_manifest_edges()
+
+    async def _run_backend(self, backend: Backend) -> None:
+        try:
+            await backend.run(partial(self._on_tools, backend.name))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:  # contract: run() never raises; if one does, the others keep serving
+            log.exception("backend %s stopped with an error; its tools stay unavailable", backend.name)
+
+    async def _on_tools(
+        self, expected: str, source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]
+    ) -> None:
+        """A backend's complete, current tool list: ingest it and re-publish what changed."""
+        try:
+            if source != expected:
+                log.warning("backend %s reported tools as source %r; using %r", expected, source, expected)
+                source = expected
+            if self.manifest is not None:
+                tools = apply_tool_overrides(self.manifest, tools)
+                edges = filter_removed_edges(self.manifest, edges)
+            before = {t.id: t.content_hash for t in self.registry.tools(source)}
+            summary = await anyio.to_thread.run_sync(
+                partial(self.registry.ingest, source, list(tools), list(edges))
+            )
+            await self._apply_manifest_edges()
+            log.info("%s: %d tools (%s)", source, len(tools), summary)
+            after = {t.id: t.content_hash for t in tools}
+            removed = set(before) - set(after)
+            changed = {i for i, h in after.items() if before.get(i) not in (None, h)}
+            added = set(after) - set(before)
+            await self._republish(source, removed=removed, changed=changed, added=added)
+        except Exception:  # a bad tool list must not kill the backend's owner task
+            log.exception("could not ingest the tools of %s", source)
+
+    async def _apply_manifest_edges(self) -> None:
+        """Add manifest edges once both ends exist (a backend may connect long after startup)."""
+        if not self._pending_edges:
+            return
+        ready = [
+            e for e in self._pending_edges if self.registry.find(e.tool) and self.registry.find(e.depends_on)
+        ]
+        if not ready:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.registry.add_edges, ready)
+        except Exception:
+            log.exception("could not add manifest dependency edges")
+            return
+        done = {e.key for e in ready}
+        self._pending_edges = [e for e in self._pending_edges if e.key not in done]
+
+    async def _republish(self, source: str, *, removed: set[str], changed: set[str], added: set[str]) -> None:
+        pinned = set(self.settings.publish.pinned)
+        for session in self.sessions:
+            ids = set(session.published.ids())
+            dropped = session.published.discard(removed & ids)
+            if dropped.changed or (changed & ids) or (added & pinned):
+                await self.notifier.tools_changed(session)
+
+    async def _watch_availability(self) -> None:
+        while True:
+            for name, backend in self.backends.items():
+                now = bool(backend.available)
+                if now != self._available[name]:
+                    self._available[name] = now
+                    log.info("upstream %s is %s", name, "available" if now else "unavailable")
+                    await self._availability_changed(name)
+            await anyio.sleep(AVAILABILITY_POLL_S)
+
+    async def _availability_changed(self, source: str) -> None:
+        for session in self.sessions:
+            if any(self._source_of(t) == source for t in session.published.ids()):
+                await self.notifier.tools_changed(session)
+
+    # -- what is visible -------------------------------------------------------------------------------
+    def _source_of(self, tool_id: str) -> str | None:
+        record = self.registry.find(tool_id)
+        return record.source if record else None
+
+    def excluded_sources(self) -> set[str]:
+        """Sources not to publish or retrieve: disconnected backends, and registry sources this
+        manifest does not define (left over from another run)."""
+        excluded = {name for name, b in self.backends.items() if not b.available}
+        if self.manifest is not None:
+            known = set(self.backends) | self._catalog_sources
+            excluded |= {s for s in self.registry.sources() if s not in known}
+        return excluded
+
+    def published_tools(self, session: Session) -> list[types.Tool]:
+        excluded = self.excluded_sources()
+        tools = meta_tools()
+        for tool_id in session.published.ids():
+            record = self.registry.find(tool_id)
+            if record is None or record.source in excluded:
+                continue
+            tools.append(self._mcp_tool(record))
+        return tools
+
+    def _mcp_tool(self, record: ToolRecord) -> types.Tool:
+        key = (record.id, record.content_hash)
+        tool = self._tool_cache.get(key)
+        if tool is None:
+            tool = self._tool_cache[key] = to_mcp_tool(record)
+        return tool
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        for meta in meta_tools():
+            if meta.name == name:
+                return meta.input_schema
+        record = self.registry.find(name)
+        return record.input_schema if record else None
+
+    # -- handlers --------------------------------------------------------------------------------------
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        session = self.sessions.for_request(ctx)
+        # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
+        return types.ListToolsResult(tools=self.published_tools(session), ttl_ms=0, cache_scope="private")
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            session = self.sessions.for_request(ctx)
+            arguments = params.arguments if params.arguments is not None else {}
+            if params.name == FIND_TOOLS:
+                return await self._find_tools(session, arguments)
+            if params.name == CALL_TOOL:
+                problems = argument_errors(self._input_schema(CALL_TOOL) or {}, arguments)
+                if problems:
+                    return _bad_meta_arguments(CALL_TOOL, problems)
+                return await self._proxy(ctx, session, arguments["name"], arguments.get("arguments") or {})
+            return await self._proxy(ctx, session, params.name, arguments)
+        except Exception as exc:  # last line of defence: an error result, never a dead request
+            log.exception("tools/call %s failed inside the gateway", params.name)
+            return to_tool_error_result(
+                "internal_error",
+                f"the gateway failed on {params.name}: {type(exc).__name__}: {exc}",
+                tool=params.name,
+            )
+
+    async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
+        if problems:
+            return _bad_meta_arguments(FIND_TOOLS, problems)
+        query = str(arguments["query"]).strip()
+        params = self.settings.retrieval
+        k = arguments.get("k")
+        if k is not None:
+            k = min(int(k), MAX_K)
+            params = params.model_copy(update={"final_k": k, "top_k": min(params.top_k, k)})
+        # The same query again must give the same answer, so it is never its own context.
+        context = [q for q in session.context() if q != query]
+        ranked = await anyio.to_thread.run_sync(
+            partial(
+                self.registry.retrieve,
+                query,
+                params,
+                exclude_sources=self.excluded_sources(),
+                context=context,
+            )
+        )
+        found = [FoundTool(rec, r) for r in ranked if (rec := self.registry.find(r.tool_id)) is not None]
+        turn = session.next_turn()
+        change = session.published.select([f.record.id for f in found], turn)
+        if not session.queries or session.queries[-1] != query:
+            session.queries.append(query)
+        if change.changed:
+            log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
+            await self.notifier.tools_changed(session)
+        return find_tools_result(query, found, list_changed=change.changed, published=session.published.ids())
+
+    async def _proxy(
+        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+    ) -> types.CallToolResult:
+        record = self.registry.find(name)
+        if record is None:
+            return to_tool_error_result(
+                "unknown_tool",
+                f"no tool named {name!r}; use {FIND_TOOLS} to search for the tool you need",
+                tool=name,
+            )
+        if record.source in self.excluded_sources() and record.source not in self.backends:
+            return to_tool_error_result(
+                "unknown_tool",
+                f"{name!r} belongs to {record.source!r}, which this gateway does not serve",
+                tool=name,
+            )
+        turn = session.next_turn()
+        session.published.touch(record.id, turn)
+        session.calls.append((record.id, dict(arguments) if isinstance(arguments, Mapping) else {}))
+        return await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+
+
+def _bad_meta_arguments(tool: str, problems: list[dict[str, str]]) -> types.CallToolResult:
+    listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+    return to_tool_error_result(
+        "invalid_arguments",
+        f"arguments for {tool} are invalid: {listed}",
+        tool=tool,
+        details={"errors": problems},
+    )
+
+
+def _sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
+    """Forward upstream sampling to this client, when it is a handshake-era client that declared sampling.
+
+    2026-era clients cannot receive server requests (sampling travels as ``InputRequiredResult``
+    there, which the Backend protocol does not carry), so their upstreams see no sampler.
+    """
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    session = ctx.session
+    caps = session.client_capabilities
+    if caps is None or caps.sampling is None:
+        return None
+
+    async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
+        try:
+            result = await session.create_message(
+                params.messages,
+                max_tokens=params.max_tokens,
+                system_prompt=params.system_prompt,
+                include_context=params.include_context,
+                temperature=params.temperature,
+                stop_sequences=params.stop_sequences,
+                metadata=params.metadata,
+                model_preferences=params.model_preferences,
+                related_request_id=ctx.request_id,
+            )
+        except Exception as exc:  # the client refused or failed: tell the upstream, keep going
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")
+        return result  # type: ignore[return-value]
+
+    return sample

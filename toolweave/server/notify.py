@@ -1,0 +1,74 @@
+"""``notifications/tools/list_changed`` to ONE session, in both protocol eras.
+
+* Handshake era: the session's connection has a standalone channel (stdio pipe, the SSE stream, the
+  streamable-HTTP GET stream); ``connection.send_tool_list_changed()`` writes there, best effort.
+* 2026-07-28 era: notices travel only on ``subscriptions/listen`` streams, and the SDK's
+  ``InMemorySubscriptionBus`` fans every event out to every stream. To target one session, the
+  gateway's listen handler keeps one bus (and one SDK ``ListenHandler``) per session key: a listen
+  request is attached to the bus of the session it comes from, so publishing on that bus reaches that
+  client's streams and nobody else's. Same session key rules as everything else (``sessions.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+from toolweave.server.sessions import Session, session_key
+
+__all__ = ["Notifier"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Listeners:
+    bus: InMemorySubscriptionBus
+    handler: ListenHandler
+    streams: int = 0
+
+
+class Notifier:
+    """Serves ``subscriptions/listen`` per session and sends list_changed to chosen sessions."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, _Listeners] = {}
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """The server's ``on_subscriptions_listen``: attach the stream to its session's bus."""
+        key = session_key(ctx)
+        entry = self._by_key.get(key)
+        if entry is None:
+            bus = InMemorySubscriptionBus()
+            entry = self._by_key[key] = _Listeners(bus, ListenHandler(bus))
+        entry.streams += 1
+        try:
+            return await entry.handler(ctx, params)
+        finally:
+            entry.streams -= 1
+            if entry.streams == 0 and self._by_key.get(key) is entry:
+                del self._by_key[key]
+
+    def listening(self, key: str) -> int:
+        """How many 2026-era listen streams the session has open (for tests and logs)."""
+        entry = self._by_key.get(key)
+        return entry.streams if entry else 0
+
+    async def tools_changed(self, session: Session) -> None:
+        """Tell ``session`` (and only it) that its tool list changed. Never raises."""
+        if session.connection is not None:
+            try:
+                await session.connection.send_tool_list_changed()
+            except Exception:  # a closed connection must not fail the turn that changed the set
+                log.debug("list_changed to %s dropped", session.key, exc_info=True)
+        entry = self._by_key.get(session.key)
+        if entry is not None:
+            await entry.bus.publish(ToolsListChanged())
+        log.debug("list_changed -> %s", session.key)

@@ -1,0 +1,153 @@
+"""Validate a call against the tool's input schema, then send it to the backend that owns the tool.
+
+Every failure comes back as the gateway's error result (``server/errors.py``); nothing raised by a
+backend reaches the MCP layer, so one broken upstream never takes the gateway down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp_types as types
+from jsonschema import Draft202012Validator
+
+from toolweave.adapters.backend import Backend, Sampler
+from toolweave.records import ToolRecord
+from toolweave.server.errors import to_tool_error_result
+
+__all__ = ["Proxy", "argument_errors", "strip_upstream_meta", "truncate_result"]
+
+log = logging.getLogger(__name__)
+
+SERVER_INFO_META_KEY = getattr(types, "SERVER_INFO_META_KEY", "io.modelcontextprotocol/serverInfo")
+# Backends enforce the call timeout themselves; this margin only catches a backend that does not.
+_TIMEOUT_MARGIN_S = 5.0
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return path.lstrip(".") or "(arguments)"
+
+
+def argument_errors(schema: Mapping[str, Any], arguments: Any) -> list[dict[str, str]]:
+    """Every way ``arguments`` break ``schema`` (JSON Schema Draft 2020-12), one entry per field.
+
+    Each entry names the field (``a.b[2]``, or ``(arguments)`` for the object itself), says why, and
+    quotes the schema keyword that failed. A schema that is itself invalid is reported, not raised.
+    """
+    try:
+        validator = Draft202012Validator(dict(schema), format_checker=Draft202012Validator.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(e.absolute_path), e.validator))
+    except jsonschema.SchemaError as exc:
+        return [
+            {
+                "field": "(schema)",
+                "problem": f"the tool's input schema is invalid: {exc.message}",
+                "keyword": str(exc.validator),
+            }
+        ]
+    return [{"field": _field_path(e), "problem": e.message, "keyword": str(e.validator)} for e in errors]
+
+
+def strip_upstream_meta(result: types.CallToolResult) -> types.CallToolResult:
+    """Drop the upstream's ``serverInfo`` stamp: the client talks to the gateway, not to the upstream."""
+    if result.meta and SERVER_INFO_META_KEY in result.meta:
+        rest = {k: v for k, v in result.meta.items() if k != SERVER_INFO_META_KEY}
+        return result.model_copy(update={"meta": rest or None})
+    return result
+
+
+def truncate_result(result: types.CallToolResult, max_chars: int) -> types.CallToolResult:
+    """Cut text blocks beyond ``max_chars`` in total, saying how large the full result was."""
+    total = sum(len(c.text) for c in result.content if isinstance(c, types.TextContent))
+    if total <= max_chars:
+        return result
+    budget = max_chars
+    content: list[Any] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            keep = block.text[: max(0, budget)]
+            budget -= len(keep)
+            if keep:
+                content.append(block.model_copy(update={"text": keep}))
+        else:
+            content.append(block)
+    content.append(
+        types.TextContent(
+            text=f"[toolweave: result truncated to {max_chars:,} of {total:,} characters (max_result_chars)]"
+        )
+    )
+    return result.model_copy(update={"content": content})
+
+
+class Proxy:
+    """Dispatches validated calls to backends by the tool's ``source``."""
+
+    def __init__(
+        self,
+        backends: Mapping[str, Backend],
+        *,
+        timeout_s: float,
+        max_result_chars: int,
+        on_failure: Callable[[str], None] | None = None,
+    ) -> None:
+        self._backends = backends
+        self._timeout_s = timeout_s
+        self._max_result_chars = max_result_chars
+        self._on_failure = on_failure
+
+    async def call(
+        self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
+    ) -> types.CallToolResult:
+        if arguments is None:
+            arguments = {}
+        problems = argument_errors(tool.input_schema, arguments)
+        if problems:
+            listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
+            more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+            return to_tool_error_result(
+                "invalid_arguments",
+                f"arguments for {tool.id} do not match its input schema: {listed}{more}",
+                tool=tool.id,
+                details={"errors": problems, "input_schema": tool.input_schema},
+            )
+        backend = self._backends.get(tool.source)
+        if backend is None:
+            return to_tool_error_result(
+                "no_backend",
+                f"{tool.id} comes from {tool.source!r}, which is a catalog with no upstream to call",
+                tool=tool.id,
+            )
+        if not backend.available:
+            return to_tool_error_result(
+                "unavailable",
+                f"upstream {tool.source!r} is not connected right now (the gateway keeps retrying); "
+                f"{tool.id} cannot be called until it is back",
+                tool=tool.id,
+            )
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(self._timeout_s + _TIMEOUT_MARGIN_S):
+                result = await backend.call(tool, dict(arguments), timeout_s=self._timeout_s, sampler=sampler)
+        except TimeoutError:
+            return to_tool_error_result(
+                "timeout",
+                f"upstream {tool.source!r} did not answer {tool.name} within {self._timeout_s:g} s",
+                tool=tool.id,
+            )
+        except Exception as exc:  # the Backend contract says it never raises; a broken one must not kill us
+            log.exception("backend %s raised on %s", tool.source, tool.id)
+            if self._on_failure is not None:
+                self._on_failure(tool.source)
+            return to_tool_error_result(
+                "upstream_error",
+                f"calling {tool.name} on {tool.source!r} failed: {type(exc).__name__}: {exc}",
+                tool=tool.id,
+            )
+        log.debug("%s answered in %.1f ms", tool.id, (time.perf_counter() - started) * 1000)
+        return truncate_result(strip_upstream_meta(result), self._max_result_chars)

@@ -1,0 +1,143 @@
+"""Per-client state: each session has its own published set and conversation context.
+
+How a session is recognised across requests depends on the protocol era (see ``docs/gateway.md``):
+
+* **Handshake era** (2024-11-05 … 2025-11-25, every transport): the SDK builds one ``Connection`` per
+  client connection (stdio pipe, SSE stream, ``Mcp-Session-Id`` of streamable HTTP) and a fresh
+  ``ServerSession`` wrapper per request around it. The key is stored in ``connection.state``, which the
+  SDK documents as "per-connection scratch state; persists across requests". It ends with the
+  connection (``connection.exit_stack``).
+* **2026-07-28 era on a duplex stream** (stdio): every request gets a fresh ``Connection``, but all of
+  them share the stream's notify-only outbound channel, so that object identifies the client.
+* **2026-07-28 era on streamable HTTP**: each POST is self-contained, with no session id by design. A
+  client that wants its own state sends ``_meta["io.toolweave/session"]`` (any string) on its
+  requests; otherwise the key is the envelope's ``clientInfo`` (name, version) plus the peer address,
+  so two copies of the same client app on one host share a published set. Sessions without a
+  connection to end them are dropped least-recently-seen first beyond ``MAX_SESSIONS``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolweave.server.publishing import PublishedSet
+
+__all__ = ["SESSION_META_KEY", "Session", "SessionStore", "session_key"]
+
+SESSION_META_KEY = "io.toolweave/session"
+"""Optional ``_meta`` key a 2026-era HTTP client may send to get a session of its own."""
+
+_STATE_KEY = "toolweave.session"
+MAX_SESSIONS = 256
+_RECENT_QUERIES = 5
+_RECENT_CALLS = 10
+
+_counter = itertools.count(1)
+# Outbound channel of a 2026-era duplex stream -> session key; weak so a closed stream frees it.
+_outbound_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
+    # ServerRequestContext exposes no connection; ServerSession keeps it in `_connection` (mcp 2.3).
+    return ctx.session._connection
+
+
+def session_key(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The key of the client session this request belongs to (see the module docstring)."""
+    conn = _connection(ctx)
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        key = conn.state.get(_STATE_KEY)
+        if key is None:
+            key = conn.state[_STATE_KEY] = f"conn-{next(_counter)}"
+        return key
+    explicit = (ctx.meta or {}).get(SESSION_META_KEY)
+    if isinstance(explicit, str) and explicit:
+        return f"client-{explicit}"
+    if conn.has_standalone_channel:
+        try:
+            key = _outbound_keys.get(conn.outbound)
+            if key is None:
+                key = _outbound_keys[conn.outbound] = f"stream-{next(_counter)}"
+            return key
+        except TypeError:  # an outbound that cannot be weakly referenced: fall through
+            pass
+    info = conn.client_params.client_info if conn.client_params is not None else None
+    who = f"{info.name}/{info.version}" if info is not None else "anonymous"
+    request = ctx.request
+    peer = getattr(getattr(request, "client", None), "host", None) or "local"
+    return f"http-{who}@{peer}"
+
+
+@dataclass
+class Session:
+    """One client's state. A *turn* is a ``find_tools`` call or a proxied call."""
+
+    key: str
+    published: PublishedSet
+    queries: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_QUERIES))
+    calls: deque[tuple[str, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=_RECENT_CALLS))
+    turn: int = 0
+    connection: Any = None
+    """The handshake-era connection (has ``send_tool_list_changed``); None in the 2026 era."""
+    bound: bool = False
+    """Whether the connection's teardown already removes this session."""
+
+    def next_turn(self) -> int:
+        self.turn += 1
+        return self.turn
+
+    def context(self) -> list[str]:
+        """Earlier requests of this conversation, oldest first, for contextual retrieval."""
+        return list(self.queries)
+
+
+class SessionStore:
+    """Sessions by key; connection-bound ones end with their connection, the rest are LRU-capped."""
+
+    def __init__(self, max_tools: int, pinned: tuple[str, ...], max_sessions: int = MAX_SESSIONS) -> None:
+        self._max_tools = max_tools
+        self._pinned = pinned
+        self._max_sessions = max_sessions
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._sessions.values()))
+
+    def get(self, key: str) -> Session | None:
+        return self._sessions.get(key)
+
+    def for_request(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        """The request's session, created on first sight."""
+        key = session_key(ctx)
+        session = self._sessions.get(key)
+        if session is None:
+            session = Session(key, PublishedSet(self._max_tools, self._pinned))
+            self._sessions[key] = session
+            self._trim()
+        else:
+            self._sessions.move_to_end(key)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and not session.bound:
+            conn = _connection(ctx)
+            session.connection = conn
+            session.bound = True
+            conn.exit_stack.callback(self.drop, key)
+        return session
+
+    def drop(self, key: str) -> None:
+        self._sessions.pop(key, None)
+
+    def _trim(self) -> None:
+        # Only unbound (2026-era HTTP) sessions pile up without an end; bound ones end with their connection.
+        unbound = [k for k, s in self._sessions.items() if not s.bound]
+        for key in unbound[: max(0, len(unbound) - self._max_sessions)]:
+            del self._sessions[key]

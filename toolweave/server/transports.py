@@ -1,0 +1,125 @@
+"""Downstream transports: stdio, streamable HTTP (``/mcp``) and legacy HTTP+SSE (``/sse``).
+
+All three serve both protocol eras (the client's first request decides). Backends live exactly as
+long as the server: stdio enters the gateway's lifespan through ``Server.run``, streamable HTTP
+through the SDK's session manager at app startup, SSE through the Starlette app's lifespan (not per
+connection, which would restart every upstream for every client).
+
+HTTP binds 127.0.0.1 by default and keeps the SDK's DNS-rebinding protection for loopback hosts.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+
+from toolweave.errors import ServerError
+from toolweave.server.gateway import Gateway
+
+__all__ = ["Transport", "http_app", "serve", "sse_app"]
+
+log = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "http", "sse"]
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _security(host: str) -> Any:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if host not in _LOOPBACK:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def http_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
+    """Streamable HTTP at ``/mcp`` (stateful, so handshake-era clients get list_changed)."""
+    return gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+
+
+def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
+    """Legacy HTTP+SSE: ``GET /sse`` opens the stream, ``POST /messages/`` carries requests."""
+    from mcp.server.runner import serve_dual_era_loop
+    from mcp.server.sse import SseServerTransport
+
+    transport = SseServerTransport("/messages/", security_settings=_security(host))
+
+    async def handle_sse(request: Request) -> Response:
+        async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await serve_dual_era_loop(
+                gateway.server,
+                read,
+                write,
+                lifespan_state={},
+                init_options=gateway.server.create_initialization_options(),
+            )
+        return Response()
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with gateway.running():
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/sse", handle_sse, methods=["GET"]),
+            Mount("/messages/", app=transport.handle_post_message),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail early with a clear message: uvicorn only logs a bind error and exits."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ServerError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (try another --port)"
+            ) from exc
+
+
+async def _serve_stdio(gateway: Gateway) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await gateway.server.run(read, write, gateway.server.create_initialization_options())
+
+
+async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    log.info("serving MCP on http://%s:%d%s", host, port, path)
+    await server.serve()
+
+
+def serve(gateway: Gateway, transport: Transport, *, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP)."""
+    if transport == "stdio":
+        anyio.run(_serve_stdio, gateway)
+        return
+    if transport not in ("http", "sse"):
+        raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
+    _check_port(host, port)
+    if transport == "http":
+        anyio.run(_serve_uvicorn, http_app(gateway, host), host, port, "/mcp")
+    else:
+        anyio.run(_serve_uvicorn, sse_app(gateway, host), host, port, "/sse")
