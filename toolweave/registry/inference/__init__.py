@@ -1,0 +1,12 @@
+"""Infer a typed dependency graph from the tools' own names, descriptions and schemas.
+
+No LLM, no training, no queries: rules over naming conventions and generic vocabulary, plus an
+optional embedding-similarity pass with a calibrated threshold. See ``docs/graph.md``.
+"""
+
+from __future__ import annotations
+
+from toolweave.registry.inference.incremental import refresh_inferred_edges
+from toolweave.registry.inference.infer import infer_edges
+
+__all__ = ["infer_edges", "refresh_inferred_edges"]

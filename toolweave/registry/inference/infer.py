@@ -1,0 +1,90 @@
+"""Orchestration: run the rules (and the optional similarity pass) and keep one edge per pair.
+
+``infer_edges`` is pure: tool records (and optional vectors) in, edges out. It never sees declared
+edges, ``depends_on`` fields or queries; ``ToolRecord`` has no field for any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+import numpy as np
+
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.inference.producers import ToolProfile, profile
+from toolweave.registry.inference.rules import RULES
+from toolweave.registry.inference.similarity import similarity_edges
+
+__all__ = ["infer_edges"]
+
+
+def infer_edges(
+    tools: Sequence[ToolRecord],
+    *,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    only_for: Collection[str] | None = None,
+    known: Sequence[ToolRecord] = (),
+) -> list[DependencyEdge]:
+    """Propose typed dependency edges (``origin="inferred"``) among ``tools`` and ``known``.
+
+    Args:
+        tools: the tools to infer edges for (e.g. the sources being ingested).
+        vectors: optional unit embedding per tool id (``tool_document`` text); enables the
+            similarity pass for tools that have one. Without it only the rules run.
+        only_for: ids whose outgoing AND incoming edges are (re)computed; every returned edge has
+            at least one end in it. ``None`` means every id of ``tools``. Incremental ingest passes
+            the new or changed ids: edges among untouched tools are neither returned nor changed.
+        known: tools already in the registry; they can be either end of an edge but, unless named
+            in ``only_for``, edges between two of them are not returned.
+
+    Returns:
+        Edges sorted by (tool, depends_on); at most one per (tool, depends_on) pair: the most
+        confident, with the parameter names of same-kind edges merged (``"start_year,end_year"``).
+        Deterministic: the same input gives the same list.
+    """
+    by_id: dict[str, ToolRecord] = {t.id: t for t in known}
+    by_id.update({t.id: t for t in tools})
+    focus = set(only_for) if only_for is not None else {t.id for t in tools}
+    focus &= set(by_id)
+    if not focus:
+        return []
+    universe: list[ToolProfile] = [profile(by_id[i]) for i in sorted(by_id)]
+    raw: list[DependencyEdge] = []
+    for rule in RULES:
+        raw.extend(rule(universe, universe))
+    if vectors:
+        raw.extend(similarity_edges(universe, vectors, already={(e.tool, e.depends_on) for e in raw}))
+    kept = [e for e in raw if e.tool != e.depends_on and (e.tool in focus or e.depends_on in focus)]
+    return _one_per_pair(kept)
+
+
+def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
+    best: dict[tuple[str, str], DependencyEdge] = {}
+    for e in edges:
+        pair = (e.tool, e.depends_on)
+        cur = best.get(pair)
+        if cur is None:
+            best[pair] = e
+        elif (
+            cur.kind == e.kind
+            and e.parameter_name
+            and cur.parameter_name
+            and e.parameter_name not in (cur.parameter_name.split(","))
+        ):
+            best[pair] = cur.model_copy(
+                update={
+                    "parameter_name": f"{cur.parameter_name},{e.parameter_name}",
+                    "confidence": max(cur.confidence, e.confidence),
+                }
+            )
+        elif e.confidence > cur.confidence:
+            best[pair] = e
+    # A 2-cycle of "needs" edges is a contradiction (except read/change pairs of one state, which are
+    # indirect both ways): keep the more confident direction.
+    for a, b in list(best):
+        e, back = best.get((a, b)), best.get((b, a))
+        if e is None or back is None or EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON in (e.kind, back.kind):
+            continue
+        loser = (b, a) if (e.confidence, b) >= (back.confidence, a) else (a, b)
+        del best[loser]
+    return [best[k] for k in sorted(best)]

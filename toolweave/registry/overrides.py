@@ -1,0 +1,164 @@
+"""Manifest corrections of the dependency graph: add, remove and pin edges.
+
+Precedence, strongest first:
+
+1. **pinned** edges (``origin="manifest"``) survive everything: inference refreshes, re-ingests of
+   their source and ``remove`` entries. Only deleting one of their tools drops them.
+2. **remove** entries drop matching declared and inferred edges, and keep future inferred ones out.
+3. **declared** edges (from the source) and manifest **add** entries beat inferred edges: an
+   inferred edge is never added on a (tool, depends_on) pair that already has one of them, and
+   adding one drops the inferred edges of that pair.
+4. **inferred** edges fill in the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolweave.errors import ConfigError, GraphError
+from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.registry.graph import DependencyGraph
+
+__all__ = [
+    "EdgeSelector",
+    "GraphOverrides",
+    "OverrideReport",
+    "add_authoritative",
+    "apply_overrides",
+    "merge_inferred",
+]
+
+
+@dataclass(frozen=True)
+class EdgeSelector:
+    """Which edges a ``remove`` entry means: a pair, optionally narrowed to a kind and a parameter."""
+
+    tool: str
+    depends_on: str
+    kind: EdgeKind | None = None
+    parameter_name: str | None = None
+
+    def matches(self, edge: DependencyEdge) -> bool:
+        return (
+            edge.tool == self.tool
+            and edge.depends_on == self.depends_on
+            and (self.kind is None or edge.kind == self.kind)
+            and (self.parameter_name is None or edge.parameter_name == self.parameter_name)
+        )
+
+
+@dataclass
+class OverrideReport:
+    added: int = 0
+    removed: int = 0
+    pinned: int = 0
+    problems: list[str] = field(default_factory=list)
+    """Entries that name tools the graph does not hold: reported, never silently dropped."""
+
+
+@dataclass
+class GraphOverrides:
+    """The graph part of a manifest."""
+
+    add: list[DependencyEdge] = field(default_factory=list)
+    remove: list[EdgeSelector] = field(default_factory=list)
+    pin: list[DependencyEdge] = field(default_factory=list)
+
+    def is_pinned(self, edge: DependencyEdge) -> bool:
+        return any(p.key == edge.key for p in self.pin)
+
+    def is_removed(self, edge: DependencyEdge) -> bool:
+        return any(sel.matches(edge) for sel in self.remove) and not self.is_pinned(edge)
+
+    @classmethod
+    def from_mapping(cls, doc: Mapping[str, Any] | None, *, where: str = "manifest") -> GraphOverrides:
+        """Read ``{"add": [...], "remove": [...], "pin": [...]}``; each entry ``{tool, depends_on, kind?,
+        parameter?, reason?}``. Raises ``ConfigError`` naming ``where`` and the entry's position."""
+        if doc is None:
+            return cls()
+        if not isinstance(doc, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with add/remove/pin, got {type(doc).__name__}")
+        unknown = set(doc) - {"add", "remove", "pin"}
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected add, remove, pin")
+        out = cls()
+        for section in ("add", "remove", "pin"):
+            entries = doc.get(section) or []
+            if not isinstance(entries, list):
+                raise ConfigError(f"{where}.{section}: expected a list")
+            for i, raw in enumerate(entries):
+                here = f"{where}.{section}[{i}]"
+                if not isinstance(raw, Mapping):
+                    raise ConfigError(f"{here}: expected a mapping with tool and depends_on")
+                for key in ("tool", "depends_on"):
+                    if not isinstance(raw.get(key), str) or not raw[key].strip():
+                        raise ConfigError(f"{here}.{key}: required (a tool id)")
+                kind: EdgeKind | None = None
+                if raw.get("kind") is not None:
+                    try:
+                        kind = EdgeKind.parse(str(raw["kind"]))
+                    except ValueError as exc:
+                        raise ConfigError(f"{here}.kind: {exc}") from exc
+                param = raw.get("parameter") or raw.get("parameter_name") or None
+                if section == "remove":
+                    out.remove.append(EdgeSelector(raw["tool"], raw["depends_on"], kind, param))
+                    continue
+                edge = DependencyEdge(
+                    tool=raw["tool"],
+                    depends_on=raw["depends_on"],
+                    kind=kind or EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+                    parameter_name=param,
+                    reason=str(raw.get("reason") or f"{section} in {where}"),
+                    origin="manifest",
+                    evidence=f"{here}",
+                )
+                (out.add if section == "add" else out.pin).append(edge)
+        return out
+
+
+def _authoritative_pairs(graph: DependencyGraph) -> set[tuple[str, str]]:
+    return {(e.tool, e.depends_on) for e in graph.edges() if e.origin != "inferred"}
+
+
+def add_authoritative(graph: DependencyGraph, edges: Iterable[DependencyEdge]) -> list[GraphError]:
+    """Add declared or manifest edges; inferred edges on the same pairs go (declared beats inferred)."""
+    edges = list(edges)
+    pairs = {(e.tool, e.depends_on) for e in edges}
+    graph.remove_edges(lambda e: e.origin == "inferred" and (e.tool, e.depends_on) in pairs)
+    return graph.add_edges(edges)
+
+
+def merge_inferred(
+    graph: DependencyGraph, edges: Iterable[DependencyEdge], overrides: GraphOverrides | None = None
+) -> int:
+    """Add inferred edges where no declared/manifest edge holds the pair and no ``remove`` forbids it."""
+    taken = _authoritative_pairs(graph)
+    added = 0
+    for e in edges:
+        if (e.tool, e.depends_on) in taken or (overrides is not None and overrides.is_removed(e)):
+            continue
+        if e.tool in graph and e.depends_on in graph and e.tool != e.depends_on:
+            graph.add_edge(e)
+            added += 1
+    return added
+
+
+def apply_overrides(graph: DependencyGraph, overrides: GraphOverrides) -> OverrideReport:
+    """Apply a manifest's corrections; idempotent (apply after every ingest and inference refresh)."""
+    report = OverrideReport()
+    report.removed = graph.remove_edges(overrides.is_removed)
+    for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
+        ok = [e for e in edges if e.tool in graph and e.depends_on in graph]
+        for e in edges:
+            if e not in ok:
+                missing = e.tool if e.tool not in graph else e.depends_on
+                report.problems.append(f"{e.evidence or section}: unknown tool {missing!r}")
+        problems = add_authoritative(graph, ok)
+        report.problems.extend(str(p) for p in problems)
+        if section == "add":
+            report.added = len(ok) - len(problems)
+        else:
+            report.pinned = len(ok) - len(problems)
+    return report
