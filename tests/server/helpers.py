@@ -1,0 +1,191 @@
+"""In-test backends and a list_changed watcher usable in both protocol eras."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+
+from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, make_tool_id
+
+__all__ = ["FakeBackend", "ListChanged", "names", "notes_tools", "time_tools", "tool", "watching"]
+
+
+def tool(
+    source: str, name: str, description: str, properties: dict[str, Any], required: Sequence[str] = ()
+) -> ToolRecord:
+    return ToolRecord(
+        id=make_tool_id(source, name),
+        source=source,
+        name=name,
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": list(required)},
+    )
+
+
+def time_tools() -> list[ToolRecord]:
+    return [
+        tool(
+            "clock",
+            "get_current_time",
+            "Get the current time in a specific IANA timezone, e.g. Asia/Tokyo or Europe/Paris.",
+            {"timezone": {"type": "string", "description": "IANA timezone name"}},
+            ["timezone"],
+        ),
+        tool(
+            "clock",
+            "convert_time",
+            "Convert a time between two timezones.",
+            {
+                "source_timezone": {"type": "string"},
+                "time": {"type": "string", "pattern": "^[0-2][0-9]:[0-5][0-9]$"},
+                "target_timezone": {"type": "string"},
+            },
+            ["source_timezone", "time", "target_timezone"],
+        ),
+    ]
+
+
+def notes_tools() -> list[ToolRecord]:
+    return [
+        tool(
+            "notes",
+            "create_note",
+            "Create a text note with a title and a body.",
+            {"title": {"type": "string"}, "body": {"type": "string"}},
+            ["title"],
+        ),
+        tool(
+            "notes",
+            "search_notes",
+            "Search saved notes by keyword.",
+            {"keyword": {"type": "string"}},
+            ["keyword"],
+        ),
+        tool(
+            "notes",
+            "delete_note",
+            "Delete a note given its note id.",
+            {"note_id": {"type": "integer"}},
+            ["note_id"],
+        ),
+    ]
+
+
+NOTE_EDGE = DependencyEdge(
+    tool="notes__delete_note",
+    depends_on="notes__search_notes",
+    kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+    parameter_name="note_id",
+    reason="the note id comes from a search",
+)
+
+
+class FakeBackend:
+    """A Backend in memory: reports ``tools``, answers calls with ``answer`` (or hangs / raises)."""
+
+    def __init__(self, name: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge] = ()) -> None:
+        self.name = name
+        self.tools = list(tools)
+        self.edges = list(edges)
+        self.up = True
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.behaviour: str = "answer"  # answer | hang | raise | sample
+        self._on_tools: ToolsCallback | None = None
+        self.reported = anyio.Event()
+
+    @property
+    def available(self) -> bool:
+        return self.up and self._on_tools is not None
+
+    async def run(self, on_tools: ToolsCallback) -> None:
+        self._on_tools = on_tools
+        await on_tools(self.name, self.tools, self.edges)
+        self.reported.set()
+        await anyio.sleep_forever()
+
+    async def set_tools(self, tools: Sequence[ToolRecord]) -> None:
+        """Like an upstream's list_changed: report the new complete list."""
+        self.tools = list(tools)
+        assert self._on_tools is not None
+        await self._on_tools(self.name, self.tools, self.edges)
+
+    async def call(
+        self, tool: ToolRecord, arguments: dict[str, Any], *, timeout_s: float, sampler: Sampler | None = None
+    ) -> types.CallToolResult:
+        self.calls.append((tool.name, arguments))
+        if self.behaviour == "hang":
+            await anyio.sleep(3600)
+        if self.behaviour == "raise":
+            raise RuntimeError("backend exploded")
+        if self.behaviour == "sample":
+            if sampler is None:
+                return types.CallToolResult(content=[types.TextContent(text="no sampler")], is_error=True)
+            got = await sampler(
+                types.CreateMessageRequestParams(
+                    messages=[types.SamplingMessage(role="user", content=types.TextContent(text="hi"))],
+                    max_tokens=5,
+                )
+            )
+            text = got.content.text if isinstance(got, types.CreateMessageResult) else f"error {got.message}"
+            return types.CallToolResult(content=[types.TextContent(text=f"sampled: {text}")])
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"{tool.name} {arguments}")],
+            _meta={"io.modelcontextprotocol/serverInfo": {"name": "upstream"}},
+        )
+
+
+class ListChanged:
+    """Counts notifications/tools/list_changed, whichever era delivered it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._event = anyio.Event()
+        self.from_handler = True
+
+    async def on_message(self, message: Any) -> None:
+        if self.from_handler and isinstance(message, types.ToolListChangedNotification):
+            self.hit()
+
+    def hit(self) -> None:
+        self.count += 1
+        self._event.set()
+
+    async def wait(self, timeout: float = 10) -> None:
+        with anyio.fail_after(timeout):
+            await self._event.wait()
+        self._event = anyio.Event()
+
+    async def settle(self, seconds: float = 0.3) -> int:
+        """Give in-flight notifications a moment to land, then return the count."""
+        await anyio.sleep(seconds)
+        return self.count
+
+
+@asynccontextmanager
+async def watching(client: Client, watch: ListChanged) -> AsyncIterator[None]:
+    """Handshake era: notifications arrive through the message handler. 2026 era: only on a listen
+    stream, which we open and count from (the SDK may tee frames to the handler as well, so the
+    handler is not counted there)."""
+    if client.protocol_version != "2026-07-28":
+        yield
+        return
+    watch.from_handler = False
+    async with anyio.create_task_group() as tg, client.listen(tools_list_changed=True) as sub:
+
+        async def drain() -> None:
+            async for _event in sub:
+                watch.hit()
+
+        tg.start_soon(drain)
+        yield
+        tg.cancel_scope.cancel()
+
+
+def names(result: types.ListToolsResult) -> list[str]:
+    return [t.name for t in result.tools]

@@ -1,0 +1,233 @@
+"""The gateway in process (real registry + embedder, in-test backends), in both protocol eras."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from toolweave.server.gateway import Gateway
+from toolweave.settings import PublishSettings, Settings
+
+from .helpers import NOTE_EDGE, FakeBackend, ListChanged, names, notes_tools, time_tools, watching
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "auto"]
+
+
+def make_gateway(registry: Any, *backends: FakeBackend, **publish: Any) -> Gateway:
+    settings = Settings(home=registry.path, publish=PublishSettings(**publish), call_timeout_s=2)
+    return Gateway(registry, list(backends), settings)
+
+
+@asynccontextmanager
+async def connected(gateway: Gateway, mode: str, watch: ListChanged) -> AsyncIterator[Client]:
+    async with Client(gateway.server, mode=mode, message_handler=watch.on_message) as client:
+        for backend in gateway.backends.values():
+            with anyio.fail_after(20):
+                await backend.reported.wait()  # type: ignore[attr-defined]
+        async with watching(client, watch):
+            yield client
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None, result
+    return result.structured_content
+
+
+@pytest.fixture
+def backends() -> tuple[FakeBackend, FakeBackend]:
+    return FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools(), [NOTE_EDGE])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode: str) -> None:
+    clock, notes = backends
+    gateway = make_gateway(registry, clock, notes, pinned=("notes__create_note",))
+    watch = ListChanged()
+    async with connected(gateway, mode, watch) as client:
+        assert client.protocol_version == ("2026-07-28" if mode == "auto" else client.protocol_version)
+        first = await client.list_tools(cache_mode="bypass")
+        assert names(first) == ["find_tools", "call_tool", "notes__create_note"]
+
+        found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
+        assert not found.is_error, found
+        doc = structured(found)
+        top = doc["tools"][0]
+        assert top["name"] == "clock__get_current_time"
+        assert top["input_schema"]["required"] == ["timezone"]
+        assert "search hit" in top["why"]
+        assert doc["tool_list_changed"] is True
+        await watch.wait()
+
+        listed = names(await client.list_tools(cache_mode="bypass"))
+        assert "clock__get_current_time" in listed
+        assert listed[:3] == ["find_tools", "call_tool", "notes__create_note"]
+
+        called = await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
+        assert not called.is_error
+        assert called.content[0].text == "get_current_time {'timezone': 'Asia/Tokyo'}"
+        # The upstream's identity stamp is gone (a 2026-era response carries the gateway's own).
+        assert (called.meta or {}).get("io.modelcontextprotocol/serverInfo", {}).get("name") != "upstream"
+        assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
+
+        # Same query again: same set, no notification.
+        before = await watch.settle()
+        again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
+        assert structured(again)["tool_list_changed"] is False
+        assert await watch.settle() == before
+        assert names(await client.list_tools(cache_mode="bypass")) == listed
+
+        # call_tool reaches a tool that is not published.
+        assert "notes__search_notes" not in listed
+        via_meta = await client.call_tool(
+            "call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}}
+        )
+        assert not via_meta.is_error, via_meta
+        assert notes.calls == [("search_notes", {"keyword": "x"})]
+
+
+async def test_dependencies_are_published_with_the_tool(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends)
+    watch = ListChanged()
+    async with connected(gateway, "legacy", watch) as client:
+        doc = structured(await client.call_tool("find_tools", {"query": "delete a note", "k": 2}))
+        by_name = {t["name"]: t for t in doc["tools"]}
+        assert by_name["notes__search_notes"]["reason"] == "dependency"
+        assert "notes__delete_note" in by_name["notes__search_notes"]["why"]
+        listed = names(await client.list_tools())
+        assert {"notes__delete_note", "notes__search_notes"} <= set(listed)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_sessions_are_isolated(registry: Any, backends: Any, mode: str) -> None:
+    gateway = make_gateway(registry, *backends)
+    watch_a, watch_b = ListChanged(), ListChanged()
+    # Two 2026-era clients on one in-process server have no connection: their clientInfo tells them apart.
+    async with (
+        connected(gateway, mode, watch_a) as a,
+        Client(
+            gateway.server,
+            mode=mode,
+            message_handler=watch_b.on_message,
+            client_info=types.Implementation(name="other-client", version="1"),
+        ) as b,
+        watching(b, watch_b),
+    ):
+        await a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+        await watch_a.wait()
+        assert "clock__get_current_time" in names(await a.list_tools(cache_mode="bypass"))
+        assert await watch_b.settle() == 0
+        assert names(await b.list_tools(cache_mode="bypass")) == ["find_tools", "call_tool"]
+
+
+async def test_invalid_arguments_name_the_field(registry: Any, backends: Any) -> None:
+    clock, _ = backends
+    gateway = make_gateway(registry, *backends)
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        bad = await client.call_tool(
+            "call_tool",
+            {"name": "clock__convert_time", "arguments": {"source_timezone": "UTC", "time": "25h"}},
+        )
+        assert bad.is_error
+        err = structured(bad)["error"]
+        assert err["code"] == "invalid_arguments"
+        fields = {e["field"]: e for e in err["details"]["errors"]}
+        assert fields["time"]["keyword"] == "pattern"
+        assert "'target_timezone' is a required property" in fields["(arguments)"]["problem"]
+        assert "time: '25h' does not match" in bad.content[0].text
+        wrong_type = await client.call_tool("clock__get_current_time", {"timezone": 9})
+        assert "timezone: 9 is not of type 'string'" in wrong_type.content[0].text
+        missing_query = await client.call_tool("find_tools", {"k": 2})
+        assert structured(missing_query)["error"]["code"] == "invalid_arguments"
+        unknown = await client.call_tool("nope__nothing", {})
+        assert structured(unknown)["error"]["code"] == "unknown_tool"
+        assert clock.calls == []
+
+
+async def test_unavailable_backend_is_hidden_and_calls_fail_clearly(registry: Any, backends: Any) -> None:
+    clock, notes = backends
+    gateway = make_gateway(registry, clock, notes)
+    watch = ListChanged()
+    async with connected(gateway, "legacy", watch) as client:
+        await client.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+        await watch.wait()
+        clock.up = False
+        await watch.wait()  # availability flip re-publishes
+        assert not any(n.startswith("clock__") for n in names(await client.list_tools()))
+        doc = structured(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}))
+        assert all(not t["name"].startswith("clock__") for t in doc["tools"])
+        down = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        assert down.is_error and structured(down)["error"]["code"] == "unavailable"
+        assert "'clock' is not connected" in down.content[0].text
+        clock.up = True
+        await watch.wait()
+        assert "clock__get_current_time" in names(await client.list_tools())
+
+
+async def test_backend_failures_become_error_results(registry: Any, backends: Any) -> None:
+    clock, _ = backends
+    gateway = make_gateway(registry, *backends)
+    gateway.proxy._timeout_s = 0.2  # the backend "hangs" past the timeout + margin
+    import toolweave.server.proxy as proxy_module
+
+    async with connected(gateway, "auto", ListChanged()) as client:
+        clock.behaviour = "raise"
+        crashed = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        assert structured(crashed)["error"]["code"] == "upstream_error"
+        assert "backend exploded" in crashed.content[0].text
+        clock.behaviour = "hang"
+        old_margin = proxy_module._TIMEOUT_MARGIN_S
+        proxy_module._TIMEOUT_MARGIN_S = 0.1
+        try:
+            hung = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        finally:
+            proxy_module._TIMEOUT_MARGIN_S = old_margin
+        assert structured(hung)["error"]["code"] == "timeout"
+        clock.behaviour = "answer"
+        ok = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        assert not ok.is_error
+
+
+async def test_tool_added_at_run_time_is_findable(registry: Any, backends: Any) -> None:
+    clock, notes = backends
+    gateway = make_gateway(registry, clock, notes)
+    async with connected(gateway, "auto", ListChanged()) as client:
+        doc = structured(await client.call_tool("find_tools", {"query": "translate text to French", "k": 3}))
+        assert "notes__translate_text" not in [t["name"] for t in doc["tools"]]
+        from .helpers import tool
+
+        extra = tool(
+            "notes", "translate_text", "Translate a text into another language.", {"text": {"type": "string"}}
+        )
+        await notes.set_tools([*notes.tools, extra])
+        doc = structured(await client.call_tool("find_tools", {"query": "translate text to French", "k": 3}))
+        assert doc["tools"][0]["name"] == "notes__translate_text"
+        result = await client.call_tool("notes__translate_text", {"text": "bonjour"})
+        assert not result.is_error
+
+
+async def test_sampling_is_forwarded_to_a_handshake_client(registry: Any, backends: Any) -> None:
+    clock, _ = backends
+    gateway = make_gateway(registry, *backends)
+    clock.behaviour = "sample"
+
+    async def sampling(_ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(
+            role="assistant", model="test", content=types.TextContent(text="from-client")
+        )
+
+    async with Client(gateway.server, mode="legacy", sampling_callback=sampling) as client:
+        await clock.reported.wait()
+        result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        assert result.content[0].text == "sampled: from-client"
+    async with Client(gateway.server, mode="legacy") as client:  # no sampling capability declared
+        await clock.reported.wait()
+        result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        assert result.is_error and result.content[0].text == "no sampler"
