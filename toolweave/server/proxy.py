@@ -6,6 +6,8 @@ backend reaches the MCP layer, so one broken upstream never takes the gateway do
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -34,24 +36,38 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return path.lstrip(".") or "(arguments)"
 
 
+@functools.lru_cache(maxsize=4096)
+def _validator(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
 def argument_errors(schema: Mapping[str, Any], arguments: Any) -> list[dict[str, str]]:
-    """Every way ``arguments`` break ``schema`` (JSON Schema Draft 2020-12), one entry per field.
+    """Every way ``arguments`` break ``schema`` (JSON Schema Draft 2020-12), one entry per problem.
 
     Each entry names the field (``a.b[2]``, or ``(arguments)`` for the object itself), says why, and
-    quotes the schema keyword that failed. A schema that is itself invalid is reported, not raised.
+    gives the schema keyword that failed. A schema that is itself invalid is reported, not raised.
     """
     try:
-        validator = Draft202012Validator(dict(schema), format_checker=Draft202012Validator.FORMAT_CHECKER)
-        errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(e.absolute_path), e.validator))
+        # Compiled validators are cached by the schema's text: tools are called again and again.
+        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: (_field_path(e), str(e.validator)))
     except jsonschema.SchemaError as exc:
-        return [
-            {
-                "field": "(schema)",
-                "problem": f"the tool's input schema is invalid: {exc.message}",
-                "keyword": str(exc.validator),
-            }
-        ]
+        return [_schema_problem(exc.message, str(exc.validator))]
+    except (
+        Exception
+    ) as exc:  # unknown type, unresolvable $ref, bad regex: the schema's fault, not the caller's
+        return [_schema_problem(f"{type(exc).__name__}: {exc}".splitlines()[0], "")]
     return [{"field": _field_path(e), "problem": e.message, "keyword": str(e.validator)} for e in errors]
+
+
+def _schema_problem(message: str, keyword: str) -> dict[str, str]:
+    return {
+        "field": "(schema)",
+        "problem": f"the tool's input schema is invalid: {message}",
+        "keyword": keyword,
+    }
 
 
 def strip_upstream_meta(result: types.CallToolResult) -> types.CallToolResult:

@@ -1,0 +1,75 @@
+"""Argument validation messages and result post-processing (pure parts of the proxy)."""
+
+from __future__ import annotations
+
+import mcp_types as types
+
+from toolweave.server.errors import to_tool_error_result
+from toolweave.server.proxy import argument_errors, strip_upstream_meta, truncate_result
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "minLength": 2},
+        "days": {"type": "integer", "minimum": 1},
+        "units": {"enum": ["metric", "imperial"]},
+        "stops": {"type": "array", "items": {"type": "object", "properties": {"lat": {"type": "number"}}}},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+def test_every_broken_field_is_named_with_why() -> None:
+    errors = argument_errors(
+        SCHEMA, {"days": 0, "units": "kelvin", "stops": [{"lat": 1}, {"lat": "north"}], "extra": 1}
+    )
+    by_field = {e["field"]: e for e in errors}
+    assert by_field["days"]["keyword"] == "minimum"
+    assert by_field["units"]["problem"] == "'kelvin' is not one of ['metric', 'imperial']"
+    assert by_field["stops[1].lat"]["problem"] == "'north' is not of type 'number'"
+    top = [e["problem"] for e in errors if e["field"] == "(arguments)"]
+    assert "'city' is a required property" in top
+    assert any("'extra' was unexpected" in p for p in top)
+
+
+def test_valid_arguments_and_draft_2020_keywords() -> None:
+    assert argument_errors(SCHEMA, {"city": "Oslo", "days": 3}) == []
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "prefixItems": [{"type": "string"}]}}}
+    assert argument_errors(schema, {"xs": ["a", 1]}) == []
+    assert argument_errors(schema, {"xs": [1]})[0]["field"] == "xs[0]"
+
+
+def test_not_an_object_and_invalid_schema_are_reported() -> None:
+    assert argument_errors(SCHEMA, ["city"])[0]["problem"] == "['city'] is not of type 'object'"
+    broken = argument_errors({"type": "object", "properties": {"a": {"type": "bogus"}}}, {"a": 1})
+    assert broken[0]["field"] == "(schema)"
+
+
+def test_upstream_identity_is_stripped_other_meta_kept() -> None:
+    result = types.CallToolResult(
+        content=[], _meta={"io.modelcontextprotocol/serverInfo": {"name": "up"}, "trace": "t1"}
+    )
+    assert strip_upstream_meta(result).meta == {"trace": "t1"}
+    only = types.CallToolResult(content=[], _meta={"io.modelcontextprotocol/serverInfo": {"name": "up"}})
+    assert strip_upstream_meta(only).meta is None
+
+
+def test_truncation_keeps_the_budget_and_says_so() -> None:
+    result = types.CallToolResult(
+        content=[types.TextContent(text="a" * 700), types.TextContent(text="b" * 700)]
+    )
+    cut = truncate_result(result, 1000)
+    texts = [c.text for c in cut.content if isinstance(c, types.TextContent)]
+    assert texts[0] == "a" * 700 and texts[1] == "b" * 300
+    assert "truncated to 1,000 of 1,400 characters" in texts[2]
+    assert truncate_result(result, 5000) is result
+
+
+def test_error_payload_shape() -> None:
+    err = to_tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
+    assert err.is_error
+    assert err.content[0].text == "timeout: slow upstream"
+    assert err.structured_content == {
+        "error": {"code": "timeout", "message": "slow upstream", "tool": "t__x", "details": {"after_s": 2}}
+    }
