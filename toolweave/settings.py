@@ -53,7 +53,7 @@ class RetrievalSettings(BaseModel):
         tuple(EdgeKind), description="Which dependency kinds the walk follows."
     )
     hybrid_alpha: float = Field(
-        0.7, ge=0.0, le=1.0, description="Weight of the vector score in hybrid fusion (1 = vector only)."
+        0.8, ge=0.0, le=1.0, description="Weight of the vector score in hybrid fusion (1 = vector only)."
     )
 
 
@@ -61,7 +61,10 @@ class PublishSettings(BaseModel):
     """What the gateway shows a client."""
 
     max_tools: int = Field(
-        40, ge=1, le=128, description="Most tools published at once, meta-tools excluded (VS Code caps at 128)."
+        40,
+        ge=1,
+        le=128,
+        description="Most tools published at once, meta-tools excluded (VS Code caps at 128).",
     )
     pinned: tuple[str, ...] = Field((), description="Tool ids always published.")
 
@@ -74,13 +77,16 @@ class Settings(BaseSettings):
     )
 
     home: Path = Field(
-        default_factory=default_home, description="Registry directory (`$TOOLWEAVE_HOME`, else `~/.toolweave`)."
+        default_factory=default_home,
+        description="Registry directory (`$TOOLWEAVE_HOME`, else `~/.toolweave`).",
     )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
-        description="fastembed model name. The default runs offline; other names need the model in the cache.",
+        description="fastembed model name. The default runs offline; others must be in the fastembed cache.",
     )
-    embedding_batch_size: int = Field(64, ge=1, description="Texts per embedding batch at ingest.")
+    embedding_batch_size: int = Field(
+        16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
+    )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")

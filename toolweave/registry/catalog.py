@@ -54,8 +54,6 @@ def load_catalog(paths: Sequence[Path], source: str, *, require_description: boo
     return _build(raw_tools, source, require_description)
 
 
-
-
 # -- reading -------------------------------------------------------------------------------------------
 def _read_any(path: Path) -> list[tuple[Path, dict[str, Any], str]]:
     """Return ``(file, raw tool, format)`` triples."""
@@ -85,7 +83,9 @@ def _read_any(path: Path) -> list[tuple[Path, dict[str, Any], str]]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CatalogError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+        raise CatalogError(
+            f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
     if isinstance(doc, dict) and isinstance(doc.get("tools"), list):
         return [(path, _expect_object(t, path, f"tools[{i}]"), "mcp") for i, t in enumerate(doc["tools"])]
     if isinstance(doc, list):
@@ -185,8 +185,15 @@ def toollinkos_parameters_to_schema(params: Sequence[Mapping[str, Any]]) -> dict
     return schema
 
 
-_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array",
-          "dict": "object", "datetime": "string"}
+_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+    "datetime": "string",
+}
 
 
 def _json_type(t: str) -> str:
@@ -212,7 +219,9 @@ def _edges(
 ) -> Iterable[DependencyEdge]:
     def target_id(target: str) -> str:
         if target not in ids:
-            raise CatalogError(f"{path}: tool {name!r}: depends on {target!r}, which this catalog does not hold")
+            raise CatalogError(
+                f"{path}: tool {name!r}: depends on {target!r}, which this catalog does not hold"
+            )
         return ids[target]
 
     deps = raw.get("depends_on") or []
@@ -228,14 +237,17 @@ def _edges(
                 yield DependencyEdge(
                     tool=ids[name],
                     depends_on=target_id(d["tool"]),
-                    kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON if is_param else EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+                    kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+                    if is_param
+                    else EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
                     parameter_name=d.get("param") or None,
                     reason=evidence,
                 )
             return
         for target in deps:
-            yield DependencyEdge(tool=ids[name], depends_on=target_id(str(target)),
-                                 kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)
+            yield DependencyEdge(
+                tool=ids[name], depends_on=target_id(str(target)), kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+            )
         return
     for i, d in enumerate(deps):
         if isinstance(d, str):

@@ -1,0 +1,155 @@
+"""The retrieval benchmark: build a fresh registry from a dataset, run its queries, score them.
+
+Latency is measured per query around ``Registry.retrieve`` (query embedding included, index build
+excluded); the index build is timed on its own (``index_s``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from toolweave.benchmark.datasets import BenchDataset, BenchQuery
+from toolweave.errors import CatalogError
+from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.registry.embeddings import Embedder
+from toolweave.registry.registry import Registry
+from toolweave.retrieval.metrics import summarize
+from toolweave.settings import RetrievalSettings, Settings
+
+__all__ = ["BenchResult", "GraphChoice", "SplitChoice", "run_benchmark"]
+
+GraphChoice = Literal["declared", "inferred", "none"]
+SplitChoice = Literal["all", "test", "examples"]
+
+
+@dataclass
+class BenchResult:
+    dataset: str
+    query_set: str
+    method: str
+    split: str
+    graph: str
+    shots: str
+    metrics: dict[str, float]
+    latencies_ms: list[float]
+    index_s: float
+    queries: int
+    per_query: list[tuple[BenchQuery, list[str]]] = field(default_factory=list, repr=False)
+
+    def as_json(self) -> dict[str, object]:
+        lat = np.asarray(self.latencies_ms) if self.latencies_ms else np.zeros(1)
+        return {
+            "dataset": self.dataset,
+            "queries_file": self.query_set,
+            "method": self.method,
+            "split": self.split,
+            "graph": self.graph,
+            "shots": self.shots,
+            "queries": self.queries,
+            **{k: round(v, 4) for k, v in self.metrics.items()},
+            "latency_ms_p50": round(float(np.percentile(lat, 50)), 2),
+            "latency_ms_p95": round(float(np.percentile(lat, 95)), 2),
+            "index_s": round(self.index_s, 2),
+        }
+
+
+def run_benchmark(
+    dataset: BenchDataset,
+    params: RetrievalSettings,
+    *,
+    split: SplitChoice = "all",
+    graph: GraphChoice = "declared",
+    examples: bool = False,
+    embedder: Embedder | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BenchResult]:
+    """One result per query set of ``dataset``.
+
+    ``examples=True`` is the few-shot setting: queries of the ``examples`` split become usage examples
+    of their main tool (Tool2Vec-style usage-driven vectors) and only the ``test`` split is scored.
+    ``graph`` picks the dependency graph: the dataset's own, one inferred from the tools alone, or none.
+    """
+    if examples:
+        if split == "examples":
+            raise CatalogError(
+                "the examples split cannot be scored in the few-shot setting (it is the training data)"
+            )
+        split = "test"
+    tools = _with_examples(dataset) if examples else dataset.tools
+    with tempfile.TemporaryDirectory(prefix="toolweave-bench-") as tmp:
+        started = time.perf_counter()
+        registry = Registry.open(Path(tmp) / "registry", embedder=embedder or Embedder(), settings=Settings())
+        registry.ingest(dataset.name, tools, _graph_edges(dataset, graph, []))
+        if graph == "inferred":
+            registry.add_edges(_inferred_edges(registry))
+        index_s = time.perf_counter() - started
+        names = {t.id: t.name for t in registry.tools()}
+        results = []
+        for set_name, queries in dataset.query_sets.items():
+            chosen = [q for q in queries if split == "all" or q.split == split]
+            if not chosen:
+                raise CatalogError(f"{dataset.name}/{set_name}: no queries in split {split!r}")
+            latencies: list[float] = []
+            runs: list[tuple[BenchQuery, list[str]]] = []
+            for n, query in enumerate(chosen, 1):
+                t0 = time.perf_counter()
+                ranked = registry.retrieve(query.text, params)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                runs.append((query, [names[r.tool_id] for r in ranked]))
+                if progress is not None and (n % 50 == 0 or n == len(chosen)):
+                    progress(n, len(chosen))
+            ks = [k for k in (10, 20, 30)]
+            metrics = summarize([(ranked, q.gold) for q, ranked in runs], ks)
+            results.append(
+                BenchResult(
+                    dataset=dataset.name,
+                    query_set=set_name,
+                    method=params.method,
+                    split=split,
+                    graph=graph if params.method == "grtf" else "n/a",
+                    shots="few-shot" if examples else "zero-shot",
+                    metrics=metrics,
+                    latencies_ms=latencies,
+                    index_s=index_s,
+                    queries=len(chosen),
+                    per_query=runs,
+                )
+            )
+    return results
+
+
+def _graph_edges(
+    dataset: BenchDataset, graph: GraphChoice, _unused: Sequence[DependencyEdge]
+) -> list[DependencyEdge]:
+    return list(dataset.edges) if graph == "declared" else []
+
+
+def _inferred_edges(registry: Registry) -> list[DependencyEdge]:
+    """Edges inferred from names, descriptions and parameters only (never depends_on, never queries)."""
+    try:
+        from toolweave.registry.inference import infer_edges  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise CatalogError("graph inference is not available in this build") from exc
+    edges: list[DependencyEdge] = infer_edges(registry.tools(), vectors=registry.vectors())
+    return edges
+
+
+def _with_examples(dataset: BenchDataset) -> list[ToolRecord]:
+    """Attach the ``examples`` split's queries to their main tool (ToolLinkOS says which tool that is)."""
+    by_name: dict[str, list[str]] = {}
+    for queries in dataset.query_sets.values():
+        for q in queries:
+            if q.split == "examples":
+                main = q.main or (q.gold[0] if len(q.gold) == 1 else None)
+                if main:
+                    by_name.setdefault(main, []).append(q.text)
+    if not by_name:
+        raise CatalogError(f"{dataset.name}: no queries in an 'examples' split to use as usage examples")
+    return [t.model_copy(update={"examples": tuple(by_name.get(t.name, ()))}) for t in dataset.tools]

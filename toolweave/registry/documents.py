@@ -1,0 +1,53 @@
+"""The enriched text of a tool: what gets embedded and full-text indexed.
+
+Toolshed (Advanced RAG-Tool Fusion) showed that retrieval improves when a tool's document carries
+more than its description: the name spelled as words, the argument names and descriptions, tags and
+usage examples. The document stays within MiniLM's 256-token window: important parts come first.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolweave.records import ToolRecord
+
+__all__ = ["name_words", "tool_document"]
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[_\-.:/\s]+")
+_MAX_PARAMS = 12
+_MAX_CHARS = 1200
+
+
+def name_words(name: str) -> str:
+    """``get_stockPrice`` → ``get stock price``: names carry meaning embedders only see as words."""
+    spaced = _CAMEL.sub(" ", name)
+    return " ".join(w.lower() for w in _SEPARATORS.split(spaced) if w)
+
+
+def tool_document(tool: ToolRecord) -> str:
+    """The text that stands for ``tool`` in vector and full-text search."""
+    title = tool.title if tool.title and tool.title.lower() != tool.name.lower() else ""
+    head = name_words(tool.name)
+    lines = [f"{head}: {title + '. ' if title else ''}{tool.description.strip()}"]
+    params = _parameter_phrases(tool.input_schema)
+    if params:
+        lines.append("Arguments: " + "; ".join(params[:_MAX_PARAMS]))
+    if tool.tags:
+        lines.append("Topics: " + ", ".join(tool.tags))
+    if tool.examples:
+        lines.append("Examples: " + " | ".join(tool.examples[:5]))
+    return "\n".join(lines)[:_MAX_CHARS]
+
+
+def _parameter_phrases(schema: dict[str, Any]) -> list[str]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return []
+    out = []
+    for pname, prop in props.items():
+        desc = prop.get("description", "") if isinstance(prop, dict) else ""
+        words = name_words(pname)
+        out.append(f"{words} ({desc.strip().rstrip('.')})" if desc else words)
+    return out

@@ -1,0 +1,379 @@
+"""The registry: tools in a LanceDB table, their dependency graph beside it, and search over both.
+
+A registry directory holds ``registry.json`` (format and embedding model), the LanceDB table and
+``graph.json``. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
+retrieval. Reads are served from an in-memory snapshot (ids, vectors, records) that is swapped whole
+after each write, so searches never see half an ingest and need no lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
+from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.registry.documents import tool_document
+from toolweave.registry.embeddings import Embedder
+from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+from toolweave.registry.store import TABLE_NAME, StoredTool, ToolTable
+from toolweave.retrieval.pipeline import retrieve as run_retrieval
+from toolweave.retrieval.results import Hit, RankedTool
+from toolweave.settings import RetrievalSettings, Settings
+
+__all__ = ["META_FILE", "IngestSummary", "Registry"]
+
+log = logging.getLogger(__name__)
+
+META_FILE = "registry.json"
+_FORMAT = "toolweave-registry/1"
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest changed."""
+
+    source: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    embedded: int = 0
+    edges: int = 0
+    seconds: float = 0.0
+    skipped_edges: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.source}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+            f"{self.removed} removed; {self.embedded} embedded; {self.edges} edges ({self.seconds:.2f} s)"
+        )
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """Everything a search reads, replaced whole after each write."""
+
+    ids: tuple[str, ...] = ()
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
+    records: dict[str, ToolRecord] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+class Registry:
+    """A tool registry directory. Open it with ``Registry.open(path)``."""
+
+    def __init__(self, path: Path, embedder: Embedder, settings: Settings, table: ToolTable) -> None:
+        self.path = path
+        self.embedder = embedder
+        self.settings = settings
+        self._table = table
+        self._write_lock = threading.RLock()
+        self._graph = DependencyGraph.load(path)
+        self._snap = _Snapshot()
+        self._reload()
+
+    # -- opening -------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, path: Path | None = None, *, embedder: Embedder | None = None, settings: Settings | None = None
+    ) -> Registry:
+        """Open the registry in ``path`` (default: ``settings.home``), creating it if the directory is new.
+
+        Raises ``NotARegistryError`` for a non-empty directory that is not a registry, and
+        ``ModelMismatchError`` when the registry was built with another embedding model.
+        """
+        settings = settings or Settings()
+        path = Path(path or settings.home).expanduser()
+        embedder = embedder or Embedder(settings.embedding_model)
+        meta_path = path / META_FILE
+        if path.exists() and not path.is_dir():
+            raise NotARegistryError(f"{path} is a file, not a registry directory")
+        if meta_path.exists():
+            meta = _read_meta(meta_path)
+            if meta["embedding_model"] != embedder.model_id:
+                built = meta["embedding_model"]
+                raise ModelMismatchError(
+                    f"registry {path} was built with embedding model {built!r}, but {embedder.model_id!r} "
+                    f"is configured. Re-index it with `toolweave reindex --registry {path}` (re-embeds "
+                    f"every tool with the configured model), or configure {built!r}."
+                )
+            dim = int(meta["dim"])
+        else:
+            if path.exists() and any(path.iterdir()):
+                foreign = sorted(p.name for p in path.iterdir())[:5]
+                raise NotARegistryError(
+                    f"{path} is not a toolweave registry (no {META_FILE}; it holds {', '.join(foreign)}). "
+                    "Choose an empty or new directory with --registry."
+                )
+            path.mkdir(parents=True, exist_ok=True)
+            dim = embedder.dim
+            _write_meta(meta_path, {"format": _FORMAT, "embedding_model": embedder.model_id, "dim": dim})
+        return cls(path, embedder, settings, ToolTable(path, dim))
+
+    @staticmethod
+    def reindex(path: Path, *, embedder: Embedder, settings: Settings | None = None) -> int:
+        """Re-embed every tool of the registry in ``path`` with ``embedder``; keeps tools and graph."""
+        meta_path = path / META_FILE
+        if not meta_path.exists():
+            raise NotARegistryError(f"{path} is not a toolweave registry (no {META_FILE})")
+        old = _read_meta(meta_path)
+        rows = ToolTable(path, int(old["dim"])).load_all()
+        graph = DependencyGraph.load(path)
+        import shutil
+
+        shutil.rmtree(path / f"{TABLE_NAME}.lance", ignore_errors=True)
+        meta_path.unlink()
+        (path / GRAPH_FILE).unlink(missing_ok=True)
+        reg = Registry.open(path, embedder=embedder, settings=settings)
+        by_source: dict[str, list[ToolRecord]] = {}
+        for row in rows:
+            by_source.setdefault(row.record.source, []).append(row.record)
+        edges = list(graph.edges())
+        for source, tools in by_source.items():
+            reg.ingest(source, tools)
+        with reg._write_lock:
+            reg._graph.add_edges(edges)
+            reg._graph.save(path)
+        return len(rows)
+
+    def close(self) -> None:
+        """Nothing to flush (every write is committed); kept so callers can scope a registry."""
+
+    # -- look-ups ------------------------------------------------------------------------------------
+    @property
+    def graph(self) -> DependencyGraph:
+        return self._graph
+
+    def __len__(self) -> int:
+        return len(self._snap.ids)
+
+    def get(self, tool_id: str) -> ToolRecord:
+        record = self._snap.records.get(tool_id)
+        if record is None:
+            raise ToolNotFound(f"no tool {tool_id!r} in registry {self.path}")
+        return record
+
+    def find(self, tool_id: str) -> ToolRecord | None:
+        return self._snap.records.get(tool_id)
+
+    def tools(self, source: str | None = None) -> list[ToolRecord]:
+        snap = self._snap
+        return [snap.records[i] for i in snap.ids if source is None or snap.sources[i] == source]
+
+    def sources(self) -> list[str]:
+        return sorted(set(self._snap.sources.values()))
+
+    def vectors(self) -> dict[str, np.ndarray]:
+        """Tool id → unit vector, for graph inference and diagnostics."""
+        snap = self._snap
+        return {tool_id: snap.matrix[i] for i, tool_id in enumerate(snap.ids)}
+
+    # -- writes --------------------------------------------------------------------------------------
+    def ingest(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge] = (),
+        *,
+        replace_source: bool = True,
+        progress: Progress | None = None,
+    ) -> IngestSummary:
+        """Add or update ``source``'s tools and declared edges; embed only tools whose content changed.
+
+        Everything is checked before anything is written: a tool of another source, a duplicate id or
+        an edge to an unknown tool raise, and the registry keeps what it held.
+        """
+        started = time.perf_counter()
+        summary = IngestSummary(source=source)
+        with self._write_lock:
+            snap = self._snap
+            incoming = self._check_batch(source, tools)
+            existing = {i for i, s in snap.sources.items() if s == source}
+            removed = existing - incoming.keys() if replace_source else set()
+            known = (set(snap.ids) - removed) | incoming.keys()
+            self._check_edges(edges, known)
+
+            changed: list[ToolRecord] = []
+            for tool in incoming.values():
+                old = snap.hashes.get(tool.id)
+                if old == tool.content_hash:
+                    summary.unchanged += 1
+                    continue
+                changed.append(tool)
+                if old is None:
+                    summary.added += 1
+                else:
+                    summary.updated += 1
+            summary.removed = len(removed)
+
+            documents = [tool_document(t) for t in changed]
+            vectors = self._embed(documents, progress)
+            summary.embedded = len(changed)
+            rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+            self._table.upsert(rows, documents)
+            self._table.delete_ids(removed)
+            if rows or removed:
+                self._table.rebuild_text_index()
+
+            graph_changed = self._update_graph(source, incoming.values(), removed, edges)
+            summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
+            if graph_changed or rows or removed:
+                self._graph.save(self.path)
+            if rows or removed:
+                self._reload()
+        summary.seconds = time.perf_counter() - started
+        log.info("ingested %s", summary)
+        return summary
+
+    def delete_source(self, source: str) -> int:
+        """Drop every tool of ``source`` (and its edges). Returns how many tools went."""
+        return self.ingest(source, [], replace_source=True).removed
+
+    def _check_batch(self, source: str, tools: Sequence[ToolRecord]) -> dict[str, ToolRecord]:
+        incoming: dict[str, ToolRecord] = {}
+        for tool in tools:
+            if tool.source != source:
+                raise RegistryError(f"tool {tool.id!r} belongs to source {tool.source!r}, not {source!r}")
+            if tool.id in incoming:
+                raise RegistryError(f"source {source!r} lists tool id {tool.id!r} twice")
+            owner = self._snap.sources.get(tool.id)
+            if owner is not None and owner != source:
+                raise RegistryError(f"tool id {tool.id!r} of {source!r} is already taken by source {owner!r}")
+            incoming[tool.id] = tool
+        return incoming
+
+    @staticmethod
+    def _check_edges(edges: Sequence[DependencyEdge], known: set[str]) -> None:
+        dangling = [e for e in edges if e.tool not in known or e.depends_on not in known]
+        if dangling:
+            listed = "; ".join(
+                f"{e.tool} -> {e.depends_on} (unknown: {e.tool if e.tool not in known else e.depends_on})"
+                for e in dangling[:5]
+            )
+            more = f" and {len(dangling) - 5} more" if len(dangling) > 5 else ""
+            raise GraphError(
+                f"{len(dangling)} dependency edge(s) name tools that do not exist: {listed}{more}"
+            )
+
+    def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
+        batch = self.settings.embedding_batch_size
+        out: list[np.ndarray] = []
+        step = 256  # progress granularity; within a chunk, texts are length-sorted by the embedder
+        for start in range(0, len(documents), step):
+            chunk = documents[start : start + step]
+            out.extend(self.embedder.embed_documents(chunk, batch_size=batch))
+            if progress is not None:
+                progress(min(start + len(chunk), len(documents)), len(documents))
+        return out
+
+    def _update_graph(
+        self,
+        source: str,
+        tools: Collection[ToolRecord],
+        removed: set[str],
+        edges: Sequence[DependencyEdge],
+    ) -> bool:
+        graph = self._graph
+        before = graph.to_json()
+        graph.remove_tools(removed)
+        for tool in tools:
+            graph.add_tool(tool.id, tool.kind, source)
+        ids = {t.id for t in tools}
+        # A source's declared edges are replaced by what it declares now; manifest and inferred edges stay.
+        graph.remove_edges(lambda e: e.origin == "declared" and e.tool in ids)
+        problems = graph.add_edges(edges)
+        if problems:  # _check_edges ran first, so this is a bug, not bad input
+            raise GraphError(str(problems[0]))
+        return graph.to_json() != before
+
+    def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
+        """Add edges (manifest or inferred) between tools already in the registry; saves the graph."""
+        with self._write_lock:
+            self._check_edges(edges, set(self._snap.ids))
+            self._graph.add_edges(edges)
+            self._graph.save(self.path)
+        return len(edges)
+
+    def _reload(self) -> None:
+        rows = self._table.load_all()
+        ids = tuple(r.record.id for r in rows)
+        matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
+        self._snap = _Snapshot(
+            ids=ids,
+            matrix=matrix,
+            records={r.record.id: r.record for r in rows},
+            hashes={r.record.id: r.content_hash for r in rows},
+            sources={r.record.id: r.record.source for r in rows},
+        )
+        for r in rows:  # tools written by an older process may predate the graph file
+            if r.record.id not in self._graph:
+                self._graph.add_tool(r.record.id, r.record.kind, r.record.source)
+
+    # -- search --------------------------------------------------------------------------------------
+    def vector_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
+        """Cosine similarity over the in-memory matrix (≈10x faster than a table scan at ≤10k tools)."""
+        snap = self._snap
+        if not snap.ids or k <= 0:
+            return []
+        scores = snap.matrix @ self.embedder.embed_query(query)
+        if exclude_sources:
+            mask = np.fromiter((snap.sources[i] in exclude_sources for i in snap.ids), bool, len(snap.ids))
+            scores = np.where(mask, -np.inf, scores)
+        k = min(k, len(snap.ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
+        """BM25 over tool documents through LanceDB's full-text index."""
+        if k <= 0:
+            return []
+        sources = self._snap.sources
+        extra = k * 2 if exclude_sources else 0
+        hits = self._table.text_search(query, k + extra)
+        return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
+
+    def retrieve(
+        self,
+        query: str,
+        params: RetrievalSettings | None = None,
+        *,
+        exclude_sources: Collection[str] = (),
+        context: Sequence[str] = (),
+    ) -> list[RankedTool]:
+        """Graph RAG-Tool Fusion over this registry (see ``toolweave.retrieval.pipeline``)."""
+        return run_retrieval(
+            query,
+            self,
+            self._graph.dependencies,
+            params or self.settings.retrieval,
+            exclude_sources=frozenset(exclude_sources),
+            context=context,
+            source_of=self._snap.sources.get,
+        )
+
+
+def _read_meta(path: Path) -> dict[str, str]:
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NotARegistryError(f"{path}: unreadable registry metadata: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT or "embedding_model" not in meta:
+        raise NotARegistryError(f"{path}: not toolweave registry metadata (format {_FORMAT} expected)")
+    return meta
+
+
+def _write_meta(path: Path, meta: dict[str, object]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)

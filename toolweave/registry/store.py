@@ -1,0 +1,167 @@
+"""The LanceDB tool table: one row per tool, with its vector and a full-text index over its document.
+
+This module is the only one that talks to LanceDB. Its errors are translated into ``RegistryError``s
+here. Writes are batched (every LanceDB write makes a table version).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from toolweave.errors import RegistryError
+from toolweave.records import ToolRecord
+
+__all__ = ["StoredTool", "ToolTable"]
+
+log = logging.getLogger(__name__)
+
+TABLE_NAME = "tools"
+_FTS_COLUMN = "document"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTool:
+    record: ToolRecord
+    content_hash: str
+    vector: np.ndarray
+
+
+@contextmanager
+def _lance_errors(action: str) -> Iterator[None]:
+    """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
+        raise RegistryError(f"tool table: {action} failed: {exc}") from exc
+
+
+class ToolTable:
+    """The tool table in ``directory``. Create it with ``open(..., dim=N)``."""
+
+    def __init__(self, directory: Path, dim: int) -> None:
+        import lancedb
+
+        self._dim = dim
+        self._schema = pa.schema(
+            [
+                pa.field("id", pa.string(), nullable=False),
+                pa.field("source", pa.string()),
+                pa.field("name", pa.string()),
+                pa.field("kind", pa.string()),
+                pa.field("content_hash", pa.string()),
+                pa.field(_FTS_COLUMN, pa.string()),
+                pa.field("record", pa.string()),
+                pa.field("vector", pa.list_(pa.float32(), dim)),
+            ]
+        )
+        with _lance_errors(f"opening {directory}"):
+            self._db = lancedb.connect(str(directory))
+            if TABLE_NAME in self._db.table_names():
+                self._table = self._db.open_table(TABLE_NAME)
+            else:
+                self._table = self._db.create_table(TABLE_NAME, schema=self._schema)
+        self._fts_ready = self._has_fts_index()
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def count(self) -> int:
+        with _lance_errors("counting rows"):
+            return int(self._table.count_rows())
+
+    def load_all(self) -> list[StoredTool]:
+        """Every row, decoded. At gateway scale (≤ ~10k tools) this fits easily in memory."""
+        with _lance_errors("reading the table"):
+            arrow = self._table.to_arrow()
+        if arrow.num_rows == 0:
+            return []
+        records = arrow.column("record").to_pylist()
+        hashes = arrow.column("content_hash").to_pylist()
+        vectors = np.asarray(
+            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
+        ).reshape(arrow.num_rows, self._dim)
+        return [
+            StoredTool(ToolRecord.model_validate_json(rec), h, vectors[i])
+            for i, (rec, h) in enumerate(zip(records, hashes, strict=True))
+        ]
+
+    def text_search(self, query: str, limit: int) -> list[tuple[str, float]]:
+        """BM25 over the tool documents (LanceDB full-text index)."""
+        if not query.strip() or not self._fts_ready:
+            return []
+        with _lance_errors("full-text search"):
+            rows = (
+                self._table.search(query, query_type="fts", fts_columns=_FTS_COLUMN)
+                .select(["id", "_score"])
+                .limit(limit)
+                .to_arrow()
+            )
+        return list(zip(rows.column("id").to_pylist(), rows.column("_score").to_pylist(), strict=True))
+
+    # -- writes --------------------------------------------------------------------------------------
+    def upsert(self, rows: Sequence[StoredTool], documents: Sequence[str]) -> None:
+        """Insert or replace rows by id, in one write."""
+        if not rows:
+            return
+        table = pa.table(
+            {
+                "id": [r.record.id for r in rows],
+                "source": [r.record.source for r in rows],
+                "name": [r.record.name for r in rows],
+                "kind": [r.record.kind for r in rows],
+                "content_hash": [r.content_hash for r in rows],
+                _FTS_COLUMN: list(documents),
+                "record": [r.record.model_dump_json() for r in rows],
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(np.concatenate([r.vector for r in rows]).astype(np.float32)), self._dim
+                ),
+            },
+            schema=self._schema,
+        )
+        with _lance_errors(f"writing {len(rows)} tools"):
+            (
+                self._table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(table)
+            )
+
+    def delete_ids(self, ids: Collection[str]) -> None:
+        if not ids:
+            return
+        quoted = ", ".join(_sql_string(i) for i in ids)
+        with _lance_errors(f"deleting {len(ids)} tools"):
+            self._table.delete(f"id IN ({quoted})")
+
+    def rebuild_text_index(self) -> None:
+        """(Re)build the full-text index; cheap at gateway scale, and keeps BM25 statistics exact."""
+        from lancedb.index import FTS
+
+        with _lance_errors("building the full-text index"):
+            if self.count() == 0:
+                self._fts_ready = False
+                return
+            self._table.create_index(_FTS_COLUMN, config=FTS(), replace=True)
+        self._fts_ready = True
+
+    def compact(self) -> None:
+        """Merge the small versions many upserts leave behind."""
+        with _lance_errors("compacting"):
+            self._table.optimize()
+
+    def _has_fts_index(self) -> bool:
+        try:
+            return any(_FTS_COLUMN in idx.columns for idx in self._table.list_indices())
+        except (RuntimeError, ValueError, AttributeError):
+            return False
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
