@@ -118,6 +118,9 @@ class _ServerBase(_Strict):
     enabled: bool = Field(True, description="False keeps the entry but never starts it.")
     timeout_s: float | None = Field(None, gt=0, description="Call timeout override, seconds.")
     connect_timeout_s: float | None = Field(None, gt=0, description="Connect/initialise timeout override.")
+    protocol: Literal["auto", "legacy"] = Field(
+        "auto", description="`auto` tries the 2026 protocol and falls back; `legacy` forces the handshake."
+    )
 
     def interpolated(self, environ: Mapping[str, str] | None = None) -> Self:
         """A copy with ``${VAR}`` resolved. Holds secrets: build the transport with it, never log it."""

@@ -1,0 +1,417 @@
+"""One upstream MCP server (stdio, streamable HTTP or SSE) as a toolweave ``Backend``.
+
+``run`` is the owner task: the SDK's ``Client`` must be entered and exited in one task, so each
+upstream gets exactly one, which connects, lists every tool, reports them, stays in sync and
+reconnects with exponential backoff. ``call`` may be used from any task while ``run`` is alive.
+
+Staying in sync, in both protocol eras:
+
+* handshake era (≤ 2025-11-25): ``notifications/tools/list_changed`` reaches ``message_handler``;
+* 2026-07-28 era: changes travel only on a ``subscriptions/listen`` stream, opened when the upstream
+  advertises ``tools.listChanged`` (its frames are also teed to ``message_handler``; refreshes are
+  coalesced, so a change is listed once or twice, never lost);
+* always: a re-list right after (re)connecting, since some servers announce changes before any
+  listener exists; HTTP/SSE upstreams are also probed (re-listed) every ``probe_interval_s``, which
+  doubles as the liveness check there and as change polling for servers that never notify.
+
+Losing an upstream (process exit, failed probe, connection error in a call) makes ``available``
+False and awaits ``on_status(name, False)`` so the server can stop publishing that source; when it is
+back, tools are re-listed and reported, then ``on_status(name, True)``.
+
+Sampling: an upstream's ``sampling/createMessage`` (handshake era) or ``InputRequiredResult``
+(2026 era, driven by ``Client.call_tool``) is answered by the ``sampler`` of the call in progress:
+the call's own in the 2026 era (same task), the most recent call's with a sampler in the handshake
+era (the request arrives on the session's receive task). Without one, the upstream gets
+``ErrorData("sampling not supported by the client")``. Elicitation and roots are not forwarded.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
+from toolweave.errors import ConfigError, UpstreamTimeout
+from toolweave.manifest import HttpServer, SseServer, StdioServer
+from toolweave.records import ToolRecord
+
+__all__ = ["MCPBackend", "StatusCallback"]
+
+log = logging.getLogger(__name__)
+
+StatusCallback = Callable[[str, bool], Awaitable[None]]
+"""``await on_status(source, available)`` on every change of availability (connected and listed)."""
+
+MAX_PAGES = 1000
+"""A paginator that never ends must not hang the gateway."""
+
+_sampler: contextvars.ContextVar[Sampler | None] = contextvars.ContextVar("toolweave_sampler", default=None)
+
+
+class MCPBackend:
+    """An upstream MCP server. See the module docstring for the lifecycle.
+
+    Args:
+        name: source name, the tool id prefix.
+        config: the manifest entry; ``${VAR}`` in it is resolved at every connect, never stored.
+        connect_timeout_s: connect + initialise + first listing (the entry's own value wins).
+        call_timeout_s: default call timeout (the entry's ``timeout_s`` wins over any caller's).
+        max_result_chars: text beyond this is truncated with a note giving the full size.
+        on_status: awaited with ``(name, available)`` whenever availability changes.
+        probe_interval_s: re-list period for liveness/changes; default 15 s for HTTP/SSE, off for
+            stdio (a dead process closes the pipe, which is noticed within ~0.25 s).
+        backoff_initial_s, backoff_max_s, healthy_after_s: reconnect delay starts at the first,
+            doubles to the second, and resets once a connection stayed up for the third.
+        environ: where ``${VAR}`` is looked up (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioServer | HttpServer | SseServer,
+        *,
+        connect_timeout_s: float = 20.0,
+        call_timeout_s: float = 60.0,
+        max_result_chars: int = 200_000,
+        on_status: StatusCallback | None = None,
+        probe_interval_s: float | None = None,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        healthy_after_s: float = 60.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.connect_timeout_s = config.connect_timeout_s or connect_timeout_s
+        self.call_timeout_s = config.timeout_s or call_timeout_s
+        self.max_result_chars = max_result_chars
+        self.on_status = on_status
+        if probe_interval_s is None and not isinstance(config, StdioServer):
+            probe_interval_s = 15.0
+        self.probe_interval_s = probe_interval_s
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.healthy_after_s = healthy_after_s
+        self.environ = environ
+        self.last_error: str | None = None
+        """Why the upstream is (or last was) unavailable; None while healthy."""
+        self.records: list[ToolRecord] = []
+        """The tools as last reported."""
+        self.protocol_version: str | None = None
+        self._client: Client | None = None
+        self._available = False
+        self._reported_status = False
+        self._changed: anyio.Event | None = None
+        self._lost: anyio.Event | None = None
+        self._lost_reason = ""
+        self._refresh_send: MemoryObjectSendStream[None] | None = None
+        self._samplers: list[Sampler] = []
+        self._connected_at: float | None = None
+
+    def __repr__(self) -> str:
+        return f"MCPBackend({self.name!r}, {self.config.describe()!r}, available={self._available})"
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    # -- owner task ------------------------------------------------------------------------------
+    async def run(self, on_tools: ToolsCallback) -> None:
+        backoff = self.backoff_initial_s
+        while True:
+            self._connected_at = None
+            try:
+                await self._serve_once(on_tools)
+                reason = self._lost_reason or "connection closed"
+            except ConfigError as exc:
+                reason = str(exc)
+            except Exception as exc:
+                reason = self._describe(exc)
+            finally:
+                self._client = None
+                await self._set_available(False)
+            up_for = None if self._connected_at is None else time.monotonic() - self._connected_at
+            if up_for is not None and up_for >= self.healthy_after_s:
+                backoff = self.backoff_initial_s
+            self.last_error = reason
+            log_fn = log.warning if up_for is not None else log.error
+            log_fn(
+                "upstream %r (%s): %s; retrying in %.1f s", self.name, self.config.describe(), reason, backoff
+            )
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, self.backoff_max_s)
+
+    async def _serve_once(self, on_tools: ToolsCallback) -> None:
+        """One connection: connect, list, report, then keep in sync until it is lost."""
+        target, http = self._target()
+        self._lost = anyio.Event()
+        self._lost_reason = ""
+        send, receive = anyio.create_memory_object_stream[None](1)
+        self._refresh_send = send
+        client = Client(
+            target,
+            mode=self.config.protocol,
+            message_handler=self._on_message,
+            sampling_callback=self._on_sampling,
+        )
+        # A scope with a deadline, relaxed once connected: a cancel scope cannot end while the
+        # Client's task groups (entered inside it) are still open, so `fail_after` around
+        # `__aenter__` alone is not possible.
+        with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout_s) as scope:
+            async with http, client, send, receive:
+                tools = await self._list(client)
+                scope.deadline = math.inf
+                self.protocol_version = client.protocol_version
+                self._client = client
+                self._connected_at = time.monotonic()
+                await self._report(on_tools, tools_to_records(self.name, tools))
+                self.last_error = None
+                await self._set_available(True)
+                log.info(
+                    "upstream %r connected (protocol %s, %d tools)",
+                    self.name,
+                    client.protocol_version,
+                    len(self.records),
+                )
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._refresher, client, receive, on_tools)
+                    tg.start_soon(self._watch, client, on_tools)
+                    caps = client.server_capabilities.tools
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS and caps and caps.list_changed:
+                        tg.start_soon(self._listen, client)
+                    await self._lost.wait()
+                    tg.cancel_scope.cancel()
+        if scope.cancelled_caught:
+            raise UpstreamTimeout(
+                f"no answer to initialize/tools/list within {self.connect_timeout_s:g} s (connect timeout)"
+            )
+
+    def _target(self) -> tuple[Any, AbstractAsyncContextManager[Any]]:
+        """The SDK client target, plus the HTTP client to close with it (headers need our own).
+
+        Secrets are interpolated here, on every connect, and live only in these transport objects.
+        A stdio server gets the SDK's minimal environment (PATH, HOME, ...) plus the entry's ``env``:
+        variables it needs from ours must be listed there (``TOKEN: ${TOKEN}``).
+        """
+        cfg = self.config.interpolated(self.environ)
+        if isinstance(cfg, StdioServer):
+            params = StdioServerParameters(
+                command=cfg.command, args=cfg.args, env=cfg.env or None, cwd=cfg.cwd
+            )
+            return params, nullcontext()
+        if isinstance(cfg, SseServer):
+            return sse_client(
+                cfg.url, headers=cfg.headers or None, timeout=self.connect_timeout_s
+            ), nullcontext()
+        if cfg.headers:
+            http = create_mcp_http_client(headers=cfg.headers)
+            return streamable_http_client(cfg.url, http_client=http), http
+        return cfg.url, nullcontext()
+
+    async def _list(self, client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor or cursor in seen:
+                return tools
+            seen.add(cursor)
+        log.warning("upstream %r: stopped listing after %d pages", self.name, MAX_PAGES)
+        return tools
+
+    async def _refresh(self, client: Client, on_tools: ToolsCallback, *, only_if_changed: bool) -> bool:
+        """Re-list; report (and return True) unless ``only_if_changed`` and nothing changed."""
+        with anyio.fail_after(self.connect_timeout_s):
+            tools = await self._list(client)
+        records = tools_to_records(self.name, tools)
+        if only_if_changed and records == self.records:
+            return False
+        await self._report(on_tools, records)
+        return True
+
+    async def _report(self, on_tools: ToolsCallback, records: list[ToolRecord]) -> None:
+        self.records = records
+        try:
+            await on_tools(self.name, records, [])
+        except Exception:
+            # The consumer's failure (registry, embedding) must not cost us the connection.
+            log.exception("upstream %r: on_tools callback failed for %d tools", self.name, len(records))
+
+    async def _refresher(
+        self, client: Client, receive: MemoryObjectReceiveStream[None], on_tools: ToolsCallback
+    ) -> None:
+        async for _ in receive:
+            try:
+                if await self._refresh(client, on_tools, only_if_changed=True):
+                    log.info("upstream %r: tool list changed, %d tools", self.name, len(self.records))
+            except Exception as exc:
+                self._mark_lost(f"re-listing tools after list_changed failed: {self._describe(exc)}")
+
+    async def _watch(self, client: Client, on_tools: ToolsCallback) -> None:
+        next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
+        while True:
+            await anyio.sleep(0.25)
+            if _dispatcher_closed(client):
+                self._mark_lost("connection closed (the server exited or closed the stream)")
+                return
+            if time.monotonic() >= next_probe:
+                try:
+                    await self._refresh(client, on_tools, only_if_changed=True)
+                except Exception as exc:
+                    self._mark_lost(f"liveness probe (tools/list) failed: {self._describe(exc)}")
+                    return
+                next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
+
+    async def _listen(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self._request_refresh()
+        except SubscriptionLost as exc:
+            self._mark_lost(f"change stream lost: {exc}")
+            return
+        except MCPError as exc:
+            # Advertised listChanged but cannot listen: keep serving, changes come from probes only.
+            log.warning("upstream %r: cannot listen for tool changes (%s)", self.name, exc)
+            return
+        self._mark_lost("the upstream closed its change stream")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._request_refresh()
+        elif isinstance(message, Exception):
+            log.debug("upstream %r: transport error: %s", self.name, message)
+
+    def _request_refresh(self) -> None:
+        if self._refresh_send is None:
+            return
+        try:
+            self._refresh_send.send_nowait(None)
+        except anyio.WouldBlock:
+            pass  # a refresh is already queued; it will see this change too
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    def _mark_lost(self, reason: str) -> None:
+        if self._lost is not None and not self._lost.is_set():
+            self._lost_reason = reason
+            self._lost.set()
+            # Calls see it at once; on_status follows when the owner task has closed the session.
+            self._available = False
+
+    async def _set_available(self, value: bool) -> None:
+        self._available = value
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+        if value == self._reported_status:
+            return
+        self._reported_status = value
+        if self.on_status is not None:
+            try:
+                await self.on_status(self.name, value)
+            except Exception:
+                log.exception("upstream %r: on_status callback failed", self.name)
+
+    # -- calls -----------------------------------------------------------------------------------
+    async def call(
+        self,
+        tool: ToolRecord,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+        sampler: Sampler | None = None,
+    ) -> types.CallToolResult:
+        upstream_tool = str(tool.backend.get("tool", tool.name))
+        timeout = self.config.timeout_s or timeout_s or self.call_timeout_s
+        label = f"upstream {self.name!r}, tool {upstream_tool!r}"
+        client = await self._wait_client(min(self.connect_timeout_s, timeout))
+        if client is None:
+            return error_result(f"{label}: unavailable ({self.last_error or 'still connecting'})")
+        token = _sampler.set(sampler)
+        if sampler is not None:
+            self._samplers.append(sampler)
+        try:
+            with anyio.fail_after(timeout):
+                result = await client.call_tool(upstream_tool, arguments)
+        except TimeoutError:
+            return error_result(f"{label}: no answer within {timeout:g} s (call timeout)")
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self._mark_lost("connection closed during a call")
+                return error_result(f"{label}: connection to the upstream was lost during the call")
+            return error_result(f"{label}: upstream error {exc.code}: {exc.message}")
+        except Exception as exc:
+            self._probe_soon()
+            return error_result(f"{label}: call failed: {self._describe(exc)}")
+        finally:
+            _sampler.reset(token)
+            if sampler is not None:
+                self._samplers.remove(sampler)
+        return finish_result(result, self.max_result_chars)
+
+    async def _wait_client(self, wait_s: float) -> Client | None:
+        with anyio.move_on_after(wait_s):
+            while not (self._available and self._client is not None):
+                if self._changed is None:
+                    self._changed = anyio.Event()
+                await self._changed.wait()
+        return self._client if self._available else None
+
+    def _probe_soon(self) -> None:
+        # A call failed for a transport reason: re-list now; a failure there marks the upstream lost.
+        self._request_refresh()
+
+    async def _on_sampling(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        sampler = _sampler.get() or (self._samplers[-1] if self._samplers else None)
+        if sampler is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling not supported by the client")
+        try:
+            return await sampler(params)
+        except Exception as exc:
+            log.warning("upstream %r: sampling through the client failed: %s", self.name, exc)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
+
+    def _describe(self, exc: BaseException) -> str:
+        """A one-line reason naming what failed, for logs and is_error results."""
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, FileNotFoundError) and isinstance(self.config, StdioServer):
+            return f"command {self.config.command!r} not found (is it installed and on PATH?)"
+        if isinstance(exc, PermissionError) and isinstance(self.config, StdioServer):
+            return f"command {self.config.command!r} cannot be executed: {exc.strerror}"
+        if isinstance(exc, UpstreamTimeout | ConfigError):
+            return str(exc)
+        if isinstance(exc, MCPError):
+            return f"MCP error {exc.code}: {exc.message}"
+        text = str(exc) or type(exc).__name__
+        return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+def _dispatcher_closed(client: Client) -> bool:
+    """True once the session's receive loop saw EOF. The SDK exposes no public signal for this, so
+    we read the dispatcher's flag; if that attribute ever disappears, probes still catch the loss."""
+    dispatcher = getattr(client.session, "_dispatcher", None)
+    return bool(getattr(dispatcher, "_closed", False))
