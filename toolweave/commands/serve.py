@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -45,6 +47,7 @@ def serve_command(
 
         if transport not in ("stdio", "http", "sse"):
             raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
+        _prefer_own_environment()
         loaded = load_manifest(manifest)
         settings = loaded.settings_for(settings_for(None), registry=registry)
         setup_logging(settings.log_level)
@@ -56,3 +59,15 @@ def serve_command(
                 serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
         finally:
             reg.close()
+
+
+def _prefer_own_environment() -> None:
+    """Put this interpreter's bin directory first on PATH, for us and for stdio upstreams.
+
+    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv
+    those would resolve to the system's (which lacks the servers installed next to toolweave).
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir

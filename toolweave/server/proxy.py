@@ -123,6 +123,10 @@ class Proxy:
         if arguments is None:
             arguments = {}
         problems = argument_errors(tool.input_schema, arguments)
+        if problems and problems[0]["field"] == "(schema)":
+            # We cannot judge the arguments; the upstream still can. Don't lock the tool out.
+            log.warning("%s: not validating arguments: %s", tool.id, problems[0]["problem"])
+            problems = []
         if problems:
             listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
             more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
