@@ -66,7 +66,11 @@ def neighbourhood(graph: DependencyGraph, tool_id: str, depth: int = 2) -> Depen
 # -- JSON / GraphML ------------------------------------------------------------------------------------
 def _node_doc(graph: DependencyGraph, node: str, tools: Mapping[str, ToolRecord] | None) -> dict[str, Any]:
     attrs = graph.nx_graph.nodes[node]
-    doc: dict[str, Any] = {"id": node, "kind": attrs.get("kind", "regular"), "source": attrs.get("source", "")}
+    doc: dict[str, Any] = {
+        "id": node,
+        "kind": attrs.get("kind", "regular"),
+        "source": attrs.get("source", ""),
+    }
     tool = tools.get(node) if tools else None
     if tool is not None:
         doc.update(name=tool.name, description=tool.description)
@@ -102,7 +106,9 @@ def export_graphml(graph: DependencyGraph, tools: Mapping[str, ToolRecord] | Non
 
 
 # -- layout --------------------------------------------------------------------------------------------
-def compute_layout(graph: DependencyGraph, *, seed: int = 7, iterations: int = 120) -> dict[str, tuple[float, float]]:
+def compute_layout(
+    graph: DependencyGraph, *, seed: int = 7, iterations: int = 120
+) -> dict[str, tuple[float, float]]:
     """Positions in [0, 1000]², deterministic for a given graph and seed.
 
     Hubs (tools that a large share of the graph depends on, e.g. a connectivity check) would pull
@@ -124,8 +130,9 @@ def compute_layout(graph: DependencyGraph, *, seed: int = 7, iterations: int = 1
     rng = np.random.default_rng(seed)
     if n > 3000:  # the dense O(n²) pass would be too slow: a spiral ordered by source keeps groups together
         order = sorted(nodes, key=lambda x: (g.nodes[x].get("source", ""), x))
-        pos = np.array([[math.sqrt(i) * math.cos(i * 2.4), math.sqrt(i) * math.sin(i * 2.4)] for i in range(n)])
-        pos = pos[[order.index(x) for x in nodes]]
+        rank = {x: i for i, x in enumerate(order)}
+        r = np.array([rank[x] for x in nodes], dtype=np.float64)
+        pos = np.stack([np.sqrt(r) * np.cos(r * 2.4), np.sqrt(r) * np.sin(r * 2.4)], axis=1)
     else:
         adj = np.zeros((n, n), dtype=np.float32)
         for a, b in g.edges():
@@ -198,7 +205,8 @@ def export_html(
     sources = {nd["source"] for nd in nodes}
     for nd in nodes:
         prefix = f"{nd['source']}__"
-        nd["label"] = nd["id"][len(prefix):] if len(sources) == 1 and nd["id"].startswith(prefix) else nd["id"]
+        shared = len(sources) == 1 and nd["id"].startswith(prefix)
+        nd["label"] = nd["id"][len(prefix) :] if shared else nd["id"]
     edges: list[dict[str, Any]] = [
         {
             "s": e.tool,
@@ -212,7 +220,13 @@ def export_html(
         }
         for e in graph.edges()
     ]
-    data = {"nodes": nodes, "edges": edges, "focus": focus, "edgeColours": EDGE_COLOURS, "nodeColours": NODE_COLOURS}
+    data = {
+        "nodes": nodes,
+        "edges": edges,
+        "focus": focus,
+        "edgeColours": EDGE_COLOURS,
+        "nodeColours": NODE_COLOURS,
+    }
     # "</" inside the JSON would end the <script> element early
     blob = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     return (
@@ -230,7 +244,9 @@ def _summary(graph: DependencyGraph, focus: str | None, depth: int) -> str:
 
 
 def _legend_rows(items: Sequence[tuple[str, str]], shape: str) -> str:
-    return "".join(f'<div><span class="{shape}" style="background:{c}"></span>{html.escape(k)}</div>' for k, c in items)
+    return "".join(
+        f'<div><span class="{shape}" style="background:{c}"></span>{html.escape(k)}</div>' for k, c in items
+    )
 
 
 _PAGE = """<!DOCTYPE html>
@@ -248,7 +264,8 @@ html,body{margin:0;height:100%;overflow:hidden;font:13px/1.35 system-ui,-apple-s
 #stage{position:absolute;top:45px;left:0;right:0;bottom:0}
 canvas{display:block;cursor:grab}
 #tip{position:absolute;pointer-events:none;background:rgba(255,255,255,.97);border:1px solid #999;
-  border-radius:4px;padding:6px 8px;max-width:420px;box-shadow:0 2px 8px rgba(0,0,0,.15);display:none;z-index:3}
+  border-radius:4px;padding:6px 8px;max-width:420px;box-shadow:0 2px 8px rgba(0,0,0,.15);
+  display:none;z-index:3}
 #tip b{font-weight:600}
 #legend{position:absolute;right:10px;bottom:10px;background:rgba(255,255,255,.93);border:1px solid #ccc;
   border-radius:4px;padding:8px 10px;z-index:2}
@@ -257,7 +274,8 @@ canvas{display:block;cursor:grab}
 .dot{width:10px;height:10px;border-radius:50%}
 .line{width:18px;height:3px}
 #info{position:absolute;left:10px;bottom:10px;max-width:460px;max-height:45%;overflow:auto;
-  background:rgba(255,255,255,.95);border:1px solid #ccc;border-radius:4px;padding:8px 10px;display:none;z-index:2}
+  background:rgba(255,255,255,.95);border:1px solid #ccc;border-radius:4px;padding:8px 10px;
+  display:none;z-index:2}
 #info ul{margin:4px 0 6px 16px;padding:0}
 #rendered-count{display:none}
 </style></head>
@@ -276,8 +294,9 @@ __EDGE_LEGEND__<div style="color:#666;margin-top:4px">drag to pan · wheel to zo
 <script>__SCRIPT__</script>
 </body></html>
 """
+_EDGE_LEGEND = [(k.lower().replace("_", " "), c) for k, c in EDGE_COLOURS.items()]
 _PAGE = _PAGE.replace("__NODE_LEGEND__", _legend_rows(list(NODE_COLOURS.items()), "dot")).replace(
-    "__EDGE_LEGEND__", _legend_rows([(k.lower().replace("_", " "), c) for k, c in EDGE_COLOURS.items()], "line")
+    "__EDGE_LEGEND__", _legend_rows(_EDGE_LEGEND, "line")
 )
 
 _SCRIPT = r"""
@@ -291,7 +310,9 @@ _SCRIPT = r"""
     e.a = byId[e.s]; e.b = byId[e.t];
     if (e.a && e.b) { e.a.deps.push(e); e.b.users.push(e); }
   });
-  var byImportance = nodes.slice().sort(function (a, b) { return b["in"] - a["in"] || (a.kind === "core" ? -1 : 1); });
+  var byImportance = nodes.slice().sort(function (a, b) {
+    return b["in"] - a["in"] || (a.kind === "core" ? -1 : 1);
+  });
   var edgeAlpha = edges.length > 800 ? 0.14 : edges.length > 300 ? 0.22 : 0.35;
   var canvas = document.getElementById("view"), ctx = canvas.getContext("2d");
   var stage = document.getElementById("stage"), tip = document.getElementById("tip");
@@ -309,7 +330,8 @@ _SCRIPT = r"""
     canvas.style.width = w + "px"; canvas.style.height = h + "px";
     var minx = 1e9, miny = 1e9, maxx = -1e9, maxy = -1e9;
     nodes.forEach(function (n) {
-      minx = Math.min(minx, n.x); miny = Math.min(miny, n.y); maxx = Math.max(maxx, n.x); maxy = Math.max(maxy, n.y);
+      minx = Math.min(minx, n.x); miny = Math.min(miny, n.y);
+      maxx = Math.max(maxx, n.x); maxy = Math.max(maxy, n.y);
     });
     if (!nodes.length) { minx = miny = 0; maxx = maxy = 1; }
     scale = Math.min(w / (maxx - minx + 80), h / (maxy - miny + 80));
@@ -373,7 +395,9 @@ _SCRIPT = r"""
       var label = n.label.length > 42 ? n.label.slice(0, 40) + "…" : n.label;
       var x = sx(n) + radius(n) * Math.sqrt(scale) + 3, y = sy(n), w = ctx.measureText(label).width;
       var box = [x - 1, y - 7, x + w + 1, y + 7];
-      var clash = placed.some(function (b) { return box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3]; });
+      var clash = placed.some(function (b) {
+        return box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3];
+      });
       if (clash && !forced) return;
       placed.push(box);
       ctx.lineWidth = 3; ctx.strokeStyle = "rgba(255,255,255,.9)"; ctx.strokeText(label, x, y);
@@ -384,7 +408,9 @@ _SCRIPT = r"""
   }
 
   function esc(s) {
-    return String(s).replace(/[&<>"]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]; });
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c];
+    });
   }
   function nodeAt(mx, my) {
     var best = null, bd = 1e9;
@@ -432,7 +458,9 @@ _SCRIPT = r"""
   }
 
   var drag = null, moved = false;
-  canvas.addEventListener("mousedown", function (ev) { drag = {x: ev.clientX, y: ev.clientY, ox: ox, oy: oy}; moved = false; });
+  canvas.addEventListener("mousedown", function (ev) {
+    drag = {x: ev.clientX, y: ev.clientY, ox: ox, oy: oy}; moved = false;
+  });
   window.addEventListener("mouseup", function (ev) {
     if (drag && !moved) {
       var r = canvas.getBoundingClientRect();
@@ -444,7 +472,8 @@ _SCRIPT = r"""
     var r = canvas.getBoundingClientRect(), mx = ev.clientX - r.left, my = ev.clientY - r.top;
     if (drag) {
       if (Math.abs(ev.clientX - drag.x) + Math.abs(ev.clientY - drag.y) > 3) moved = true;
-      ox = drag.ox + ev.clientX - drag.x; oy = drag.oy + ev.clientY - drag.y; canvas.style.cursor = "grabbing";
+      ox = drag.ox + ev.clientX - drag.x; oy = drag.oy + ev.clientY - drag.y;
+      canvas.style.cursor = "grabbing";
       draw(); return;
     }
     hover = nodeAt(mx, my); hoverEdge = hover ? null : edgeAt(mx, my);
@@ -460,7 +489,9 @@ _SCRIPT = r"""
     } else { tip.style.display = "none"; }
     draw();
   });
-  canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; hover = hoverEdge = null; draw(); });
+  canvas.addEventListener("mouseleave", function () {
+    tip.style.display = "none"; hover = hoverEdge = null; draw();
+  });
   canvas.addEventListener("wheel", function (ev) {
     ev.preventDefault();
     var r = canvas.getBoundingClientRect(), mx = ev.clientX - r.left, my = ev.clientY - r.top;
