@@ -5,12 +5,14 @@ typo found at startup should be fixed in seconds: we compose the YAML node tree 
 start mark of every key and value, and map pydantic's error ``loc`` back to those marks.
 
 ``${VAR}`` and ``${VAR:-default}`` work in every string (``$${`` is a literal ``${``). A missing
-variable is an error at load time, with its line. Server and OpenAPI sections keep the *raw* text
-(``Bearer ${API_TOKEN}``) so secrets never reach logs, reprs or the registry; adapters call
-``interpolated()`` only when they build a transport. Everything else is interpolated at load.
+variable is an error at load time, with its line. The ``servers`` section keeps the *raw* text
+(``Bearer ${API_TOKEN}``) so secrets never reach logs, reprs or the registry; the MCP adapter calls
+``interpolated()`` only when it builds a transport. Everything else is interpolated at load (OpenAPI
+``auth`` names environment variables rather than holding secrets).
 
-Relative paths (``registry``, catalog paths, a stdio server's ``cwd`` and a ``./``-relative
-``command``) resolve against the manifest's folder, so a manifest works from any working directory.
+Relative paths (``registry``, catalog paths, OpenAPI ``spec``/``arazzo`` files, a stdio server's
+``cwd`` and a ``./``-relative ``command``) resolve against the manifest's folder, so a manifest works
+from any working directory.
 """
 
 from __future__ import annotations
@@ -24,9 +26,18 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.errors import ConfigError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.settings import PublishSettings, RetrievalSettings, Settings
@@ -108,6 +119,14 @@ def _resolve(path: Path, info: ValidationInfo) -> Path:
     base = _base_dir(info)
     path = path.expanduser()
     return path if path.is_absolute() or base is None else (base / path).resolve()
+
+
+def _local_path(value: str, base: Path) -> str:
+    """Resolve a relative file path against ``base``; URLs and absolute paths are kept."""
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
 
 
 class _Strict(BaseModel):
@@ -285,14 +304,45 @@ class Manifest(_Strict):
     source_path: Path | None = Field(None, description="The YAML file this came from (set by the loader).")
     registry: Path | None = Field(None, description="Registry directory; the CLI's --registry wins.")
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
-    # TODO-free placeholder until the OpenAPI adapter's config class lands: entries are validated there.
-    openapi: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    openapi: dict[str, OpenAPISourceConfig] = Field(
+        default_factory=dict, description="OpenAPI sources by name; `name` comes from the key."
+    )
     catalogs: list[CatalogEntry] = Field(default_factory=list)
     retrieval: _StrictRetrieval = Field(default_factory=_StrictRetrieval)
     publish: _StrictPublish = Field(default_factory=_StrictPublish)
     dependencies: Dependencies = Field(default_factory=Dependencies)
     core_tools: list[str] = Field(default_factory=list)
     examples: dict[str, list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openapi_entries(cls, data: Any, info: ValidationInfo) -> Any:
+        # The key is the source name; spec and Arazzo paths resolve against the manifest's folder.
+        if not isinstance(data, dict) or not isinstance(data.get("openapi"), dict):
+            return data
+        base = _base_dir(info)
+        entries = {}
+        for key, entry in data["openapi"].items():
+            if isinstance(entry, dict):
+                entry = {"name": key, **entry}
+                if base is not None:
+                    if isinstance(entry.get("spec"), str):
+                        entry["spec"] = _local_path(entry["spec"], base)
+                    if isinstance(entry.get("arazzo"), list):
+                        entry["arazzo"] = [
+                            _local_path(a, base) if isinstance(a, str) else a for a in entry["arazzo"]
+                        ]
+            entries[key] = entry
+        return {**data, "openapi": entries}
+
+    @model_validator(mode="after")
+    def _openapi_names(self) -> Manifest:
+        for key, cfg in self.openapi.items():
+            if cfg.name != key:
+                raise ValueError(
+                    f"openapi.{key}.name is {cfg.name!r}; leave it out, the key names the source"
+                )
+        return self
 
     @field_validator("registry")
     @classmethod
@@ -315,7 +365,7 @@ class Manifest(_Strict):
             f"  server {n}: {s.describe()}{'' if s.enabled else ' (disabled)'}"
             for n, s in self.servers.items()
         ]
-        lines += [f"  openapi {n}" for n in self.openapi]
+        lines += [f"  openapi {n}: {c.spec} base_url={c.base_url}" for n, c in self.openapi.items()]
         lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
         return "\n".join(lines)
 
@@ -574,7 +624,8 @@ def _check_variables(value: Any, path: Path_, comp: _Composer, environ: Mapping[
 
 
 # Sections that may hold secrets keep their raw text; the adapters interpolate when connecting.
-_RAW_SECTIONS = ("servers", "openapi")
+# (OpenAPI auth names environment variables instead of holding secrets, so it is interpolated here.)
+_RAW_SECTIONS = ("servers",)
 
 
 def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Manifest:
