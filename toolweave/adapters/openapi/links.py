@@ -401,7 +401,7 @@ def _field_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                 confidence, rule = 0.6, "returns a field named"
             if any(kind == 0 for kind, _ in found):
                 found = [kp for kp in found if kp[0] == 0]  # list/search beat create when both exist
-            # Closest first: `/orgs/{org}/hooks/{hook_id}` is fed by `/orgs/{org}/hooks`, not `/repos/.../hooks`.
+            # Closest first: `/orgs/{org}/hooks/{hook_id}` is fed by `/orgs/{org}/hooks`, not `/repos/…/hooks`.
             found.sort(key=lambda kp: (-_shared_prefix(kp[1].path, consumer.path), len(kp[1].parameters)))
             for _, producer in found[:_MAX_PRODUCERS]:
                 edges.append(

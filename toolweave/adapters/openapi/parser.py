@@ -391,6 +391,8 @@ class _ToolBuilder:
             "response_content_type": response_type,
             "output_wrapped": wrapped,
             "security": security,
+            # `security: []` on the operation (or globally) = explicitly anonymous: send no credentials.
+            "anonymous": op.get("security", self.doc.get("security")) == [],
             "spec": self.spec_name,
             "pointer": pointer,
         }

@@ -1,0 +1,164 @@
+"""``OpenAPIBackend``: one OpenAPI source as a gateway backend (see ``toolweave.adapters.backend.Backend``).
+
+Usage::
+
+    backend = OpenAPIBackend(OpenAPISourceConfig(name="petstore", spec="petstore.yaml"), client)
+    tools, edges = backend.load()          # sync, CPU-bound: run it off the event loop (or use aload/run)
+    backend.problems                       # per-operation problems (spec file + JSON pointer)
+    result = await backend.call(tool, {"petId": 1})   # mcp_types.CallToolResult, errors as is_error
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import mcp_types as types
+
+from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.openapi.calls import (
+    build_request,
+    error_result,
+    resolve_credentials,
+    response_to_result,
+    send,
+)
+from toolweave.adapters.openapi.config import OpenAPISourceConfig
+from toolweave.adapters.openapi.links import spec_edges
+from toolweave.adapters.openapi.loader import SpecLoader
+from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, parse_spec_file
+from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
+from toolweave.records import DependencyEdge, ToolRecord
+
+__all__ = ["OpenAPIBackend"]
+
+logger = logging.getLogger(__name__)
+
+_RELOAD_BACKOFF_S = (1.0, 5.0, 30.0, 120.0)
+
+
+class OpenAPIBackend:
+    """Tools, edges and calls of one OpenAPI source.
+
+    Args:
+        config: the source's configuration.
+        client: the ``httpx.AsyncClient`` calls go through; one is created (and owned) if omitted.
+        environ: where auth secrets are read from at call time (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        config: OpenAPISourceConfig,
+        client: httpx.AsyncClient | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self._client = client
+        self._owns_client = client is None
+        self._environ = environ if environ is not None else os.environ
+        self.spec: ParsedSpec | None = None
+        self.problems: list[SpecProblem] = []
+        self.tools: list[ToolRecord] = []
+        self.edges: list[DependencyEdge] = []
+
+    @property
+    def available(self) -> bool:
+        """True once the spec is loaded (calls only need the tool's ``backend`` data and the network)."""
+        return self.spec is not None
+
+    def load(self) -> tuple[list[ToolRecord], list[DependencyEdge]]:
+        """Load and convert the spec (plus Arazzo files). Sync and CPU-bound; raises ``OpenAPISpecError``
+        when the document as a whole is unusable. Per-operation problems land in ``self.problems``."""
+        loader = SpecLoader(allow_remote_refs=self.config.allow_remote_refs)
+        parsed = parse_spec_file(
+            self.config.spec,
+            source=self.config.name,
+            loader=loader,
+            include=self.config.include,
+            exclude=self.config.exclude,
+        )
+        edges = spec_edges(parsed, arazzo=self.config.arazzo, loader=loader, infer=self.config.infer_edges)
+        self.spec, self.problems, self.tools, self.edges = parsed, parsed.problems, parsed.tools, edges
+        logger.info(
+            "openapi %s: %d tools, %d edges, %d problems from %s",
+            self.name,
+            len(parsed.tools),
+            len(edges),
+            len(parsed.problems),
+            parsed.location,
+        )
+        return parsed.tools, edges
+
+    async def aload(self) -> tuple[list[ToolRecord], list[DependencyEdge]]:
+        """``load`` on a worker thread, so the event loop keeps serving."""
+        return await asyncio.to_thread(self.load)
+
+    async def run(self, on_tools: ToolsCallback) -> None:
+        """Backend protocol: load (retrying with backoff if the spec cannot be read), report, then idle."""
+        attempt = 0
+        while True:
+            try:
+                tools, edges = await self.aload()
+            except OpenAPISpecError as exc:
+                delay = _RELOAD_BACKOFF_S[min(attempt, len(_RELOAD_BACKOFF_S) - 1)]
+                logger.error("openapi %s: %s (retrying in %.0fs)", self.name, exc, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            await on_tools(self.name, tools, edges)
+            await asyncio.Event().wait()  # a spec does not change under us: nothing more to report
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(follow_redirects=True)
+        return self._client
+
+    async def call(
+        self,
+        tool: ToolRecord,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+        sampler: Sampler | None = None,
+    ) -> types.CallToolResult:
+        """Call the operation behind ``tool``. Every failure comes back as an ``is_error`` result."""
+        backend = tool.backend
+        if backend.get("kind") != "openapi":
+            return error_result(f"tool {tool.id} is not an OpenAPI operation")
+        timeout = timeout_s if timeout_s is not None else self.config.timeout_s
+        label = f"{backend.get('method')} {backend.get('path')}"
+        try:
+            credentials = resolve_credentials(self.config.auth, self._environ)
+            request = build_request(
+                backend,
+                arguments or {},
+                base_url=self.config.base_url,
+                credentials=credentials,
+                timeout_s=timeout,
+            )
+        except (ToolArgumentsError, AdapterError) as exc:
+            return error_result(f"{tool.id}: {exc}")
+        try:
+            response = await send(self._http(), request, retries=self.config.retries)
+        except httpx.TimeoutException:
+            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s")
+        except httpx.HTTPError as exc:
+            return error_result(f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}")
+        return response_to_result(
+            response,
+            backend=backend,
+            max_bytes=self.config.max_response_bytes,
+            structured=tool.output_schema is not None,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this backend created it."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
