@@ -6,7 +6,8 @@ optional embedding-similarity pass with a calibrated threshold. See ``docs/graph
 
 from __future__ import annotations
 
+from toolweave.registry.inference.evaluate import EdgeScores, score_edges
 from toolweave.registry.inference.incremental import refresh_inferred_edges
 from toolweave.registry.inference.infer import infer_edges
 
-__all__ = ["infer_edges", "refresh_inferred_edges"]
+__all__ = ["EdgeScores", "infer_edges", "refresh_inferred_edges", "score_edges"]
