@@ -234,5 +234,6 @@ def bench_graph(
             )
             for kind, k in scores.per_kind.items():
                 cells = " ".join(_cell(k[m], 6) for m in ("precision", "recall", "f1"))
-                typer.echo(f"{kind:34s} {k['gold']:5d} {k['predicted']:5d} {cells} {_cell(k['kind_accuracy'], 8)}")
+                acc = _cell(k["kind_accuracy"], 8)
+                typer.echo(f"{kind:34s} {k['gold']:5d} {k['predicted']:5d} {cells} {acc}")
         typer.echo(json.dumps(doc))
