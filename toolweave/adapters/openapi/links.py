@@ -177,8 +177,9 @@ def _property_for(op: Operation, raw_name: str) -> str:
     for param in op.parameters:
         if param["name"] == name and (not location or param["in"] == location):
             return str(param["property"])
+    loose = re.sub(r"[^a-z0-9]", "", name.lower())  # Arazzo `pet_id` for the path parameter `petId`
     for param in op.parameters:
-        if param["name"].lower() == raw_name.lower():
+        if re.sub(r"[^a-z0-9]", "", str(param["name"]).lower()) == loose:
             return str(param["property"])
     return raw_name
 
@@ -391,17 +392,17 @@ def _field_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                 and fields & wanted
                 and not _takes(p, param_name)
             ]
-            confidence, rule = 0.8, f"the {resource} resource's list/search/create operation returns"
+            confidence, rule = 0.8, f"lists, finds or creates {resource} resources, whose id feeds"
             if not found:
                 found = [
                     (kind, p)
                     for p, kind, _, fields in producers
                     if p is not consumer and param_name in fields and not _takes(p, param_name)
                 ]
-                confidence, rule = 0.6, "returns a field named"
+                confidence, rule = 0.6, "returns a field that feeds"
             if any(kind == 0 for kind, _ in found):
                 found = [kp for kp in found if kp[0] == 0]  # list/search beat create when both exist
-            # Closest first: `/orgs/{org}/hooks/{hook_id}` is fed by `/orgs/{org}/hooks`, not `/repos/…/hooks`.
+            # Closest first: `/orgs/{org}/hooks/{hook_id}` is fed by `/orgs/{org}/hooks`, not `/repos/…`.
             found.sort(key=lambda kp: (-_shared_prefix(kp[1].path, consumer.path), len(kp[1].parameters)))
             for _, producer in found[:_MAX_PRODUCERS]:
                 edges.append(
@@ -410,7 +411,7 @@ def _field_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                         depends_on=producer.tool.id,
                         kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
                         parameter_name=prop,
-                        reason=f"{producer.tool.name} {rule} {param_name!r}-like ids",
+                        reason=f"{producer.tool.name} {rule} {param_name!r}",
                         origin="inferred",
                         confidence=confidence,
                         evidence=f"{producer.method.upper()} {producer.path} -> {consumer.method.upper()} "
