@@ -71,6 +71,12 @@ def param_family(param_words: list[str]) -> str | None:
     return None
 
 
+_NAMESPACE = re.compile(r"[:/.]+")
+# "... to obtain a request_uri": an identifier-shaped word (with an underscore) a tool says it hands back
+_DESC_PRODUCES = re.compile(
+    r"\b(?:returns?|obtains?|generates?|creates?|issues?|provides?|yields?)\s+(?:a|an|the)?\s*"
+    r"([a-z][a-z0-9]*_[a-z0-9_]+)"
+)
 _RETURNS_CURRENT = re.compile(
     r"\b(?:returns?|gets?|retrieves?|fetch(?:es)?|provides?|reports?)\s+(?:the\s+)?(?:current|today'?s?|"
     r"system'?s?|present)\s+([a-z\-]+)"
@@ -141,8 +147,11 @@ class ToolProfile:
 
 
 def profile(tool: ToolRecord) -> ToolProfile:
+    # namespaced names ("petstore:getPetById", "github.create_issue"): the last segment says what the
+    # tool does, the namespace only which service it belongs to
+    segments = [seg for seg in _NAMESPACE.split(tool.name) if seg]
     name_ws = _join_auth(_norm(words(tool.name)))
-    verb, obj = split_verb(name_ws)
+    verb, obj = split_verb(_join_auth(_norm(words(segments[-1] if segments else tool.name))))
     subject = [w for w in obj if w not in AMBIENT_QUALIFIERS and w not in ("for", "by", "of", "the")]
     props = tool.input_schema.get("properties") if isinstance(tool.input_schema, dict) else None
     params = tuple(props) if isinstance(props, dict) else ()
@@ -155,6 +164,8 @@ def profile(tool: ToolRecord) -> ToolProfile:
         else frozenset()
     )
     desc = " ".join(tool.description.lower().replace("wi-fi", "wifi").split())
+    said = {"_".join(_norm(words(m.group(1)))) for m in _DESC_PRODUCES.finditer(desc)}
+    outputs = outputs | {x for x in said if x and not set(x.split("_")) & set(params)}
     service = frozenset(
         w for w in name_ws if w not in GENERIC_NAME_WORDS and w not in AUTH_WORDS and w != verb and len(w) > 1
     )

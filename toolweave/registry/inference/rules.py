@@ -334,7 +334,9 @@ def entity_id_rule(
                     continue
                 if "_".join(pw) in p.product_phrases:
                     continue  # identity_rule already links it
-                score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words))
+                # finding an existing <thing> is what an id parameter usually needs; creating one comes next
+                finds = 0.5 if p.verb in ("list", "search", "find", "query", "lookup") else 0.0
+                score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words)) + finds
                 cands.append((score, p))
             best = _best(t, cands)
             if best is not None:
