@@ -1,0 +1,33 @@
+"""Fixtures for the MCP upstream adapter tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from mcp_harness import HttpUpstream
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def http_upstream() -> Iterator[HttpUpstream]:
+    up = HttpUpstream("http")
+    up.start()
+    try:
+        yield up
+    finally:
+        up.kill()
+
+
+@pytest.fixture
+def sse_upstream() -> Iterator[HttpUpstream]:
+    up = HttpUpstream("sse")
+    up.start()
+    try:
+        yield up
+    finally:
+        up.kill()

@@ -1,0 +1,162 @@
+"""MCPBackend against real upstream processes: stdio and streamable HTTP, both protocol eras.
+
+Each test starts real subprocess upstreams (tests/upstreams/, mcp-server-time); no mocks.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mcp_types as types
+import pytest
+from mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
+
+from toolweave.adapters.backend import Backend
+from toolweave.adapters.mcp import MCPBackend
+from toolweave.manifest import HttpServer, SseServer, StdioServer
+from toolweave.records import ToolRecord
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "crash", "echo", "fail", "slow"]
+
+
+def stdio(*args: str, protocol: str = "auto", command: str = sys.executable) -> StdioServer:
+    return StdioServer(transport="stdio", command=command, args=list(args), protocol=protocol)  # type: ignore[arg-type]
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def fake_llm(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    question = params.messages[0].content
+    assert isinstance(question, types.TextContent)
+    return types.CreateMessageResult(
+        role="assistant", model="fake", content=types.TextContent(text=f"answer to {question.text}")
+    )
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_stdio_upstream_lifecycle(protocol: str) -> None:
+    """List (all pages), call, list_changed, sampling, errors, timeout, crash and reconnect — one era each."""
+    backend = MCPBackend(
+        "dyn", stdio(DYNAMIC, "stdio", protocol=protocol), connect_timeout_s=15, max_result_chars=1_000
+    )
+    assert isinstance(backend, Backend)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available and bool(h.reports))
+        # The upstream pages 3 tools at a time: all 7 arrive in one report.
+        assert h.names == DYNAMIC_TOOLS
+        assert h.statuses == [True]
+        assert backend.protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
+        echo = h.tool("echo")
+        assert echo.id == "dyn__echo" and echo.title == "Echo" and echo.backend["tool"] == "echo"
+        assert echo.input_schema["required"] == ["text"] and "read-only" in echo.tags
+
+        result = await backend.call(echo, {"text": "hi"}, timeout_s=10)
+        assert not result.is_error and text(result) == "echo:hi"
+        assert not (result.meta or {}).get("io.modelcontextprotocol/serverInfo")
+
+        # Sampling goes to the sampler of the call; without one the upstream is told it is unsupported.
+        ask = h.tool("ask_llm")
+        result = await backend.call(ask, {"text": "why"}, timeout_s=10, sampler=fake_llm)
+        assert text(result) == "llm said: answer to why"
+        result = await backend.call(ask, {"text": "why"}, timeout_s=10)
+        assert result.is_error and "sampling not supported by the client" in text(result)
+
+        result = await backend.call(h.tool("fail"), {}, timeout_s=10)
+        assert result.is_error and text(result) == "it failed on purpose"
+
+        result = await backend.call(h.tool("big"), {"size": 5_000}, timeout_s=10)
+        assert text(result).startswith("x" * 1_000) and "showing 1,000 of 5,000 characters" in text(result)
+
+        result = await backend.call(h.tool("slow"), {"seconds": 30}, timeout_s=0.5)
+        assert result.is_error and "'dyn'" in text(result) and "'slow'" in text(result)
+        assert "no answer within 0.5 s" in text(result)
+
+        # A tool added at run time is re-reported through on_tools (list_changed in this era).
+        result = await backend.call(h.tool("add_tool"), {"name": "fresh"}, timeout_s=10)
+        assert text(result) == "added fresh"
+        await h.wait(lambda: "fresh" in h.names, what="list_changed re-report")
+        assert sorted(h.names) == sorted([*DYNAMIC_TOOLS, "fresh"])
+
+        # The process dies mid-call: a clear is_error result, unavailable, then back after backoff.
+        reports_before = len(h.reports)
+        result = await backend.call(h.tool("crash"), {}, timeout_s=10)
+        assert result.is_error and "'dyn'" in text(result) and "'crash'" in text(result)
+        assert not backend.available
+        await h.wait(lambda: h.statuses[-2:] == [False, True] and backend.available, what="reconnect")
+        assert len(h.reports) > reports_before and h.names == DYNAMIC_TOOLS  # fresh process, fresh list
+        result = await backend.call(echo, {"text": "back"}, timeout_s=10)
+        assert text(result) == "echo:back"
+
+
+async def test_mcp_server_time_over_stdio() -> None:
+    backend = MCPBackend(
+        "time", stdio("-m", "mcp_server_time", "--local-timezone", "UTC"), connect_timeout_s=20
+    )
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available, timeout=25)
+        assert {t.id for t in h.reports[-1]} == {"time__get_current_time", "time__convert_time"}
+        result = await backend.call(h.tool("get_current_time"), {"timezone": "UTC"}, timeout_s=10)
+        assert not result.is_error and "UTC" in text(result)
+
+
+async def test_http_upstream_list_change_kill_restart(http_upstream: HttpUpstream) -> None:
+    config = HttpServer(transport="http", url=http_upstream.url, headers={"Authorization": "Bearer ${TOKEN}"})
+    backend = MCPBackend(
+        "web", config, connect_timeout_s=10, probe_interval_s=0.5, environ={"TOKEN": "t0ken"}, backoff_max_s=1
+    )
+    assert "t0ken" not in repr(backend)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available)
+        assert h.names == DYNAMIC_TOOLS
+        result = await backend.call(h.tool("echo"), {"text": "over http"}, timeout_s=10)
+        assert text(result) == "echo:over http"
+
+        await backend.call(h.tool("add_tool"), {"name": "late"}, timeout_s=10)
+        await h.wait(lambda: "late" in h.names, what="list_changed over HTTP")
+
+        http_upstream.kill()
+        result = await backend.call(h.tool("echo"), {"text": "anyone?"}, timeout_s=5)
+        assert result.is_error and "'web'" in text(result)
+        await h.wait(lambda: not backend.available and h.statuses[-1] is False, what="loss noticed")
+        result = await backend.call(h.tool("echo"), {"text": "anyone?"}, timeout_s=1)
+        assert result.is_error and "unavailable" in text(result)
+
+        http_upstream.start()  # same port
+        await h.wait(lambda: backend.available, timeout=20, what="reconnect")
+        assert h.statuses[-1] is True and h.names == DYNAMIC_TOOLS
+        result = await backend.call(h.tool("echo"), {"text": "again"}, timeout_s=10)
+        assert text(result) == "echo:again"
+
+
+async def test_sse_upstream(sse_upstream: HttpUpstream) -> None:
+    backend = MCPBackend("legacy", SseServer(transport="sse", url=sse_upstream.url), connect_timeout_s=10)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available)
+        assert h.names == DYNAMIC_TOOLS
+        result = await backend.call(h.tool("echo"), {"text": "sse"}, timeout_s=10)
+        assert text(result) == "echo:sse"
+
+
+async def test_command_not_found_is_reported_and_retried() -> None:
+    backend = MCPBackend(
+        "ghost", stdio(command="toolweave-no-such-command"), backoff_initial_s=0.1, backoff_max_s=0.2
+    )
+    async with running(backend) as h:
+        await h.wait(lambda: backend.last_error is not None)
+        assert "command 'toolweave-no-such-command' not found" in backend.last_error
+        assert not backend.available and h.reports == [] and h.statuses == []
+        result = await backend.call(ToolRecord(id="ghost__x", source="ghost", name="x"), {}, timeout_s=0.3)
+        assert result.is_error and "upstream 'ghost'" in text(result) and "not found" in text(result)
+
+
+async def test_initialize_that_never_answers_times_out(caplog: pytest.LogCaptureFixture) -> None:
+    backend = MCPBackend("mute", stdio(SILENT), connect_timeout_s=1.0, backoff_initial_s=0.1)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.last_error is not None, timeout=15)
+        assert "no answer to initialize" in backend.last_error and "1 s" in backend.last_error
+        assert not backend.available
+    assert any("'mute'" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
