@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 AVAILABILITY_POLL_S = 0.25
 """How often backend availability is sampled; a flip re-publishes (tools appear/disappear)."""
 
+STARTUP_GRACE_S = 15.0
+"""Right after start, ``find_tools`` and calls wait (at most this long, and at most the connect timeout)
+for upstreams that are still making their first connection attempt, so a client's first request is
+not answered from a half-connected gateway. Upstreams whose attempt already failed are not waited for."""
+
 INSTRUCTIONS = (
     "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
     "connected tool and returns the ones a task needs (with their input schemas and dependencies), and "
@@ -88,6 +93,8 @@ class Gateway:
         self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
         self._pending_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
         self._available: dict[str, bool] = {name: False for name in self.backends}
+        self._ever_available: set[str] = set()
+        self._started_at = time.monotonic()
         self._tool_cache: dict[tuple[str, str], types.Tool] = {}
         self.ready = anyio.Event()
         self.server: Server[Any] = Server(
@@ -121,6 +128,7 @@ class Gateway:
     async def running(self) -> AsyncIterator[Gateway]:
         """Ingest the manifest's catalogs, start every backend's owner task, stop them all on exit."""
         started = time.perf_counter()
+        self._started_at = time.monotonic()
         await self._ingest_catalogs()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
@@ -215,11 +223,30 @@ class Gateway:
         while True:
             for name, backend in self.backends.items():
                 now = bool(backend.available)
+                if now:
+                    self._ever_available.add(name)
                 if now != self._available[name]:
                     self._available[name] = now
                     log.info("upstream %s is %s", name, "available" if now else "unavailable")
                     await self._availability_changed(name)
             await anyio.sleep(AVAILABILITY_POLL_S)
+
+    async def _first_connections(self, sources: set[str] | None = None) -> None:
+        """Wait out the startup grace for upstreams still on their first connection attempt."""
+        deadline = self._started_at + min(STARTUP_GRACE_S, self.settings.connect_timeout_s)
+        while time.monotonic() < deadline:
+            pending = [
+                name
+                for name, backend in self.backends.items()
+                if (sources is None or name in sources)
+                and name not in self._ever_available
+                and not backend.available
+                # MCPBackend sets last_error after a failed attempt: no point waiting for it then
+                and getattr(backend, "last_error", None) is None
+            ]
+            if not pending:
+                return
+            await anyio.sleep(0.05)
 
     async def _availability_changed(self, source: str) -> None:
         for session in self.sessions:
@@ -299,6 +326,7 @@ class Gateway:
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
         query = str(arguments["query"]).strip()
+        await self._first_connections()
         params = self.settings.retrieval
         k = arguments.get("k")
         if k is not None:
@@ -341,6 +369,8 @@ class Gateway:
                 f"{name!r} belongs to {record.source!r}, which this gateway does not serve",
                 tool=name,
             )
+        if record.source in self.backends and record.source not in self._ever_available:
+            await self._first_connections({record.source})
         turn = session.next_turn()
         session.published.touch(record.id, turn)
         session.calls.append((record.id, dict(arguments) if isinstance(arguments, Mapping) else {}))
