@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -57,11 +57,6 @@ def user_errors() -> Iterator[None]:
     except ToolweaveError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-
-
-def command(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Register ``fn`` as a subcommand (kept as a helper so command modules read alike)."""
-    return app.command()(fn)
 
 
 # Registering commands: each module adds its own (kept last: they import `app` from here).

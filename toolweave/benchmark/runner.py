@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -86,7 +86,7 @@ def run_benchmark(
     with tempfile.TemporaryDirectory(prefix="toolweave-bench-") as tmp:
         started = time.perf_counter()
         registry = Registry.open(Path(tmp) / "registry", embedder=embedder or Embedder(), settings=Settings())
-        registry.ingest(dataset.name, tools, _graph_edges(dataset, graph, []))
+        registry.ingest(dataset.name, tools, dataset.edges if graph == "declared" else [])
         if graph == "inferred":
             registry.add_edges(_inferred_edges(registry))
         index_s = time.perf_counter() - started
@@ -105,8 +105,7 @@ def run_benchmark(
                 runs.append((query, [names[r.tool_id] for r in ranked]))
                 if progress is not None and (n % 50 == 0 or n == len(chosen)):
                     progress(n, len(chosen))
-            ks = [k for k in (10, 20, 30)]
-            metrics = summarize([(ranked, q.gold) for q, ranked in runs], ks)
+            metrics = summarize([(ranked, q.gold) for q, ranked in runs], (10, 20, 30))
             results.append(
                 BenchResult(
                     dataset=dataset.name,
@@ -123,12 +122,6 @@ def run_benchmark(
                 )
             )
     return results
-
-
-def _graph_edges(
-    dataset: BenchDataset, graph: GraphChoice, _unused: Sequence[DependencyEdge]
-) -> list[DependencyEdge]:
-    return list(dataset.edges) if graph == "declared" else []
 
 
 def _inferred_edges(registry: Registry) -> list[DependencyEdge]:

@@ -1,5 +1,75 @@
-"""`toolweave` commands: bench."""
+"""`toolweave bench`: retrieval quality and latency on a benchmark folder."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolweave.cli import JsonOption, app, setup_logging, user_errors
+from toolweave.commands.search import MethodOption, retrieval_params
+
 __all__: list[str] = []
+
+
+@app.command("bench")
+def bench(
+    dataset: Annotated[
+        str, typer.Argument(help="A folder under ../shared/datasets (e.g. toollinkos) or a path.")
+    ],
+    method: MethodOption = None,
+    top_k: Annotated[
+        int, typer.Option("--top-k", help="First-pass tools whose dependencies are walked.")
+    ] = 3,
+    final_k: Annotated[int, typer.Option("--final-k", help="Length of the ranked list.")] = 10,
+    split: Annotated[
+        str, typer.Option("--split", help="all, test or examples (ToolLinkOS split.json).")
+    ] = "all",
+    queries: Annotated[Path | None, typer.Option("--queries", help="Score only this query file.")] = None,
+    graph: Annotated[
+        str, typer.Option("--graph", help="grtf's graph: declared (the dataset's), inferred, or none.")
+    ] = "declared",
+    examples: Annotated[
+        bool,
+        typer.Option("--examples", help="Few-shot: the examples split becomes usage examples; scores test."),
+    ] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Score retrieval (mAP, Recall, nDCG, Complete at 10/20/30; latency p50/p95; index build seconds).
+
+    With no --method the best shipped method is used (grtf). With --json each query file gives one
+    JSON line; the last line is a JSON object.
+    """
+    setup_logging("WARNING")
+    with user_errors():
+        import json
+
+        from toolweave.benchmark import load_dataset, run_benchmark
+        from toolweave.errors import ConfigError
+        from toolweave.settings import RetrievalSettings
+
+        if split not in ("all", "test", "examples"):
+            raise ConfigError(f"--split: expected all, test or examples, got {split!r}")
+        if graph not in ("declared", "inferred", "none"):
+            raise ConfigError(f"--graph: expected declared, inferred or none, got {graph!r}")
+        params = retrieval_params(RetrievalSettings(), method=method or "grtf", top_k=top_k, final_k=final_k)
+        data = load_dataset(dataset, query_file=queries)
+        results = run_benchmark(data, params, split=split, graph=graph, examples=examples)  # type: ignore[arg-type]
+        for result in results:
+            row = result.as_json()
+            if json_out:
+                typer.echo(json.dumps(row))
+            else:
+                typer.echo(_table_line(row))
+
+
+def _table_line(row: dict[str, object]) -> str:
+    head = f"{row['dataset']}/{row['queries_file']} {row['method']} split={row['split']} n={row['queries']}"
+    quality = "  ".join(
+        f"{m}@{k} {row[f'{m}@{k}']:.3f}" for k in (10, 20, 30) for m in ("map", "recall", "ndcg", "complete")
+    )
+    speed = (
+        f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
+    )
+    return f"{head}\n  {quality}\n  {speed}"

@@ -1,5 +1,87 @@
-"""`toolweave` commands: catalog."""
+"""`toolweave ingest-catalog` and `toolweave reindex`: fill a registry from files, re-embed it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolweave.cli import JsonOption, RegistryOption, app, settings_for, setup_logging, user_errors
+
 __all__: list[str] = []
+
+
+@app.command("ingest-catalog")
+def ingest_catalog(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="ToolLinkOS JSON, an MCP tools/list result, normalized tools.jsonl, or a folder of them."
+        ),
+    ],
+    source: Annotated[str, typer.Option("--source", "-s", help="Source name: the tools' id prefix.")],
+    registry: RegistryOption = None,
+    keep_missing: Annotated[
+        bool, typer.Option("--keep-missing", help="Keep the source's tools that these files no longer list.")
+    ] = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Add a catalog's tools and dependency edges to the registry (only changed tools are embedded)."""
+    setup_logging("WARNING")
+    with user_errors():
+        import json
+
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from toolweave.registry import Registry, load_catalog
+
+        catalog = load_catalog(files, source)
+        reg = Registry.open(settings_for(registry).home)
+        with Progress(
+            TextColumn("embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            console=_stderr_console(),
+        ) as bar:
+            task = bar.add_task("embed", total=None)
+            summary = reg.ingest(
+                source,
+                catalog.tools,
+                catalog.edges,
+                replace_source=not keep_missing,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        for skipped in catalog.skipped_edges:
+            typer.echo(f"skipped edge {skipped}", err=True)
+        if json_out:
+            typer.echo(json.dumps({k: v for k, v in vars(summary).items() if k != "skipped_edges"}))
+        else:
+            typer.echo(str(summary))
+
+
+@app.command("reindex")
+def reindex(
+    registry: RegistryOption = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="fastembed model name (default: the configured one).")
+    ] = None,
+) -> None:
+    """Re-embed every tool with the configured (or given) embedding model, keeping tools and graph."""
+    setup_logging("WARNING")
+    with user_errors():
+        from toolweave.registry import Embedder, Registry
+
+        settings = settings_for(registry)
+        count = Registry.reindex(
+            settings.home, embedder=Embedder(model or settings.embedding_model), settings=settings
+        )
+        typer.echo(f"re-embedded {count} tools in {settings.home}")
+
+
+def _stderr_console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True)
