@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolweave.errors import GraphError
+from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+
+P = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+
+
+def small() -> DependencyGraph:
+    g = DependencyGraph()
+    for tool in ("a", "b", "c"):
+        g.add_tool(tool, "core" if tool == "c" else "regular", "s")
+    g.add_edge(DependencyEdge(tool="a", depends_on="b", kind=P, parameter_name="x", reason="x from b"))
+    g.add_edge(DependencyEdge(tool="a", depends_on="b", kind=P, parameter_name="y"))
+    g.add_edge(DependencyEdge(tool="b", depends_on="c", kind=EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON))
+    return g
+
+
+def test_parallel_edges_kept_and_directions() -> None:
+    g = small()
+    assert [e.parameter_name for e in g.dependencies("a")] == ["x", "y"]
+    assert [e.tool for e in g.dependents("c")] == ["b"]
+    assert g.dependencies("a", kinds=[EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON]) == []
+    assert g.kind("c") == "core"
+
+
+def test_edge_to_unknown_tool_is_reported_not_dropped() -> None:
+    g = small()
+    with pytest.raises(GraphError, match="unknown tool 'zz'"):
+        g.add_edge(DependencyEdge(tool="a", depends_on="zz", kind=P))
+    problems = g.add_edges([DependencyEdge(tool="zz", depends_on="a", kind=P)])
+    assert len(problems) == 1 and "zz" in str(problems[0])
+
+
+def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:
+    g = small()
+    g.save(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [GRAPH_FILE]  # no temp file left behind
+    again = DependencyGraph.load(tmp_path)
+    assert sorted(e.key for e in again.edges()) == sorted(e.key for e in g.edges())
+    assert next(e for e in again.edges() if e.parameter_name == "x").reason == "x from b"
+
+
+def test_corrupt_graph_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / GRAPH_FILE).write_text("{not json")
+    with pytest.raises(GraphError, match=GRAPH_FILE):
+        DependencyGraph.load(tmp_path)
+    (tmp_path / GRAPH_FILE).write_text(json.dumps({"format": "other"}))
+    with pytest.raises(GraphError, match="not a toolweave graph"):
+        DependencyGraph.load(tmp_path)

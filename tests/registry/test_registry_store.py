@@ -1,0 +1,134 @@
+"""The registry on disk, with the real embedder and a real LanceDB table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry import Embedder, Registry
+from toolweave.settings import RetrievalSettings
+
+pytestmark = pytest.mark.integration
+
+
+def tool(name: str, description: str, source: str = "demo", **kw: object) -> ToolRecord:
+    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)  # type: ignore[arg-type]
+
+
+TOOLS = [
+    tool("get_stock_price", "Current share price of a company's stock, by ticker symbol."),
+    tool("get_stock_ticker", "Look up the stock ticker symbol of a company by its name."),
+    tool("check_connectivity", "Check whether the device is connected to the internet.", kind="core"),
+    tool("get_weather", "Weather forecast for a city."),
+    tool("send_email", "Send an email message to an address."),
+]
+EDGES = [
+    DependencyEdge(
+        tool="demo__get_stock_price",
+        depends_on="demo__get_stock_ticker",
+        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        parameter_name="ticker",
+        reason="the price needs a ticker symbol",
+    ),
+    DependencyEdge(
+        tool="demo__get_stock_ticker",
+        depends_on="demo__check_connectivity",
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+    ),
+]
+
+
+@pytest.fixture
+def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
+    registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    registry.ingest("demo", TOOLS, EDGES)
+    return registry
+
+
+def test_retrieves_the_tool_and_what_it_depends_on(reg: Registry) -> None:
+    ranked = reg.retrieve("What is Apple's share price right now?", RetrievalSettings(top_k=1, final_k=5))
+    assert [r.tool_id for r in ranked][:3] == [
+        "demo__get_stock_price",
+        "demo__get_stock_ticker",
+        "demo__check_connectivity",
+    ]
+    assert ranked[1].reason == "dependency" and ranked[1].parameter_name == "ticker"
+    bm25 = reg.retrieve("weather forecast city", RetrievalSettings(method="bm25", final_k=2))
+    assert bm25[0].tool_id == "demo__get_weather"
+
+
+def test_reopening_reads_tools_vectors_and_graph_from_disk(reg: Registry, shared_embedder: Embedder) -> None:
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert {t.id for t in again.tools()} == {t.id for t in TOOLS}
+    assert again.get("demo__check_connectivity").kind == "core"
+    assert len(list(again.graph.edges())) == 2
+    assert (
+        again.retrieve("send a message by e-mail", RetrievalSettings(method="vector"))[0].tool_id
+        == "demo__send_email"
+    )
+
+
+def test_unchanged_tools_are_not_embedded_again(reg: Registry) -> None:
+    summary = reg.ingest("demo", TOOLS, EDGES)
+    assert (summary.added, summary.updated, summary.unchanged, summary.embedded) == (0, 0, 5, 0)
+    changed = [*TOOLS[:4], tool("send_email", "Send an e-mail with attachments.")]
+    summary = reg.ingest("demo", changed, EDGES)
+    assert (summary.updated, summary.unchanged, summary.embedded) == (1, 4, 1)
+    assert reg.get("demo__send_email").description == "Send an e-mail with attachments."
+
+
+def test_replace_source_drops_missing_tools_and_their_edges(reg: Registry) -> None:
+    summary = reg.ingest("demo", [t for t in TOOLS if t.name != "get_stock_ticker"], [])
+    assert summary.removed == 1
+    with pytest.raises(ToolNotFound):
+        reg.get("demo__get_stock_ticker")
+    assert list(reg.graph.edges()) == []
+    other = reg.ingest("other", [tool("ping", "Ping a host.", source="other")])
+    assert other.added == 1 and reg.sources() == ["demo", "other"]
+    assert reg.delete_source("other") == 1 and reg.sources() == ["demo"]
+
+
+def test_exclude_sources_hides_an_upstream(reg: Registry) -> None:
+    reg.ingest("other", [tool("stock_quote", "Stock price quote for a ticker.", source="other")])
+    ids = [r.tool_id for r in reg.retrieve("stock price", exclude_sources={"other"})]
+    assert ids and not any(i.startswith("other__") for i in ids)
+
+
+def test_bad_edges_are_refused_and_the_registry_is_intact(reg: Registry) -> None:
+    before = {t.id: t.content_hash for t in reg.tools()}
+    dangling = DependencyEdge(
+        tool="demo__send_email", depends_on="demo__validate_email", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+    )
+    new_tools = [*TOOLS, tool("brand_new", "Something new.")]
+    with pytest.raises(GraphError, match="demo__validate_email"):
+        reg.ingest("demo", new_tools, [*EDGES, dangling])
+    assert {t.id: t.content_hash for t in reg.tools()} == before
+    assert len(list(reg.graph.edges())) == 2
+    with pytest.raises(RegistryError, match="belongs to source"):
+        reg.ingest("demo", [tool("x", "y", source="elsewhere")])
+
+
+def test_another_model_is_refused_with_how_to_reindex(reg: Registry) -> None:
+    with pytest.raises(ModelMismatchError, match="toolweave reindex"):
+        Registry.open(reg.path, embedder=Embedder("BAAI/bge-small-en-v1.5"))
+
+
+def test_foreign_directory_is_not_taken_over(tmp_path: Path, shared_embedder: Embedder) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(NotARegistryError, match=r"notes\.txt"):
+        Registry.open(tmp_path, embedder=shared_embedder)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+    (tmp_path / "notes.txt").unlink()
+    (tmp_path / "registry.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(NotARegistryError, match="registry metadata"):
+        Registry.open(tmp_path, embedder=shared_embedder)
+
+
+def test_reindex_keeps_tools_and_graph(reg: Registry, shared_embedder: Embedder) -> None:
+    assert Registry.reindex(reg.path, embedder=shared_embedder) == len(TOOLS)
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert len(again) == len(TOOLS) and len(list(again.graph.edges())) == 2
