@@ -9,7 +9,6 @@ to stop/start publishing a source's tools. ``manifest_tools_callback`` wraps the
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -85,7 +84,9 @@ class OpenAPIBackendAdapter:
     then idles (a spec does not change under us); a spec that fails to load is retried with backoff.
 
     Calls go through the OpenAPI adapter's ``OpenAPIBackend(config, client).call`` over one shared
-    ``httpx.AsyncClient`` that lives as long as ``run``.
+    ``httpx.AsyncClient`` that lives as long as ``run``. Unlike the bare ``OpenAPIBackend`` this
+    wrapper reports ``on_status``, survives any load error (not just spec errors) and a failing
+    ``on_tools``, and never lets a call raise.
     """
 
     def __init__(
@@ -115,16 +116,15 @@ class OpenAPIBackendAdapter:
     async def run(self, on_tools: ToolsCallback) -> None:
         import httpx
 
+        from toolweave.adapters.openapi.backend import OpenAPIBackend  # spec tooling: import late
+
         backoff = self.backoff_initial_s
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(follow_redirects=True) as client:
             while True:
                 started = time.monotonic()
                 try:
-                    impl = _openapi_backend_class()(self.config, client)
-                    loaded = impl.load()
-                    if inspect.isawaitable(loaded):
-                        loaded = await loaded
-                    tools, edges = loaded
+                    impl = OpenAPIBackend(self.config, client)
+                    tools, edges = await impl.aload()  # CPU-bound parsing, on a worker thread
                 except Exception as exc:
                     self.last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                     log.error(
@@ -170,22 +170,11 @@ class OpenAPIBackendAdapter:
             return error_result(f"{label}: unavailable ({self.last_error or 'spec not loaded yet'})")
         timeout = timeout_s or self.config.timeout_s
         try:
-            with anyio.fail_after(timeout):
-                result: types.CallToolResult = await self._impl.call(tool, arguments)
+            # The OpenAPI backend enforces the timeout per request (with retries); this is the backstop.
+            with anyio.fail_after(timeout * (self.config.retries + 1) + 1):
+                result: types.CallToolResult = await self._impl.call(tool, arguments, timeout_s=timeout)
                 return result
         except TimeoutError:
             return error_result(f"{label}: no answer within {timeout:g} s (call timeout)")
         except Exception as exc:
             return error_result(f"{label}: call failed: {type(exc).__name__}: {exc}")
-
-
-def _openapi_backend_class() -> Any:
-    """The OpenAPI adapter's backend class (imported late: it pulls in the spec tooling)."""
-    try:
-        from toolweave.adapters.openapi.backend import OpenAPIBackend  # type: ignore[import-not-found]
-    except ImportError as exc:
-        raise NotImplementedError(
-            "OpenAPI sources are not supported yet in this build "
-            "(toolweave.adapters.openapi.backend is missing)"
-        ) from exc
-    return OpenAPIBackend

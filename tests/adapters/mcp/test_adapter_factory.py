@@ -1,0 +1,169 @@
+"""backends_from_manifest, the manifest-aware on_tools wrapper, and the OpenAPI backend wrapper."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+
+from toolweave.adapters.backend import Backend
+from toolweave.adapters.factory import OpenAPIBackendAdapter, backends_from_manifest, manifest_tools_callback
+from toolweave.adapters.mcp import MCPBackend
+from toolweave.manifest import load_manifest
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.settings import Settings
+
+MANIFEST = """\
+servers:
+  time: {command: python, args: ["-m", "mcp_server_time"], timeout_s: 7}
+  web:  {url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer ${TOKEN}"}}
+  off:  {command: nothing, enabled: false}
+openapi:
+  pets: {spec: ./pets.json}
+core_tools: [time__get_current_time]
+examples: {time__convert_time: ["8am Tokyo in Paris"]}
+dependencies:
+  add: [{tool: time__convert_time, depends_on: time__get_current_time, parameter: time}]
+  remove: [{tool: time__convert_time, depends_on: web__thing}]
+"""
+
+SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "Pets", "version": "1"},
+    "paths": {
+        "/pets/{petId}": {
+            "get": {
+                "operationId": "getPet",
+                "summary": "Get one pet by id.",
+                "parameters": [
+                    {"name": "petId", "in": "path", "required": True, "schema": {"type": "integer"}}
+                ],
+                "responses": {"200": {"description": "The pet."}},
+            }
+        }
+    },
+}
+
+
+@pytest.fixture
+def manifest_dir(tmp_path: Path) -> Path:
+    (tmp_path / "toolweave.yaml").write_text(MANIFEST)
+    (tmp_path / "pets.json").write_text(json.dumps(SPEC))
+    return tmp_path
+
+
+def test_backends_from_manifest(manifest_dir: Path) -> None:
+    manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={"TOKEN": "x"})
+    settings = Settings(
+        home=manifest_dir / "reg", connect_timeout_s=3, call_timeout_s=11, max_result_chars=5_000
+    )
+    backends = backends_from_manifest(manifest, settings, environ={"TOKEN": "x"})
+    assert [b.name for b in backends] == ["time", "web", "pets"]  # the disabled entry is skipped
+    assert all(isinstance(b, Backend) for b in backends)
+    time, web, pets = backends
+    assert isinstance(time, MCPBackend) and isinstance(web, MCPBackend)
+    assert time.call_timeout_s == 7 and web.call_timeout_s == 11  # the entry's own timeout wins
+    assert time.connect_timeout_s == 3 and time.max_result_chars == 5_000
+    assert time.probe_interval_s is None and web.probe_interval_s == 15.0
+    assert isinstance(pets, OpenAPIBackendAdapter) and pets.config.spec == str(manifest_dir / "pets.json")
+
+
+@pytest.mark.anyio
+async def test_manifest_tools_callback_applies_overrides_and_edges(manifest_dir: Path) -> None:
+    manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={"TOKEN": "x"})
+    seen: list[tuple[str, list[ToolRecord], list[DependencyEdge]]] = []
+
+    async def on_tools(source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> None:
+        seen.append((source, list(tools), list(edges)))
+
+    wrapped = manifest_tools_callback(manifest, on_tools)
+    tools = [
+        ToolRecord(id="time__get_current_time", source="time", name="get_current_time"),
+        ToolRecord(id="time__convert_time", source="time", name="convert_time"),
+    ]
+    removed = DependencyEdge(
+        tool="time__convert_time",
+        depends_on="web__thing",
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+        origin="inferred",
+    )
+    await wrapped("time", tools, [removed])
+    source, records, edges = seen[-1]
+    assert source == "time"
+    by_id = {r.id: r for r in records}
+    assert by_id["time__get_current_time"].kind == "core"
+    assert by_id["time__convert_time"].examples == ("8am Tokyo in Paris",)
+    assert [(e.tool, e.depends_on, e.kind, e.origin) for e in edges] == [
+        ("time__convert_time", "time__get_current_time", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "manifest")
+    ]
+    # Another source's report does not carry edges of tools it does not hold.
+    await wrapped("web", [ToolRecord(id="web__thing", source="web", name="thing")], [])
+    assert seen[-1][2] == []
+
+
+class _PetHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        pet_id = self.path.rsplit("/", 1)[-1]
+        body = json.dumps({"id": int(pet_id), "name": f"pet {pet_id}"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def pet_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PetHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.integration
+@pytest.mark.anyio
+async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_api: str) -> None:
+    (manifest_dir / "toolweave.yaml").write_text(
+        f"openapi:\n  pets: {{spec: ./pets.json, base_url: '{pet_api}'}}\n"
+        "  broken: {spec: ./missing.json}\n"
+    )
+    manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={})
+    statuses: list[tuple[str, bool]] = []
+    reports: dict[str, list[ToolRecord]] = {}
+
+    async def on_status(source: str, ok: bool) -> None:
+        statuses.append((source, ok))
+
+    async def on_tools(source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> None:
+        reports[source] = list(tools)
+
+    pets, broken = backends_from_manifest(manifest, Settings(), on_status=on_status)
+    assert isinstance(broken, OpenAPIBackendAdapter)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pets.run, on_tools)
+        tg.start_soon(broken.run, on_tools)
+        with anyio.fail_after(20):
+            while not (pets.available and broken.last_error):
+                await anyio.sleep(0.05)
+        assert statuses == [("pets", True)] and "broken" not in reports
+        assert "missing.json" in broken.last_error
+        (tool,) = reports["pets"]
+        result = await pets.call(tool, {"petId": 7}, timeout_s=5)
+        assert not result.is_error
+        assert any(isinstance(c, types.TextContent) and "pet 7" in c.text for c in result.content)
+        result = await broken.call(tool, {"petId": 7}, timeout_s=5)
+        assert result.is_error and "'broken'" in result.content[0].text  # type: ignore[union-attr]
+        tg.cancel_scope.cancel()
