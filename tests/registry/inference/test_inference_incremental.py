@@ -1,0 +1,80 @@
+"""Incremental inference: adding a source computes edges from and to its tools only."""
+
+from __future__ import annotations
+
+from inference_helpers import tool
+
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.graph import DependencyGraph
+from toolweave.registry.inference import infer_edges, refresh_inferred_edges
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
+
+SHOP = [
+    tool("shop", "shop_user_login", "Log in to the shop.", {"email": ""}),
+    tool("shop", "shop_list_carts", "List carts.", {"session_id": ""}),
+    tool("shop", "shop_checkout", "Check out a cart.", {"session_id": "", "cart_id": ""}),
+]
+UTIL = [
+    tool("util", "validate_email", "Check that an email address is valid.", {"email": ""}, kind="core"),
+    tool("util", "get_current_date", "Returns the current date.", {}, kind="core"),
+]
+
+
+def graph_of(tools: list[ToolRecord]) -> DependencyGraph:
+    g = DependencyGraph()
+    for t in tools:
+        g.add_tool(t.id, t.kind, t.source)
+    return g
+
+
+def test_only_for_returns_edges_touching_the_new_tools() -> None:
+    before = infer_edges(SHOP)
+    new = infer_edges(UTIL, known=SHOP)
+    assert new, "the new utility tools must get edges"
+    ids = {t.id for t in UTIL}
+    assert all(e.tool in ids or e.depends_on in ids for e in new)
+    assert ("shop__shop_user_login", "util__validate_email") in {(e.tool, e.depends_on) for e in new}
+    # union of the two incremental runs == one full run
+    full = {e.key for e in infer_edges(SHOP + UTIL)}
+    assert {e.key for e in before} | {e.key for e in new} == full
+
+
+def test_refresh_keeps_untouched_edges_and_adds_edges_for_the_new_source() -> None:
+    g = graph_of(SHOP)
+    by_id = {t.id: t for t in SHOP}
+    assert refresh_inferred_edges(g, by_id, None, set(by_id)) > 0
+    shop_edges = {e.key: e for e in g.edges()}
+    for t in UTIL:
+        g.add_tool(t.id, t.kind, t.source)
+    by_id.update({t.id: t for t in UTIL})
+    added = refresh_inferred_edges(g, by_id, None, {t.id for t in UTIL})
+    assert added > 0
+    after = {e.key: e for e in g.edges()}
+    for key, edge in shop_edges.items():
+        assert after[key] == edge
+    assert any(e.depends_on == "util__validate_email" for e in g.dependencies("shop__shop_user_login"))
+
+
+def test_declared_edges_win_and_declaring_sources_get_no_inferred_edges() -> None:
+    g = graph_of(SHOP + UTIL)
+    declared = DependencyEdge(
+        tool="shop__shop_checkout",
+        depends_on="shop__shop_list_carts",
+        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        parameter_name="cart_id",
+    )
+    g.add_edge(declared)
+    by_id = {t.id: t for t in SHOP + UTIL}
+    refresh_inferred_edges(g, by_id, None, set(by_id))
+    # shop declares its own edges: nothing inferred out of its tools
+    assert [e for e in g.edges() if e.tool.startswith("shop__") and e.origin == "inferred"] == []
+    assert list(g.edges()) == [declared]
+
+
+def test_refresh_respects_manifest_removals() -> None:
+    g = graph_of(SHOP)
+    by_id = {t.id: t for t in SHOP}
+    overrides = GraphOverrides(remove=[EdgeSelector("shop__shop_list_carts", "shop__shop_user_login")])
+    refresh_inferred_edges(g, by_id, None, set(by_id), overrides=overrides)
+    assert "shop__shop_user_login" not in {e.depends_on for e in g.dependencies("shop__shop_list_carts")}
+    assert "shop__shop_user_login" in {e.depends_on for e in g.dependencies("shop__shop_checkout")}
