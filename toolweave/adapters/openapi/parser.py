@@ -3,8 +3,8 @@
 Input schema layout (documented in docs/openapi.md): path, query, header and cookie parameters are
 top-level properties (named after the parameter; a name clash between locations, or a name that is not
 ``[A-Za-z0-9_.-]{1,64}``, gets a location-prefixed / sanitised property and ``backend`` keeps the
-mapping). The request body, whatever its shape, is the single property ``body`` (``request_body`` if a
-parameter is already called ``body``); its content type is in ``backend["body"]``. Swagger 2.0 ``in: body``
+mapping). The request body, whatever its shape, is the single property ``body`` (a parameter called
+``body`` becomes ``<location>_body``); its content type is in ``backend["body"]``. Swagger 2.0 ``in: body``
 becomes that property and ``in: formData`` fields become the properties of an object ``body``.
 
 Problems in one operation (a missing ``$ref``, no ``responses``) skip that operation only and are
@@ -347,7 +347,7 @@ class _ToolBuilder:
 
         body_property = None
         if body_info is not None:
-            body_property = "body" if "body" not in properties else "request_body"
+            body_property = "body"  # parameters never take this name (see _property_name)
             schema = body_schema if body_schema is not None else {}
             if body_info.get("description") and isinstance(schema, dict) and "description" not in schema:
                 schema = {**schema, "description": body_info["description"]}
@@ -602,7 +602,7 @@ class _ToolBuilder:
     # -- naming, servers, security ----------------------------------------------------------------
 
     def _tool_name(self, operation_id: str | None, method: str, path: str) -> str:
-        raw = operation_id or f"{method}_{path}"
+        raw = operation_id or f"{method} {path}"
         name = sanitize_name(raw)
         if len(name) > MAX_TOOL_ID_LENGTH:
             digest = hashlib.sha1(raw.encode()).hexdigest()[:8]
@@ -677,7 +677,7 @@ def _pick_content_type(types: list[str]) -> str | None:
 def _property_name(name: str, location: str, taken: dict[str, Any]) -> str:
     """The input-schema property for a parameter: its name, unless unusable or already taken."""
     candidate = name if _PROPERTY_NAME.match(name) else re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:64] or "param"
-    if candidate in taken or candidate in ("body", "request_body"):
+    if candidate in taken or candidate == "body":
         candidate = f"{location}_{candidate}"[:64]
     unique, n = candidate, 1
     while unique in taken:
