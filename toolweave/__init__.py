@@ -1,0 +1,50 @@
+"""toolweave: an MCP gateway that publishes only the tools a task needs, plus their dependencies.
+
+The core names load lazily, so `import toolweave` costs nothing until one is used (the server-only
+path should not pay for LanceDB or the embedder, and the reverse)::
+
+    from toolweave import Registry, Settings
+    reg = Registry.open()
+    for tool in reg.retrieve("what time is it in Tokyo"):
+        print(tool.rank, tool.tool_id, tool.explain())
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolweave.errors import ToolweaveError
+    from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+    from toolweave.registry import Embedder, Registry
+    from toolweave.retrieval import RankedTool
+    from toolweave.settings import Settings
+
+__all__ = [
+    "DependencyEdge",
+    "EdgeKind",
+    "Embedder",
+    "RankedTool",
+    "Registry",
+    "Settings",
+    "ToolRecord",
+    "ToolweaveError",
+]
+
+_WHERE = {
+    "DependencyEdge": "toolweave.records",
+    "EdgeKind": "toolweave.records",
+    "Embedder": "toolweave.registry",
+    "RankedTool": "toolweave.retrieval",
+    "Registry": "toolweave.registry",
+    "Settings": "toolweave.settings",
+    "ToolRecord": "toolweave.records",
+    "ToolweaveError": "toolweave.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'toolweave' has no attribute {name!r}")

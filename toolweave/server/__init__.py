@@ -1,0 +1,3 @@
+"""The MCP server clients talk to: sessions, publishing, proxying."""
+
+__all__: list[str] = []
