@@ -268,3 +268,112 @@ def test_apply_tool_overrides(tmp_path: Path) -> None:
     assert out[0].kind == "core" and out[0].examples == ("now?", "what time is it in Tokyo")
     assert out[1] is recs[1]
     assert apply_tool_overrides(m, out)[0] is out[0]  # idempotent: nothing to change the second time
+
+
+# -- import-claude-config ----------------------------------------------------------------------------------
+CLAUDE = {
+    "mcpServers": {
+        "github": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {
+                "GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "LOG_LEVEL": "debug",
+            },
+        },
+        "my.remote": {
+            "type": "http",
+            "url": "https://api.example.com/mcp",
+            "headers": {"Authorization": "Bearer abc.def", "X-Team": "blue"},
+        },
+        "legacy": {"type": "sse", "url": "http://127.0.0.1:9001/sse", "disabled": True},
+        "shaped": {"command": "srv", "env": {"OPENAI": "sk-proj-0123456789abcdef", "REF": "${MY_KEY}"}},
+    }
+}
+
+
+def test_import_claude_config_writes_a_manifest_without_secrets(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from toolweave.cli import app
+
+    src = tmp_path / "claude_desktop_config.json"
+    src.write_text(json.dumps(CLAUDE))
+    out = tmp_path / "toolweave.yaml"
+    result = CliRunner().invoke(app, ["import-claude-config", str(src), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    written = out.read_text()
+    for secret in ("ghp_abcdefghij", "abc.def", "sk-proj-0123"):
+        assert secret not in written and secret not in result.output
+    for var in ("GITHUB_PERSONAL_ACCESS_TOKEN", "MY_REMOTE_TOKEN", "OPENAI", "MY_KEY"):
+        assert f"export {var}=" in result.stderr
+    env = {"GITHUB_PERSONAL_ACCESS_TOKEN": "g", "MY_REMOTE_TOKEN": "t", "OPENAI": "o", "MY_KEY": "k"}
+    m = load_manifest(out, environ=env)
+    github, remote, legacy, shaped = (m.servers[k] for k in ("github", "my_remote", "legacy", "shaped"))
+    assert isinstance(github, StdioServer) and github.command == "npx"
+    assert github.args == ["-y", "@modelcontextprotocol/server-github"]
+    assert github.env == {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_PERSONAL_ACCESS_TOKEN}",
+        "LOG_LEVEL": "debug",
+    }
+    assert isinstance(remote, HttpServer) and remote.headers == {
+        "Authorization": "Bearer ${MY_REMOTE_TOKEN}",
+        "X-Team": "blue",
+    }
+    assert remote.interpolated(env).headers["Authorization"] == "Bearer t"
+    assert isinstance(legacy, SseServer) and not legacy.enabled
+    assert isinstance(shaped, StdioServer) and shaped.env == {"OPENAI": "${OPENAI}", "REF": "${MY_KEY}"}
+
+    # Without -o the manifest goes to stdout, the export hints to stderr.
+    result = CliRunner().invoke(app, ["import-claude-config", str(src)])
+    assert result.exit_code == 0 and result.stdout.startswith("# toolweave manifest")
+    assert "export" not in result.stdout and "servers:" in result.stdout
+
+
+def test_import_claude_config_rejects_bad_input(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolweave.cli import app
+
+    cases = {
+        "broken.json": ('{"mcpServers": {', "broken.json:1:17: invalid JSON"),
+        "empty.json": ('{"other": 1}', "no `mcpServers` object"),
+        "nocmd.json": (
+            '{"mcpServers": {"x": {"args": []}}}',
+            "mcpServers.x: needs `command` (stdio) or `url`",
+        ),
+        "kind.json": ('{"mcpServers": {"x": {"type": "ws", "url": "ws://h"}}}', "unknown type 'ws'"),
+    }
+    for name, (body, expected) in cases.items():
+        (tmp_path / name).write_text(body)
+        result = CliRunner().invoke(app, ["import-claude-config", str(tmp_path / name)])
+        assert result.exit_code == 1, name
+        assert expected in result.stderr, (name, result.stderr)
+
+
+def test_openapi_section(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        openapi:
+          pets: {spec: ./pets.yaml, base_url: "http://127.0.0.1:${PORT:-8000}", arazzo: [flows/a.yaml],
+                 auth: {type: bearer, token_env: PET_TOKEN}}
+          remote: {spec: "https://example.com/openapi.json"}
+        """,
+    )
+    m = load_manifest(path, environ={})
+    pets = m.openapi["pets"]
+    assert pets.name == "pets" and pets.spec == str((tmp_path / "pets.yaml").resolve())
+    assert pets.arazzo == [str((tmp_path / "flows/a.yaml").resolve())]
+    assert (
+        pets.base_url == "http://127.0.0.1:8000"
+        and pets.auth is not None
+        and pets.auth.token_env == "PET_TOKEN"
+    )
+    assert m.openapi["remote"].spec == "https://example.com/openapi.json"
+    assert m.sources == ["pets", "remote"]
+    bad = write(tmp_path, "openapi:\n  pets: {spec: x.yaml, auth: {type: bearer}, bogus: 1}\n", "bad.yaml")
+    msg = error_of(bad)
+    assert "bad.yaml:2:" in msg and "openapi.pets.bogus: unknown key" in msg and "needs token_env" in msg
