@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import product
 from pathlib import Path
 from typing import Literal
 
@@ -62,7 +63,7 @@ class BenchResult:
 
 def run_benchmark(
     dataset: BenchDataset,
-    params: RetrievalSettings,
+    params: RetrievalSettings | Sequence[RetrievalSettings],
     *,
     split: SplitChoice = "all",
     graph: GraphChoice = "declared",
@@ -70,7 +71,7 @@ def run_benchmark(
     embedder: Embedder | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[BenchResult]:
-    """One result per query set of ``dataset``.
+    """One result per query set of ``dataset`` and per parameter set (all share one index build).
 
     ``examples=True`` is the few-shot setting: queries of the ``examples`` split become usage examples
     of their main tool (Tool2Vec-style usage-driven vectors) and only the ``test`` split is scored.
@@ -92,7 +93,8 @@ def run_benchmark(
         index_s = time.perf_counter() - started
         names = {t.id: t.name for t in registry.tools()}
         results = []
-        for set_name, queries in dataset.query_sets.items():
+        runs_of = [params] if isinstance(params, RetrievalSettings) else list(params)
+        for settings, (set_name, queries) in product(runs_of, dataset.query_sets.items()):
             chosen = [q for q in queries if split == "all" or q.split == split]
             if not chosen:
                 raise CatalogError(f"{dataset.name}/{set_name}: no queries in split {split!r}")
@@ -100,7 +102,7 @@ def run_benchmark(
             runs: list[tuple[BenchQuery, list[str]]] = []
             for n, query in enumerate(chosen, 1):
                 t0 = time.perf_counter()
-                ranked = registry.retrieve(query.text, params)
+                ranked = registry.retrieve(query.text, settings)
                 latencies.append((time.perf_counter() - t0) * 1000)
                 runs.append((query, [names[r.tool_id] for r in ranked]))
                 if progress is not None and (n % 50 == 0 or n == len(chosen)):
@@ -110,9 +112,9 @@ def run_benchmark(
                 BenchResult(
                     dataset=dataset.name,
                     query_set=set_name,
-                    method=params.method,
+                    method=settings.method,
                     split=split,
-                    graph=graph if params.method == "grtf" else "n/a",
+                    graph=graph if settings.method == "grtf" else "n/a",
                     shots="few-shot" if examples else "zero-shot",
                     metrics=metrics,
                     latencies_ms=latencies,

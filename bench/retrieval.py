@@ -1,0 +1,97 @@
+"""Retrieval benchmark suite: every dataset and method we record in bench/RESULTS.md.
+
+    .venv/bin/python bench/retrieval.py            # the full suite (≈15 min on 2 cores)
+    .venv/bin/python bench/retrieval.py --quick    # ToolLinkOS only
+
+Prints one JSON line per (dataset, query file, method, split, setting) and a Markdown table at the
+end; JSON lines are also appended to bench/out/retrieval.jsonl. Index builds are shared per dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from toolweave.benchmark import load_dataset, run_benchmark
+from toolweave.registry import Embedder
+from toolweave.settings import RetrievalSettings
+
+OUT = Path(__file__).parent / "out"
+METHODS = ("bm25", "vector", "hybrid", "grtf")
+
+
+def suite(quick: bool) -> list[tuple[str, list[str], dict[str, object]]]:
+    """(dataset, methods, options) to run."""
+    runs: list[tuple[str, list[str], dict[str, object]]] = [
+        ("toollinkos", list(METHODS), {"split": "all"}),
+        ("toollinkos", ["grtf"], {"split": "test"}),
+        ("toollinkos", ["vector", "grtf"], {"split": "test", "examples": True}),
+    ]
+    if not quick:
+        runs += [
+            ("toollinkos", ["grtf"], {"split": "all", "graph": "inferred"}),
+            ("api_bank", list(METHODS), {}),
+            ("metatool", ["bm25", "vector", "hybrid"], {}),
+            ("seal_tools", ["bm25", "vector", "hybrid"], {}),
+        ]
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="ToolLinkOS only")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    stamp = {
+        "date": time.strftime("%Y-%m-%d"),
+        "commit": commit,
+        "machine": f"{platform.machine()} {_cores()} cores",
+    }
+    embedder = Embedder()
+    rows = []
+    for name, methods, options in suite(args.quick):
+        try:
+            data = load_dataset(name)
+        except Exception as exc:  # a missing folder skips that dataset, with the reason
+            print(f"skipped {name}: {exc}", file=sys.stderr)
+            continue
+        params = [RetrievalSettings(method=m) for m in methods]  # type: ignore[arg-type]
+        for result in run_benchmark(data, params, embedder=embedder, **options):  # type: ignore[arg-type]
+            row = {**result.as_json(), **stamp}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            with (OUT / "retrieval.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+    print(markdown(rows))
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
+    cols = ["dataset", "queries", "method", "split", "setting", "mAP@10", "R@10", "nDCG@10", "C@10"]
+    cols += ["p50 ms", "p95 ms", "index s"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        setting = r["shots"] if r["graph"] in ("n/a", "declared") else f"{r['shots']}, {r['graph']} graph"
+        lines.append(
+            f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} | {r['split']} "
+            f"| {setting} | {r['map@10']:.3f} | {r['recall@10']:.3f} | {r['ndcg@10']:.3f} "
+            f"| {r['complete@10']:.3f} | {r['latency_ms_p50']} | {r['latency_ms_p95']} | {r['index_s']} |"
+        )
+    return "\n".join(lines)
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+if __name__ == "__main__":
+    main()
