@@ -6,7 +6,7 @@ to both protocol eras), ``slow`` (sleeps ``seconds``), ``crash`` (the process ex
 client's LLM through sampling: handshake era via ``create_message``, 2026 era via
 ``InputRequiredResult``). ``tools/list`` pages three tools at a time so clients must follow cursors.
 
-Usage: python dynamic.py stdio | http PORT | sse PORT
+Usage: python dynamic.py stdio | http PORT | sse PORT   (http: env REQUIRE_BEARER=token demands that token)
 """
 
 from __future__ import annotations
@@ -144,6 +144,22 @@ class DynamicServer:
         return types.CallToolResult(content=[types.TextContent(text=f"llm said: {content.text}")])
 
 
+def require_bearer(app: Any, token: str) -> Any:
+    """ASGI wrapper answering 401 unless ``Authorization: Bearer <token>``: proves headers reach us."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if (
+            scope["type"] == "http"
+            and dict(scope["headers"]).get(b"authorization") != f"Bearer {token}".encode()
+        ):
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"missing or wrong bearer token"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     d = DynamicServer()
@@ -160,7 +176,11 @@ def main() -> None:
 
     port = int(sys.argv[2])
     if mode == "http":
-        uvicorn.run(d.server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+        app = d.server.streamable_http_app()
+        token = os.environ.get("REQUIRE_BEARER")
+        uvicorn.run(
+            require_bearer(app, token) if token else app, host="127.0.0.1", port=port, log_level="warning"
+        )
         return
     from mcp.server.sse import SseServerTransport
     from starlette.applications import Starlette

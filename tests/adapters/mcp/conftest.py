@@ -15,7 +15,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def http_upstream() -> Iterator[HttpUpstream]:
-    up = HttpUpstream("http")
+    up = HttpUpstream("http", env={"REQUIRE_BEARER": "t0ken"})
     up.start()
     try:
         yield up

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -86,8 +87,9 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -
 class HttpUpstream:
     """tests/upstreams/dynamic.py served over HTTP by uvicorn in a subprocess; can be killed and restarted."""
 
-    def __init__(self, mode: str = "http") -> None:
+    def __init__(self, mode: str = "http", env: dict[str, str] | None = None) -> None:
         self.mode = mode
+        self.env = env
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -96,7 +98,8 @@ class HttpUpstream:
         return f"http://127.0.0.1:{self.port}/{'mcp' if self.mode == 'http' else 'sse'}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, DYNAMIC, self.mode, str(self.port)])
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen([sys.executable, DYNAMIC, self.mode, str(self.port)], env=env)
         wait_port(self.port, self.proc)
 
     def kill(self) -> None:

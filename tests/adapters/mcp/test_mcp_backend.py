@@ -105,9 +105,8 @@ async def test_mcp_server_time_over_stdio() -> None:
 
 async def test_http_upstream_list_change_kill_restart(http_upstream: HttpUpstream) -> None:
     config = HttpServer(transport="http", url=http_upstream.url, headers={"Authorization": "Bearer ${TOKEN}"})
-    backend = MCPBackend(
-        "web", config, connect_timeout_s=10, probe_interval_s=0.5, environ={"TOKEN": "t0ken"}, backoff_max_s=1
-    )
+    # Default probe interval (15 s): the failed call itself must make the backend notice the loss.
+    backend = MCPBackend("web", config, connect_timeout_s=10, environ={"TOKEN": "t0ken"}, backoff_max_s=1)
     assert "t0ken" not in repr(backend)
     async with running(backend) as h:
         await h.wait(lambda: backend.available)

@@ -360,6 +360,7 @@ class MCPBackend:
             if exc.code == types.CONNECTION_CLOSED:
                 self._mark_lost("connection closed during a call")
                 return error_result(f"{label}: connection to the upstream was lost during the call")
+            self._probe_soon()  # transports also report lost connections as JSON-RPC errors
             return error_result(f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:
             self._probe_soon()
