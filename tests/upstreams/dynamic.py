@@ -2,7 +2,7 @@
 
 Tools: ``echo`` (text back), ``add_tool`` (adds a tool at run time and announces tools/list_changed
 to both protocol eras), ``slow`` (sleeps ``seconds``), ``crash`` (the process exits mid-call),
-``big`` (returns ``size`` characters), ``fail`` (answers ``is_error``), ``ask_llm`` (asks the
+``big`` (returns ``size`` characters), ``fail`` (answers ``is_error``), ``pid``, ``ask_llm`` (asks the
 client's LLM through sampling: handshake era via ``create_message``, 2026 era via
 ``InputRequiredResult``). ``tools/list`` pages three tools at a time so clients must follow cursors.
 
@@ -63,6 +63,7 @@ class DynamicServer:
         )
         self.add("fail", "Always answers with an error result.", {"type": "object"})
         self.add("ask_llm", "Ask the client's LLM a question.", text)
+        self.add("pid", "The server's process id (tests kill it from outside).", {"type": "object"})
 
     def add(self, name: str, desc: str, schema: dict[str, Any], title: str | None = None) -> None:
         self.tools[name] = types.Tool(
@@ -121,6 +122,8 @@ class DynamicServer:
             return text("x" * int(args.get("size", 10)))
         if name == "fail":
             return text("it failed on purpose", error=True)
+        if name == "pid":
+            return text(str(os.getpid()))
         if name == "ask_llm":
             return await self.ask(ctx, params, str(args.get("text", "")))
         if name in self.tools:

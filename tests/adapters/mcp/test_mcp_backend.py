@@ -5,6 +5,8 @@ Each test starts real subprocess upstreams (tests/upstreams/, mcp-server-time); 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 import mcp_types as types
@@ -18,7 +20,7 @@ from toolweave.records import ToolRecord
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "crash", "echo", "fail", "slow"]
+DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "crash", "echo", "fail", "pid", "slow"]
 
 
 def stdio(*args: str, protocol: str = "auto", command: str = sys.executable) -> StdioServer:
@@ -46,7 +48,7 @@ async def test_stdio_upstream_lifecycle(protocol: str) -> None:
     assert isinstance(backend, Backend)
     async with running(backend) as h:
         await h.wait(lambda: backend.available and bool(h.reports))
-        # The upstream pages 3 tools at a time: all 7 arrive in one report.
+        # The upstream pages 3 tools at a time: all 8 arrive in one report.
         assert h.names == DYNAMIC_TOOLS
         assert h.statuses == [True]
         assert backend.protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
@@ -90,6 +92,13 @@ async def test_stdio_upstream_lifecycle(protocol: str) -> None:
         assert len(h.reports) > reports_before and h.names == DYNAMIC_TOOLS  # fresh process, fresh list
         result = await backend.call(echo, {"text": "back"}, timeout_s=10)
         assert text(result) == "echo:back"
+
+        # Killed from outside while idle: noticed without any call, then reconnected.
+        pid = int(text(await backend.call(h.tool("pid"), {}, timeout_s=10)))
+        os.kill(pid, signal.SIGKILL)
+        await h.wait(lambda: h.statuses[-1] is False, what="idle loss noticed")
+        await h.wait(lambda: backend.available, what="second reconnect")
+        assert int(text(await backend.call(h.tool("pid"), {}, timeout_s=10))) != pid
 
 
 async def test_mcp_server_time_over_stdio() -> None:
