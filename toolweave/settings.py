@@ -23,6 +23,7 @@ __all__ = [
     "RetrievalSettings",
     "Settings",
     "default_home",
+    "settings_reference",
 ]
 
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-onnx-int8"
@@ -87,6 +88,10 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(
         16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
     )
+    infer_dependencies: bool = Field(
+        True,
+        description="Infer dependency edges at ingest for tools whose source declares none (incremental).",
+    )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
@@ -97,3 +102,26 @@ class Settings(BaseSettings):
         200_000, ge=1_000, description="Larger tool results are truncated, with a note giving the full size."
     )
     log_level: str = Field("INFO", description="Log level; logs always go to stderr.")
+
+
+def settings_reference() -> list[tuple[str, str, str, str]]:
+    """``(name, environment variable, default, description)`` for every setting, nested ones included."""
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            annotation = info.annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                walk(annotation, f"{prefix}{name}.")
+                continue
+            default = info.get_default(call_default_factory=True)
+            if name == "home" and not prefix:
+                default = "$TOOLWEAVE_HOME, else ~/.toolweave"
+            elif isinstance(default, tuple):
+                default = ", ".join(str(d) for d in default) or "(none)"
+            dotted = f"{prefix}{name}"
+            env = "TOOLWEAVE_" + dotted.upper().replace(".", "__")
+            rows.append((dotted, env, str(default), info.description or ""))
+
+    walk(Settings, "")
+    return rows

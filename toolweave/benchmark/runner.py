@@ -18,7 +18,7 @@ import numpy as np
 
 from toolweave.benchmark.datasets import BenchDataset, BenchQuery
 from toolweave.errors import CatalogError
-from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.records import ToolRecord
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.registry import Registry
 from toolweave.retrieval.metrics import summarize
@@ -86,15 +86,15 @@ def run_benchmark(
     tools = _with_examples(dataset) if examples else dataset.tools
     with tempfile.TemporaryDirectory(prefix="toolweave-bench-") as tmp:
         started = time.perf_counter()
-        registry = Registry.open(Path(tmp) / "registry", embedder=embedder or Embedder(), settings=Settings())
+        # "inferred" is the product's own path: edges inferred at ingest from the tools alone
+        settings = Settings(infer_dependencies=graph == "inferred")
+        registry = Registry.open(Path(tmp) / "registry", embedder=embedder or Embedder(), settings=settings)
         registry.ingest(dataset.name, tools, dataset.edges if graph == "declared" else [])
-        if graph == "inferred":
-            registry.add_edges(_inferred_edges(registry))
         index_s = time.perf_counter() - started
         names = {t.id: t.name for t in registry.tools()}
         results = []
         runs_of = [params] if isinstance(params, RetrievalSettings) else list(params)
-        for settings, (set_name, queries) in product(runs_of, dataset.query_sets.items()):
+        for params_, (set_name, queries) in product(runs_of, dataset.query_sets.items()):
             chosen = [q for q in queries if split == "all" or q.split == split]
             if not chosen:
                 raise CatalogError(f"{dataset.name}/{set_name}: no queries in split {split!r}")
@@ -102,7 +102,7 @@ def run_benchmark(
             runs: list[tuple[BenchQuery, list[str]]] = []
             for n, query in enumerate(chosen, 1):
                 t0 = time.perf_counter()
-                ranked = registry.retrieve(query.text, settings)
+                ranked = registry.retrieve(query.text, params_)
                 latencies.append((time.perf_counter() - t0) * 1000)
                 runs.append((query, [names[r.tool_id] for r in ranked]))
                 if progress is not None and (n % 50 == 0 or n == len(chosen)):
@@ -112,9 +112,9 @@ def run_benchmark(
                 BenchResult(
                     dataset=dataset.name,
                     query_set=set_name,
-                    method=settings.method,
+                    method=params_.method,
                     split=split,
-                    graph=graph if settings.method == "grtf" else "n/a",
+                    graph=graph if params_.method == "grtf" else "n/a",
                     shots="few-shot" if examples else "zero-shot",
                     metrics=metrics,
                     latencies_ms=latencies,
@@ -124,16 +124,6 @@ def run_benchmark(
                 )
             )
     return results
-
-
-def _inferred_edges(registry: Registry) -> list[DependencyEdge]:
-    """Edges inferred from names, descriptions and parameters only (never depends_on, never queries)."""
-    try:
-        from toolweave.registry.inference import infer_edges  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise CatalogError("graph inference is not available in this build") from exc
-    edges: list[DependencyEdge] = infer_edges(registry.tools(), vectors=registry.vectors())
-    return edges
 
 
 def _with_examples(dataset: BenchDataset) -> list[ToolRecord]:

@@ -23,6 +23,14 @@ from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+from toolweave.registry.inference import refresh_inferred_edges
+from toolweave.registry.overrides import (
+    GraphOverrides,
+    OverrideReport,
+    add_authoritative,
+    apply_overrides,
+    merge_inferred,
+)
 from toolweave.registry.store import TABLE_NAME, StoredTool, ToolTable
 from toolweave.retrieval.pipeline import retrieve as run_retrieval
 from toolweave.retrieval.results import Hit, RankedTool
@@ -79,6 +87,7 @@ class Registry:
         self._table = table
         self._write_lock = threading.RLock()
         self._graph = DependencyGraph.load(path)
+        self.overrides: GraphOverrides | None = None
         self._snap = _Snapshot()
         self._reload()
 
@@ -226,11 +235,13 @@ class Registry:
                 self._table.rebuild_text_index()
 
             graph_changed = self._update_graph(source, incoming.values(), removed, edges)
+            if rows or removed:
+                self._reload()
+                if self.settings.infer_dependencies:
+                    self._infer({t.id for t in changed})
             summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
             if graph_changed or rows or removed:
                 self._graph.save(self.path)
-            if rows or removed:
-                self._reload()
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -296,13 +307,35 @@ class Registry:
             raise GraphError(str(problems[0]))
         return graph.to_json() != before
 
+    def _infer(self, changed_ids: set[str]) -> None:
+        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides."""
+        refresh_inferred_edges(
+            self._graph, self._snap.records, self.vectors(), changed_ids, overrides=self.overrides
+        )
+        if self.overrides is not None:
+            apply_overrides(self._graph, self.overrides)
+
     def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
-        """Add edges (manifest or inferred) between tools already in the registry; saves the graph."""
+        """Add edges between tools already in the registry; saves the graph.
+
+        Declared and manifest edges beat inferred ones on the same pair; inferred edges never land
+        where an authoritative edge or a manifest ``remove`` says otherwise.
+        """
         with self._write_lock:
             self._check_edges(edges, set(self._snap.ids))
-            self._graph.add_edges(edges)
+            inferred = [e for e in edges if e.origin == "inferred"]
+            add_authoritative(self._graph, [e for e in edges if e.origin != "inferred"])
+            merge_inferred(self._graph, inferred, self.overrides)
             self._graph.save(self.path)
         return len(edges)
+
+    def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
+        """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
+        with self._write_lock:
+            self.overrides = overrides
+            report = apply_overrides(self._graph, overrides)
+            self._graph.save(self.path)
+        return report
 
     def _reload(self) -> None:
         rows = self._table.load_all()

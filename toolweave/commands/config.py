@@ -1,0 +1,30 @@
+"""`toolweave settings` (configuration): every setting, its environment variable, default and meaning."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from toolweave.cli import app
+
+__all__: list[str] = []
+
+
+@app.command("settings")
+def settings(
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print the table docs/settings.md holds.")
+    ] = False,
+) -> None:
+    """List every setting (environment variables use the TOOLWEAVE_ prefix; nested ones use __)."""
+    from toolweave.settings import settings_reference
+
+    rows = settings_reference()
+    if markdown:
+        typer.echo("| setting | environment variable | default | meaning |\n|---|---|---|---|")
+        for name, env, default, description in rows:
+            typer.echo(f"| `{name}` | `{env}` | `{default}` | {description} |")
+        return
+    for name, env, default, description in rows:
+        typer.echo(f"{name} ({env}, default {default}): {description}")
