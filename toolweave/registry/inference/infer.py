@@ -38,7 +38,8 @@ def infer_edges(
             in ``only_for``, edges between two of them are not returned.
 
     Returns:
-        Edges sorted by (tool, depends_on); at most one per (tool, depends_on) pair: the most
+        Edges grouped by tool, each tool's most confident first (the order a dependency walk
+        follows); at most one per (tool, depends_on) pair: the most
         confident, with the parameter names of same-kind edges merged (``"start_year,end_year"``).
         Deterministic: the same input gives the same list.
     """
@@ -87,4 +88,5 @@ def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
             continue
         loser = (b, a) if (e.confidence, b) >= (back.confidence, a) else (a, b)
         del best[loser]
-    return [best[k] for k in sorted(best)]
+    # a tool's edges come most confident first: retrieval walks dependencies in this order
+    return sorted(best.values(), key=lambda e: (e.tool, -e.confidence, e.depends_on))
