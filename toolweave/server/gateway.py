@@ -296,6 +296,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = self.sessions.for_request(ctx)
+        await self._first_connections()  # a client's first list should not miss a connecting upstream
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
         return types.ListToolsResult(tools=self.published_tools(session), ttl_ms=0, cache_scope="private")
 

@@ -1,0 +1,222 @@
+"""End-to-end fixtures: `toolweave serve` as a real subprocess, real upstream MCP servers.
+
+The registry is built once per session (real embedder) with the upstreams' tools already ingested;
+every gateway gets its own copy, so a gateway's own ingest finds every tool unchanged and embeds
+nothing, and gateways never share a LanceDB directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+UPSTREAMS = REPO / "tests" / "upstreams"
+TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any] | None = None, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+class Upstream:
+    """tests/upstreams/dynamic.py over streamable HTTP on a fixed port: can be killed and restarted."""
+
+    def __init__(self, port: int, log: Path) -> None:
+        self.port = port
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> None:
+        with self.log.open("ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(UPSTREAMS / "dynamic.py"), "http", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        wait_port(self.port, self.proc)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Iterator[Upstream]:
+    up = Upstream(free_port(), tmp_path / "upstream.log")
+    up.start()
+    yield up
+    up.kill()
+
+
+def write_manifest(path: Path, dyn_url: str, **extra: str) -> Path:
+    """time (PyPI, stdio) + dyn (test upstream, HTTP) + two broken upstreams that must not matter."""
+    py = sys.executable
+    path.write_text(
+        f"""
+servers:
+  time:
+    command: {py}
+    args: [-m, mcp_server_time, --local-timezone, UTC]
+  dyn:
+    url: {dyn_url}
+  missing:
+    command: toolweave-e2e-no-such-command
+  silent:
+    command: {py}
+    args: ["{UPSTREAMS / "silent.py"}"]
+    connect_timeout_s: 2
+publish:
+  pinned: [dyn__echo]
+  max_tools: 12
+{extra.get("tail", "")}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+async def _records_of(target: Any, source: str) -> list[Any]:
+    from mcp import Client
+
+    from toolweave.adapters.mcp.convert import tools_to_records
+
+    async with Client(target, mode="legacy") as client:
+        tools, cursor = [], None
+        while True:
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            tools += page.tools
+            cursor = page.next_cursor
+            if not cursor:
+                return tools_to_records(source, tools)
+
+
+@pytest.fixture(scope="session")
+def template_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A registry holding the time and dyn tools, embedded once for the whole session."""
+    from mcp import StdioServerParameters
+
+    from toolweave.registry import Registry
+    from toolweave.settings import Settings
+
+    path = tmp_path_factory.mktemp("template") / "registry"
+
+    async def collect() -> dict[str, list[Any]]:
+        env = dict(os.environ)
+        time_params = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"], env=env
+        )
+        dyn_params = StdioServerParameters(
+            command=sys.executable, args=[str(UPSTREAMS / "dynamic.py"), "stdio"], env=env
+        )
+        return {"time": await _records_of(time_params, "time"), "dyn": await _records_of(dyn_params, "dyn")}
+
+    records = anyio.run(collect)
+    settings = Settings(home=path)
+    reg = Registry.open(path, settings=settings)
+    try:
+        for source, tools in records.items():
+            reg.ingest(source, tools)
+    finally:
+        reg.close()
+    return path
+
+
+@pytest.fixture
+def registry_copy(template_registry: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "registry"
+    shutil.copytree(template_registry, target)
+    return target
+
+
+def gateway_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["TOOLWEAVE_LOG_LEVEL"] = "INFO"
+    return env
+
+
+class HttpGateway:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path, transport: str) -> None:
+        self.proc = proc
+        self.port = port
+        self.log = log
+        self.transport = transport
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{'mcp' if self.transport == 'http' else 'sse'}"
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_http_gateway(manifest: Path, registry: Path, log: Path, transport: str = "http") -> HttpGateway:
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                TOOLWEAVE,
+                "serve",
+                "--manifest",
+                str(manifest),
+                "--registry",
+                str(registry),
+                "--transport",
+                transport,
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=gateway_env(),
+        )
+    try:
+        wait_port(port, proc, timeout=60)
+    except Exception:
+        proc.kill()
+        raise RuntimeError(f"gateway did not start:\n{log.read_text(errors='replace')}") from None
+    return HttpGateway(proc, port, log, transport)
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
