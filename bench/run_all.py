@@ -1,0 +1,39 @@
+"""`make bench`: every benchmark runner in bench/, one after another (figures recorded in RESULTS.md).
+
+Each runner prints its own figures (JSON lines where it can); this driver only runs them and reports
+which failed. A runner whose data is absent (../shared beside the repository) says so and is skipped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+RUNNERS = [
+    ["retrieval.py"],
+    ["ingest.py", "--json"],
+    ["openapi_convert.py"],
+    ["gateway_bench.py"],
+    ["graph_inference.py"],
+]
+
+
+def main() -> int:
+    failed = []
+    for runner, *args in RUNNERS:
+        path = HERE / runner
+        if not path.exists():
+            print(f"== {runner}: not present, skipped", flush=True)
+            continue
+        print(f"== {runner} {' '.join(args)}", flush=True)
+        if subprocess.run([sys.executable, str(path), *args]).returncode != 0:
+            failed.append(runner)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
