@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -231,3 +232,57 @@ async def test_sampling_is_forwarded_to_a_handshake_client(registry: Any, backen
         await clock.reported.wait()
         result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
         assert result.is_error and result.content[0].text == "no sampler"
+
+
+async def test_manifest_overrides_catalogs_and_stale_sources(
+    registry: Any, backends: Any, tmp_path: Any
+) -> None:
+    from toolweave.manifest import load_manifest
+
+    from .helpers import tool
+
+    registry.ingest("old", [tool("old", "leftover", "A tool from an upstream no longer configured.", {})])
+    (tmp_path / "cat").mkdir()
+    (tmp_path / "cat" / "tools.jsonl").write_text(
+        json.dumps(
+            {"name": "lookup_city", "description": "Find a city.", "parameters": None, "depends_on": []}
+        ),
+        encoding="utf-8",
+    )
+    manifest_path = tmp_path / "m.yaml"
+    manifest_path.write_text(
+        """
+servers:
+  clock: {command: unused}
+  notes: {command: unused}
+catalogs:
+  - {path: cat, source: cities}
+core_tools: [notes__search_notes]
+examples:
+  clock__convert_time: [what hour is it in Lima when it is noon in Oslo]
+dependencies:
+  add:
+    - {tool: clock__convert_time, depends_on: clock__get_current_time, parameter: time}
+""",
+        encoding="utf-8",
+    )
+    manifest = load_manifest(manifest_path)
+    clock, notes = backends
+    gateway = Gateway(registry, [clock, notes], Settings(home=registry.path), manifest=manifest)
+    async with gateway.running():
+        with anyio.fail_after(20):
+            await clock.reported.wait()
+            await notes.reported.wait()
+        assert registry.get("notes__search_notes").kind == "core"
+        assert registry.get("clock__convert_time").examples == (
+            "what hour is it in Lima when it is noon in Oslo",
+        )
+        deps = registry.graph.dependencies("clock__convert_time")
+        assert [(e.depends_on, e.origin, e.parameter_name) for e in deps] == [
+            ("clock__get_current_time", "manifest", "time")
+        ]
+        assert registry.find("cities__lookup_city") is not None
+        assert gateway.excluded_sources() == {"old"}  # in the registry, not in this manifest
+        # A catalog tool is searchable but has no upstream: calling it says so.
+        result = await gateway.proxy.call(registry.get("cities__lookup_city"), {})
+        assert result.structured_content["error"]["code"] == "no_backend"

@@ -91,7 +91,7 @@ class Gateway:
             self.backends, timeout_s=settings.call_timeout_s, max_result_chars=settings.max_result_chars
         )
         self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
-        self._pending_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
+        self._manifest_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
         self._started_at = time.monotonic()
@@ -195,11 +195,15 @@ class Gateway:
             log.exception("could not ingest the tools of %s", source)
 
     async def _apply_manifest_edges(self) -> None:
-        """Add manifest edges once both ends exist (a backend may connect long after startup)."""
-        if not self._pending_edges:
+        """Add manifest edges whose two ends exist and which the graph lacks: a backend may connect long
+        after startup, and a tool that disappears and comes back loses its edges with it."""
+        if not self._manifest_edges:
             return
+        present = {e.key for e in self.registry.graph.edges()}
         ready = [
-            e for e in self._pending_edges if self.registry.find(e.tool) and self.registry.find(e.depends_on)
+            e
+            for e in self._manifest_edges
+            if e.key not in present and self.registry.find(e.tool) and self.registry.find(e.depends_on)
         ]
         if not ready:
             return
@@ -207,9 +211,6 @@ class Gateway:
             await anyio.to_thread.run_sync(self.registry.add_edges, ready)
         except Exception:
             log.exception("could not add manifest dependency edges")
-            return
-        done = {e.key for e in ready}
-        self._pending_edges = [e for e in self._pending_edges if e.key not in done]
 
     async def _republish(self, source: str, *, removed: set[str], changed: set[str], added: set[str]) -> None:
         pinned = set(self.settings.publish.pinned)
