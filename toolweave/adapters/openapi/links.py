@@ -351,7 +351,7 @@ def _producer_kind(op: Operation) -> int | None:
     """0 = list / search, 1 = create; None = not a producer of new ids."""
     _, collection = _resource(op.path)
     label = f"{op.operation_id or ''} {op.path}"
-    if op.method == "get" and (collection or _SEARCHISH.search(op.operation_id or "")):
+    if op.method == "get" and collection:  # `GET /pets/{id}` needs the id, it does not hand out new ones
         return 0
     if op.method == "post" and _SEARCHISH.search(label) and collection:
         return 0
@@ -393,7 +393,9 @@ def _field_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                 and not _takes(p, param_name)
             ]
             confidence, rule = 0.8, f"lists, finds or creates {resource} resources, whose id feeds"
-            if not found:
+            if not found and "." not in prop:
+                # Name equality only for parameters: bodies echo their resource's own fields (an event body
+                # has `iCalUID` because events have one), which says nothing about where values come from.
                 found = [
                     (kind, p)
                     for p, kind, _, fields in producers
