@@ -25,26 +25,74 @@ SPEC: dict[str, Any] = {
     "security": [{"key": []}],
     "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Key"}}},
     "paths": {
-        "/files/{path}/{ids}": {"get": {"operationId": "getFile", "parameters": [
-            {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}},
-            {"name": "ids", "in": "path", "required": True, "schema": {"type": "array", "items": {"type": "integer"}}},
-            {"name": "tags", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
-            {"name": "csv", "in": "query", "explode": False, "schema": {"type": "array", "items": {"type": "string"}}},
-            {"name": "filter", "in": "query", "style": "deepObject", "schema": {"type": "object"}},
-            {"name": "flag", "in": "query", "schema": {"type": "boolean"}},
-            {"name": "X-Req", "in": "header", "schema": {"type": "string"}},
-            {"name": "sid", "in": "cookie", "schema": {"type": "string"}},
-        ], "responses": ok({"type": "object"})}},
-        "/pets": {
-            "post": {"operationId": "addPet", "requestBody": {"required": True, "content": {
-                "application/json": {"schema": {"type": "object"}}}}, "responses": ok({"type": "object"})},
-            "get": {"operationId": "listPets", "responses": ok({"type": "array", "items": {"type": "object"}})},
+        "/files/{path}/{ids}": {
+            "get": {
+                "operationId": "getFile",
+                "parameters": [
+                    {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {
+                        "name": "ids",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "array", "items": {"type": "integer"}},
+                    },
+                    {"name": "tags", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+                    {
+                        "name": "csv",
+                        "in": "query",
+                        "explode": False,
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                    {"name": "filter", "in": "query", "style": "deepObject", "schema": {"type": "object"}},
+                    {"name": "flag", "in": "query", "schema": {"type": "boolean"}},
+                    {"name": "X-Req", "in": "header", "schema": {"type": "string"}},
+                    {"name": "sid", "in": "cookie", "schema": {"type": "string"}},
+                ],
+                "responses": ok({"type": "object"}),
+            }
         },
-        "/form": {"post": {"operationId": "form", "requestBody": {"content": {
-            "application/x-www-form-urlencoded": {"schema": {"type": "object"}}}}, "responses": ok()}},
-        "/upload": {"post": {"operationId": "upload", "requestBody": {"content": {"multipart/form-data": {
-            "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"},
-                                                        "note": {"type": "string"}}}}}}, "responses": ok()}},
+        "/pets": {
+            "post": {
+                "operationId": "addPet",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": ok({"type": "object"}),
+            },
+            "get": {
+                "operationId": "listPets",
+                "responses": ok({"type": "array", "items": {"type": "object"}}),
+            },
+        },
+        "/form": {
+            "post": {
+                "operationId": "form",
+                "requestBody": {
+                    "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object"}}}
+                },
+                "responses": ok(),
+            }
+        },
+        "/upload": {
+            "post": {
+                "operationId": "upload",
+                "requestBody": {
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "file": {"type": "string", "format": "binary"},
+                                    "note": {"type": "string"},
+                                },
+                            }
+                        }
+                    }
+                },
+                "responses": ok(),
+            }
+        },
         "/login": {"post": {"operationId": "login", "security": [], "responses": ok()}},
     },
 }
@@ -66,13 +114,17 @@ def _run(
     async def go() -> Any:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
             cfg = OpenAPISourceConfig(name="t", spec="unused.yaml", **config)
-            backend = OpenAPIBackend(cfg, client, environ={"API_KEY": "s3cret", "TOKEN": "tok", "U": "me", "P": "pw"})
+            backend = OpenAPIBackend(
+                cfg, client, environ={"API_KEY": "s3cret", "TOKEN": "tok", "U": "me", "P": "pw"}
+            )
             return await backend.call(tool, arguments)
 
     return asyncio.run(go())
 
 
-def _json_handler(seen: list[httpx.Request], status: int = 200, body: Any = None) -> Callable[..., httpx.Response]:
+def _json_handler(
+    seen: list[httpx.Request], status: int = 200, body: Any = None
+) -> Callable[..., httpx.Response]:
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(status, json={"ok": True} if body is None else body)
@@ -83,13 +135,27 @@ def _json_handler(seen: list[httpx.Request], status: int = 200, body: Any = None
 def test_path_query_header_cookie_serialisation(tools):
     request = build_request(
         tools["getFile"].backend,
-        {"path": "a/b c?", "ids": [1, 2], "tags": ["x", "y"], "csv": ["p", "q"], "filter": {"color": "red"},
-         "flag": True, "X-Req": "r1", "sid": "abc def", "unknown": 1},
+        {
+            "path": "a/b c?",
+            "ids": [1, 2],
+            "tags": ["x", "y"],
+            "csv": ["p", "q"],
+            "filter": {"color": "red"},
+            "flag": True,
+            "X-Req": "r1",
+            "sid": "abc def",
+            "unknown": 1,
+        },
     )
     assert request.method == "GET"
     assert request.url.raw_path.decode().split("?")[0] == "/v1/files/a%2Fb%20c%3F/1,2"
     assert request.url.params.multi_items() == [
-        ("tags", "x"), ("tags", "y"), ("csv", "p,q"), ("filter[color]", "red"), ("flag", "true")]
+        ("tags", "x"),
+        ("tags", "y"),
+        ("csv", "p,q"),
+        ("filter[color]", "red"),
+        ("flag", "true"),
+    ]
     assert request.headers["X-Req"] == "r1"
     assert request.headers["Cookie"] == "sid=abc%20def"
 
@@ -105,7 +171,9 @@ def test_missing_path_parameter_is_an_error_result_not_a_crash(tools):
 
 def test_json_body_and_structured_content(tools):
     seen: list[httpx.Request] = []
-    result = _run(tools["addPet"], {"body": {"name": "Rex", "tags": ["a"]}}, _json_handler(seen, body={"id": 7}))
+    result = _run(
+        tools["addPet"], {"body": {"name": "Rex", "tags": ["a"]}}, _json_handler(seen, body={"id": 7})
+    )
     assert json.loads(seen[0].content) == {"name": "Rex", "tags": ["a"]}
     assert seen[0].headers["Content-Type"] == "application/json"
     assert not result.is_error
@@ -130,8 +198,16 @@ def test_form_and_multipart_bodies(tools):
     _run(tools["form"], {"body": {"a": 1, "b": [True, "x y"]}}, _json_handler(seen))
     assert seen[0].headers["Content-Type"] == "application/x-www-form-urlencoded"
     assert seen[0].content == b"a=1&b=true&b=x+y"
-    _run(tools["upload"], {"body": {"file": {"filename": "a.txt", "content_base64": base64.b64encode(b"hi").decode()},
-                                    "note": "n"}}, _json_handler(seen))
+    _run(
+        tools["upload"],
+        {
+            "body": {
+                "file": {"filename": "a.txt", "content_base64": base64.b64encode(b"hi").decode()},
+                "note": "n",
+            }
+        },
+        _json_handler(seen),
+    )
     multipart = seen[1]
     assert multipart.headers["Content-Type"].startswith("multipart/form-data; boundary=")
     text = multipart.read().decode()
@@ -146,14 +222,22 @@ def test_form_and_multipart_bodies(tools):
     ("auth", "check"),
     [
         ({"type": "bearer", "token_env": "TOKEN"}, lambda r: r.headers["Authorization"] == "Bearer tok"),
-        ({"type": "basic", "username_env": "U", "password_env": "P"},
-         lambda r: r.headers["Authorization"] == "Basic " + base64.b64encode(b"me:pw").decode()),
-        ({"type": "api_key", "key_env": "API_KEY", "in": "header", "name": "X-Key"},
-         lambda r: r.headers["X-Key"] == "s3cret"),
-        ({"type": "api_key", "key_env": "API_KEY", "in": "query", "name": "key"},
-         lambda r: r.url.params["key"] == "s3cret"),
-        ({"type": "api_key", "key_env": "API_KEY", "in": "cookie", "name": "k"},
-         lambda r: r.headers["Cookie"] == "k=s3cret"),
+        (
+            {"type": "basic", "username_env": "U", "password_env": "P"},
+            lambda r: r.headers["Authorization"] == "Basic " + base64.b64encode(b"me:pw").decode(),
+        ),
+        (
+            {"type": "api_key", "key_env": "API_KEY", "in": "header", "name": "X-Key"},
+            lambda r: r.headers["X-Key"] == "s3cret",
+        ),
+        (
+            {"type": "api_key", "key_env": "API_KEY", "in": "query", "name": "key"},
+            lambda r: r.url.params["key"] == "s3cret",
+        ),
+        (
+            {"type": "api_key", "key_env": "API_KEY", "in": "cookie", "name": "k"},
+            lambda r: r.headers["Cookie"] == "k=s3cret",
+        ),
     ],
 )
 def test_auth_from_environment_variables(tools, auth, check):
@@ -168,8 +252,15 @@ def test_auth_from_environment_variables(tools, auth, check):
 
 
 def test_missing_secret_environment_variable_is_a_clear_error(tools):
-    result = _run(tools["listPets"], {}, _json_handler([]), auth={"type": "bearer", "token_env": "NOT_SET_ANYWHERE"})
+    result = _run(
+        tools["listPets"], {}, _json_handler([]), auth={"type": "bearer", "token_env": "NOT_SET_ANYWHERE"}
+    )
     assert result.is_error and "environment variable NOT_SET_ANYWHERE" in result.content[0].text
+    # An anonymous operation (the login issuing the token) works before the secret exists.
+    login = _run(
+        tools["login"], {}, _json_handler([]), auth={"type": "bearer", "token_env": "NOT_SET_ANYWHERE"}
+    )
+    assert not login.is_error
     with pytest.raises(AdapterError):
         resolve_credentials(AuthConfig(type="bearer", token_env="NOPE"), {})
     assert "tok" not in repr(Credentials(headers={"Authorization": "Bearer tok"}))
@@ -185,7 +276,9 @@ def test_base_url_override_and_missing_base_url(tools):
 
 
 def test_non_2xx_becomes_error_with_status_reason_and_excerpt(tools):
-    result = _run(tools["addPet"], {"body": {}}, _json_handler([], status=404, body={"message": "no such pet"}))
+    result = _run(
+        tools["addPet"], {"body": {}}, _json_handler([], status=404, body={"message": "no such pet"})
+    )
     assert result.is_error
     text = result.content[0].text
     assert text.startswith("HTTP 404 Not Found from POST https://api.example.com/v1/pets")
@@ -202,7 +295,9 @@ def test_large_bodies_are_truncated_with_the_full_size(tools):
     result = _run(tools["addPet"], {"body": {}}, handler, max_response_bytes=1000)
     text = result.content[0].text
     full = len(json.dumps(big, indent=2).encode())
-    assert text.endswith(f"\n\n[truncated: showing the first 1,000 of {full:,} bytes ({len(raw):,} bytes as received)]")
+    assert text.endswith(
+        f"\n\n[truncated: showing the first 1,000 of {full:,} bytes ({len(raw):,} bytes as received)]"
+    )
     assert len(text) < 1200 and result.structured_content is None
 
 
@@ -221,11 +316,15 @@ def test_retries_only_idempotent_methods_on_5xx_and_connect_errors(tools):
     assert attempts == ["GET", "GET", "GET"] and not result.is_error
 
     attempts.clear()
-    result = _run(tools["addPet"], {"body": {}}, lambda r: (attempts.append(r.method), httpx.Response(503))[1])
+    result = _run(
+        tools["addPet"], {"body": {}}, lambda r: (attempts.append(r.method), httpx.Response(503))[1]
+    )
     assert attempts == ["POST"] and result.is_error and "HTTP 503" in result.content[0].text
 
     attempts.clear()
-    result = _run(tools["listPets"], {}, lambda r: (attempts.append(r.method), httpx.Response(500))[1], retries=1)
+    result = _run(
+        tools["listPets"], {}, lambda r: (attempts.append(r.method), httpx.Response(500))[1], retries=1
+    )
     assert attempts == ["GET", "GET"] and result.is_error
 
 
@@ -244,9 +343,17 @@ def test_timeouts_and_connection_failures_are_error_results(tools):
 
 
 def test_text_and_binary_responses(tools):
-    result = _run(tools["listPets"], {}, lambda r: httpx.Response(200, text="plain", headers={"content-type": "text/plain"}))
+    result = _run(
+        tools["listPets"],
+        {},
+        lambda r: httpx.Response(200, text="plain", headers={"content-type": "text/plain"}),
+    )
     assert result.content[0].text == "plain"
-    result = _run(tools["listPets"], {}, lambda r: httpx.Response(200, content=b"\x89PNG", headers={"content-type": "image/png"}))
+    result = _run(
+        tools["listPets"],
+        {},
+        lambda r: httpx.Response(200, content=b"\x89PNG", headers={"content-type": "image/png"}),
+    )
     assert result.content[0].text == "binary response: 4 bytes of image/png (not shown)"
     result = _run(tools["listPets"], {}, lambda r: httpx.Response(204))
     assert result.content[0].text == "HTTP 204 No Content (empty body)" and not result.is_error

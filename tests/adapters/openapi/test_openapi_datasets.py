@@ -22,8 +22,10 @@ VENDOR_OPERATIONS = 1536  # counted from the specs' paths (see ../shared/dataset
 @pytest.fixture(scope="module")
 def vendor(vendor_specs_dir: Path) -> dict[str, ParsedSpec]:
     """Every vendor spec converted once for the module (GitHub v3 included: ~3 s)."""
-    return {path.name: parse_spec_file(str(path), source=path.stem.split("_")[0])
-            for path in sorted(vendor_specs_dir.glob("*.yaml"))}
+    return {
+        path.name: parse_spec_file(str(path), source=path.stem.split("_")[0])
+        for path in sorted(vendor_specs_dir.glob("*.yaml"))
+    }
 
 
 def _count_operations(parsed: ParsedSpec) -> int:
@@ -115,7 +117,11 @@ def oas_examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
         done = subprocess.run(
             [npm, "pack", "@readme/oas-examples", "--pack-destination", str(target), "--silent"],
-            cwd=target, capture_output=True, text=True, timeout=120, check=False,
+            cwd=target,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         pytest.skip("npm pack @readme/oas-examples timed out (no network?)")
@@ -129,7 +135,9 @@ def oas_examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_readme_oas_examples_all_convert(oas_examples):
     files = sorted(
-        p for version in ("2.0", "3.0", "3.1") for p in (oas_examples / version).rglob("*")
+        p
+        for version in ("2.0", "3.0", "3.1")
+        for p in (oas_examples / version).rglob("*")
         if p.suffix in (".json", ".yaml", ".yml")
     )
     assert len(files) > 100

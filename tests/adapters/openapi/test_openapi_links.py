@@ -67,8 +67,11 @@ def test_link_parameters_map_to_input_properties(links_dir):
     parsed = parse_spec_file(str(links_dir / "raw" / "link-example.yaml"), source="le")
     edges = link_edges(parsed)
     merge = {(e.depends_on, e.parameter_name) for e in edges if e.tool == "le__mergePullRequest"}
-    assert merge == {("le__getPullRequestsById", "username"), ("le__getPullRequestsById", "slug"),
-                     ("le__getPullRequestsById", "pid")}
+    assert merge == {
+        ("le__getPullRequestsById", "username"),
+        ("le__getPullRequestsById", "slug"),
+        ("le__getPullRequestsById", "pid"),
+    }
     assert all(e.kind is EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON for e in edges)
     assert any("$response.body#/owner/username" in e.reason for e in edges)
 
@@ -82,7 +85,8 @@ def test_arazzo_nested_workflows_and_parameter_edges(links_dir):
     coupons = [e for e in edges if e.tool == "pc__getPetCoupons"]
     # `pet_id` in the workflow is the path parameter `petId` of the operation.
     assert [(e.depends_on, e.kind, e.parameter_name) for e in coupons] == [
-        ("pc__findPetsByTags", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "petId")]
+        ("pc__findPetsByTags", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "petId")
+    ]
     order = {e.depends_on for e in edges if e.tool == "pc__placeOrder"}
     assert order == {"pc__findPetsByTags", "pc__getPetCoupons", "pc__findPetsByStatus"}
     with pytest.raises(OpenAPISpecError, match="not an Arazzo document"):
@@ -92,24 +96,59 @@ def test_arazzo_nested_workflows_and_parameter_edges(links_dir):
 def _petstore_spec() -> dict[str, Any]:
     pet = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}}}
     return {
-        "openapi": "3.0.3", "info": {"title": "p", "version": "1"},
+        "openapi": "3.0.3",
+        "info": {"title": "p", "version": "1"},
         "security": [{"bearer": []}],
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "paths": {
-            "/login": {"post": {"operationId": "login", "security": [],
-                                "responses": ok({"type": "object", "properties": {"token": {"type": "string"}}})}},
-            "/pets": {"get": {"operationId": "listPets", "responses": ok({"type": "array", "items": pet})},
-                      "post": {"operationId": "createPet", "responses": ok(pet, "201")}},
-            "/pets/{petId}": {"get": {"operationId": "getPet", "parameters": [
-                {"name": "petId", "in": "path", "required": True, "schema": {"type": "integer"}}],
-                "responses": ok(pet)}},
-            "/store/order": {"post": {"operationId": "placeOrder", "requestBody": {"content": {"application/json": {
-                "schema": {"type": "object", "properties": {"petId": {"type": "integer"},
-                                                            "quantity": {"type": "integer"}}}}}},
-                "responses": ok({"type": "object", "properties": {"id": {"type": "integer"}}})}},
-            "/stats": {"get": {"operationId": "stats", "parameters": [
-                {"name": "page", "in": "query", "required": True, "schema": {"type": "integer"}}],
-                "responses": ok({"type": "object", "properties": {"page": {"type": "integer"}}})}},
+            "/login": {
+                "post": {
+                    "operationId": "login",
+                    "security": [],
+                    "responses": ok({"type": "object", "properties": {"token": {"type": "string"}}}),
+                }
+            },
+            "/pets": {
+                "get": {"operationId": "listPets", "responses": ok({"type": "array", "items": pet})},
+                "post": {"operationId": "createPet", "responses": ok(pet, "201")},
+            },
+            "/pets/{petId}": {
+                "get": {
+                    "operationId": "getPet",
+                    "parameters": [
+                        {"name": "petId", "in": "path", "required": True, "schema": {"type": "integer"}}
+                    ],
+                    "responses": ok(pet),
+                }
+            },
+            "/store/order": {
+                "post": {
+                    "operationId": "placeOrder",
+                    "requestBody": {
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "petId": {"type": "integer"},
+                                        "quantity": {"type": "integer"},
+                                    },
+                                }
+                            }
+                        }
+                    },
+                    "responses": ok({"type": "object", "properties": {"id": {"type": "integer"}}}),
+                }
+            },
+            "/stats": {
+                "get": {
+                    "operationId": "stats",
+                    "parameters": [
+                        {"name": "page", "in": "query", "required": True, "schema": {"type": "integer"}}
+                    ],
+                    "responses": ok({"type": "object", "properties": {"page": {"type": "integer"}}}),
+                }
+            },
         },
     }
 
@@ -124,7 +163,9 @@ def test_inferred_id_and_token_edges(write_spec):
     # List beats create when both exist; the operation needing the id never produces it.
     assert not any(e.depends_on in ("p__createPet", "p__getPet") for e in edges if e.kind is param)
     token = {(e.tool, e.depends_on) for e in edges if e.kind is EdgeKind.TOOL_DIRECTLY_DEPENDS_ON}
-    assert token == {(f"p__{op}", "p__login") for op in ("listPets", "createPet", "getPet", "placeOrder", "stats")}
+    assert token == {
+        (f"p__{op}", "p__login") for op in ("listPets", "createPet", "getPet", "placeOrder", "stats")
+    }
     assert all(e.origin == "inferred" and 0 < e.confidence < 1 and e.reason for e in edges)
     # `page` is not an id: no edge from an operation that merely returns a `page` field.
     assert not any(e.parameter_name == "page" for e in edges)
@@ -132,10 +173,22 @@ def test_inferred_id_and_token_edges(write_spec):
 
 def test_oauth2_token_url_operation_feeds_secured_operations(write_spec):
     spec = {
-        "openapi": "3.0.3", "info": {"title": "o", "version": "1"},
+        "openapi": "3.0.3",
+        "info": {"title": "o", "version": "1"},
         "servers": [{"url": "https://api.example.com/v1"}],
-        "components": {"securitySchemes": {"oauth": {"type": "oauth2", "flows": {"clientCredentials": {
-            "tokenUrl": "https://api.example.com/v1/oauth/token", "scopes": {}}}}}},
+        "components": {
+            "securitySchemes": {
+                "oauth": {
+                    "type": "oauth2",
+                    "flows": {
+                        "clientCredentials": {
+                            "tokenUrl": "https://api.example.com/v1/oauth/token",
+                            "scopes": {},
+                        }
+                    },
+                }
+            }
+        },
         "paths": {
             "/oauth/token": {"post": {"operationId": "getToken", "responses": ok()}},
             "/things": {"get": {"operationId": "listThings", "security": [{"oauth": []}], "responses": ok()}},

@@ -27,8 +27,13 @@ def test_one_tool_per_operation_with_names_descriptions_and_ids(write_spec):
         _spec(
             {
                 "/pets": {
-                    "get": {"operationId": "list.pets!", "summary": "List pets", "description": "All of them.",
-                            "tags": ["pets"], "responses": ok({"type": "array", "items": {"type": "object"}})},
+                    "get": {
+                        "operationId": "list.pets!",
+                        "summary": "List pets",
+                        "description": "All of them.",
+                        "tags": ["pets"],
+                        "responses": ok({"type": "array", "items": {"type": "object"}}),
+                    },
                     "post": {"summary": "Add", "responses": ok()},
                 },
                 "/pets/{petId}": {"get": {"operationId": "x" * 80, "responses": ok()}},
@@ -59,16 +64,26 @@ def test_parameters_merge_path_level_and_operation_level_by_name_and_location(wr
             {
                 "/pets/{id}": {
                     "parameters": [
-                        {"name": "id", "in": "path", "required": True, "schema": {"type": "string"},
-                         "description": "path-level"},
+                        {
+                            "name": "id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": "path-level",
+                        },
                         {"name": "id", "in": "query", "schema": {"type": "integer"}},
                         {"name": "X-Trace", "in": "header", "schema": {"type": "string"}},
                     ],
                     "get": {
                         "operationId": "getPet",
                         "parameters": [
-                            {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"},
-                             "description": "op-level wins"},
+                            {
+                                "name": "id",
+                                "in": "path",
+                                "required": True,
+                                "schema": {"type": "integer"},
+                                "description": "op-level wins",
+                            },
                             {"name": "session", "in": "cookie", "schema": {"type": "string"}},
                             {"name": "Accept", "in": "header", "schema": {"type": "string"}},
                         ],
@@ -100,8 +115,10 @@ def test_request_body_goes_under_body_with_content_type(write_spec):
                         "parameters": [{"name": "body", "in": "query", "schema": {"type": "string"}}],
                         "requestBody": {
                             "required": True,
-                            "content": {"application/xml": {"schema": {}},
-                                        "application/json": {"schema": body_schema}},
+                            "content": {
+                                "application/xml": {"schema": {}},
+                                "application/json": {"schema": body_schema},
+                            },
                         },
                         "responses": ok(code="201"),
                     }
@@ -122,15 +139,38 @@ def test_request_body_goes_under_body_with_content_type(write_spec):
 def test_openapi_30_nullable_and_boolean_exclusive_bounds(write_spec):
     path = write_spec(
         _spec(
-            {"/a": {"get": {"operationId": "a", "parameters": [
-                {"name": "n", "in": "query",
-                 "schema": {"type": "integer", "nullable": True, "maximum": 5, "exclusiveMaximum": True,
-                            "minimum": 1, "exclusiveMinimum": False}},
-                {"name": "e", "in": "query",
-                 "schema": {"type": "string", "enum": ["x", "y"], "nullable": True}},
-                {"name": "r", "in": "query",
-                 "schema": {"allOf": [{"$ref": "#/components/schemas/Pet"}], "nullable": True}},
-            ], "responses": ok()}}},
+            {
+                "/a": {
+                    "get": {
+                        "operationId": "a",
+                        "parameters": [
+                            {
+                                "name": "n",
+                                "in": "query",
+                                "schema": {
+                                    "type": "integer",
+                                    "nullable": True,
+                                    "maximum": 5,
+                                    "exclusiveMaximum": True,
+                                    "minimum": 1,
+                                    "exclusiveMinimum": False,
+                                },
+                            },
+                            {
+                                "name": "e",
+                                "in": "query",
+                                "schema": {"type": "string", "enum": ["x", "y"], "nullable": True},
+                            },
+                            {
+                                "name": "r",
+                                "in": "query",
+                                "schema": {"allOf": [{"$ref": "#/components/schemas/Pet"}], "nullable": True},
+                            },
+                        ],
+                        "responses": ok(),
+                    }
+                }
+            },
             components={"schemas": {"Pet": {"type": "object", "properties": {"id": {"type": "integer"}}}}},
         )
     )
@@ -147,20 +187,46 @@ def test_openapi_30_nullable_and_boolean_exclusive_bounds(write_spec):
 def test_swagger_20_body_formdata_file_and_collection_format(write_spec):
     path = write_spec(
         {
-            "swagger": "2.0", "info": {"title": "t", "version": "1"}, "host": "api.example.com",
-            "basePath": "/v2", "schemes": ["https"],
+            "swagger": "2.0",
+            "info": {"title": "t", "version": "1"},
+            "host": "api.example.com",
+            "basePath": "/v2",
+            "schemes": ["https"],
             "paths": {
-                "/pets": {"post": {"operationId": "addPet", "consumes": ["application/json"], "parameters": [
-                    {"in": "body", "name": "pet", "required": True, "schema": {"$ref": "#/definitions/Pet"}}],
-                    "responses": {"200": {"description": "ok", "schema": {"$ref": "#/definitions/Pet"}}}}},
-                "/pets/{petId}/photo": {"post": {"operationId": "upload", "consumes": ["multipart/form-data"],
-                    "parameters": [
-                        {"in": "path", "name": "petId", "type": "integer", "required": True},
-                        {"in": "formData", "name": "file", "type": "file", "required": True},
-                        {"in": "formData", "name": "note", "type": "string", "x-nullable": True},
-                        {"in": "query", "name": "tags", "type": "array", "items": {"type": "string"},
-                         "collectionFormat": "pipes"},
-                    ], "responses": {"200": {"description": "ok"}}}},
+                "/pets": {
+                    "post": {
+                        "operationId": "addPet",
+                        "consumes": ["application/json"],
+                        "parameters": [
+                            {
+                                "in": "body",
+                                "name": "pet",
+                                "required": True,
+                                "schema": {"$ref": "#/definitions/Pet"},
+                            }
+                        ],
+                        "responses": {"200": {"description": "ok", "schema": {"$ref": "#/definitions/Pet"}}},
+                    }
+                },
+                "/pets/{petId}/photo": {
+                    "post": {
+                        "operationId": "upload",
+                        "consumes": ["multipart/form-data"],
+                        "parameters": [
+                            {"in": "path", "name": "petId", "type": "integer", "required": True},
+                            {"in": "formData", "name": "file", "type": "file", "required": True},
+                            {"in": "formData", "name": "note", "type": "string", "x-nullable": True},
+                            {
+                                "in": "query",
+                                "name": "tags",
+                                "type": "array",
+                                "items": {"type": "string"},
+                                "collectionFormat": "pipes",
+                            },
+                        ],
+                        "responses": {"200": {"description": "ok"}},
+                    }
+                },
             },
             "definitions": {"Pet": {"type": "object", "properties": {"name": {"type": "string"}}}},
         }
@@ -182,10 +248,18 @@ def test_swagger_20_body_formdata_file_and_collection_format(write_spec):
 
 def test_servers_variables_and_relative_urls(write_spec):
     spec = _spec(
-        {"/a": {"get": {"operationId": "a", "responses": ok()},
-                "servers": [{"url": "https://{region}.example.com/{v}",
-                             "variables": {"region": {"default": "eu"}, "v": {"default": "v2"}}}]},
-         "/b": {"get": {"operationId": "b", "responses": ok()}}},
+        {
+            "/a": {
+                "get": {"operationId": "a", "responses": ok()},
+                "servers": [
+                    {
+                        "url": "https://{region}.example.com/{v}",
+                        "variables": {"region": {"default": "eu"}, "v": {"default": "v2"}},
+                    }
+                ],
+            },
+            "/b": {"get": {"operationId": "b", "responses": ok()}},
+        },
         servers=[{"url": "/api/v3"}],
     )
     parsed = parse_spec_file(str(write_spec(spec)), source="s")
@@ -237,7 +311,7 @@ def test_unsupported_versions_are_refused(write_spec, doc, message):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(OpenAPISpecError, match="nope.yaml: cannot read"):
+    with pytest.raises(OpenAPISpecError, match=r"nope\.yaml: cannot read"):
         parse_spec_file(str(tmp_path / "nope.yaml"), source="s")
 
 
@@ -245,11 +319,29 @@ def test_bad_operations_become_problems_and_the_rest_still_converts(write_spec):
     path = write_spec(
         _spec(
             {
-                "/pets": {"get": {"operationId": "noResponses"}, "post": {"operationId": "fine", "responses": ok()}},
-                "/pets/{id}": {"get": {"operationId": "missingRef", "parameters": [
-                    {"$ref": "#/components/parameters/Nope"}], "responses": ok()}},
-                "/owners": {"get": {"operationId": "missingSchema", "responses": ok({"$ref": "#/components/schemas/Gone"})}},
-                "/shared": {"get": {"operationId": "alsoMissing", "responses": ok({"$ref": "#/components/schemas/Gone"})}},
+                "/pets": {
+                    "get": {"operationId": "noResponses"},
+                    "post": {"operationId": "fine", "responses": ok()},
+                },
+                "/pets/{id}": {
+                    "get": {
+                        "operationId": "missingRef",
+                        "parameters": [{"$ref": "#/components/parameters/Nope"}],
+                        "responses": ok(),
+                    }
+                },
+                "/owners": {
+                    "get": {
+                        "operationId": "missingSchema",
+                        "responses": ok({"$ref": "#/components/schemas/Gone"}),
+                    }
+                },
+                "/shared": {
+                    "get": {
+                        "operationId": "alsoMissing",
+                        "responses": ok({"$ref": "#/components/schemas/Gone"}),
+                    }
+                },
             }
         )
     )
@@ -272,14 +364,36 @@ def test_openapi_31_allows_operations_without_responses(write_spec):
 
 
 def test_json_specs_and_yaml_quirks(write_spec):
-    doc = _spec({"/a": {"get": {"operationId": "a", "responses": {200: {"description": "ok", "content": {
-        "application/json": {"schema": {"type": "object", "properties": {"when": {"type": "string",
-                                                                                   "example": "2024-01-02"}}}}}}}}}})
+    doc = _spec(
+        {
+            "/a": {
+                "get": {
+                    "operationId": "a",
+                    "responses": {
+                        200: {
+                            "description": "ok",
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "properties": {"when": {"type": "string", "example": "2024-01-02"}},
+                                    }
+                                }
+                            },
+                        }
+                    },
+                }
+            }
+        }
+    )
     parsed = parse_spec_file(str(write_spec(doc, name="s.json")), source="s")
     assert parsed.tools[0].output_schema is not None
-    yaml_text = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    get:\n      operationId: a\n" \
-        "      responses:\n        200:\n          description: ok\n          content:\n            application/json:\n" \
+    yaml_text = (
+        "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n    get:\n      operationId: a\n"
+        "      responses:\n        200:\n          description: ok\n"
+        "          content:\n            application/json:\n"
         "              schema: {type: object, properties: {d: {type: string, example: 2024-01-02}}}\n"
+    )
     tool = parse_spec_file(str(write_spec(yaml_text, name="y.yaml")), source="s").tools[0]
     # Unquoted int response codes and dates: still plain JSON data.
     assert tool.output_schema["properties"]["d"]["example"] == "2024-01-02"

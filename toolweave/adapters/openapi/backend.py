@@ -134,7 +134,9 @@ class OpenAPIBackend:
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
-            credentials = resolve_credentials(self.config.auth, self._environ)
+            # Anonymous operations (`security: []`, e.g. the login that issues the token) need no secret.
+            auth = None if backend.get("anonymous") else self.config.auth
+            credentials = resolve_credentials(auth, self._environ)
             request = build_request(
                 backend,
                 arguments or {},
