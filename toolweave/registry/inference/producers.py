@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from toolweave.records import ToolRecord
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, singular, split_verb, words, wordset
@@ -124,7 +125,7 @@ class ToolProfile:
     def is_setter(self) -> bool:
         return self.verb in ("set", "enable", "disable", "toggle", "turn", "update") and bool(self.params)
 
-    @property
+    @cached_property
     def status_capability(self) -> tuple[str, ...]:
         """For a status reader (``get_wifi_status``): the capability it reports on (``("wifi",)``)."""
         if self.verb not in ("get", "check", "read", "fetch", "") or self.required:
@@ -135,7 +136,7 @@ class ToolProfile:
             return tuple(cap)
         return ()
 
-    @property
+    @cached_property
     def product_phrases(self) -> set[str]:
         """Names of what the tool hands back: output fields, its object, its object minus qualifiers."""
         out = set(self.outputs)
@@ -193,4 +194,4 @@ def profile(tool: ToolRecord) -> ToolProfile:
                 families.add(fam)
         if "datetime" in heads:
             families.update(("date", "time"))
-    return ToolProfile(**{**base.__dict__, "families": frozenset(families)})
+    return replace(base, families=frozenset(families))

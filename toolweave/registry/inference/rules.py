@@ -10,6 +10,7 @@ families such as dates and locations, measurement units, connectivity words), ne
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile, param_family
@@ -65,8 +66,9 @@ def _edge(
     )
 
 
-def _param_words(param: str) -> list[str]:
-    return [{"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param)]
+@lru_cache(maxsize=65536)
+def _param_words(param: str) -> tuple[str, ...]:
+    return tuple({"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param))
 
 
 def _best(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile | None:
@@ -165,15 +167,18 @@ def service_auth_rule(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
 ) -> Iterator[DependencyEdge]:
     """A tool of a service that has a login needs that login, even without a session parameter."""
-    logins = [p for p in universe if p.is_auth and p.service_words]
+    logins: dict[str, list[ToolProfile]] = {}  # by source: a login only serves its own source
+    for p in universe:
+        if p.is_auth and p.service_words:
+            logins.setdefault(p.source, []).append(p)
     for t in subjects:
         if t.is_auth or any(_AUTH_PARAM_WORDS.intersection(_param_words(p)) for p in t.params):
             continue
         names = set(t.name_words)
         cands = [
             (len(p.service_words), p)
-            for p in logins
-            if p.id != t.id and p.source == t.source and p.service_words <= names
+            for p in logins.get(t.source, [])
+            if p.id != t.id and p.service_words <= names
         ]
         best = _best(t, cands)
         if best is not None:
@@ -316,6 +321,11 @@ def entity_id_rule(
         "new",
         "query",
     )
+    by_object: dict[str, list[ToolProfile]] = {}
+    for p in universe:
+        if p.verb in makers:
+            for w in set(p.object_words):
+                by_object.setdefault(w, []).append(p)
     for t in subjects:
         for param in t.params:
             pw = _param_words(param)
@@ -329,8 +339,8 @@ def entity_id_rule(
             if entity in ("user", "api", "item", "unique") or len(entity) < 3:
                 continue
             cands = []
-            for p in universe:
-                if p.id == t.id or param in p.params or p.verb not in makers or entity not in p.object_words:
+            for p in by_object.get(entity, []):
+                if p.id == t.id or param in p.params:
                     continue
                 if "_".join(pw) in p.product_phrases:
                     continue  # identity_rule already links it
