@@ -136,9 +136,9 @@ def _spec(base: str) -> dict[str, Any]:
         "required": ["id", "name"],
         "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "status": {"type": "string"}},
     }
-    json_ok = lambda schema, code="200": {
-        code: {"description": "ok", "content": {"application/json": {"schema": schema}}}
-    }  # noqa: E731
+    def json_ok(schema: dict[str, Any], code: str = "200") -> dict[str, Any]:
+        return {code: {"description": "ok", "content": {"application/json": {"schema": schema}}}}
+
     return {
         "openapi": "3.0.3",
         "info": {"title": "Petstore", "version": "1.0"},
