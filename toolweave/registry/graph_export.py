@@ -3,8 +3,8 @@
 The HTML page needs no network: the layout is computed here (numpy Fruchterman-Reingold, hubs set
 apart so that 500+ nodes stay readable), and the page draws it on a ``<canvas>`` with inline
 vanilla JavaScript: pan, zoom, hover tooltips, search, click to highlight a tool's dependencies
-and dependents. After drawing it writes the number of nodes drawn to ``data-nodes-rendered`` on
-``<body>`` so a headless browser can check it.
+and dependents (``graph.html#tool=<id>`` opens on one). After drawing it writes the number of
+nodes drawn to ``data-nodes-rendered`` on ``<body>`` so a headless browser can check it.
 """
 
 from __future__ import annotations
@@ -507,8 +507,10 @@ _SCRIPT = r"""
     if (ev.key === "Enter" && matches.length) { centreOn(matches[0]); select(matches[0]); }
     if (ev.key === "Escape") { search.value = ""; matches = []; select(null); }
   });
-  window.addEventListener("resize", function () { fit(); draw(); });
+  window.addEventListener("resize", function () { fit(); if (selected) centreOn(selected); draw(); });
   fit();
-  if (data.focus && byId[data.focus]) select(byId[data.focus]); else draw();
+  // a link can name a tool to open on: graph.html#tool=<id>
+  var wanted = decodeURIComponent((location.hash.match(/tool=([^&]+)/) || [])[1] || "") || data.focus;
+  if (wanted && byId[wanted]) { if (!data.focus) centreOn(byId[wanted]); select(byId[wanted]); } else draw();
 })();
 """

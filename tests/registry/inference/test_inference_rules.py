@@ -147,3 +147,14 @@ def test_output_is_deterministic_one_edge_per_pair_and_acyclic_pairs() -> None:
     keys = [(e.tool, e.depends_on) for e in a]
     assert len(keys) == len(set(keys))
     assert all(e.tool != e.depends_on for e in a)
+
+
+def test_validator_matches_what_the_parameter_holds_not_any_word_of_it() -> None:
+    tools = [
+        tool("v", "validate_email", "Checks if a string is a valid email address.", {"email": ""}),
+        tool("v", "set_alerts", "Turn alerts on or off.", {"email_notifications": "", "sms": ""}),
+        tool("v", "invite", "Invite someone.", {"guest_email_address": ""}),
+    ]
+    got = pairs(infer_edges(tools))
+    assert ("v__set_alerts", "v__validate_email") not in got
+    assert got[("v__invite", "v__validate_email")].parameter_name == "guest_email_address"

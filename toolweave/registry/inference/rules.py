@@ -274,6 +274,14 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
                 )
 
 
+def _value_head(pw: tuple[str, ...]) -> tuple[str, ...]:
+    """The words naming what a parameter holds: ``user_email_address`` → ``(user, email)``;
+    ``email_notifications`` stays as is (it holds notification settings, not an email)."""
+    if len(pw) > 1 and pw[-1] in ("address", "string", "value", "text"):
+        return pw[:-1]
+    return pw
+
+
 def validator_rule(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
 ) -> Iterator[DependencyEdge]:
@@ -281,11 +289,11 @@ def validator_rule(
     validators = [p for p in universe if p.is_validator and p.subject_words]
     for t in subjects:
         for param in t.params:
-            pw = set(_param_words(param))
+            head = _value_head(_param_words(param))
             cands = [
                 (float(len(v.subject_words)), v)
                 for v in validators
-                if v.id != t.id and set(v.subject_words) <= pw
+                if v.id != t.id and head[-len(v.subject_words) :] == v.subject_words
             ]
             best = _best(t, cands)
             if best is not None:
