@@ -393,13 +393,20 @@ _SCRIPT = r"""
       var show = forced || role || scale > 2.2 || (!rel && (n.kind === "core" || n["in"] >= 3));
       if (!show) return;
       var label = n.label.length > 42 ? n.label.slice(0, 40) + "…" : n.label;
-      var x = sx(n) + radius(n) * Math.sqrt(scale) + 3, y = sy(n), w = ctx.measureText(label).width;
-      var box = [x - 1, y - 7, x + w + 1, y + 7];
-      var clash = placed.some(function (b) {
-        return box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3];
-      });
-      if (clash && !forced) return;
-      placed.push(box);
+      var r = radius(n) * Math.sqrt(scale), w = ctx.measureText(label).width, cx = sx(n), cy = sy(n);
+      // right of the node, else left, above, below: the first spot no placed label covers
+      var spots = [[cx + r + 3, cy], [cx - r - 3 - w, cy],
+                   [cx - w / 2, cy - r - 9], [cx - w / 2, cy + r + 9]];
+      var x = spots[0][0], y = spots[0][1], free = false;
+      for (var k = 0; k < spots.length && !free; k++) {
+        var box = [spots[k][0] - 1, spots[k][1] - 7, spots[k][0] + w + 1, spots[k][1] + 7];
+        free = !placed.some(function (b) {
+          return box[0] < b[2] && b[0] < box[2] && box[1] < b[3] && b[1] < box[3];
+        });
+        if (free) { x = spots[k][0]; y = spots[k][1]; }
+      }
+      if (!free && !forced) return;
+      placed.push([x - 1, y - 7, x + w + 1, y + 7]);
       ctx.lineWidth = 3; ctx.strokeStyle = "rgba(255,255,255,.9)"; ctx.strokeText(label, x, y);
       ctx.fillStyle = "#111"; ctx.fillText(label, x, y);
     });
