@@ -65,6 +65,21 @@ class GraphOverrides:
     add: list[DependencyEdge] = field(default_factory=list)
     remove: list[EdgeSelector] = field(default_factory=list)
     pin: list[DependencyEdge] = field(default_factory=list)
+    where: dict[tuple[str, str, EdgeKind, str | None], str] = field(default_factory=dict)
+    """Where each add/pin entry was written (``gw.yaml:dependencies.add[2]``), for problem reports."""
+
+    @classmethod
+    def from_edges(
+        cls, edges: Iterable[DependencyEdge], remove: Iterable[EdgeSelector] = ()
+    ) -> GraphOverrides:
+        """From manifest edges as ``toolweave.manifest.manifest_edges`` makes them: evidence
+        ``manifest:pin`` marks a pin, anything else is an add."""
+        edges = list(edges)
+        return cls(
+            add=[e for e in edges if e.evidence != "manifest:pin"],
+            remove=list(remove),
+            pin=[e for e in edges if e.evidence == "manifest:pin"],
+        )
 
     def is_pinned(self, edge: DependencyEdge) -> bool:
         return any(p.key == edge.key for p in self.pin)
@@ -74,8 +89,10 @@ class GraphOverrides:
 
     @classmethod
     def from_mapping(cls, doc: Mapping[str, Any] | None, *, where: str = "manifest") -> GraphOverrides:
-        """Read ``{"add": [...], "remove": [...], "pin": [...]}``; each entry ``{tool, depends_on, kind?,
-        parameter?, reason?}``. Raises ``ConfigError`` naming ``where`` and the entry's position."""
+        """Read ``{"add": [...], "remove": [...], "pin": [...]}`` (a manifest's ``dependencies``); each
+        entry ``{tool, depends_on, kind?, parameter?, reason?}``. ``kind`` defaults to
+        PARAMETER_DIRECTLY_DEPENDS_ON when a parameter is named, else TOOL_DIRECTLY_DEPENDS_ON.
+        Raises ``ConfigError`` naming ``where`` and the entry's position."""
         if doc is None:
             return cls()
         if not isinstance(doc, Mapping):
@@ -105,15 +122,19 @@ class GraphOverrides:
                 if section == "remove":
                     out.remove.append(EdgeSelector(raw["tool"], raw["depends_on"], kind, param))
                     continue
+                default = (
+                    EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON if param else EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+                )
                 edge = DependencyEdge(
                     tool=raw["tool"],
                     depends_on=raw["depends_on"],
-                    kind=kind or EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+                    kind=kind or default,
                     parameter_name=param,
                     reason=str(raw.get("reason") or f"{section} in {where}"),
                     origin="manifest",
-                    evidence=f"{here}",
+                    evidence=f"manifest:{section}",  # the convention of toolweave.manifest.manifest_edges
                 )
+                out.where[edge.key] = here
                 (out.add if section == "add" else out.pin).append(edge)
         return out
 
@@ -154,7 +175,8 @@ def apply_overrides(graph: DependencyGraph, overrides: GraphOverrides) -> Overri
         for e in edges:
             if e not in ok:
                 missing = e.tool if e.tool not in graph else e.depends_on
-                report.problems.append(f"{e.evidence or section}: unknown tool {missing!r}")
+                here = overrides.where.get(e.key, f"{section} {e.tool} -> {e.depends_on}")
+                report.problems.append(f"{here}: unknown tool {missing!r}")
         problems = add_authoritative(graph, ok)
         report.problems.extend(str(p) for p in problems)
         if section == "add":

@@ -8,6 +8,7 @@ from toolweave.errors import ConfigError
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.overrides import (
+    EdgeSelector,
     GraphOverrides,
     add_authoritative,
     apply_overrides,
@@ -115,3 +116,14 @@ def test_unknown_tools_are_reported_not_dropped_silently(graph: DependencyGraph)
 def test_bad_entries_name_the_field(doc: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         GraphOverrides.from_mapping(doc, where="m:graph")
+
+
+def test_manifest_edges_convention_and_kind_default(graph: DependencyGraph) -> None:
+    ov = GraphOverrides.from_mapping({"add": [{"tool": "a", "depends_on": "b", "parameter": "p"}]})
+    assert ov.add[0].kind == EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON and ov.add[0].evidence == "manifest:add"
+    pin = DependencyEdge(tool="c", depends_on="d", kind=T, origin="manifest", evidence="manifest:pin")
+    plain = DependencyEdge(tool="a", depends_on="b", kind=T, origin="manifest", evidence="manifest:add")
+    from_manifest = GraphOverrides.from_edges([pin, plain], [EdgeSelector("c", "d")])
+    assert from_manifest.pin == [pin] and from_manifest.add == [plain]
+    apply_overrides(graph, from_manifest)
+    assert [(e.tool, e.depends_on) for e in graph.edges()] == [("a", "b"), ("c", "d")]
