@@ -30,7 +30,7 @@ from toolweave.adapters.openapi.calls import (
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader
-from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, parse_spec_file
+from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
 from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
 from toolweave.records import DependencyEdge, ToolRecord
 
@@ -83,7 +83,10 @@ class OpenAPIBackend:
             include=self.config.include,
             exclude=self.config.exclude,
         )
-        edges = spec_edges(parsed, arazzo=self.config.arazzo, loader=loader, infer=self.config.infer_edges)
+        with gc_paused():
+            edges = spec_edges(
+                parsed, arazzo=self.config.arazzo, loader=loader, infer=self.config.infer_edges
+            )
         self.spec, self.problems, self.tools, self.edges = parsed, parsed.problems, parsed.tools, edges
         logger.info(
             "openapi %s: %d tools, %d edges, %d problems from %s",
