@@ -38,8 +38,10 @@ class PetstoreServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.spec: dict[str, Any] = {}
         self.app = Starlette(
             routes=[
+                Route("/specs/openapi.json", self.openapi, methods=["GET"]),
                 Route("/api/login", self.login, methods=["POST"]),
                 Route("/api/pets", self.list_pets, methods=["GET"]),
                 Route("/api/pets/{petId:path}", self.get_pet, methods=["GET"]),
@@ -62,6 +64,9 @@ class PetstoreServer:
         }
         self.requests.append(entry)
         return entry
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(self.spec)
 
     async def login(self, request: Request) -> Response:
         entry = await self._record(request)
@@ -136,6 +141,7 @@ def _spec(base: str) -> dict[str, Any]:
         "required": ["id", "name"],
         "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "status": {"type": "string"}},
     }
+
     def json_ok(schema: dict[str, Any], code: str = "200") -> dict[str, Any]:
         return {code: {"description": "ok", "content": {"application/json": {"schema": schema}}}}
 
@@ -352,3 +358,18 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
     slow = _call(config, tools["slow"], {}, environ, timeout_s=0.3)
     assert slow.is_error and "timed out after 0.3s" in slow.content[0].text
     assert time.monotonic() - started < 0.9  # read timeouts are not retried
+
+
+def test_spec_loaded_from_a_url_with_a_relative_server(petstore):
+    store, base = petstore
+    spec = _spec(base)
+    spec["servers"] = [{"url": "../api"}]  # relative to the spec's own URL
+    store.spec = spec
+    config = OpenAPISourceConfig(name="remote", spec=f"{base}/specs/openapi.json")
+    tools, _ = OpenAPIBackend(config).load()
+    by_name = {t.name: t for t in tools}
+    assert by_name["findPets"].backend["server_url"] == f"{base}/api"
+    store.requests.clear()
+    result = _call(config, by_name["findPets"], {"status": "sold"}, {})
+    assert result.structured_content == {"result": [PETS[1]]}
+    assert store.requests[0]["path"] == "/api/pets"
