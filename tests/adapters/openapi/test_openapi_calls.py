@@ -357,3 +357,41 @@ def test_text_and_binary_responses(tools):
     assert result.content[0].text == "binary response: 4 bytes of image/png (not shown)"
     result = _run(tools["listPets"], {}, lambda r: httpx.Response(204))
     assert result.content[0].text == "HTTP 204 No Content (empty body)" and not result.is_error
+
+
+def test_unencodable_header_value_is_an_error_result(tools):
+    seen: list[httpx.Request] = []
+    result = _run(tools["getFile"], {"path": "p", "ids": [1], "X-Req": "naïve ☃"}, _json_handler(seen))
+    assert (
+        result.is_error and "cannot build the request for GET /files/{path}/{ids}" in result.content[0].text
+    )
+    assert seen == []
+
+
+def test_run_reports_tools_once_and_retries_an_unreadable_spec(write_spec, tmp_path, monkeypatch):
+    from toolweave.adapters.openapi import backend as backend_module
+
+    monkeypatch.setattr(backend_module, "_RELOAD_BACKOFF_S", (0.05,))
+    missing = tmp_path / "later.yaml"
+    reports: list[tuple[str, int, int]] = []
+
+    async def on_tools(source: str, tools: Any, edges: Any) -> None:
+        reports.append((source, len(tools), len(edges)))
+
+    async def go() -> None:
+        backend = OpenAPIBackend(OpenAPISourceConfig(name="later", spec=str(missing)))
+        task = asyncio.create_task(backend.run(on_tools))
+        await asyncio.sleep(0.3)
+        assert reports == [] and not backend.available  # still retrying: the spec is not there
+        write_spec(SPEC, name="later.yaml")
+        for _ in range(100):
+            if reports:
+                break
+            await asyncio.sleep(0.05)
+        assert backend.available
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert [(source, count) for source, count, _ in reports] == [("later", 6)]  # reported exactly once

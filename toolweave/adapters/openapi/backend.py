@@ -108,9 +108,11 @@ class OpenAPIBackend:
         while True:
             try:
                 tools, edges = await self.aload()
-            except OpenAPISpecError as exc:
+            except Exception as exc:  # a bad spec (or a bug on it) must not end the gateway
+                if not isinstance(exc, OpenAPISpecError):
+                    logger.exception("openapi %s: unexpected error while loading", self.name)
                 delay = _RELOAD_BACKOFF_S[min(attempt, len(_RELOAD_BACKOFF_S) - 1)]
-                logger.error("openapi %s: %s (retrying in %.0fs)", self.name, exc, delay)
+                logger.error("openapi %s: %s (retrying in %gs)", self.name, exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
                 continue
@@ -149,11 +151,13 @@ class OpenAPIBackend:
             )
         except (ToolArgumentsError, AdapterError) as exc:
             return error_result(f"{tool.id}: {exc}")
+        except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL
+            return error_result(f"{tool.id}: cannot build the request for {label}: {exc}")
         try:
             response = await send(self._http(), request, retries=self.config.retries)
         except httpx.TimeoutException:
             return error_result(f"{tool.id}: {label} timed out after {timeout:g}s")
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return error_result(f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}")
         return response_to_result(
             response,
