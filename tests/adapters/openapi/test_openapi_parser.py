@@ -398,3 +398,9 @@ def test_json_specs_and_yaml_quirks(write_spec):
     # Unquoted int response codes and dates: still plain JSON data.
     assert tool.output_schema["properties"]["d"]["example"] == "2024-01-02"
     json.dumps(tool.model_dump(mode="json"))
+
+
+def test_recursive_yaml_aliases_are_a_clear_error(write_spec):
+    path = write_spec("openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /a: &loop\n    x: [*loop]\n")
+    with pytest.raises(OpenAPISpecError, match=r"spec\.yaml: recursive YAML aliases"):
+        parse_spec_file(str(path), source="s")

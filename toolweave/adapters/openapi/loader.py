@@ -82,7 +82,13 @@ def parse_document(text: str, location: str) -> Any:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise OpenAPISpecError(f"{location}: invalid YAML/JSON{where}: {problem}") from exc
-    return _stringify_keys(doc)
+    try:
+        return _stringify_keys(doc)
+    except RecursionError:
+        # `a: &x [*x]` is legal YAML but a cycle: it could never become JSON.
+        raise OpenAPISpecError(
+            f"{location}: recursive YAML aliases (or absurd nesting) are not supported"
+        ) from None
 
 
 def _unescape(part: str) -> str:

@@ -202,7 +202,7 @@ def parse_spec(
                 builder.add(path, method, op, item, item_uri, op_pointer)
             except OpenAPISpecError as exc:
                 builder.problem(op_pointer, str(exc))
-            except (TypeError, AttributeError, ValueError, KeyError) as exc:
+            except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as exc:
                 # A malformed corner of one operation must not cost the other operations.
                 builder.problem(op_pointer, f"malformed operation ({type(exc).__name__}: {exc})")
     for problem in builder.problems:
