@@ -60,7 +60,7 @@ def openapi_command(
             typer.echo(f"    {first_line}")
             props = tool.input_schema.get("properties") or {}
             required = set(tool.input_schema.get("required") or [])
-            args = ", ".join(f"{p}{'*' if p in required else ''}" for p in props)
+            args = ", ".join(f"{p}{'*' if p in required else ''} ({_type_of(s)})" for p, s in props.items())
             typer.echo(f"    inputs: {args or '(none)'}")
         typer.echo(f"\n{len(tools)} tools, {len(edges)} edges")
         for edge in edges:
@@ -72,6 +72,23 @@ def openapi_command(
             typer.echo(f"\n{len(backend.problems)} problems (operations skipped or partly converted):")
             for problem in backend.problems:
                 typer.echo(f"  {problem}")
+
+
+def _type_of(schema: Any) -> str:
+    """A short label for a property schema: its type(s), or what it refers to."""
+    if not isinstance(schema, dict):
+        return "any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if isinstance(kind, str):
+        return kind
+    if isinstance(schema.get("$ref"), str):
+        return schema["$ref"].rsplit("/", 1)[-1]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list):
+            return key
+    return "any"
 
 
 def _stem(spec: str) -> str:

@@ -58,7 +58,7 @@ def test_text_output_and_problems(write_spec):
     result = CliRunner().invoke(app, ["openapi", str(spec), "--source", "demo"])
     assert result.exit_code == 0, result.output
     assert "demo__getA  [GET /a/{id}]" in result.stdout
-    assert "inputs: id*" in result.stdout
+    assert "inputs: id* (string)" in result.stdout
     assert "1 tools, 0 edges" in result.stdout
     assert "spec.yaml#/paths/~1b/get: operation has no 'responses'" in result.stdout
 
