@@ -61,6 +61,11 @@ def test_retrieves_the_tool_and_what_it_depends_on(reg: Registry) -> None:
     assert bm25[0].tool_id == "demo__get_weather"
 
 
+def test_query_syntax_in_user_text_is_just_words(reg: Registry) -> None:
+    for text in ['the "weather" in Paris', "weather: city AND (forecast", "it's 5 o'clock ~ * ?"]:
+        assert reg.retrieve(text, RetrievalSettings(method="bm25"))  # no phrase-query error, still ranks
+
+
 def test_reopening_reads_tools_vectors_and_graph_from_disk(reg: Registry, shared_embedder: Embedder) -> None:
     again = Registry.open(reg.path, embedder=shared_embedder)
     assert {t.id for t in again.tools()} == {t.id for t in TOOLS}

@@ -93,12 +93,18 @@ class ToolTable:
         ]
 
     def text_search(self, query: str, limit: int) -> list[tuple[str, float]]:
-        """BM25 over the tool documents (LanceDB full-text index)."""
+        """BM25 over the tool documents (LanceDB full-text index).
+
+        The query is matched as plain words (``MatchQuery``), never parsed as query syntax: user text
+        with quotes, colons or ``AND`` must not turn into phrase or field queries (or errors).
+        """
+        from lancedb.query import MatchQuery
+
         if not query.strip() or not self._fts_ready:
             return []
         with _lance_errors("full-text search"):
             rows = (
-                self._table.search(query, query_type="fts", fts_columns=_FTS_COLUMN)
+                self._table.search(MatchQuery(query, _FTS_COLUMN), query_type="fts")
                 .select(["id", "_score"])
                 .limit(limit)
                 .to_arrow()
