@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/retrieval.py            # the full suite (≈15 min on 2 cores)
     .venv/bin/python bench/retrieval.py --quick    # ToolLinkOS only
+    .venv/bin/python bench/retrieval.py --only metatool --only seal_tools
 
 Prints one JSON line per (dataset, query file, method, split, setting) and a Markdown table at the
 end; JSON lines are also appended to bench/out/retrieval.jsonl. Index builds are shared per dataset.
@@ -45,6 +46,7 @@ def suite(quick: bool) -> list[tuple[str, list[str], dict[str, object]]]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="ToolLinkOS only")
+    parser.add_argument("--only", action="append", help="run just these datasets (repeatable)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     commit = subprocess.run(
@@ -58,6 +60,8 @@ def main() -> None:
     embedder = Embedder()
     rows = []
     for name, methods, options in suite(args.quick):
+        if args.only and name not in args.only:
+            continue
         try:
             data = load_dataset(name)
         except Exception as exc:  # a missing folder skips that dataset, with the reason
