@@ -94,6 +94,7 @@ class Gateway:
         self._manifest_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
+        self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
         self._tool_cache: dict[tuple[str, str], types.Tool] = {}
         self.ready = anyio.Event()
@@ -130,6 +131,7 @@ class Gateway:
         started = time.perf_counter()
         self._started_at = time.monotonic()
         await self._ingest_catalogs()
+        self._refresh_stale_sources()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
                 tg.start_soon(self._run_backend, backend)
@@ -185,6 +187,7 @@ class Gateway:
                 partial(self.registry.ingest, source, list(tools), list(edges))
             )
             await self._apply_manifest_edges()
+            self._refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
             after = {t.id: t.content_hash for t in tools}
             removed = set(before) - set(after)
@@ -263,10 +266,14 @@ class Gateway:
         """Sources not to publish or retrieve: disconnected backends, and registry sources this
         manifest does not define (left over from another run)."""
         excluded = {name for name, b in self.backends.items() if not b.available}
-        if self.manifest is not None:
-            known = set(self.backends) | self._catalog_sources
-            excluded |= {s for s in self.registry.sources() if s not in known}
-        return excluded
+        return excluded | self._stale_sources if self._stale_sources else excluded
+
+    def _refresh_stale_sources(self) -> None:
+        # Computed after each ingest, not per request: listing sources walks every tool (10k+).
+        if self.manifest is None:
+            return
+        known = set(self.backends) | self._catalog_sources
+        self._stale_sources = {s for s in self.registry.sources() if s not in known}
 
     def published_tools(self, session: Session) -> list[types.Tool]:
         excluded = self.excluded_sources()
@@ -360,12 +367,16 @@ class Gateway:
     ) -> types.CallToolResult:
         record = self.registry.find(name)
         if record is None:
+            # A client may know the name from an earlier session while its upstream is still connecting.
+            await self._first_connections()
+            record = self.registry.find(name)
+        if record is None:
             return to_tool_error_result(
                 "unknown_tool",
                 f"no tool named {name!r}; use {FIND_TOOLS} to search for the tool you need",
                 tool=name,
             )
-        if record.source in self.excluded_sources() and record.source not in self.backends:
+        if record.source in self._stale_sources:
             return to_tool_error_result(
                 "unknown_tool",
                 f"{name!r} belongs to {record.source!r}, which this gateway does not serve",

@@ -1,0 +1,293 @@
+"""Gateway benchmark (issue 3): proxy overhead, find_tools latency, time to the first tools/list.
+
+Everything goes through real processes over stdio, as a desktop client would use the gateway:
+
+1. Proxy overhead: 200 calls of mcp-server-time's ``get_current_time`` directly and through
+   ``toolweave serve``, interleaved one by one in the same run (so machine load hits both alike);
+   reported as the ratio of the medians (goal <= 1.10) and the added milliseconds.
+2. ``find_tools`` p50/p95 through the gateway with the ToolLinkOS catalog (573 tools) as a
+   ``catalogs:`` entry, and with 10,000 tools (ToolLinkOS + distinct synthesised tools). Queries are
+   ToolLinkOS user queries in file order.
+3. Time from spawning ``toolweave serve`` to the answer of the first ``tools/list``, with a registry
+   of 1,000 tools already ingested (median of 3 starts).
+
+Usage: .venv/bin/python bench/gateway_bench.py [--calls 200] [--queries 200] [--skip-10k] [--json]
+Needs ../shared/datasets/toollinkos beside the repository (parts 2 and 3 are skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLLINKOS = REPO.parent / "shared" / "datasets" / "toollinkos"
+TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+TIME_ARGS = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def gateway_params(manifest: Path, registry: Path) -> StdioServerParameters:
+    env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
+    return StdioServerParameters(
+        command=TOOLWEAVE, args=["serve", "--manifest", str(manifest), "--registry", str(registry)], env=env
+    )
+
+
+# -- 1. proxy overhead ---------------------------------------------------------------------------------
+async def proxy_overhead(work: Path, calls: int, mode: str) -> dict[str, Any]:
+    """``mode`` is the protocol era of every hop: client -> time server, client -> gateway -> time server."""
+    manifest = work / f"time-{mode}.yaml"
+    manifest.write_text(
+        f"servers:\n  time:\n    command: {sys.executable}\n    args: {json.dumps(TIME_ARGS)}\n"
+        f"    protocol: {mode}\n"
+    )
+    direct_params = StdioServerParameters(command=sys.executable, args=TIME_ARGS, env=dict(os.environ))
+    args = {"timezone": "Europe/Paris"}
+    direct_ms: list[float] = []
+    gateway_ms: list[float] = []
+    async with (
+        Client(direct_params, mode=mode) as direct,
+        Client(gateway_params(manifest, work / f"registry-time-{mode}"), mode=mode) as gateway,
+    ):
+        # Publish the tool and let both clients list it: an SDK client that calls a tool it has not
+        # listed re-lists on every call (to find its output schema), which would swamp the figures.
+        await gateway.call_tool("find_tools", {"query": "current time in a timezone"})
+        assert "time__get_current_time" in [
+            t.name for t in (await gateway.list_tools(cache_mode="bypass")).tools
+        ]
+        await direct.list_tools()
+        for _ in range(20):  # warm-up: imports, connections, the gateway's first-connection grace
+            assert not (await direct.call_tool("get_current_time", args)).is_error
+            result = await gateway.call_tool("time__get_current_time", args)
+            assert not result.is_error, result
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            await direct.call_tool("get_current_time", args)
+            t1 = time.perf_counter()
+            await gateway.call_tool("time__get_current_time", args)
+            t2 = time.perf_counter()
+            direct_ms.append((t1 - t0) * 1000)
+            gateway_ms.append((t2 - t1) * 1000)
+        era = gateway.protocol_version
+    d, g = statistics.median(direct_ms), statistics.median(gateway_ms)
+    return {
+        "calls": calls,
+        "protocol": era,
+        "direct_median_ms": round(d, 3),
+        "gateway_median_ms": round(g, 3),
+        "direct_p95_ms": round(pct(direct_ms, 0.95), 3),
+        "gateway_p95_ms": round(pct(gateway_ms, 0.95), 3),
+        "ratio": round(g / d, 3),
+        "added_ms": round(g - d, 3),
+    }
+
+
+# -- catalogs ------------------------------------------------------------------------------------------
+DOMAINS = [
+    "billing", "calendar", "crm", "inventory", "payroll", "shipping", "ticketing", "analytics", "storage",
+    "messaging", "hr", "marketing", "sales", "support", "security", "devops", "finance", "legal", "travel",
+    "health", "education", "realestate", "insurance", "logistics", "procurement", "warehouse", "fleet",
+    "energy", "telecom", "media", "gaming", "music", "video", "photos", "maps", "weather", "news", "sports",
+    "recipes", "fitness", "banking", "crypto", "tax", "events", "forums", "wiki", "survey", "forms",
+    "contracts", "assets",
+]  # fmt: skip
+ACTIONS = [
+    ("create", "Create a new"), ("get", "Fetch one"), ("list", "List every"),
+    ("update", "Update an existing"),
+    ("delete", "Delete a"), ("archive", "Archive an old"), ("export", "Export to CSV each"),
+    ("import", "Import from a file a batch of"), ("search", "Search by keyword for a"),
+    ("count", "Count the"), ("approve", "Approve a pending"), ("reject", "Reject a pending"),
+    ("assign", "Assign an owner to a"), ("tag", "Attach labels to a"), ("share", "Share with a colleague a"),
+    ("lock", "Lock against edits a"), ("restore", "Restore a deleted"), ("merge", "Merge two duplicate"),
+    ("validate", "Check the fields of a"), ("summarize", "Write a short summary of a"),
+]  # fmt: skip
+OBJECTS = [
+    "record",
+    "report",
+    "invoice",
+    "order",
+    "account",
+    "document",
+    "schedule",
+    "request",
+    "note",
+    "batch",
+]
+
+
+def synthetic_tools(n: int) -> list[dict[str, Any]]:
+    """``n`` distinct tools in the normalized ``tools.jsonl`` shape (domain x action x object)."""
+    out = []
+    for domain in DOMAINS:
+        for verb, phrase in ACTIONS:
+            for obj in OBJECTS:
+                if len(out) == n:
+                    return out
+                out.append({
+                    "name": f"{domain}_{verb}_{obj}",
+                    "description": f"{phrase} {obj} in the {domain} system.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            f"{obj}_id": {"type": "string", "description": f"Id of the {domain} {obj}."},
+                            "note": {"type": "string"},
+                        },
+                        "required": [f"{obj}_id"] if verb != "create" else [],
+                    },
+                    "depends_on": [],
+                })  # fmt: skip
+    if len(out) < n:
+        raise ValueError(f"can synthesise at most {len(out)} tools")
+    return out
+
+
+def catalog_manifest(work: Path, name: str, synthetic: int) -> Path:
+    lines = ["catalogs:", f"  - {{path: {TOOLLINKOS}, source: toollinkos}}"]
+    if synthetic:
+        folder = work / f"synthetic-{synthetic}"
+        folder.mkdir(exist_ok=True)
+        with (folder / "tools.jsonl").open("w") as f:
+            for tool in synthetic_tools(synthetic):
+                f.write(json.dumps(tool) + "\n")
+        lines.append(f"  - {{path: {folder}, source: synth}}")
+    manifest = work / f"{name}.yaml"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def queries(n: int) -> list[str]:
+    data = json.loads((TOOLLINKOS / "instances.json").read_text())
+    return [row["user_query"] for row in data[:n]]
+
+
+# -- 2. find_tools latency --------------------------------------------------------------------------------
+async def find_tools_latency(manifest: Path, registry: Path, qs: list[str]) -> dict[str, Any]:
+    started = time.perf_counter()
+    ms: list[float] = []
+    async with Client(gateway_params(manifest, registry)) as client:
+        listed = await client.list_tools()  # the first start ingests the catalogs (embedding everything)
+        ingest_s = time.perf_counter() - started
+        for q in qs[:5]:
+            await client.call_tool("find_tools", {"query": q})
+        for q in qs:
+            t0 = time.perf_counter()
+            result = await client.call_tool("find_tools", {"query": q})
+            ms.append((time.perf_counter() - t0) * 1000)
+            assert not result.is_error, result
+            assert result.structured_content and result.structured_content["tools"], q
+    return {
+        "queries": len(qs),
+        "p50_ms": round(pct(ms, 0.50), 2),
+        "p95_ms": round(pct(ms, 0.95), 2),
+        "max_ms": round(max(ms), 2),
+        "first_start_incl_ingest_s": round(ingest_s, 1),
+        "published_at_start": len(listed.tools),
+    }
+
+
+# -- 3. time to first tools/list --------------------------------------------------------------------------
+async def first_list_s(manifest: Path, registry: Path) -> float:
+    t0 = time.perf_counter()
+    async with Client(gateway_params(manifest, registry)) as client:
+        await client.list_tools()
+        return time.perf_counter() - t0
+
+
+def registry_size(registry: Path) -> int:
+    from toolweave.registry import Registry
+
+    reg = Registry.open(registry)
+    try:
+        return len(reg)
+    finally:
+        reg.close()
+
+
+def machine() -> dict[str, Any]:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor(),
+    ) if Path("/proc/cpuinfo").exists() else platform.processor()  # fmt: skip
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit.stdout.strip(),
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "load_1min": load,
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {"machine": machine()}
+    with tempfile.TemporaryDirectory(prefix="toolweave-gateway-bench-") as tmp:
+        work = Path(tmp)
+        for mode in ("auto", "legacy"):
+            key = f"proxy_overhead_{mode}"
+            report[key] = await proxy_overhead(work, args.calls, mode)
+            print(json.dumps({key: report[key]}), flush=True)
+        if not TOOLLINKOS.exists():
+            print(f"skipped find_tools and startup: {TOOLLINKOS} is absent", file=sys.stderr)
+            return report
+        qs = queries(args.queries)
+        m573 = catalog_manifest(work, "toollinkos", 0)
+        report["find_tools_573"] = await find_tools_latency(m573, work / "reg-573", qs)
+        report["find_tools_573"]["tools"] = registry_size(work / "reg-573")
+        print(json.dumps({"find_tools_573": report["find_tools_573"]}), flush=True)
+
+        m1k = catalog_manifest(work, "thousand", 1000 - 573)
+        await first_list_s(m1k, work / "reg-1k")  # ingest once
+        starts = [await first_list_s(m1k, work / "reg-1k") for _ in range(3)]
+        report["first_tools_list"] = {
+            "tools": registry_size(work / "reg-1k"),
+            "runs_s": [round(s, 2) for s in starts],
+            "median_s": round(statistics.median(starts), 2),
+        }
+        print(json.dumps({"first_tools_list": report["first_tools_list"]}), flush=True)
+
+        if not args.skip_10k:
+            m10k = catalog_manifest(work, "tenk", 10_000 - 573)
+            report["find_tools_10k"] = await find_tools_latency(m10k, work / "reg-10k", qs)
+            report["find_tools_10k"]["tools"] = registry_size(work / "reg-10k")
+            print(json.dumps({"find_tools_10k": report["find_tools_10k"]}), flush=True)
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--calls", type=int, default=200, help="timed proxied calls (and as many direct ones)"
+    )
+    parser.add_argument("--queries", type=int, default=200, help="timed find_tools calls per registry size")
+    parser.add_argument(
+        "--skip-10k", action="store_true", help="skip the 10,000-tool run (ingest takes minutes)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the whole report as one JSON document at the end"
+    )
+    ns = parser.parse_args()
+    result = anyio.run(main, ns)
+    if ns.json:
+        print(json.dumps(result, indent=2))
