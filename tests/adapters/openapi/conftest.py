@@ -46,11 +46,3 @@ def write_spec(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
-
-
-def ok(schema: dict[str, Any] | None = None, code: str = "200") -> dict[str, Any]:
-    """A 3.x ``responses`` object with one JSON response."""
-    response: dict[str, Any] = {"description": "ok"}
-    if schema is not None:
-        response["content"] = {"application/json": {"schema": schema}}
-    return {code: response}

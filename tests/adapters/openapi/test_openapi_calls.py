@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ok
+from openapi_spec_helpers import ok
 
 from toolweave.adapters.openapi import OpenAPIBackend, OpenAPISourceConfig
 from toolweave.adapters.openapi.calls import Credentials, build_request, resolve_credentials

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ok
+from openapi_spec_helpers import ok
 
 from toolweave.adapters.openapi.links import arazzo_edges, infer_edges, link_edges, spec_edges
 from toolweave.adapters.openapi.parser import parse_spec_file

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import ok
+from openapi_spec_helpers import ok
 
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import parse_spec_file
