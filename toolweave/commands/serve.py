@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -38,6 +38,7 @@ def serve_command(
     Logs go to stderr; with stdio, stdout carries the MCP protocol and nothing else.
     """
     with user_errors():
+        from toolweave.adapters.factory import backends_from_manifest
         from toolweave.errors import ConfigError
         from toolweave.manifest import load_manifest
         from toolweave.registry import Registry
@@ -52,8 +53,15 @@ def serve_command(
         setup_logging(settings.log_level)
         reg = Registry.open(settings.home, settings=settings)
         try:
-            backends = _backends(loaded, settings)
+            gateways: list[Gateway] = []
+
+            async def on_status(source: str, available: bool) -> None:
+                for gateway in gateways:  # the gateway is built after its backends
+                    await gateway.backend_status(source, available)
+
+            backends = backends_from_manifest(loaded, settings, on_status=on_status)
             gateway = Gateway(reg, backends, settings, manifest=loaded)
+            gateways.append(gateway)
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
                 serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
         finally:
@@ -70,22 +78,3 @@ def _prefer_own_environment() -> None:
     path = os.environ.get("PATH", "")
     if path.split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
-
-
-def _backends(manifest: Any, settings: Any) -> list[Any]:
-    try:
-        from toolweave.adapters.factory import backends_from_manifest
-    except ImportError:  # until the adapters' factory lands: MCP servers only
-        from toolweave.adapters.mcp.backend import MCPBackend
-
-        return [
-            MCPBackend(
-                name,
-                cfg,
-                connect_timeout_s=settings.connect_timeout_s,
-                call_timeout_s=settings.call_timeout_s,
-                max_result_chars=settings.max_result_chars,
-            )
-            for name, cfg in manifest.enabled_servers().items()
-        ]
-    return list(backends_from_manifest(manifest, settings))

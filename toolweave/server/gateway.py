@@ -224,16 +224,24 @@ class Gateway:
                 await self.notifier.tools_changed(session)
 
     async def _watch_availability(self) -> None:
+        # Polling backs up ``backend_status``: a Backend is not obliged to report its status.
         while True:
-            for name, backend in self.backends.items():
-                now = bool(backend.available)
-                if now:
-                    self._ever_available.add(name)
-                if now != self._available[name]:
-                    self._available[name] = now
-                    log.info("upstream %s is %s", name, "available" if now else "unavailable")
-                    await self._availability_changed(name)
+            for name in self.backends:
+                await self.backend_status(name)
             await anyio.sleep(AVAILABILITY_POLL_S)
+
+    async def backend_status(self, name: str, _available: bool | None = None) -> None:
+        """Re-publish when backend ``name`` went up or down (also usable as the adapters' ``on_status``)."""
+        backend = self.backends.get(name)
+        if backend is None:
+            return
+        now = bool(backend.available)
+        if now:
+            self._ever_available.add(name)
+        if now != self._available[name]:
+            self._available[name] = now
+            log.info("upstream %s is %s", name, "available" if now else "unavailable")
+            await self._availability_changed(name)
 
     async def _first_connections(self, sources: set[str] | None = None) -> None:
         """Wait out the startup grace for upstreams still on their first connection attempt."""
