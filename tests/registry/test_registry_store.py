@@ -139,3 +139,31 @@ def test_reindex_keeps_tools_and_graph(reg: Registry, shared_embedder: Embedder)
     assert Registry.reindex(reg.path, embedder=shared_embedder) == len(TOOLS)
     again = Registry.open(reg.path, embedder=shared_embedder)
     assert len(again) == len(TOOLS) and len(list(again.graph.edges())) == 2
+
+
+def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    bank = [
+        tool("get_user_token", "Log in with username and password; returns the user's token.", source="bank"),
+        ToolRecord(
+            id="bank__add_alarm",
+            source="bank",
+            name="add_alarm",
+            description="Set an alarm.",
+            input_schema={
+                "type": "object",
+                "properties": {"token": {"type": "string"}, "time": {"type": "string"}},
+            },
+        ),
+    ]
+    reg.ingest("bank", bank)
+    inferred = [e for e in reg.graph.edges() if e.origin == "inferred"]
+    assert [(e.tool, e.depends_on) for e in inferred] == [("bank__add_alarm", "bank__get_user_token")]
+    # the same source declaring its own edges: declared ones replace the inferred ones
+    declared = DependencyEdge(
+        tool="bank__add_alarm", depends_on="bank__get_user_token", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+    )
+    reg.ingest("bank", bank, [declared])
+    assert [e.origin for e in reg.graph.edges()] == ["declared"]

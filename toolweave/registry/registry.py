@@ -237,8 +237,9 @@ class Registry:
             graph_changed = self._update_graph(source, incoming.values(), removed, edges)
             if rows or removed:
                 self._reload()
-                if self.settings.infer_dependencies:
-                    self._infer({t.id for t in changed})
+            if self.settings.infer_dependencies and (rows or removed or graph_changed):
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
             summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
             if graph_changed or rows or removed:
                 self._graph.save(self.path)
