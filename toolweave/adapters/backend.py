@@ -14,10 +14,13 @@ import mcp_types as types
 
 from toolweave.records import DependencyEdge, ToolRecord
 
-__all__ = ["Backend", "Sampler", "ToolsCallback"]
+__all__ = ["Backend", "Sampler", "StatusCallback", "ToolsCallback"]
 
 ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
 """``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
+
+StatusCallback = Callable[[str, bool], Awaitable[None]]
+"""``await on_status(source, available)``: a backend lost (False) or (re)gained (True) its upstream."""
 
 Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
 """Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""

@@ -13,8 +13,9 @@ import mcp_types as types
 import pytest
 
 from toolweave.adapters.backend import Backend
-from toolweave.adapters.factory import OpenAPIBackendAdapter, backends_from_manifest, manifest_tools_callback
+from toolweave.adapters.factory import backends_from_manifest, manifest_tools_callback
 from toolweave.adapters.mcp import MCPBackend
+from toolweave.adapters.openapi import OpenAPIBackend
 from toolweave.manifest import load_manifest
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.settings import Settings
@@ -71,7 +72,7 @@ def test_backends_from_manifest(manifest_dir: Path) -> None:
     assert time.call_timeout_s == 7 and web.call_timeout_s == 11  # the entry's own timeout wins
     assert time.connect_timeout_s == 3 and time.max_result_chars == 5_000
     assert time.probe_interval_s is None and web.probe_interval_s == 15.0
-    assert isinstance(pets, OpenAPIBackendAdapter) and pets.config.spec == str(manifest_dir / "pets.json")
+    assert isinstance(pets, OpenAPIBackend) and pets.config.spec == str(manifest_dir / "pets.json")
 
 
 @pytest.mark.anyio
@@ -151,7 +152,7 @@ async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_a
         reports[source] = list(tools)
 
     pets, broken = backends_from_manifest(manifest, Settings(), on_status=on_status)
-    assert isinstance(broken, OpenAPIBackendAdapter)
+    assert isinstance(broken, OpenAPIBackend)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pets.run, on_tools)
         tg.start_soon(broken.run, on_tools)
@@ -164,6 +165,7 @@ async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_a
         result = await pets.call(tool, {"petId": 7}, timeout_s=5)
         assert not result.is_error
         assert any(isinstance(c, types.TextContent) and "pet 7" in c.text for c in result.content)
-        result = await broken.call(tool, {"petId": 7}, timeout_s=5)
+        assert not broken.available
+        result = await broken.call(tool, {"petId": 7}, timeout_s=5)  # not its tool: refused, clearly
         assert result.is_error and "'broken'" in result.content[0].text  # type: ignore[union-attr]
         tg.cancel_scope.cancel()

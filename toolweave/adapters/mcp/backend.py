@@ -31,7 +31,7 @@ import contextvars
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
@@ -46,7 +46,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.manifest import HttpServer, SseServer, StdioServer
@@ -56,8 +56,6 @@ __all__ = ["MCPBackend", "StatusCallback"]
 
 log = logging.getLogger(__name__)
 
-StatusCallback = Callable[[str, bool], Awaitable[None]]
-"""``await on_status(source, available)`` on every change of availability (connected and listed)."""
 
 MAX_PAGES = 1000
 """A paginator that never ends must not hang the gateway."""

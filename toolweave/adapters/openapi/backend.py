@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import mcp_types as types
 
-from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
 from toolweave.adapters.openapi.calls import (
     build_request,
     error_result,
@@ -56,6 +56,7 @@ class OpenAPIBackend:
         client: httpx.AsyncClient | None = None,
         *,
         environ: Mapping[str, str] | None = None,
+        on_status: StatusCallback | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -66,6 +67,8 @@ class OpenAPIBackend:
         self.problems: list[SpecProblem] = []
         self.tools: list[ToolRecord] = []
         self.edges: list[DependencyEdge] = []
+        self.on_status = on_status
+        self.last_error: str | None = None
 
     @property
     def available(self) -> bool:
@@ -103,7 +106,11 @@ class OpenAPIBackend:
         return await asyncio.to_thread(self.load)
 
     async def run(self, on_tools: ToolsCallback) -> None:
-        """Backend protocol: load (retrying with backoff if the spec cannot be read), report, then idle."""
+        """Backend protocol: load (retrying with backoff if the spec cannot be read), report, then idle.
+
+        A spec does not change under us, so after one successful load there is nothing more to report.
+        Nothing here ends the gateway: load errors are retried, a failing ``on_tools`` is logged.
+        """
         attempt = 0
         while True:
             try:
@@ -111,13 +118,22 @@ class OpenAPIBackend:
             except Exception as exc:  # a bad spec (or a bug on it) must not end the gateway
                 if not isinstance(exc, OpenAPISpecError):
                     logger.exception("openapi %s: unexpected error while loading", self.name)
+                self.last_error = f"{exc}" or type(exc).__name__
                 delay = _RELOAD_BACKOFF_S[min(attempt, len(_RELOAD_BACKOFF_S) - 1)]
                 logger.error("openapi %s: %s (retrying in %gs)", self.name, exc, delay)
                 attempt += 1
                 await asyncio.sleep(delay)
                 continue
-            await on_tools(self.name, tools, edges)
-            await asyncio.Event().wait()  # a spec does not change under us: nothing more to report
+            self.last_error = None
+            for problem in self.problems:  # operations left out: say which and why, once
+                logger.warning("openapi %s: skipped %s", self.name, problem)
+            try:
+                await on_tools(self.name, tools, edges)
+            except Exception:
+                logger.exception("openapi %s: reporting tools failed", self.name)
+            if self.on_status is not None:
+                await self.on_status(self.name, True)
+            await asyncio.Event().wait()
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -134,6 +150,8 @@ class OpenAPIBackend:
     ) -> types.CallToolResult:
         """Call the operation behind ``tool``. Every failure comes back as an ``is_error`` result."""
         backend = tool.backend
+        if tool.source != self.name:
+            return error_result(f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})")
         if backend.get("kind") != "openapi":
             return error_result(f"tool {tool.id} is not an OpenAPI operation")
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
