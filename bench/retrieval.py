@@ -26,19 +26,26 @@ OUT = Path(__file__).parent / "out"
 METHODS = ("bm25", "vector", "hybrid", "grtf")
 
 
-def suite(quick: bool) -> list[tuple[str, list[str], dict[str, object]]]:
-    """(dataset, methods, options) to run."""
-    runs: list[tuple[str, list[str], dict[str, object]]] = [
-        ("toollinkos", list(METHODS), {"split": "all"}),
-        ("toollinkos", ["grtf"], {"split": "test"}),
-        ("toollinkos", ["vector", "grtf"], {"split": "test", "examples": True}),
+Run = tuple[str, list[dict[str, object]], dict[str, object]]
+
+
+def _m(*methods: str, **params: object) -> list[dict[str, object]]:
+    return [{"method": m, **params} for m in methods]
+
+
+def suite(quick: bool) -> list[Run]:
+    """(dataset, retrieval parameter sets, options) to run."""
+    runs: list[Run] = [
+        ("toollinkos", [*_m(*METHODS), *_m("grtf", final_k=30)], {"split": "all"}),
+        ("toollinkos", _m("grtf"), {"split": "test"}),
+        ("toollinkos", _m("vector", "grtf"), {"split": "test", "examples": True}),
     ]
     if not quick:
         runs += [
-            ("toollinkos", ["grtf"], {"split": "all", "graph": "inferred"}),
-            ("api_bank", list(METHODS), {}),
-            ("metatool", ["bm25", "vector", "hybrid"], {}),
-            ("seal_tools", ["bm25", "vector", "hybrid"], {}),
+            ("toollinkos", _m("grtf"), {"split": "all", "graph": "inferred"}),
+            ("api_bank", _m(*METHODS), {}),
+            ("metatool", _m("bm25", "vector", "hybrid"), {}),
+            ("seal_tools", _m("bm25", "vector", "hybrid"), {}),
         ]
     return runs
 
@@ -67,7 +74,7 @@ def main() -> None:
         except Exception as exc:  # a missing folder skips that dataset, with the reason
             print(f"skipped {name}: {exc}", file=sys.stderr)
             continue
-        params = [RetrievalSettings(method=m) for m in methods]  # type: ignore[arg-type]
+        params = [RetrievalSettings.model_validate(p) for p in methods]
         for result in run_benchmark(data, params, embedder=embedder, **options):  # type: ignore[arg-type]
             row = {**result.as_json(), **stamp}
             rows.append(row)
@@ -78,13 +85,14 @@ def main() -> None:
 
 
 def markdown(rows: list[dict[str, object]]) -> str:
-    cols = ["dataset", "queries", "method", "split", "setting", "mAP@10", "R@10", "nDCG@10", "C@10"]
+    cols = ["dataset", "queries", "method", "K", "split", "setting", "mAP@10", "R@10", "nDCG@10", "C@10"]
     cols += ["p50 ms", "p95 ms", "index s"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         setting = r["shots"] if r["graph"] in ("n/a", "declared") else f"{r['shots']}, {r['graph']} graph"
         lines.append(
-            f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} | {r['split']} "
+            f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} | {r.get('final_k', 10)} "
+            f"| {r['split']} "
             f"| {setting} | {r['map@10']:.3f} | {r['recall@10']:.3f} | {r['ndcg@10']:.3f} "
             f"| {r['complete@10']:.3f} | {r['latency_ms_p50']} | {r['latency_ms_p95']} | {r['index_s']} |"
         )

@@ -42,6 +42,7 @@ class BenchResult:
     latencies_ms: list[float]
     index_s: float
     queries: int
+    final_k: int = 10
     per_query: list[tuple[BenchQuery, list[str]]] = field(default_factory=list, repr=False)
 
     def as_json(self) -> dict[str, object]:
@@ -53,6 +54,7 @@ class BenchResult:
             "split": self.split,
             "graph": self.graph,
             "shots": self.shots,
+            "final_k": self.final_k,
             "queries": self.queries,
             **{k: round(v, 4) for k, v in self.metrics.items()},
             "latency_ms_p50": round(float(np.percentile(lat, 50)), 2),
@@ -120,6 +122,7 @@ def run_benchmark(
                     latencies_ms=latencies,
                     index_s=index_s,
                     queries=len(chosen),
+                    final_k=params_.final_k,
                     per_query=runs,
                 )
             )
