@@ -91,8 +91,8 @@ def markdown(rows: list[dict[str, object]]) -> str:
     for r in rows:
         setting = r["shots"] if r["graph"] in ("n/a", "declared") else f"{r['shots']}, {r['graph']} graph"
         lines.append(
-            f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} | {r.get('final_k', 10)} "
-            f"| {r['split']} "
+            f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} "
+            f"| {r.get('final_k', 10)} | {r['split']} "
             f"| {setting} | {r['map@10']:.3f} | {r['recall@10']:.3f} | {r['ndcg@10']:.3f} "
             f"| {r['complete@10']:.3f} | {r['latency_ms_p50']} | {r['latency_ms_p95']} | {r['index_s']} |"
         )
