@@ -136,6 +136,7 @@ class Gateway:
             for backend in self.backends.values():
                 tg.start_soon(self._run_backend, backend)
             tg.start_soon(self._watch_availability)
+            tg.start_soon(self._warm_up)
             self.ready.set()
             log.info(
                 "gateway ready in %.2f s: %d tools in registry, %d backends",
@@ -147,6 +148,13 @@ class Gateway:
                 yield self
             finally:
                 tg.cancel_scope.cancel()
+
+    async def _warm_up(self) -> None:
+        """Load the embedding model now (~1 s) rather than inside the first ``find_tools``."""
+        try:
+            await anyio.to_thread.run_sync(self.registry.embedder.embed_query, "warm up")
+        except Exception:  # retrieval will report the problem when it is actually needed
+            log.warning("could not pre-load the embedding model", exc_info=True)
 
     async def _ingest_catalogs(self) -> None:
         if self.manifest is None or not self.manifest.catalogs:
