@@ -40,6 +40,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.errors import ConfigError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.settings import PublishSettings, RetrievalSettings, Settings
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "StdioServer",
     "apply_tool_overrides",
     "filter_removed_edges",
+    "graph_overrides",
     "interpolate",
     "load_manifest",
     "manifest_edges",
@@ -272,14 +274,6 @@ class EdgeRemoval(_Strict):
     def _kind(cls, v: Any) -> Any:
         return _parse_kind(v)
 
-    def matches(self, edge: DependencyEdge) -> bool:
-        return (
-            edge.tool == self.tool
-            and edge.depends_on == self.depends_on
-            and (self.kind is None or edge.kind == self.kind)
-            and (self.parameter is None or edge.parameter_name == self.parameter)
-        )
-
 
 class Dependencies(_Strict):
     add: list[EdgeSpec] = Field(default_factory=list)
@@ -432,11 +426,16 @@ def manifest_edges(manifest: Manifest) -> list[DependencyEdge]:
     return list(edges.values())
 
 
+def graph_overrides(manifest: Manifest) -> GraphOverrides:
+    """The manifest's ``dependencies`` as the registry's graph corrections (add / remove / pin)."""
+    removals = [EdgeSelector(r.tool, r.depends_on, r.kind, r.parameter) for r in manifest.dependencies.remove]
+    return GraphOverrides.from_edges(manifest_edges(manifest), removals)
+
+
 def filter_removed_edges(manifest: Manifest, edges: Iterable[DependencyEdge]) -> list[DependencyEdge]:
     """Drop edges matching ``dependencies.remove``, except those ``dependencies.pin`` lists."""
-    pinned = {e.key for e in manifest_edges(manifest) if e.evidence == "manifest:pin"}
-    removals = manifest.dependencies.remove
-    return [e for e in edges if e.key in pinned or not any(r.matches(e) for r in removals)]
+    overrides = graph_overrides(manifest)
+    return [e for e in edges if not overrides.is_removed(e)]
 
 
 def validate_source_name(name: str) -> str | None:

@@ -10,6 +10,7 @@ import pytest
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.settings import RetrievalSettings
 
 pytestmark = pytest.mark.integration
@@ -161,6 +162,10 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     reg.ingest("bank", bank)
     inferred = [e for e in reg.graph.edges() if e.origin == "inferred"]
     assert [(e.tool, e.depends_on) for e in inferred] == [("bank__add_alarm", "bank__get_user_token")]
+    # a manifest removal keeps that inferred edge out, across re-ingests of changed tools
+    reg.overrides = GraphOverrides(remove=[EdgeSelector("bank__add_alarm", "bank__get_user_token")])
+    reg.ingest("bank", [bank[0], bank[1].model_copy(update={"description": "Set an alarm clock."})])
+    assert [e for e in reg.graph.edges() if e.origin == "inferred"] == []
     # the same source declaring its own edges: declared ones replace the inferred ones
     declared = DependencyEdge(
         tool="bank__add_alarm", depends_on="bank__get_user_token", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON

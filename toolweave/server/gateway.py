@@ -25,7 +25,13 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Backend, Sampler
-from toolweave.manifest import Manifest, apply_tool_overrides, filter_removed_edges, manifest_edges
+from toolweave.manifest import (
+    Manifest,
+    apply_tool_overrides,
+    filter_removed_edges,
+    graph_overrides,
+    manifest_edges,
+)
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import Registry
 from toolweave.server.errors import to_tool_error_result
@@ -92,6 +98,8 @@ class Gateway:
         )
         self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
         self._manifest_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
+        if manifest is not None:  # inferred edges must respect the manifest's removals too
+            registry.overrides = graph_overrides(manifest)
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
         self._stale_sources: set[str] = set()
