@@ -166,7 +166,8 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     reg.overrides = GraphOverrides(remove=[EdgeSelector("bank__add_alarm", "bank__get_user_token")])
     reg.ingest("bank", [bank[0], bank[1].model_copy(update={"description": "Set an alarm clock."})])
     assert [e for e in reg.graph.edges() if e.origin == "inferred"] == []
-    # the same source declaring its own edges: declared ones replace the inferred ones
+    # without the removal, the same source declaring its own edges: declared ones replace inferred ones
+    reg.overrides = None
     declared = DependencyEdge(
         tool="bank__add_alarm", depends_on="bank__get_user_token", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
     )
