@@ -75,6 +75,9 @@ class _Snapshot:
     records: dict[str, ToolRecord] = field(default_factory=dict)
     hashes: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    """Row → index into ``source_names``: excluding sources is one ``np.isin`` per query."""
+    source_names: tuple[str, ...] = ()
 
 
 class Registry:
@@ -342,12 +345,16 @@ class Registry:
         rows = self._table.load_all()
         ids = tuple(r.record.id for r in rows)
         matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
+        names = tuple(sorted({r.record.source for r in rows}))
+        code = {name: n for n, name in enumerate(names)}
         self._snap = _Snapshot(
             ids=ids,
             matrix=matrix,
             records={r.record.id: r.record for r in rows},
             hashes={r.record.id: r.content_hash for r in rows},
             sources={r.record.id: r.record.source for r in rows},
+            source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
+            source_names=names,
         )
         for r in rows:  # tools written by an older process may predate the graph file
             if r.record.id not in self._graph:
@@ -361,8 +368,8 @@ class Registry:
             return []
         scores = snap.matrix @ self.embedder.embed_query(query)
         if exclude_sources:
-            mask = np.fromiter((snap.sources[i] in exclude_sources for i in snap.ids), bool, len(snap.ids))
-            scores = np.where(mask, -np.inf, scores)
+            excluded = [n for n, name in enumerate(snap.source_names) if name in exclude_sources]
+            scores = np.where(np.isin(snap.source_codes, excluded), -np.inf, scores)
         k = min(k, len(snap.ids))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
