@@ -1,5 +1,4 @@
-"""Counting tools/list_changed in both protocol eras (same helper as tests/server/helpers.py; the
-test folders are not packages of one tree, so each keeps its copy)."""
+"""Counting tools/list_changed in both protocol eras (shared by the in-process and end-to-end tests)."""
 
 from __future__ import annotations
 

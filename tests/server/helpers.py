@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client
 
+from tests.e2e.watch import ListChanged, names, watching
 from toolweave.adapters.backend import Sampler, ToolsCallback
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, make_tool_id
 
@@ -140,52 +139,3 @@ class FakeBackend:
         )
 
 
-class ListChanged:
-    """Counts notifications/tools/list_changed, whichever era delivered it."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._event = anyio.Event()
-        self.from_handler = True
-
-    async def on_message(self, message: Any) -> None:
-        if self.from_handler and isinstance(message, types.ToolListChangedNotification):
-            self.hit()
-
-    def hit(self) -> None:
-        self.count += 1
-        self._event.set()
-
-    async def wait(self, timeout: float = 10) -> None:
-        with anyio.fail_after(timeout):
-            await self._event.wait()
-        self._event = anyio.Event()
-
-    async def settle(self, seconds: float = 0.3) -> int:
-        """Give in-flight notifications a moment to land, then return the count."""
-        await anyio.sleep(seconds)
-        return self.count
-
-
-@asynccontextmanager
-async def watching(client: Client, watch: ListChanged) -> AsyncIterator[None]:
-    """Handshake era: notifications arrive through the message handler. 2026 era: only on a listen
-    stream, which we open and count from (the SDK may tee frames to the handler as well, so the
-    handler is not counted there)."""
-    if client.protocol_version != "2026-07-28":
-        yield
-        return
-    watch.from_handler = False
-    async with anyio.create_task_group() as tg, client.listen(tools_list_changed=True) as sub:
-
-        async def drain() -> None:
-            async for _event in sub:
-                watch.hit()
-
-        tg.start_soon(drain)
-        yield
-        tg.cancel_scope.cancel()
-
-
-def names(result: types.ListToolsResult) -> list[str]:
-    return [t.name for t in result.tools]
