@@ -36,6 +36,13 @@ class WordIndex:
     def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
         return self._score(query, k, exclude_sources, "set")
 
+    def both_hits(
+        self, queries: Sequence[str], k: int, exclude_sources: Collection[str] = ()
+    ) -> list[tuple[list[Hit], list[Hit]]]:
+        return [
+            (self.vector_hits(q, k, exclude_sources), self.text_hits(q, k, exclude_sources)) for q in queries
+        ]
+
     def find(self, tool_id: str) -> object | None:
         return self.docs.get(tool_id)
 

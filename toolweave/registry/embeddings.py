@@ -171,16 +171,23 @@ class Embedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit vector; repeated queries (a client re-asking) come from a small LRU cache."""
-        hit = self._query_cache.get(text)
-        if hit is not None:
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Unit vectors for several queries: cached ones from the LRU cache, the rest in one model run
+        (a batch of two costs far less than two runs)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
+        if missing:
+            for text, vec in zip(missing, self.embed_documents(missing), strict=True):
+                vec.setflags(write=False)
+                self._query_cache[text] = vec
+        out = []
+        for text in texts:
             self._query_cache.move_to_end(text)
-            return hit
-        vec = self.embed_documents([text])[0]
-        vec.setflags(write=False)
-        self._query_cache[text] = vec
-        if len(self._query_cache) > self._query_cache_size:
+            out.append(self._query_cache[text])
+        while len(self._query_cache) > self._query_cache_size:
             self._query_cache.popitem(last=False)
-        return vec
+        return out
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

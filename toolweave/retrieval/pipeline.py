@@ -31,27 +31,31 @@ class SearchIndex(Protocol):
 
     def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]: ...
 
+    def both_hits(
+        self, queries: Sequence[str], k: int, exclude_sources: Collection[str] = ()
+    ) -> list[tuple[list[Hit], list[Hit]]]:
+        """``(vector hits, text hits)`` per query; an index may compute them all at once."""
+        ...
+
     def find(self, tool_id: str) -> object | None: ...
 
 
 def first_pass(
-    query: str,
+    queries: Sequence[str],
     index: SearchIndex,
     method: RetrievalMethod,
     k: int,
     *,
     alpha: float,
     exclude_sources: Collection[str] = (),
-) -> list[Hit]:
-    """Top ``k`` tools for ``query`` by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
+) -> list[list[Hit]]:
+    """Top ``k`` tools for each query by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
     if method == "vector":
-        return index.vector_hits(query, k, exclude_sources)
+        return [index.vector_hits(q, k, exclude_sources) for q in queries]
     if method == "bm25":
-        return index.text_hits(query, k, exclude_sources)
-    pool = max(k, _MIN_POOL)
-    vector = index.vector_hits(query, pool, exclude_sources)
-    text = index.text_hits(query, pool, exclude_sources)
-    return convex_fusion(vector, text, alpha)[:k]
+        return [index.text_hits(q, k, exclude_sources) for q in queries]
+    both = index.both_hits(queries, max(k, _MIN_POOL), exclude_sources)
+    return [convex_fusion(vector, text, alpha)[:k] for vector, text in both]
 
 
 def retrieve(
@@ -83,17 +87,17 @@ def retrieve(
     if params.final_k < 1 or params.top_k < 1:
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
-    hits = first_pass(
-        text, index, params.method, pool, alpha=params.hybrid_alpha, exclude_sources=exclude_sources
-    )
     rewrites = contextual_queries(text, context)
+    lists = first_pass(
+        [text, *rewrites],
+        index,
+        params.method,
+        pool,
+        alpha=params.hybrid_alpha,
+        exclude_sources=exclude_sources,
+    )
+    hits = lists[0]
     if rewrites:
-        lists = [hits] + [
-            first_pass(
-                q, index, params.method, pool, alpha=params.hybrid_alpha, exclude_sources=exclude_sources
-            )
-            for q in rewrites
-        ]
         hits = reciprocal_rank_fusion(lists, [1.0] + [0.5] * len(rewrites))[:pool]
     if rerank is not None:
         hits = rerank(text, hits)
