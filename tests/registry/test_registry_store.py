@@ -69,6 +69,14 @@ def test_query_syntax_in_user_text_is_just_words(reg: Registry) -> None:
     assert reg.retrieve("it's 5 o'clock ~ * ?", bm25) == []  # no word in common: nothing, and no error
 
 
+def test_conversation_context_steers_an_ambiguous_follow_up(reg: Registry) -> None:
+    vector = RetrievalSettings(method="vector", final_k=3)
+    stocks = reg.retrieve("and for Apple?", vector, context=["What is Tesla's share price?"])
+    weather = reg.retrieve("and for Apple?", vector, context=["Will it rain in Paris tomorrow?"])
+    assert stocks[0].tool_id == "demo__get_stock_price"
+    assert weather[0].tool_id == "demo__get_weather"
+
+
 def test_reopening_reads_tools_vectors_and_graph_from_disk(reg: Registry, shared_embedder: Embedder) -> None:
     again = Registry.open(reg.path, embedder=shared_embedder)
     assert {t.id for t in again.tools()} == {t.id for t in TOOLS}

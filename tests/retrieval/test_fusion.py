@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolweave.retrieval.fusion import RRF_K, convex_fusion, reciprocal_rank_fusion
+from toolweave.retrieval.fusion import convex_fusion
 from toolweave.retrieval.results import Hit
 
 
@@ -20,11 +20,3 @@ def test_convex_fusion_normalises_each_list() -> None:
     tied = convex_fusion([Hit("x", 1.0)], [Hit("y", 1.0)], alpha=0.5)
     assert [h.tool_id for h in tied] == ["x", "y"]  # ties keep first-seen order
     assert convex_fusion(vector, text, alpha=0.0)[0].tool_id == "c"
-
-
-def test_rrf_weights() -> None:
-    fused = reciprocal_rank_fusion([[Hit("a", 1), Hit("b", 1)], [Hit("b", 1)]], [1.0, 0.5])
-    assert [h.tool_id for h in fused] == ["b", "a"]
-    assert fused[0].score == pytest.approx(1 / (RRF_K + 2) + 0.5 / (RRF_K + 1))
-    with pytest.raises(ValueError):
-        reciprocal_rank_fusion([[Hit("a", 1)]], [1.0, 2.0])

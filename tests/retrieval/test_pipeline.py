@@ -36,11 +36,21 @@ class WordIndex:
     def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
         return self._score(query, k, exclude_sources, "set")
 
-    def both_hits(
-        self, queries: Sequence[str], k: int, exclude_sources: Collection[str] = ()
+    def search(
+        self,
+        queries: Sequence[tuple[str, ...]],
+        k: int,
+        exclude_sources: Collection[str] = (),
+        *,
+        vector: bool = True,
+        text: bool = True,
     ) -> list[tuple[list[Hit], list[Hit]]]:
         return [
-            (self.vector_hits(q, k, exclude_sources), self.text_hits(q, k, exclude_sources)) for q in queries
+            (
+                self.vector_hits(" ".join(q), k, exclude_sources) if vector else [],
+                self.text_hits(q[0], k, exclude_sources) if text else [],
+            )
+            for q in queries
         ]
 
     def find(self, tool_id: str) -> object | None:
@@ -95,14 +105,16 @@ def test_excluded_sources_stay_out_of_hits_and_walks() -> None:
     assert "b__net_status" not in [r.tool_id for r in out]
 
 
-def test_context_adds_a_rewrite_fused_with_the_query() -> None:
+def test_context_rides_along_with_the_query() -> None:
     index = WordIndex(DOCS, SOURCES)
-    params = RetrievalSettings(method="vector")
-    out = retrieve("ticker symbol", index, deps, params, context=["stock price"])
-    assert "ticker symbol stock price" in index.queries
-    # the rewrite ranks get_price first, but the bare query weighs more in the fusion
-    assert [r.tool_id for r in out][:2] == ["a__get_ticker", "a__get_price"]
-    assert retrieve("ticker symbol stock price", index, deps, params)[0].tool_id == "a__get_price"
+    retrieve(
+        "ticker symbol", index, deps, RetrievalSettings(method="hybrid"), context=["stock price", "alarm"]
+    )
+    # the most recent other request joins the vector side; the full-text side keeps the query alone
+    assert index.queries == ["ticker symbol alarm", "ticker symbol"]
+    index.queries.clear()
+    retrieve("ticker symbol", index, deps, RetrievalSettings(method="hybrid"), context=["ticker symbol"])
+    assert index.queries == ["ticker symbol", "ticker symbol"]  # a repeated query is not its own context
 
 
 def test_empty_query_is_an_error() -> None:

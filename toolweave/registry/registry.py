@@ -34,6 +34,7 @@ from toolweave.registry.overrides import (
 )
 from toolweave.registry.store import TABLE_NAME, StoredTool, ToolTable
 from toolweave.retrieval.pipeline import retrieve as run_retrieval
+from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -391,15 +392,38 @@ class Registry:
         hits = self._table.text_search(query, k + extra)
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
 
-    def both_hits(
-        self, queries: Sequence[str], k: int, exclude_sources: Collection[str] = ()
+    def search(
+        self,
+        queries: Sequence[QueryVariant],
+        k: int,
+        exclude_sources: Collection[str] = (),
+        *,
+        vector: bool = True,
+        text: bool = True,
     ) -> list[tuple[list[Hit], list[Hit]]]:
-        """Vector and full-text hits for each query, computed at once: the full-text searches run on
-        worker threads while this one embeds every query in one model run (both release the GIL),
-        which takes ~40 % off a hybrid first pass and more with conversation context."""
-        texts = [self._search_pool.submit(self.text_hits, q, k, exclude_sources) for q in queries]
-        vectors = self.embedder.embed_queries(queries)
-        return [(self._rank(v, k, exclude_sources), t.result()) for v, t in zip(vectors, texts, strict=True)]
+        """Vector and full-text hits for each query variant (see ``SearchIndex.search``), computed at once.
+
+        The full-text searches run on worker threads while this one embeds every distinct text in one
+        model run (both release the GIL). A variant with context texts gets the composed vector
+        ``v(query) + CONTEXT_WEIGHT * v(context)``: the previous request's vector is usually in the
+        embedder's cache, so conversation context costs no second model run over a long text.
+        """
+        pending = (
+            [self._search_pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
+            if text
+            else []
+        )
+        ranked: list[list[Hit]] = [[] for _ in queries]
+        if vector:
+            parts = list(dict.fromkeys(p for q in queries for p in q))
+            embedded = dict(zip(parts, self.embedder.embed_queries(parts), strict=True))
+            for n, variant in enumerate(queries):
+                composed = embedded[variant[0]] + CONTEXT_WEIGHT * sum(
+                    (embedded[p] for p in variant[1:]), np.zeros_like(embedded[variant[0]])
+                )
+                ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
+        texts = [f.result() for f in pending] if text else [[] for _ in queries]
+        return list(zip(ranked, texts, strict=True))
 
     def retrieve(
         self,

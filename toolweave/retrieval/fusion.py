@@ -1,4 +1,4 @@
-"""Rank fusion: combine several ranked lists into one. Pure functions over ``Hit`` lists."""
+"""Hybrid fusion: combine vector and full-text rankings into one. Pure functions over ``Hit`` lists."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ from collections.abc import Sequence
 
 from toolweave.retrieval.results import Hit
 
-__all__ = ["convex_fusion", "reciprocal_rank_fusion"]
-
-RRF_K = 60
-"""The constant of Cormack et al.'s reciprocal rank fusion; 60 is the value everyone uses."""
+__all__ = ["convex_fusion"]
 
 
 def _min_max(hits: Sequence[Hit]) -> dict[str, float]:
@@ -32,19 +29,3 @@ def convex_fusion(vector: Sequence[Hit], text: Sequence[Hit], alpha: float) -> l
     fused = {i: alpha * v.get(i, 0.0) + (1 - alpha) * t.get(i, 0.0) for i in v.keys() | t.keys()}
     order = {h.tool_id: n for n, h in enumerate([*vector, *text])}  # stable tie-break: first seen
     return [Hit(i, s) for i, s in sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))]
-
-
-def reciprocal_rank_fusion(
-    lists: Sequence[Sequence[Hit]], weights: Sequence[float] | None = None
-) -> list[Hit]:
-    """Weighted RRF: ``sum_l w_l / (RRF_K + rank_l)``. Scale-free, so any retrievers can be mixed."""
-    weights = weights or [1.0] * len(lists)
-    if len(weights) != len(lists):
-        raise ValueError("one weight per list")
-    fused: dict[str, float] = {}
-    first_seen: dict[str, int] = {}
-    for weight, hits in zip(weights, lists, strict=True):
-        for rank, hit in enumerate(hits, 1):
-            fused[hit.tool_id] = fused.get(hit.tool_id, 0.0) + weight / (RRF_K + rank)
-            first_seen.setdefault(hit.tool_id, len(first_seen))
-    return [Hit(i, s) for i, s in sorted(fused.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))]

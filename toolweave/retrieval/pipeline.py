@@ -10,8 +10,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from toolweave.errors import RetrievalError
-from toolweave.retrieval.fusion import convex_fusion, reciprocal_rank_fusion
-from toolweave.retrieval.query import clean_query, contextual_queries
+from toolweave.retrieval.fusion import convex_fusion
+from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
 from toolweave.settings import RetrievalMethod, RetrievalSettings
@@ -27,21 +27,28 @@ _MIN_POOL = 30  # first-pass candidates per retriever before fusion: fusion need
 class SearchIndex(Protocol):
     """What retrieval needs from a registry."""
 
-    def vector_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]: ...
-
-    def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]: ...
-
-    def both_hits(
-        self, queries: Sequence[str], k: int, exclude_sources: Collection[str] = ()
+    def search(
+        self,
+        queries: Sequence[QueryVariant],
+        k: int,
+        exclude_sources: Collection[str] = (),
+        *,
+        vector: bool = True,
+        text: bool = True,
     ) -> list[tuple[list[Hit], list[Hit]]]:
-        """``(vector hits, text hits)`` per query; an index may compute them all at once."""
+        """``(vector hits, text hits)`` for each query variant (an empty list for a side not asked for).
+
+        A variant is a query text, optionally followed by context texts: its vector is the normalised
+        ``v(query) + CONTEXT_WEIGHT * sum(v(context))``; its full-text query is the query text alone
+        (old words would outvote new ones in BM25). An index may compute all variants at once.
+        """
         ...
 
     def find(self, tool_id: str) -> object | None: ...
 
 
 def first_pass(
-    queries: Sequence[str],
+    queries: Sequence[QueryVariant],
     index: SearchIndex,
     method: RetrievalMethod,
     k: int,
@@ -49,12 +56,12 @@ def first_pass(
     alpha: float,
     exclude_sources: Collection[str] = (),
 ) -> list[list[Hit]]:
-    """Top ``k`` tools for each query by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
-    if method == "vector":
-        return [index.vector_hits(q, k, exclude_sources) for q in queries]
-    if method == "bm25":
-        return [index.text_hits(q, k, exclude_sources) for q in queries]
-    both = index.both_hits(queries, max(k, _MIN_POOL), exclude_sources)
+    """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
+    if method in ("vector", "bm25"):
+        use_vector = method == "vector"
+        both = index.search(queries, k, exclude_sources, vector=use_vector, text=not use_vector)
+        return [vector if use_vector else text for vector, text in both]
+    both = index.search(queries, max(k, _MIN_POOL), exclude_sources)
     return [convex_fusion(vector, text, alpha)[:k] for vector, text in both]
 
 
@@ -87,18 +94,10 @@ def retrieve(
     if params.final_k < 1 or params.top_k < 1:
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
-    rewrites = contextual_queries(text, context)
-    lists = first_pass(
-        [text, *rewrites],
-        index,
-        params.method,
-        pool,
-        alpha=params.hybrid_alpha,
-        exclude_sources=exclude_sources,
+    variant = contextual_query(text, context)
+    (hits,) = first_pass(
+        [variant], index, params.method, pool, alpha=params.hybrid_alpha, exclude_sources=exclude_sources
     )
-    hits = lists[0]
-    if rewrites:
-        hits = reciprocal_rank_fusion(lists, [1.0] + [0.5] * len(rewrites))[:pool]
     if rerank is not None:
         hits = rerank(text, hits)
     if params.method != "grtf":

@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["clean_query", "contextual_queries"]
+__all__ = ["CONTEXT_WEIGHT", "QueryVariant", "clean_query", "contextual_query"]
+
+QueryVariant = tuple[str, ...]
+"""A query text, optionally followed by context texts (earlier requests of the conversation)."""
+
+CONTEXT_WEIGHT = 0.5
+"""Weight of a context text's vector in a variant's composed vector (the query itself weighs 1)."""
 
 _SPACE = re.compile(r"\s+")
 _MAX_QUERY_CHARS = 2000
@@ -16,12 +22,13 @@ def clean_query(query: str) -> str:
     return _SPACE.sub(" ", query).strip()[:_MAX_QUERY_CHARS]
 
 
-def contextual_queries(query: str, context: Sequence[str], *, max_context: int = 1) -> list[str]:
-    """Rewrites of ``query`` that carry the conversation, most recent context first.
+def contextual_query(query: str, context: Sequence[str], *, max_context: int = 1) -> QueryVariant:
+    """``query`` with the conversation's most recent other request(s) after it.
 
-    A follow-up such as "and convert it to euros" only makes sense with the previous request, so
-    the first pass also searches ``"<query> <previous request>"`` and fuses the rankings, with
-    the bare query weighted highest.
+    A follow-up such as "and for Apple?" only makes sense with the previous request. The index
+    composes the variant's vector as ``v(query) + CONTEXT_WEIGHT * v(previous)``: a specific query
+    dominates its own vector and keeps the search on the new topic, while a vague follow-up borrows
+    the previous request's meaning. The previous vector is usually cached: no extra model run.
     """
     recent = [c for c in (clean_query(c) for c in reversed(context)) if c and c != query][:max_context]
-    return [f"{query} {c}" for c in recent]
+    return (query, *recent)
