@@ -11,6 +11,12 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO / ".." / "shared" / "datasets"
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio (the MCP SDK's and uvicorn's loop)."""
+    return "asyncio"
+
+
 @pytest.fixture(scope="session")
 def shared_embedder():  # type: ignore[no-untyped-def]
     """The real all-MiniLM-L6-v2 int8 embedder; loading it once keeps the suite fast."""

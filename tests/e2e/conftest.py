@@ -25,11 +25,6 @@ UPSTREAMS = REPO / "tests" / "upstreams"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,11 +8,6 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def embedder():  # type: ignore[no-untyped-def]
     """The real offline embedder, loaded once (~1 s) for every test that builds a registry."""

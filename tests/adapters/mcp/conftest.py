@@ -9,11 +9,6 @@ from mcp_harness import HttpUpstream
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def http_upstream() -> Iterator[HttpUpstream]:
     up = HttpUpstream("http", env={"REQUIRE_BEARER": "t0ken"})
     up.start()

@@ -1,10 +1,3 @@
 """Fixtures for the graph-inference tests."""
 
 from __future__ import annotations
-
-import pytest
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
