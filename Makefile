@@ -6,16 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run test lint bench clean
 
+# Setup writes to stderr only: `make run` speaks MCP on stdout, so nothing else may print there.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "setting up $(VENV) (first run only)" >&2
+	@$(PY) -m venv $(VENV) >&2
+	@$(BIN)/pip install --quiet --upgrade pip >&2
+	@$(BIN)/pip install --quiet -e '.[dev]' >&2
+	@touch $(STAMP)
 
 install: $(STAMP)
 
 run: install
-	$(BIN)/toolweave serve --manifest manifests/demo.yaml
+	@$(BIN)/toolweave serve --manifest manifests/demo.yaml
 
 test: install
 	$(BIN)/ruff check toolweave tests bench
