@@ -2,8 +2,8 @@
 
 A registry directory holds ``registry.json`` (format and embedding model), the LanceDB table and
 ``graph.json``. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
-retrieval. Reads are served from an in-memory snapshot (ids, vectors, records) that is swapped whole
-after each write, so searches never see half an ingest and need no lock.
+retrieval. Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
+are swapped whole after each write, so searches never see half an ingest and need no lock.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
-from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
@@ -95,7 +95,10 @@ class Registry:
         self._graph = DependencyGraph.load(path)
         self.overrides: GraphOverrides | None = None
         self._snap = _Snapshot()
+        self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
+        self._edges: tuple[DependencyEdge, ...] = ()
         self._reload()
+        self._publish_graph()
 
     # -- opening -------------------------------------------------------------------------------------
     @classmethod
@@ -158,7 +161,7 @@ class Registry:
             reg.ingest(source, tools)
         with reg._write_lock:
             reg._graph.add_edges(edges)
-            reg._graph.save(path)
+            reg._commit_graph()
         return len(rows)
 
     def close(self) -> None:
@@ -249,7 +252,7 @@ class Registry:
                 self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
             summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
             if graph_changed or rows or removed:
-                self._graph.save(self.path)
+                self._commit_graph()
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -334,7 +337,7 @@ class Registry:
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(self._graph, [e for e in edges if e.origin != "inferred"])
             merge_inferred(self._graph, inferred, self.overrides)
-            self._graph.save(self.path)
+            self._commit_graph()
         return len(edges)
 
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
@@ -342,8 +345,28 @@ class Registry:
         with self._write_lock:
             self.overrides = overrides
             report = apply_overrides(self._graph, overrides)
-            self._graph.save(self.path)
+            self._commit_graph()
         return report
+
+    def _commit_graph(self) -> None:
+        """Save the graph (atomically) and publish what readers see of it."""
+        self._graph.save(self.path)
+        self._publish_graph()
+
+    def _publish_graph(self) -> None:
+        # Searches run on other threads while an ingest changes the networkx graph: they read this
+        # immutable copy, swapped whole, never the graph being changed.
+        graph = self._graph
+        self._deps = {tool: tuple(graph.dependencies(tool)) for tool in graph.nx_graph.nodes}
+        self._edges = tuple(graph.edges())
+
+    def edges(self) -> tuple[DependencyEdge, ...]:
+        """Every dependency edge, as of the last completed write (safe from any thread)."""
+        return self._edges
+
+    def dependencies(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+        """What ``tool_id`` needs, as of the last completed write (safe from any thread)."""
+        return [e for e in self._deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
     def _reload(self) -> None:
         _single_threaded_blas()
@@ -437,7 +460,7 @@ class Registry:
         return run_retrieval(
             query,
             self,
-            self._graph.dependencies,
+            self.dependencies,
             params or self.settings.retrieval,
             exclude_sources=frozenset(exclude_sources),
             context=context,

@@ -218,7 +218,7 @@ class Gateway:
         after startup, and a tool that disappears and comes back loses its edges with it."""
         if not self._manifest_edges:
             return
-        present = {e.key for e in self.registry.graph.edges()}
+        present = {e.key for e in self.registry.edges()}
         ready = [
             e
             for e in self._manifest_edges
