@@ -93,3 +93,22 @@ def test_bad_input_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
     assert code == 1 and "no benchmark folder 'no-such-dataset'" in err
     code, _, err = run("search", "x", "--registry", str(tmp_path / "reg2"), "--method", "magic")
     assert code == 1 and "--method" in err
+
+
+def test_errors_from_inside_task_groups_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from toolweave.cli import user_errors
+    from toolweave.errors import CatalogError
+
+    with pytest.raises(typer.Exit), user_errors():
+        raise ExceptionGroup("lifespan", [ExceptionGroup("catalogs", [CatalogError("bad.json: malformed")])])
+    assert capsys.readouterr().err == "error: bad.json: malformed\n"
+    with pytest.raises(ExceptionGroup), user_errors():  # not ours: a bug, keep the traceback
+        raise ExceptionGroup("x", [RuntimeError("bug")])
+
+
+def test_a_bad_setting_in_the_environment_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TOOLWEAVE_LOG_LEVEL", "verbose")
+    code, _, err = run("search", "x", "--registry", str(tmp_path / "reg"))
+    assert code == 1 and err.startswith("error: TOOLWEAVE_LOG_LEVEL:")

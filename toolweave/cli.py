@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from toolweave.errors import ToolweaveError
+from toolweave.errors import ConfigError, ToolweaveError
 from toolweave.settings import Settings
 
 __all__ = ["app"]
@@ -43,7 +43,15 @@ def setup_logging(level: str = "INFO") -> None:
 
 
 def settings_for(registry: Path | None) -> Settings:
-    settings = Settings()
+    """The settings from the environment, with ``--registry`` applied; a bad variable is a ConfigError."""
+    from pydantic import ValidationError
+
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        var = "TOOLWEAVE_" + "__".join(str(p) for p in first["loc"]).upper()
+        raise ConfigError(f"{var}: {first['msg']}") from exc
     if registry is not None:
         settings.home = registry
     return settings
@@ -57,6 +65,14 @@ def user_errors() -> Iterator[None]:
     except ToolweaveError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+    except BaseExceptionGroup as group:  # raised inside a task group (the server's lifespan)
+        ours = group.subgroup(ToolweaveError)
+        if ours is None:
+            raise
+        while isinstance(ours, BaseExceptionGroup):
+            ours = ours.exceptions[0]
+        typer.echo(f"error: {ours}", err=True)
+        raise typer.Exit(1) from group
 
 
 # Registering commands: each module adds its own (kept last: they import `app` from here).

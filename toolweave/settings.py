@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolweave.records import EdgeKind
@@ -101,7 +101,14 @@ class Settings(BaseSettings):
     max_result_chars: int = Field(
         200_000, ge=1_000, description="Larger tool results are truncated, with a note giving the full size."
     )
-    log_level: str = Field("INFO", description="Log level; logs always go to stderr.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "INFO", description="Log level; logs always go to stderr."
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
 
 def settings_reference() -> list[tuple[str, str, str, str]]:

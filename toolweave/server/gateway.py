@@ -98,8 +98,6 @@ class Gateway:
         )
         self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
         self._manifest_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
-        if manifest is not None:  # inferred edges must respect the manifest's removals too
-            registry.overrides = graph_overrides(manifest)
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
         self._stale_sources: set[str] = set()
@@ -139,6 +137,9 @@ class Gateway:
         started = time.perf_counter()
         self._started_at = time.monotonic()
         await self._ingest_catalogs()
+        if self.manifest is not None:
+            # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
+            await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
         self._refresh_stale_sources()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
@@ -170,7 +171,11 @@ class Gateway:
         from toolweave.registry.catalog import load_catalog  # only manifests with catalogs pay for it
 
         for entry in self.manifest.catalogs:
-            catalog = load_catalog([entry.path], entry.source, require_description=entry.require_description)
+            catalog = await anyio.to_thread.run_sync(
+                partial(
+                    load_catalog, [entry.path], entry.source, require_description=entry.require_description
+                )
+            )
             tools = apply_tool_overrides(self.manifest, catalog.tools)
             edges = filter_removed_edges(self.manifest, catalog.edges)
             summary = await anyio.to_thread.run_sync(
