@@ -47,8 +47,11 @@ class Backend(Protocol):
         tool: ToolRecord,
         arguments: dict[str, Any],
         *,
-        timeout_s: float,
+        timeout_s: float | None = None,
         sampler: Sampler | None = None,
     ) -> types.CallToolResult:
-        """Proxy one call. Failures (timeouts, crashes, upstream errors) come back as ``is_error`` results."""
+        """Proxy one call. Failures (timeouts, crashes, upstream errors) come back as ``is_error`` results.
+
+        ``timeout_s=None`` means the backend's own budget; a backend that has one exposes it as a
+        ``call_timeout_s`` attribute, which the server uses for its safety net around the call."""
         ...

@@ -151,13 +151,19 @@ class Proxy:
                 tool=tool.id,
             )
         started = time.perf_counter()
+        # A backend that states its own budget (a server's `timeout_s`, an API's timeout x retries)
+        # applies it per request itself; this is only the safety net for one that never answers.
+        own: float | None = getattr(backend, "call_timeout_s", None)
+        budget = own or self._timeout_s
         try:
-            with anyio.fail_after(self._timeout_s + _TIMEOUT_MARGIN_S):
-                result = await backend.call(tool, dict(arguments), timeout_s=self._timeout_s, sampler=sampler)
+            with anyio.fail_after(budget + _TIMEOUT_MARGIN_S):
+                result = await backend.call(
+                    tool, dict(arguments), timeout_s=None if own else self._timeout_s, sampler=sampler
+                )
         except TimeoutError:
             return to_tool_error_result(
                 "timeout",
-                f"upstream {tool.source!r} did not answer {tool.name} within {self._timeout_s:g} s",
+                f"upstream {tool.source!r} did not answer {tool.name} within {budget:g} s",
                 tool=tool.id,
             )
         except Exception as exc:  # the Backend contract says it never raises; a broken one must not kill us

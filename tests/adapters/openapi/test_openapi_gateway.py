@@ -47,13 +47,14 @@ async def test_buy_the_cheapest_dog_through_the_gateway(
     config = OpenAPISourceConfig(
         name="petstore",
         spec=str(spec),
-        timeout_s=5,
+        timeout_s=0.5,
         retries=0,
         auth={"type": "bearer", "token_env": "PET_TOKEN"},
     )
     backend = OpenAPIBackend(config, environ={"PET_TOKEN": TOKEN})
     registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    gateway = Gateway(registry, [backend], Settings(home=registry.path, call_timeout_s=0.5))
+    # the source's own timeout (0.5 s) wins over the gateway default
+    gateway = Gateway(registry, [backend], Settings(home=registry.path, call_timeout_s=30))
     watch = ListChanged()
     async with Client(gateway.server, message_handler=watch.on_message) as client:
         with anyio.fail_after(30):
@@ -87,7 +88,7 @@ async def test_buy_the_cheapest_dog_through_the_gateway(
             boom = await client.call_tool("call_tool", {"name": "petstore__boom", "arguments": {}})
             assert boom.is_error and "HTTP 500" in text(boom)
             slow = await client.call_tool("call_tool", {"name": "petstore__slow", "arguments": {}})
-            assert slow.is_error and "timed out" in text(slow)
+            assert slow.is_error and "timed out after 0.5s" in text(slow)
             wrong = await client.call_tool(
                 "call_tool", {"name": "petstore__placeOrder", "arguments": {"body": "x"}}
             )

@@ -71,6 +71,11 @@ class OpenAPIBackend:
         self.last_error: str | None = None
 
     @property
+    def call_timeout_s(self) -> float:
+        """The longest a call can take: the per-request timeout for every attempt (retries included)."""
+        return self.config.timeout_s * (self.config.retries + 1)
+
+    @property
     def available(self) -> bool:
         """True once the spec is loaded (calls only need the tool's ``backend`` data and the network)."""
         return self.spec is not None
@@ -132,8 +137,14 @@ class OpenAPIBackend:
             except Exception:
                 logger.exception("openapi %s: reporting tools failed", self.name)
             if self.on_status is not None:
-                await self.on_status(self.name, True)
-            await asyncio.Event().wait()
+                try:
+                    await self.on_status(self.name, True)
+                except Exception:
+                    logger.exception("openapi %s: on_status callback failed", self.name)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await self.aclose()  # the gateway is stopping: release the HTTP connections
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
