@@ -158,6 +158,11 @@ class _ServerBase(_Strict):
         raise NotImplementedError
 
 
+def _masked(headers: Mapping[str, str]) -> dict[str, str]:
+    """Header values for logs: `${VAR}` references as written, literal values hidden (may be secrets)."""
+    return {k: v if "${" in v else "***" for k, v in headers.items()}
+
+
 class StdioServer(_ServerBase):
     """An upstream started as a subprocess, speaking MCP over its stdin/stdout."""
 
@@ -202,7 +207,7 @@ class HttpServer(_ServerBase):
         return "http"  # claude/VS Code configs spell it several ways; code downstream sees one
 
     def describe(self) -> str:
-        return f"http: {self.url} headers={self.headers}"
+        return f"http: {self.url} headers={_masked(self.headers)}"
 
 
 class SseServer(_ServerBase):
@@ -215,7 +220,7 @@ class SseServer(_ServerBase):
     _interpolated_fields: ClassVar[tuple[str, ...]] = ("url", "headers")
 
     def describe(self) -> str:
-        return f"sse: {self.url} headers={self.headers}"
+        return f"sse: {self.url} headers={_masked(self.headers)}"
 
 
 ServerConfig = Annotated[StdioServer | HttpServer | SseServer, Field(discriminator="transport")]

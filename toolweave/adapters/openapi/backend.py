@@ -148,7 +148,10 @@ class OpenAPIBackend:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=True)
+            # No redirects: httpx drops only `Authorization` when a redirect changes origin, so an API
+            # key in a custom header or the query would follow a redirect to any host. A 3xx comes
+            # back to the agent as an error result naming the new location instead.
+            self._client = httpx.AsyncClient(follow_redirects=False)
         return self._client
 
     async def call(
