@@ -62,14 +62,6 @@ class EdgeKind(StrEnum):
             return aliases[key]
         raise ValueError(f"unknown edge kind {raw!r}; expected one of {', '.join(cls.__members__)}")
 
-    @property
-    def is_parameter(self) -> bool:
-        return self.name.startswith("PARAMETER")
-
-    @property
-    def is_direct(self) -> bool:
-        return "_DIRECTLY_" in self.name
-
 
 class ToolRecord(BaseModel):
     """One tool, whatever its backend. ``id`` is the name the gateway publishes."""

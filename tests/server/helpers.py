@@ -137,5 +137,3 @@ class FakeBackend:
             content=[types.TextContent(text=f"{tool.name} {arguments}")],
             _meta={"io.modelcontextprotocol/serverInfo": {"name": "upstream"}},
         )
-
-

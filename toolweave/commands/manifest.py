@@ -20,9 +20,7 @@ from toolweave.errors import ConfigError
 
 __all__ = ["claude_config_to_manifest"]
 
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|PRIVATE|CREDENTIAL|AUTH|PAT\b)", re.I
-)
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|PRIVATE|CREDENTIAL|AUTH|PAT\b)", re.I)
 _SECRET_SHAPE = re.compile(
     r"^(sk-|sk_|pk_|rk_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|AIza|eyJ)"  # well-known prefixes
     r"|^[A-Za-z0-9+/_\-]{32,}={0,2}$"  # long opaque strings

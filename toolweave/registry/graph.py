@@ -111,10 +111,6 @@ class DependencyGraph:
             return []
         return [e for _a, data in self._g.pred[tool_id].items() for e in data["edges"]]
 
-    def adjacency(self, kinds: Sequence[EdgeKind] | None = None) -> dict[str, list[DependencyEdge]]:
-        """Plain mapping ``tool -> its dependency edges``, the shape retrieval walks."""
-        return {node: self.dependencies(node, kinds) for node in self._g.nodes}
-
     # -- persistence ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         nodes = [{"id": n, **attrs} for n, attrs in self._g.nodes(data=True)]

@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 META_FILE = "registry.json"
 _FORMAT = "toolweave-registry/1"
 Progress = Callable[[int, int], None]
+_COMPACT_EVERY = 50
 
 
 @dataclass
@@ -91,6 +92,7 @@ class Registry:
         self.settings = settings
         self._table = table
         self._write_lock = threading.RLock()
+        self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._graph = DependencyGraph.load(path)
         self.overrides: GraphOverrides | None = None
@@ -243,6 +245,7 @@ class Registry:
             self._table.delete_ids(removed)
             if rows or removed:
                 self._table.rebuild_text_index()
+                self._compact_now_and_then()
 
             graph_changed = self._update_graph(source, incoming.values(), removed, edges)
             if rows or removed:
@@ -260,6 +263,17 @@ class Registry:
     def delete_source(self, source: str) -> int:
         """Drop every tool of ``source`` (and its edges). Returns how many tools went."""
         return self.ingest(source, [], replace_source=True).removed
+
+    def _compact_now_and_then(self) -> None:
+        """Every LanceDB write leaves a table version; merge them now and then (a long-running
+        gateway re-ingests whenever an upstream changes). A failed compaction costs only disk."""
+        self._writes += 1
+        if self._writes % _COMPACT_EVERY:
+            return
+        try:
+            self._table.compact()
+        except RegistryError:
+            log.warning("compacting the tool table failed; will try again later", exc_info=True)
 
     def _check_batch(self, source: str, tools: Sequence[ToolRecord]) -> dict[str, ToolRecord]:
         incoming: dict[str, ToolRecord] = {}
@@ -389,10 +403,6 @@ class Registry:
                 self._graph.add_tool(r.record.id, r.record.kind, r.record.source)
 
     # -- search --------------------------------------------------------------------------------------
-    def vector_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
-        """Cosine similarity over the in-memory matrix (≈10x faster than a table scan at ≤10k tools)."""
-        return self._rank(self.embedder.embed_query(query), k, exclude_sources)
-
     def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
         snap = self._snap
         if not snap.ids or k <= 0:

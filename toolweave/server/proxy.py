@@ -10,7 +10,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -110,12 +110,10 @@ class Proxy:
         *,
         timeout_s: float,
         max_result_chars: int,
-        on_failure: Callable[[str], None] | None = None,
     ) -> None:
         self._backends = backends
         self._timeout_s = timeout_s
         self._max_result_chars = max_result_chars
-        self._on_failure = on_failure
 
     async def call(
         self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
@@ -168,8 +166,6 @@ class Proxy:
             )
         except Exception as exc:  # the Backend contract says it never raises; a broken one must not kill us
             log.exception("backend %s raised on %s", tool.source, tool.id)
-            if self._on_failure is not None:
-                self._on_failure(tool.source)
             return to_tool_error_result(
                 "upstream_error",
                 f"calling {tool.name} on {tool.source!r} failed: {type(exc).__name__}: {exc}",

@@ -13,11 +13,11 @@ import mcp_types as types
 import pytest
 
 from toolweave.adapters.backend import Backend
-from toolweave.adapters.factory import backends_from_manifest, manifest_tools_callback
+from toolweave.adapters.factory import backends_from_manifest
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.adapters.openapi import OpenAPIBackend
 from toolweave.manifest import load_manifest
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.settings import Settings
 
 MANIFEST = """\
@@ -73,39 +73,6 @@ def test_backends_from_manifest(manifest_dir: Path) -> None:
     assert time.connect_timeout_s == 3 and time.max_result_chars == 5_000
     assert time.probe_interval_s is None and web.probe_interval_s == 15.0
     assert isinstance(pets, OpenAPIBackend) and pets.config.spec == str(manifest_dir / "pets.json")
-
-
-@pytest.mark.anyio
-async def test_manifest_tools_callback_applies_overrides_and_edges(manifest_dir: Path) -> None:
-    manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={"TOKEN": "x"})
-    seen: list[tuple[str, list[ToolRecord], list[DependencyEdge]]] = []
-
-    async def on_tools(source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> None:
-        seen.append((source, list(tools), list(edges)))
-
-    wrapped = manifest_tools_callback(manifest, on_tools)
-    tools = [
-        ToolRecord(id="time__get_current_time", source="time", name="get_current_time"),
-        ToolRecord(id="time__convert_time", source="time", name="convert_time"),
-    ]
-    removed = DependencyEdge(
-        tool="time__convert_time",
-        depends_on="web__thing",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-        origin="inferred",
-    )
-    await wrapped("time", tools, [removed])
-    source, records, edges = seen[-1]
-    assert source == "time"
-    by_id = {r.id: r for r in records}
-    assert by_id["time__get_current_time"].kind == "core"
-    assert by_id["time__convert_time"].examples == ("8am Tokyo in Paris",)
-    assert [(e.tool, e.depends_on, e.kind, e.origin) for e in edges] == [
-        ("time__convert_time", "time__get_current_time", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "manifest")
-    ]
-    # Another source's report does not carry edges of tools it does not hold.
-    await wrapped("web", [ToolRecord(id="web__thing", source="web", name="thing")], [])
-    assert seen[-1][2] == []
 
 
 class _PetHandler(BaseHTTPRequestHandler):
