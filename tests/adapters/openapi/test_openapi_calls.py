@@ -286,18 +286,28 @@ def test_non_2xx_becomes_error_with_status_reason_and_excerpt(tools):
 
 
 def test_large_bodies_are_truncated_with_the_full_size(tools):
-    big = {"data": "x" * 5000}
+    def serve(body: bytes):  # type: ignore[no-untyped-def]
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+        return handler
+
+    # within 4x the limit: parsed, pretty-printed, then cut
+    big = {"data": "x" * 3000}
     raw = json.dumps(big).encode()
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=raw, headers={"content-type": "application/json"})
-
-    result = _run(tools["addPet"], {"body": {}}, handler, max_response_bytes=1000)
+    result = _run(tools["addPet"], {"body": {}}, serve(raw), max_response_bytes=1000)
     text = result.content[0].text
     full = len(json.dumps(big, indent=2).encode())
     assert text.endswith(
         f"\n\n[truncated: showing the first 1,000 of {full:,} bytes ({len(raw):,} bytes as received)]"
     )
+    assert len(text) < 1200 and result.structured_content is None
+
+    # far over the limit: never held whole in memory; the note still gives the full size
+    huge = json.dumps({"data": "y" * 3_000_000}).encode()
+    result = _run(tools["addPet"], {"body": {}}, serve(huge), max_response_bytes=1000)
+    text = result.content[0].text
+    assert text.endswith(f"\n\n[truncated: showing the first 1,000 of {len(huge):,} bytes as received]")
     assert len(text) < 1200 and result.structured_content is None
 
 

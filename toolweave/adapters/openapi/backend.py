@@ -186,7 +186,12 @@ class OpenAPIBackend:
         except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL
             return error_result(f"{tool.id}: cannot build the request for {label}: {exc}")
         try:
-            response = await send(self._http(), request, retries=self.config.retries)
+            response = await send(
+                self._http(),
+                request,
+                retries=self.config.retries,
+                max_body_bytes=4 * self.config.max_response_bytes,  # room to pretty-print JSON
+            )
         except httpx.TimeoutException:
             return error_result(f"{tool.id}: {label} timed out after {timeout:g}s")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:

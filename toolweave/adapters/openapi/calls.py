@@ -283,21 +283,33 @@ def _file_part(name: str, value: Any) -> tuple[str, bytes, str]:
 
 
 async def send(
-    client: httpx.AsyncClient, request: httpx.Request, *, retries: int = 2, backoff_s: float = 0.2
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    *,
+    retries: int = 2,
+    backoff_s: float = 0.2,
+    max_body_bytes: int | None = None,
 ) -> httpx.Response:
-    """Send, retrying idempotent methods on connect errors and 5xx (never POST/PATCH: not safe to repeat)."""
+    """Send, retrying idempotent methods on connect errors and 5xx (never POST/PATCH: not safe to repeat).
+
+    With ``max_body_bytes`` the body is streamed and at most that much is kept in memory (a huge
+    response must not take the gateway down); the full size is counted, up to ``DRAIN_LIMIT``, and
+    recorded in the response's ``extensions[TOTAL_BYTES]``.
+    """
     attempts = retries + 1 if request.method in IDEMPOTENT_METHODS else 1
     for attempt in range(attempts):
         last = attempt == attempts - 1
         try:
-            response = await client.send(request)
+            response = await client.send(request, stream=max_body_bytes is not None)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             if last:
                 raise
             logger.info("openapi call %s %s: %s; retrying", request.method, _safe_url(request), exc)
         else:
             if response.status_code not in _RETRY_STATUSES or last:
-                return response
+                if max_body_bytes is None:
+                    return response
+                return await _read_bounded(response, max_body_bytes, request)
             await response.aclose()
             logger.info(
                 "openapi call %s %s: HTTP %s; retrying",
@@ -307,6 +319,36 @@ async def send(
             )
         await asyncio.sleep(backoff_s * (2**attempt))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+TOTAL_BYTES = "toolweave.total_bytes"
+"""Response extension: the body's full size when only part of it was kept."""
+DRAIN_LIMIT = 64 * 1024 * 1024
+"""Past this, a body is not even counted to the end (the note then says "at least")."""
+_FRAMING_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+async def _read_bounded(response: httpx.Response, keep: int, request: httpx.Request) -> httpx.Response:
+    kept = bytearray()
+    total = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            total += len(chunk)
+            if len(kept) < keep:
+                kept += chunk[: keep - len(kept)]
+            if total >= DRAIN_LIMIT:
+                break
+    finally:
+        await response.aclose()
+    # a plain response over the kept (already decoded) bytes, so the result code reads it as usual
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _FRAMING_HEADERS]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=bytes(kept),
+        request=request,
+        extensions={**response.extensions, TOTAL_BYTES: total},
+    )
 
 
 def _safe_url(request: httpx.Request) -> str:
@@ -344,8 +386,14 @@ def response_to_result(
 ) -> types.CallToolResult:
     """2xx -> pretty JSON or text (truncated with a note past ``max_bytes``); else an error result."""
     raw = response.content
+    total = int(response.extensions.get(TOTAL_BYTES, len(raw)))
+    size = f"{total:,}" if total < DRAIN_LIMIT else f"at least {total:,}"
     content_type = response.headers.get("content-type", "")
     request = response.request
+    if response.is_success and total > len(raw):  # cut while reading: too big to parse, show the start
+        head = raw[:max_bytes].decode(errors="ignore")
+        note = f"\n\n[truncated: showing the first {min(max_bytes, len(raw)):,} of {size} bytes as received]"
+        return types.CallToolResult(content=[types.TextContent(text=head + note)])
     if response.is_success:
         if not raw:
             return types.CallToolResult(
@@ -385,7 +433,7 @@ def response_to_result(
             content=[types.TextContent(text=text)], structured_content=structured_content
         )
     excerpt = response.text[:_ERROR_EXCERPT_CHARS] if raw else ""
-    more = f"\n[… {len(raw):,} bytes in all]" if len(raw) > _ERROR_EXCERPT_CHARS else ""
+    more = f"\n[… {size} bytes in all]" if total > _ERROR_EXCERPT_CHARS else ""
     message = (
         f"HTTP {response.status_code} {response.reason_phrase} from {request.method} {_safe_url(request)}"
     )
