@@ -102,7 +102,7 @@ class Gateway:
         self._ever_available: set[str] = set()
         self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
-        self._tool_cache: dict[tuple[str, str], types.Tool] = {}
+        self._tool_cache: dict[str, tuple[str, types.Tool]] = {}
         self.ready = anyio.Event()
         self.server: Server[Any] = Server(
             name,
@@ -315,11 +315,11 @@ class Gateway:
         return tools
 
     def _mcp_tool(self, record: ToolRecord) -> types.Tool:
-        key = (record.id, record.content_hash)
-        tool = self._tool_cache.get(key)
-        if tool is None:
-            tool = self._tool_cache[key] = to_mcp_tool(record)
-        return tool
+        # Keyed by id only: a changed tool replaces its entry, so the cache never outgrows the registry.
+        cached = self._tool_cache.get(record.id)
+        if cached is None or cached[0] != record.content_hash:
+            cached = self._tool_cache[record.id] = (record.content_hash, to_mcp_tool(record))
+        return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         for meta in meta_tools():
