@@ -247,7 +247,9 @@ class Registry:
                 self._table.rebuild_text_index()
                 self._compact_now_and_then()
 
-            graph_changed = self._update_graph(source, incoming.values(), removed, edges)
+            graph_changed = self._update_graph(
+                source, incoming.values(), removed, edges, tools_changed=bool(rows)
+            )
             if rows or removed:
                 self._reload()
             if self.settings.infer_dependencies and (rows or removed or graph_changed):
@@ -318,19 +320,29 @@ class Registry:
         tools: Collection[ToolRecord],
         removed: set[str],
         edges: Sequence[DependencyEdge],
+        *,
+        tools_changed: bool,
     ) -> bool:
+        """Apply ``source``'s tools and declared edges to the graph; False when nothing changed.
+
+        The common case is an upstream re-listing the same tools: then no tool changed and the source
+        declares exactly the edges it already has, and the graph is left alone (comparing edge sets
+        costs far less than serialising a 10k-tool graph to find out).
+        """
         graph = self._graph
-        before = graph.to_json()
+        ids = {t.id for t in tools}
+        declared = {e for e in graph.edges() if e.origin == "declared" and e.tool in ids}
+        if not tools_changed and not removed and set(edges) == declared:
+            return False
         graph.remove_tools(removed)
         for tool in tools:
             graph.add_tool(tool.id, tool.kind, source)
-        ids = {t.id for t in tools}
         # A source's declared edges are replaced by what it declares now; manifest and inferred edges stay.
         graph.remove_edges(lambda e: e.origin == "declared" and e.tool in ids)
         problems = graph.add_edges(edges)
         if problems:  # _check_edges ran first, so this is a bug, not bad input
             raise GraphError(str(problems[0]))
-        return graph.to_json() != before
+        return True
 
     def _infer(self, changed_ids: set[str]) -> None:
         """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides."""
