@@ -102,7 +102,7 @@ class Gateway:
         self._ever_available: set[str] = set()
         self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
-        self._tool_cache: dict[str, tuple[str, types.Tool]] = {}
+        self._tool_cache: dict[str, tuple[ToolRecord, types.Tool]] = {}
         self.ready = anyio.Event()
         self.server: Server[Any] = Server(
             name,
@@ -315,10 +315,11 @@ class Gateway:
         return tools
 
     def _mcp_tool(self, record: ToolRecord) -> types.Tool:
-        # Keyed by id only: a changed tool replaces its entry, so the cache never outgrows the registry.
+        # Keyed by id, so the cache never outgrows the registry. Registry records are immutable and
+        # replaced on change, so "same object" means "same tool" (no hashing on every tools/list).
         cached = self._tool_cache.get(record.id)
-        if cached is None or cached[0] != record.content_hash:
-            cached = self._tool_cache[record.id] = (record.content_hash, to_mcp_tool(record))
+        if cached is None or cached[0] is not record:
+            cached = self._tool_cache[record.id] = (record, to_mcp_tool(record))
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
