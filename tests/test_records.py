@@ -47,3 +47,16 @@ def test_content_hash_follows_content_not_id() -> None:
     assert tool.content_hash == tool.model_copy(update={"id": "other"}).content_hash
     assert tool.content_hash != tool.model_copy(update={"description": "does u"}).content_hash
     assert tool.content_hash != tool.model_copy(update={"examples": ("use t",)}).content_hash
+
+
+def test_annotations_come_from_the_backend_and_reach_the_published_tool() -> None:
+    from toolweave.server.meta_tools import to_mcp_tool
+
+    plain = ToolRecord(id="s__a", source="s", name="a")
+    assert (plain.annotations, plain.read_only, plain.destructive) == ({}, False, False)
+    assert to_mcp_tool(plain).annotations is None
+    ann = {"read_only_hint": False, "destructive_hint": True}
+    record = ToolRecord(id="s__b", source="s", name="b", backend={"tool": "b", "annotations": ann})
+    assert (record.read_only, record.destructive) == (False, True)
+    published = to_mcp_tool(record).annotations
+    assert published is not None and published.destructive_hint is True and published.read_only_hint is False

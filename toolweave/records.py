@@ -92,6 +92,24 @@ class ToolRecord(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     @property
+    def annotations(self) -> dict[str, Any]:
+        """MCP tool annotations (``read_only_hint``, ``destructive_hint``, ``idempotent_hint``,
+        ``open_world_hint``, ``title``) as the backend declared them; OpenAPI tools get them from the HTTP
+        method. They are hints from the backend: good for ranking, never a security boundary."""
+        ann = self.backend.get("annotations")
+        return ann if isinstance(ann, dict) else {}
+
+    @property
+    def read_only(self) -> bool:
+        """The backend says the tool changes nothing (``readOnlyHint: true``)."""
+        return self.annotations.get("read_only_hint") is True
+
+    @property
+    def destructive(self) -> bool:
+        """The backend says the tool may destroy data (``destructiveHint: true``, stated explicitly)."""
+        return self.annotations.get("destructive_hint") is True
+
+    @property
     def parameter_names(self) -> list[str]:
         props = self.input_schema.get("properties")
         return list(props) if isinstance(props, dict) else []

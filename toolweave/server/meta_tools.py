@@ -100,6 +100,7 @@ def to_mcp_tool(record: ToolRecord) -> types.Tool:
         description=record.description or record.name,
         input_schema=record.input_schema,
         output_schema=record.output_schema,
+        annotations=types.ToolAnnotations.model_validate(record.annotations) if record.annotations else None,
     )
 
 

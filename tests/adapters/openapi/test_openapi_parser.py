@@ -404,3 +404,16 @@ def test_recursive_yaml_aliases_are_a_clear_error(write_spec):
     path = write_spec("openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths:\n  /a: &loop\n    x: [*loop]\n")
     with pytest.raises(OpenAPISpecError, match=r"spec\.yaml: recursive YAML aliases"):
         parse_spec_file(str(path), source="s")
+
+
+def test_http_method_semantics_become_tool_annotations(write_spec):
+    ops = {m: {"operationId": m, "responses": ok()} for m in ("get", "post", "put", "delete")}
+    parsed = parse_spec_file(str(write_spec(_spec({"/things": ops}))), source="api")
+    hints = {t.name: (t.read_only, t.destructive) for t in parsed.tools}
+    assert hints == {
+        "get": (True, False),
+        "post": (False, False),
+        "put": (False, False),
+        "delete": (False, True),
+    }
+    assert _tool(parsed, "put").annotations["idempotent_hint"] is True

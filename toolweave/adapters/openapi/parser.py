@@ -41,6 +41,15 @@ __all__ = [
     "parse_spec_file",
 ]
 
+# MCP tool annotations implied by HTTP semantics (RFC 9110 safe / idempotent methods).
+_METHOD_HINTS: dict[str, dict[str, bool]] = {
+    "get": {"read_only_hint": True},
+    "head": {"read_only_hint": True},
+    "options": {"read_only_hint": True},
+    "put": {"read_only_hint": False, "idempotent_hint": True},
+    "delete": {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": True},
+}
+
 logger = logging.getLogger(__name__)
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
@@ -421,6 +430,9 @@ class _ToolBuilder:
             "spec": self.spec_name,
             "pointer": pointer,
         }
+        hints = _METHOD_HINTS.get(method.lower())
+        if hints:
+            backend["annotations"] = dict(hints)
         summary = op.get("summary") if isinstance(op.get("summary"), str) else ""
         tool = ToolRecord(
             id=tool_id,
