@@ -345,7 +345,7 @@ class MCPBackend:
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:
-            return error_result(f"{label}: unavailable ({self.last_error or 'still connecting'})")
+            return error_result("unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})")
         token = _sampler.set(sampler)
         if sampler is not None:
             self._samplers.append(sampler)
@@ -353,16 +353,17 @@ class MCPBackend:
             with anyio.fail_after(timeout):
                 result = await client.call_tool(upstream_tool, arguments)
         except TimeoutError:
-            return error_result(f"{label}: no answer within {timeout:g} s (call timeout)")
+            self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
+            return error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 self._mark_lost("connection closed during a call")
-                return error_result(f"{label}: connection to the upstream was lost during the call")
+                return error_result("upstream_error", f"{label}: connection to the upstream was lost during the call")
             self._probe_soon()  # transports also report lost connections as JSON-RPC errors
-            return error_result(f"{label}: upstream error {exc.code}: {exc.message}")
+            return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:
             self._probe_soon()
-            return error_result(f"{label}: call failed: {self._describe(exc)}")
+            return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
             _sampler.reset(token)
             if sampler is not None:

@@ -31,6 +31,7 @@ from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
+from toolweave.call_errors import ErrorCode
 from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
 from toolweave.records import DependencyEdge, ToolRecord
 
@@ -165,9 +166,12 @@ class OpenAPIBackend:
         """Call the operation behind ``tool``. Every failure comes back as an ``is_error`` result."""
         backend = tool.backend
         if tool.source != self.name:
-            return error_result(f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})")
+            return error_result(
+                f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})",
+                "internal_error",
+            )
         if backend.get("kind") != "openapi":
-            return error_result(f"tool {tool.id} is not an OpenAPI operation")
+            return error_result(f"tool {tool.id} is not an OpenAPI operation", "internal_error")
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
@@ -182,9 +186,12 @@ class OpenAPIBackend:
                 timeout_s=timeout,
             )
         except (ToolArgumentsError, AdapterError) as exc:
-            return error_result(f"{tool.id}: {exc}")
+            code: ErrorCode = "invalid_arguments" if isinstance(exc, ToolArgumentsError) else "upstream_error"
+            return error_result(f"{tool.id}: {exc}", code)
         except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL
-            return error_result(f"{tool.id}: cannot build the request for {label}: {exc}")
+            return error_result(
+                f"{tool.id}: cannot build the request for {label}: {exc}", "invalid_arguments"
+            )
         try:
             response = await send(
                 self._http(),
@@ -193,7 +200,7 @@ class OpenAPIBackend:
                 max_body_bytes=4 * self.config.max_response_bytes,  # room to pretty-print JSON
             )
         except httpx.TimeoutException:
-            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s")
+            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s", "timeout")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return error_result(f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}")
         return response_to_result(
