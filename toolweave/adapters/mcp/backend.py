@@ -345,7 +345,9 @@ class MCPBackend:
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:
-            return error_result("unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})")
+            return error_result(
+                "unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})"
+            )
         token = _sampler.set(sampler)
         if sampler is not None:
             self._samplers.append(sampler)
@@ -358,7 +360,9 @@ class MCPBackend:
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 self._mark_lost("connection closed during a call")
-                return error_result("upstream_error", f"{label}: connection to the upstream was lost during the call")
+                return error_result(
+                    "upstream_error", f"{label}: connection to the upstream was lost during the call"
+                )
             self._probe_soon()  # transports also report lost connections as JSON-RPC errors
             return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:
