@@ -58,8 +58,12 @@ class OpenAPIBackend:
         *,
         environ: Mapping[str, str] | None = None,
         on_status: StatusCallback | None = None,
+        max_read_bytes: int | None = None,
     ) -> None:
         self.config = config
+        # Bytes read from one response body before it is cut while streaming (the gateway-wide
+        # `max_result_bytes`); the source's `max_response_bytes` then bounds what is shown.
+        self.max_read_bytes = max_read_bytes or 4 * config.max_response_bytes
         self.name = config.name
         self._client = client
         self._owns_client = client is None
@@ -197,7 +201,7 @@ class OpenAPIBackend:
                 self._http(),
                 request,
                 retries=self.config.retries,
-                max_body_bytes=4 * self.config.max_response_bytes,  # room to pretty-print JSON
+                max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
             )
         except httpx.TimeoutException:
             return error_result(f"{tool.id}: {label} timed out after {timeout:g}s", "timeout")
