@@ -37,7 +37,14 @@ from mcp.client import stdio as sdk_stdio
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import SessionMessage
 
-__all__ = ["OVERSIZE_CODE", "BurstLog", "ResultTooLarge", "bounded_stdio_client", "capped_http_client"]
+__all__ = [
+    "OVERSIZE_CODE",
+    "BurstLog",
+    "ResultTooLarge",
+    "bounded_stdio_client",
+    "capped_http_client",
+    "find_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +94,20 @@ class BurstLog:
             log.warning("%s: %d more: %s (%d in all)", self.label, count, kind, self.totals[kind])
 
 
-def _response_id(head: str) -> types.RequestId | None:
-    """The id of a (possibly broken) JSON-RPC *response*; None for requests, notifications, noise."""
-    if '"method"' in head or not ('"result"' in head or '"error"' in head):
-        return None
+def find_id(head: str) -> types.RequestId | None:
+    """The first ``"id"`` value in the start of a (possibly broken or cut) JSON-RPC message."""
     match = _ID.search(head)
     if match is None:
         return None
     raw = match.group(1)
     return int(raw) if raw[0] != '"' else raw[1:-1]
+
+
+def _response_id(head: str) -> types.RequestId | None:
+    """The id of a (possibly broken) JSON-RPC *response*; None for requests, notifications, noise."""
+    if '"method"' in head or not ('"result"' in head or '"error"' in head):
+        return None
+    return find_id(head)
 
 
 def _error(request_id: types.RequestId, code: int, message: str) -> SessionMessage:
