@@ -94,6 +94,28 @@ class BurstLog:
             log.warning("%s: %d more: %s (%d in all)", self.label, count, kind, self.totals[kind])
 
 
+class _BurstSdkParseErrors(logging.Filter):
+    """The SDK's streamable-HTTP client logs a full traceback for every event it cannot parse; an
+    upstream streaming noise would flood stderr. Those records are counted into a ``BurstLog``."""
+
+    MESSAGES = ("Error parsing SSE message", "Error parsing JSON response")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.burst = BurstLog("streamable-HTTP upstream")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in self.MESSAGES:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        first = str(exc).splitlines()[-2 if exc and len(str(exc).splitlines()) > 1 else 0] if exc else ""
+        self.burst.note("unparseable message in an answer ignored", first[:120])
+        return False
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_BurstSdkParseErrors())
+
+
 def find_id(head: str) -> types.RequestId | None:
     """The first ``"id"`` value in the start of a (possibly broken or cut) JSON-RPC message."""
     match = _ID.search(head)
