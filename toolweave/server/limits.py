@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from io import TextIOWrapper
 from typing import Any, BinaryIO
 
 import anyio
@@ -149,11 +150,14 @@ def _reply(request_id: types.RequestId | None, code: int, message: str) -> Sessi
 
 @asynccontextmanager
 async def bounded_stdio_server(
-    max_bytes: int, stdin: BinaryIO | None = None
+    max_bytes: int, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
 ) -> AsyncGenerator[tuple[Any, Any], None]:
-    """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above)."""
+    """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
+
+    ``stdin``/``stdout`` default to the process's (stdout is then claimed by the SDK as usual)."""
     lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
-    async with stdio_server(stdin=lines) as (sdk_read, write):  # type: ignore[arg-type]
+    out = anyio.wrap_file(TextIOWrapper(stdout, encoding="utf-8")) if stdout is not None else None
+    async with stdio_server(stdin=lines, stdout=out) as (sdk_read, write):  # type: ignore[arg-type]
         relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
 
         async def relay() -> None:
@@ -171,3 +175,4 @@ async def bounded_stdio_server(
                 yield relay_receive, write
             finally:
                 tg.cancel_scope.cancel()
+                await write.aclose()  # the SDK's writer task ends only when its stream is closed
