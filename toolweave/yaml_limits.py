@@ -45,12 +45,12 @@ def expansion_problem(root: Node | None, limit: int = MAX_EXPANDED_NODES) -> str
         children = _children(node)
         if not children_done:
             if key in in_progress:
-                return "a YAML alias refers to a node that contains it (recursive alias)"
+                return "recursive YAML aliases (an alias inside the node it names) are not supported"
             in_progress.add(key)
             stack.append((node, True))
             for child in children:
                 if id(child) in in_progress:
-                    return "a YAML alias refers to a node that contains it (recursive alias)"
+                    return "recursive YAML aliases (an alias inside the node it names) are not supported"
                 if id(child) not in sizes:
                     stack.append((child, False))
             continue

@@ -52,7 +52,7 @@ def test_billion_laughs_spec_is_one_line_spec_error() -> None:
 
 
 def test_recursive_alias_is_refused() -> None:
-    with pytest.raises(OpenAPISpecError, match="recursive alias"):
+    with pytest.raises(OpenAPISpecError, match="recursive YAML aliases"):
         parse_document("a: &x [1, *x]\n", "loop.yaml")
 
 

@@ -337,7 +337,7 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
 
     missing = _call(config, tools["getPetById"], {"petId": "404"}, environ)
     assert missing.is_error
-    assert missing.content[0].text.startswith("HTTP 404 Not Found from GET http://127.0.0.1:")
+    assert missing.content[0].text.startswith("upstream_error: HTTP 404 Not Found from GET http://127.0.0.1:")
     assert "pet 404 not found" in missing.content[0].text
 
     store.requests.clear()
@@ -357,6 +357,7 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
     started = time.monotonic()
     slow = _call(config, tools["slow"], {}, environ, timeout_s=0.3)
     assert slow.is_error and "timed out after 0.3s" in slow.content[0].text
+    assert slow.structured_content["error"]["code"] == "timeout"
     assert time.monotonic() - started < 0.9  # read timeouts are not retried
 
 
