@@ -124,3 +124,17 @@ async def test_restart_with_new_tools_publishes_them(registry: Any, upstream: Up
         await until(lambda: registry.find("faulty__brand_new_tool") is not None)
         await until(lambda: link.backend.available)
         assert text(await link.call("faulty__brand_new_tool")) == "brand_new_tool ran"
+
+
+async def test_periodic_liveness_check_ends_a_call_to_a_stuck_stdio_upstream(
+    registry: Any, tmp_path: Any
+) -> None:
+    # No call timeout helps here (120 s): the interval check alone finds the frozen process, restarts
+    # it, and the call in flight ends with upstream_error instead of waiting two minutes.
+    upstream = Upstream("stdio", tmp_path / "extra.txt")
+    options = {"call_timeout_s": 120, "ping_interval_s": 0.3, "ping_timeout_s": 0.5}
+    async with gateway_link(registry, upstream, **options) as link:
+        frozen = await link.call("faulty__freeze", {"n": 600})
+        assert error_code(frozen) == "upstream_error"
+        await until(lambda: link.backend.available)
+        assert text(await link.call("faulty__echo", {"text": "fresh"})) == "echo:fresh"
