@@ -1,0 +1,1 @@
+"""Views for people: registry data rendered as pages. Reads the registry; only the CLI imports views."""
