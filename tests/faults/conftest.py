@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,8 +17,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.net import free_port, wait_port
 from toolweave.adapters.mcp import MCPBackend
-from toolweave.manifest import HttpServer, StdioServer
+from toolweave.adapters.mcp.config import HttpServer, StdioServer
 from toolweave.registry import Registry
 from toolweave.server.gateway import Gateway
 from toolweave.settings import Settings
@@ -41,19 +40,13 @@ async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
             await anyio.sleep(0.05)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Upstream:
     """The faulty upstream over one transport; HTTP runs as a subprocess the test can kill/restart."""
 
     transport: str
     extra_tools: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -73,14 +66,7 @@ class Upstream:
         self.proc = subprocess.Popen(
             [sys.executable, FAULTY, "http", str(self.port)], env={**os.environ, **self.env}
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the faulty HTTP upstream did not start")
+        wait_port(self.port, self.proc)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
