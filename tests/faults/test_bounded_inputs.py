@@ -153,3 +153,17 @@ async def test_blank_query_unknown_tool_and_empty_manifest(
                 found = await client.call_tool("find_tools", {"query": "anything"})
             assert not found.is_error
     assert any("defines no upstreams" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_gateway_http_apps_enforce_max_request_bytes(registry: Any, kind: str) -> None:
+    from toolweave.server.transports import http_app, sse_app
+
+    gateway = Gateway(registry, [], Settings(home=registry.path, max_request_bytes=70_000))
+    app = http_app(gateway) if kind == "http" else sse_app(gateway)
+    path = "/mcp" if kind == "http" else "/messages/?session_id=x"
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http:
+        refused = await http.post(path, content=b"{" + b" " * 100_000 + b"}")
+    assert refused.status_code == 413
+    assert refused.json()["error"]["code"] == -32600
