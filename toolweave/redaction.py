@@ -2,7 +2,8 @@
 
 ``RedactingFilter`` sits on the root logger's handlers (``install``), so it also covers the MCP SDK and
 httpx, which log upstream URLs at DEBUG level. It formats the record once, masks ``user:secret@host`` and
-``?api_key=...``-style parameters (and ``Authorization: Bearer ...`` values), and hands on the masked text.
+``?api_key=...``-style parameters, values of secret-named fields (``'password': '...'`` in the
+message reprs the SDK logs) and ``Authorization: Bearer ...`` values, and hands on the masked text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ _PARAM = re.compile(
     r"key|access[_-]?key|client[_-]?secret|code|credential)[\w.-]*)=)(?P<value>[^&#\s\"'<>]+)",
     re.IGNORECASE,
 )
+# 'password': 'x' / "api_key":"x" / token=x in reprs and JSON of messages the SDK logs at DEBUG
+_FIELD = re.compile(
+    r"(?P<key>(?P<q>['\"]?)[\w-]*(?:password|passwd|secret|token|api[_-]?key|apikey|credential)[\w-]*(?P=q)"
+    r"\s*[:=]\s*)(?P<open>['\"])(?P<value>[^'\"]+)(?P=open)",
+    re.IGNORECASE,
+)
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 MASK = "***"
 
@@ -28,6 +35,8 @@ def redact(text: str) -> str:
         text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
     if "=" in text:
         text = _PARAM.sub(lambda m: f"{m['key']}{MASK}", text)
+    if ":" in text or "=" in text:
+        text = _FIELD.sub(lambda m: f"{m['key']}{m['open']}{MASK}{m['open']}", text)
     if "Bearer" in text or "Basic" in text or "Token" in text:
         text = _BEARER.sub(lambda m: f"{m['key']}{MASK}", text)
     return text
