@@ -35,9 +35,11 @@ from toolweave.manifest import (
 from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import Registry
+from toolweave.registry.batching import QueryBatcher
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
 from toolweave.server.errors import to_tool_error_result
+from toolweave.server.find_cache import FindCache
 from toolweave.server.guard import Guard
 from toolweave.server.meta_tools import (
     CALL_TOOL,
@@ -65,6 +67,11 @@ STARTUP_GRACE_S = 15.0
 """Right after start, ``find_tools`` and calls wait (at most this long, and at most the connect timeout)
 for upstreams that are still making their first connection attempt, so a client's first request is
 not answered from a half-connected gateway. Upstreams whose attempt already failed are not waited for."""
+
+MAX_QUERY_CHARS = 4000
+"""Longer find_tools queries are cut to this many characters before retrieval."""
+MAX_QUERY_ECHO = 200
+"""find_tools echoes at most this many characters of the query (a 5 MB query came back whole)."""
 
 INSTRUCTIONS = (
     "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
@@ -112,6 +119,10 @@ class Gateway:
         security = settings.security
         self.guard = Guard(registry, security, manifest.access_policy if manifest else Policy())
         self.metrics = GatewayMetrics()
+        # throughput: concurrent turns share model runs; repeated questions are answered from a cache
+        if not isinstance(registry.embedder, QueryBatcher):
+            registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
+        self.find_cache: FindCache[list[Any]] = FindCache(security.find_cache_size)
         self.metrics.quarantined.set(len(self.guard.held))
         self.audit = (
             AuditLog(
@@ -231,6 +242,7 @@ class Gateway:
             summary = await anyio.to_thread.run_sync(
                 partial(self.registry.ingest, source, list(tools), list(edges))
             )
+            self.find_cache.clear()
             await self._apply_manifest_edges()
             self._refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
@@ -257,6 +269,7 @@ class Gateway:
             return
         try:
             await anyio.to_thread.run_sync(self.registry.add_edges, ready)
+            self.find_cache.clear()
         except Exception:
             log.exception("could not add manifest dependency edges")
 
@@ -444,7 +457,8 @@ class Gateway:
         problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
-        query = str(arguments["query"]).strip()
+        # A huge query costs tokenising and BM25 time and says nothing more: only its head is searched.
+        query = str(arguments["query"]).strip()[:MAX_QUERY_CHARS]
         await self._first_connections()
         params = self.settings.retrieval
         k = arguments.get("k")
@@ -459,8 +473,13 @@ class Gateway:
             # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
             exclude = exclude | self.guard.denied_sources(session.identity, self.registry.sources())
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
-        ranked = await anyio.to_thread.run_sync(
-            partial(self.registry.retrieve, query, params, exclude_sources=exclude, context=context)
+        key = (query, tuple(context), params.model_dump_json(), frozenset(exclude))
+        ranked = await self.find_cache.get(
+            key,
+            partial(
+                anyio.to_thread.run_sync,
+                partial(self.registry.retrieve, query, params, exclude_sources=exclude, context=context),
+            ),
         )
         found = [
             FoundTool(rec, r)
@@ -474,7 +493,8 @@ class Gateway:
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
             await self.notifier.tools_changed(session)
-        return find_tools_result(query, found, list_changed=change.changed, published=session.published.ids())
+        echo = query if len(query) <= MAX_QUERY_ECHO else query[:MAX_QUERY_ECHO] + "…"
+        return find_tools_result(echo, found, list_changed=change.changed, published=session.published.ids())
 
     async def _proxy(
         self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
