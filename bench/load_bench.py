@@ -6,7 +6,9 @@ A real ``toolweave serve --transport http`` process on 127.0.0.1 with the ToolLi
 ``--seconds`` passed. Queries are drawn at random (seeded) from a pool of ``--pool`` distinct queries;
 ``--pool 0`` means every request gets a query never asked before (no cache hits possible).
 
-Reports requests/s, p50/p95/p99 latency and errors; the machine's load average is recorded with it.
+Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
+(user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
+request bounds the throughput of an idle machine (2 cores / CPU-ms). The load average is recorded.
 
 Usage: .venv/bin/python bench/load_bench.py [--sessions 50] [--requests 3000] [--seconds 120] [--pool 300]
 """
@@ -60,6 +62,12 @@ async def wait_ready(url: str, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise
             await anyio.sleep(1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` and its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -131,7 +139,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         url = f"http://127.0.0.1:{port}/mcp"
         try:
             await wait_ready(url, timeout=900)  # the first start embeds the catalog
+            cpu0 = cpu_seconds(proc.pid)
             result = await run_load(url, args)
+            cpu = cpu_seconds(proc.pid) - cpu0
+            result["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(1, result["requests"]), 1)
         finally:
             proc.terminate()
             proc.wait(30)
