@@ -28,8 +28,9 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-SHARED = {"records", "errors", "settings", "config_values"}
-"""Root modules every layer may import: the records, errors, settings and config values they all speak."""
+SHARED = {"records", "errors", "settings", "config_values", "policy", "scanner", "redaction"}
+"""Root modules every layer may import: the records, errors, settings and config values they all speak,
+and the pure security rules (access policy, tool-definition scanner, log redaction)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).

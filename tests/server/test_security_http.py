@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp import Client
 
-from tests.e2e.conftest import free_port, wait_port
+from tests.net import free_port, wait_port
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from toolweave.errors import ConfigError
 from toolweave.server.gateway import Gateway
