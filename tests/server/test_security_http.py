@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
 import httpx
 import jwt
 import pytest
@@ -350,3 +351,38 @@ async def test_unknown_kid_does_not_hammer_the_issuer(issuer: Issuer) -> None:
         with pytest.raises(AuthError, match="unknown key"):
             await auth.authenticate(issuer.token("unpublished", aud="http://r/mcp"))
     assert issuer.fetches == fetches  # fetched within the last 10 s: no re-fetch per bad token
+
+
+async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> None:
+    """In-process (no HTTP request, as over stdio): the manifest's default identity's rules apply."""
+    from toolweave.manifest import Manifest
+
+    notes = FakeBackend("notes", read_only_notes(), [NOTE_EDGE])
+    manifest = Manifest.model_validate(
+        {"security": {"default_identity": "desk"}, "policy": {"desk": {"deny": ["notes/delete_*"]}}}
+    )
+    settings = manifest.settings_for(Settings(home=registry.path, call_timeout_s=5))
+    assert settings.security.default_identity == "desk"
+    gateway = Gateway(registry, [notes], settings, manifest=manifest)
+    async with Client(gateway.server, mode="legacy") as client:
+        deadline = time.monotonic() + 30
+        while not notes.reported.is_set():
+            assert time.monotonic() < deadline
+            await anyio.sleep(0.02)
+        await check_policy(client, notes, "alice")  # alice's rules are the same as desk's
+
+
+def test_metrics_on_a_separate_port_for_stdio() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from toolweave.server.metrics import GatewayMetrics
+
+    metrics = GatewayMetrics()
+    metrics.calls.labels("t", "ok").inc(3)
+    port = free_port()
+    metrics.serve_port(port)
+    wait_port(port)
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    sample = next(s for s in families["toolweave_calls"].samples if s.name == "toolweave_calls_total")
+    assert sample.labels == {"tool": "t", "outcome": "ok"} and sample.value == 3
