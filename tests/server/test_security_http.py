@@ -370,6 +370,10 @@ async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> N
             assert time.monotonic() < deadline
             await anyio.sleep(0.02)
         await check_policy(client, notes, "alice")  # alice's rules are the same as desk's
+        huge = "search my notes for the keyword budget " * 50_000  # ~2 MB
+        answer = doc(await client.call_tool("find_tools", {"query": huge}))
+        assert len(answer["query"]) <= 201 and answer["query"].startswith("search my notes")
+        assert "notes__search_notes" in [t["name"] for t in answer["tools"]]
 
 
 def test_metrics_on_a_separate_port_for_stdio() -> None:
