@@ -49,6 +49,5 @@ def similarity_edges(
                 kind=EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
                 origin="inferred",
                 reason=f"{u.id} is a utility whose description is nearly the same task",
-                evidence=f"cosine {float(sims[j]):.3f} >= {threshold}",
-                confidence=round(float(sims[j]) * 0.6, 3),
+                evidence=f"similarity: cosine {float(sims[j]):.3f} >= {threshold}",
             )
