@@ -252,8 +252,18 @@ def identity_rule(
                 param,
                 reason,
                 f"input {param!r} matches {best.id}'s {how} {pname!r}",
-                "identity_rule/" + ("default" if ambient else "output" if how == "output field" else "name"),
+                _identity_variant(ambient, how, best, pw),
             )
+
+
+def _identity_variant(ambient: bool, how: str, producer: ToolProfile, pw: tuple[str, ...]) -> str:
+    """Calibrated apart: defaults from a fleet's declared context (``core``) tools or from any
+    input-free reader; output-field matches; one-word names (``crop``) or phrases (``fluid_density``)."""
+    if ambient:
+        return "identity_rule/default-" + ("core" if producer.kind == "core" else "reader")
+    if how == "output field":
+        return "identity_rule/output"
+    return "identity_rule/name-" + ("phrase" if len(pw) > 1 else "word")
 
 
 def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:

@@ -48,7 +48,8 @@ VALUE_KINDS: tuple[ValueKind, ...] = (
     ValueKind("file path", wordset("path filepath filename"), frozenset(), wordset("file filepath filename")),
 )
 
-_GENERIC = GENERIC_NAME_WORDS | AMBIENT_QUALIFIERS
+# words that say how a value is written, not whose it is (a unix timestamp is any timestamp)
+_GENERIC = GENERIC_NAME_WORDS | AMBIENT_QUALIFIERS | wordset("unix utc iso iso8601 formatted epoch geo gps")
 _HOLDER_SUFFIXES = ("address", "string", "value", "text", "str")
 # a producer "returns ... a timestamp": the kind word within a few words of a giving verb, same sentence
 _GIVES = r"\b(?:returns?|gives?|provides?|outputs?|generates?|produces?|yields?)\b[^.;:]{0,40}?\b"
@@ -83,6 +84,14 @@ def _input_kinds(p: ToolProfile) -> set[str]:
     return {k.name for k in found if k is not None}
 
 
+def _holds(field_words: list[str], kind: ValueKind) -> bool:
+    """An output field of this kind: ``timestamp``, ``created_at``; ``file_path`` but not ``route_path``."""
+    event_at = kind is VALUE_KINDS[0] and len(field_words) > 1 and field_words[-1] == "at"
+    if field_words[-1] not in kind.words and not event_at:
+        return False
+    return not kind.producer_words or bool(set(field_words) & kind.producer_words)
+
+
 def _produces(
     p: ToolProfile, kind: ValueKind, gives: re.Pattern[str]
 ) -> tuple[float, str, frozenset[str]] | None:
@@ -95,7 +104,7 @@ def _produces(
     """
     made = kind.producer_words or kind.words
     named = bool(p.verb) and bool(set(p.subject_words) & made)
-    fields = sorted(f for f in p.outputs if f.split("_")[-1] in made)
+    fields = sorted(f for f in p.outputs if _holds(f.split("_"), kind))
     typed = fields or sorted(p.output_formats & kind.formats)
     said = bool(gives.search(p.description))
     score = 2.0 * named + 1.0 * bool(typed) + 1.0 * said
@@ -132,7 +141,9 @@ def producer_rule(
             # qualified values match both ways: a live stream's URL feeds only an input that says so, and
             # a polygon's coordinates come only from a tool that says polygon
             context = set(param_words(param)) | set(t.name_words)
-            wanted = set(_head(param_words(param))) - kind.words - _GENERIC - {"at"}
+            head = _head(param_words(param))
+            # "<event>_at" names the event, not whose timestamp it is
+            wanted = set() if head[-1] == "at" else set(head) - kind.words - _GENERIC
             cands = [
                 (score + 0.5 * (p.source == t.source), why, p)
                 for score, why, qualifiers, p in producers.get(kind.name, [])
