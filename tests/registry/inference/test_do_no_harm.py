@@ -22,8 +22,13 @@ from toolweave.settings import RetrievalSettings, Settings
 
 def _fleet() -> list:  # type: ignore[type-arg]
     return [
-        tool("k", "login", "Log in and get a session token.", {"user": "", "password": ""},
-             outputs={"token": ""}),
+        tool(
+            "k",
+            "login",
+            "Log in and get a session token.",
+            {"user": "", "password": ""},
+            outputs={"token": ""},
+        ),
         tool("k", "list_invoices", "List the invoices of the account.", {"token": ""}),
         tool("k", "make_timestamp", "Turn a date into a timestamp.", {"date": ""}, outputs={"timestamp": ""}),
         tool("k", "schedule_reminder", "Remind the user later.", {"remind_at": "", "note": ""}),
@@ -41,11 +46,15 @@ def test_every_edge_carries_its_rules_calibrated_confidence() -> None:
     assert rule_of(weak) == "producer_rule" and weak.confidence < 0.5
     # a caller's own table wins (benchmarks pass leave-one-dataset-out values)
     again = infer_edges(_fleet(), confidence={"producer_rule": 0.9})
-    assert {(e.tool, e.depends_on): e for e in again}[("k__schedule_reminder", "k__make_timestamp")].confidence == 0.9
+    assert {(e.tool, e.depends_on): e for e in again}[
+        ("k__schedule_reminder", "k__make_timestamp")
+    ].confidence == 0.9
 
 
 def test_walkable_drops_only_weak_inferred_edges() -> None:
-    declared = DependencyEdge(tool="a", depends_on="b", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, confidence=0.1)
+    declared = DependencyEdge(
+        tool="a", depends_on="b", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, confidence=0.1
+    )
     weak = declared.model_copy(update={"origin": "inferred", "depends_on": "c"})
     strong = weak.model_copy(update={"confidence": 0.8, "depends_on": "d"})
     assert walkable([declared, weak, strong], 0.5) == [declared, strong]

@@ -30,7 +30,7 @@ RULE_CONFIDENCE: Mapping[str, float] = {
     "auth_rule": 0.987,
     "capability_rule": 0.588,
     "connectivity_prior_rule": NO_EVIDENCE,
-    "connectivity_rule": 0.847,
+    "connectivity_rule": 0.792,
     "entity_id_rule": 0.308,
     "family_rule/core": 0.856,
     "family_rule/optional": NO_EVIDENCE,

@@ -44,10 +44,12 @@ UNIT_WORDS = wordset(
     "gallon gallons mph kph kmh"
 )
 _CONNECTIVITY_WORDS = wordset("wifi internet network connectivity online connection")
-# What a tool's own text says when it needs the network; generic web vocabulary, no subject of any fleet.
+# What a tool's own text says when it needs the network: generic web vocabulary, and the acts of an
+# online service (book, order, send an email, post, subscribe). No subject of any fleet.
 _NETWORK_WORDS = wordset(
     "network internet online web website cloud server remote url http https download upload stream "
-    "streaming sync wifi connection connectivity"
+    "streaming sync wifi connection connectivity account accounts book booking order orders purchase buy "
+    "sell reserve reservation email emails send post share subscription portal marketplace platform"
 )
 FLEET_PRIOR_SHARE = 0.5
 """A fleet-wide prior ("these tools need the network") holds only when more than this share of the
