@@ -141,6 +141,7 @@ class Gateway:
             # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
             await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
         self._refresh_stale_sources()
+        self._warn_if_empty()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
                 tg.start_soon(self._run_backend, backend)
@@ -157,6 +158,14 @@ class Gateway:
                 yield self
             finally:
                 tg.cancel_scope.cancel()
+
+    def _warn_if_empty(self) -> None:
+        if self.manifest is not None and not self.backends and not self._catalog_sources:
+            log.warning(
+                "the manifest defines no upstreams (servers, openapi) and no catalogs: only tools already "
+                "in the registry at %s can be found, and none can be called",
+                self.settings.home,
+            )
 
     async def _warm_up(self) -> None:
         """Load the embedding model now (~1 s) rather than inside the first ``find_tools``."""
@@ -365,6 +374,12 @@ class Gateway:
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
         query = str(arguments["query"]).strip()
+        if not query:
+            return to_tool_error_result(
+                "invalid_arguments",
+                f"{FIND_TOOLS} needs a query with words in it, not only spaces",
+                tool=FIND_TOOLS,
+            )
         await self._first_connections()
         params = self.settings.retrieval
         k = arguments.get("k")
