@@ -140,6 +140,12 @@ class Settings(BaseSettings):
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",
     )
+    infer_min_confidence: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
+    )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
     security: SecuritySettings = Field(
