@@ -65,7 +65,7 @@ class RetrievalSettings(BaseModel):
         description="Walk order: `dfs` (the paper's) or `weighted` (parent relevance × edge confidence).",
     )
     floor_relative: float = Field(
-        0.3,
+        0.0,
         ge=0.0,
         le=1.0,
         description="Drop search hits below this share of the turn's best hit (0 = off); deps still come.",
@@ -74,7 +74,7 @@ class RetrievalSettings(BaseModel):
         0.0, ge=0.0, le=1.0, description="Drop search hits whose cosine similarity is below this (0 = off)."
     )
     floor_destructive: float = Field(
-        0.3,
+        0.0,
         ge=0.0,
         le=1.0,
         description="Extra relative floor for tools marked destructive (they need a stronger match).",

@@ -1,5 +1,5 @@
 """The demo fleet's real tools (mcp-server-time, mcp-server-git) in a real registry: "what time is it
-in Tokyo" returns the time tools and no git tool once the relevance floor is on."""
+in Tokyo" returns the time tools and no git tool with the relevance floor on."""
 
 from __future__ import annotations
 
@@ -47,8 +47,12 @@ def test_tokyo_time_publishes_no_git_tool(demo_tools, shared_embedder, tmp_path:
         for source, tools in demo_tools.items():
             reg.ingest(source, tools)
         query = "what time is it in Tokyo"
-        on = [r.tool_id for r in reg.retrieve(query, RetrievalSettings())]
-        off = [r.tool_id for r in reg.retrieve(query, RetrievalSettings(floor_relative=0, floor_absolute=0))]
+        # the floor chosen on the dev splits (off by default until its dependency gap is closed: RESULTS.md)
+        on = [
+            r.tool_id
+            for r in reg.retrieve(query, RetrievalSettings(floor_relative=0.3, floor_destructive=0.3))
+        ]
+        off = [r.tool_id for r in reg.retrieve(query, RetrievalSettings())]
     finally:
         reg.close()
     assert "time__get_current_time" in on
