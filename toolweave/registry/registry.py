@@ -489,6 +489,10 @@ class Registry:
             source_of=self._snap.sources.get,
         )
 
+    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
+        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
+        return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
+
 
 def _single_threaded_blas() -> None:
     """One BLAS thread: the query matrix-vector product is memory-bound (10k x 384 takes 0.5 ms on one
