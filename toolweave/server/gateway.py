@@ -67,9 +67,10 @@ RELIST_SETTLE_S = 0.005
 """After the client's re-list was answered, a held find_tools result waits this much longer: the list
 response is written after its handler returns, and over HTTP it travels on another connection."""
 
-TOPIC_SHIFT_BELOW = 0.1
-"""A turn whose embedding is less similar than this to the latest context turn starts a new topic:
-the earlier turns stop being retrieval context (unrelated MiniLM sentence pairs score about 0-0.1)."""
+TOPIC_SHIFT_BELOW = 0.08
+"""A turn whose embedding is on average less similar than this to the context turns starts a new topic:
+they stop being retrieval context. With the default MiniLM, unrelated requests score about -0.05-0.05
+and follow-ups 0.09-0.3 ("find flights to Rome" / "what's the weather there": 0.094)."""
 
 INSTRUCTIONS = (
     "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
@@ -427,7 +428,7 @@ class Gateway:
         """One turn of the conversation: retrieve with its context, publish, notify, hold until re-listed."""
         # The same text again must give the same answer, so it is never its own context.
         context = [q for q in session.context() if q != text]
-        if context and await self._topic_shifted(context[-1], text):
+        if context and await self._topic_shifted(context, text):
             session.start_topic()
             context = []
         ranked = await anyio.to_thread.run_sync(
@@ -448,12 +449,16 @@ class Gateway:
             await self._notify_and_hold(session)
         return found, change.changed
 
-    async def _topic_shifted(self, previous: str, text: str) -> bool:
+    async def _topic_shifted(self, context: list[str], text: str) -> bool:
+        """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
+        turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
+        ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
         try:
-            a, b = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [previous, text])
+            vectors = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [*context, text])
         except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
             return False
-        return float(a @ b) < TOPIC_SHIFT_BELOW  # both are unit vectors
+        *earlier, latest = vectors
+        return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
 
     async def _notify_and_hold(self, session: Session) -> None:
         """Notify ``session`` and wait (bounded) until it fetched the new list, so that the answer to
