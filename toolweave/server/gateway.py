@@ -403,12 +403,14 @@ class Gateway:
 
     async def hear_turn(self, text: str, session_key: str | None = None) -> dict[str, Any]:
         """A host reports the user's turn: retrieve on the conversation, publish and notify each chosen
-        session (``session_key``, else every session) before the model's first request, and return
-        once each has re-listed (bounded by ``publish.relist_wait_ms``)."""
+        session before the model's first request, and return once each has re-listed (bounded by
+        ``publish.relist_wait_ms``). ``session_key`` picks one: an ``Mcp-Session-Id``, the
+        ``_meta["io.toolweave/session"]`` value a 2026-era client sends, or a gateway session key;
+        without it, every session (a stdio gateway has exactly one)."""
         text = text.strip()
         if not text:
             raise ServerError("the turn text is empty")
-        sessions = [s for s in self.sessions if session_key is None or s.key == session_key]
+        sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
         await self._first_connections()
         report: dict[str, Any] = {"sessions": []}
         for session in sessions:
@@ -517,6 +519,11 @@ class Gateway:
         if change.changed:
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
             await self._notify_and_hold(session)
+
+
+def _is_session(session: Session, ref: str) -> bool:
+    connection_id = getattr(session.connection, "session_id", None)
+    return ref in (session.key, connection_id) or session.key == f"client-{ref}"
 
 
 def _bad_meta_arguments(tool: str, problems: list[dict[str, str]]) -> types.CallToolResult:

@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 
 from toolweave.errors import ServerError
 from toolweave.server.gateway import Gateway
+from toolweave.server.host import host_channel, turn_route
 
 __all__ = ["Transport", "http_app", "serve", "sse_app"]
 
@@ -47,7 +48,9 @@ def _security(host: str) -> Any:
 
 def http_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
     """Streamable HTTP at ``/mcp`` (stateful, so handshake-era clients get list_changed)."""
-    return gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+    app = gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+    app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
+    return app
 
 
 def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
@@ -77,6 +80,7 @@ def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
         routes=[
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=transport.handle_post_message),
+            turn_route(gateway),  # the host channel (server/host.py)
         ],
         lifespan=lifespan,
     )
@@ -98,7 +102,8 @@ def _check_port(host: str, port: int) -> None:
 async def _serve_stdio(gateway: Gateway) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
+    # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
+    async with stdio_server() as (read, write), host_channel(gateway):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
