@@ -19,12 +19,12 @@ from typing import Any
 
 import anyio
 import httpx
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from .conftest import TOOLWEAVE, gateway_env, start_http_gateway, stop
+from .watch import Relister
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -117,24 +117,6 @@ def runtime_dir(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "run"
     path.mkdir(mode=0o700)
     yield path
-
-
-class Relister:
-    """A handshake-era client like Claude Code: re-lists on every list_changed, in the background."""
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.lists: list[list[str]] = []
-        self.send, self.receive = anyio.create_memory_object_stream[None](100)
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.send.send_nowait(None)
-
-    async def run(self) -> None:
-        async for _ in self.receive:
-            assert self.client is not None
-            self.lists.append([t.name for t in (await self.client.list_tools(cache_mode="bypass")).tools])
 
 
 def hook(prompt_event: dict[str, Any], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:

@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-__all__ = ["ListChanged", "names", "watching"]
+__all__ = ["ListChanged", "Relister", "names", "watching"]
 
 
 class ListChanged:
@@ -62,3 +62,27 @@ async def watching(client: Client, watch: ListChanged) -> AsyncIterator[None]:
 
 def names(result: types.ListToolsResult) -> list[str]:
     return [t.name for t in result.tools]
+
+
+class Relister:
+    """A client like Claude Code: on every list_changed it fetches the tool list again, in the
+    background (``run`` in a task); ``lists`` holds each list it received, in order. Feed it from a
+    ``message_handler`` (handshake era) or ``notice()`` from a listen stream (2026 era)."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.lists: list[list[str]] = []
+        self.from_handler = True  # False when a 2026-era listen stream feeds notice() instead
+        self._send, self._receive = anyio.create_memory_object_stream[None](100)
+
+    async def on_message(self, message: Any) -> None:
+        if self.from_handler and isinstance(message, types.ToolListChangedNotification):
+            self.notice()
+
+    def notice(self) -> None:
+        self._send.send_nowait(None)
+
+    async def run(self) -> None:
+        async for _ in self._receive:
+            assert self.client is not None
+            self.lists.append(names(await self.client.list_tools(cache_mode="bypass")))

@@ -8,10 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.e2e.watch import Relister
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
 from toolweave.server.publishing import PublishedSet
@@ -23,25 +23,6 @@ from .test_gateway import make_gateway, structured
 pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "auto"]
-
-
-class Relister:
-    """A client like Claude Code: on every list_changed it fetches the tool list again, in the
-    background; ``lists`` holds each list it received, in order."""
-
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.lists: list[list[str]] = []
-        self._send, self._receive = anyio.create_memory_object_stream[None](100)
-
-    async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self._send.send_nowait(None)
-
-    async def run(self) -> None:
-        async for _ in self._receive:
-            assert self.client is not None
-            self.lists.append(names(await self.client.list_tools(cache_mode="bypass")))
 
 
 @asynccontextmanager
@@ -59,22 +40,18 @@ async def relisting(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, 
         if client.protocol_version == "2026-07-28":
             # 2026 era: notices come only on a listen stream (the SDK may tee them to the handler too,
             # so the handler is muted and the stream feeds the re-lister).
-            relister.on_message = _ignore  # type: ignore[method-assign]
+            relister.from_handler = False
             async with client.listen(tools_list_changed=True) as sub:
 
                 async def drain() -> None:
                     async for _event in sub:
-                        relister._send.send_nowait(None)
+                        relister.notice()
 
                 tg.start_soon(drain)
                 yield client, relister
         else:
             yield client, relister
         tg.cancel_scope.cancel()
-
-
-async def _ignore(_message: Any) -> None:
-    return None
 
 
 @pytest.fixture
