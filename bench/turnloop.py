@@ -10,7 +10,8 @@ re-lists on list_changed holds the newly found tool when the find_tools result a
   temp dir); the TypeScript SDK client (tests/e2e/ts_client.mjs, SDK from the npm cache the e2e tests
   use) runs N times, each a fresh session asking "what time is it in Tokyo"; counted: runs whose client
   list held `time__get_current_time` when the result arrived. Once with `publish.relist_wait_ms` = 300
-  (default) and once with 0 (the old behaviour). Needs node and that npm install.
+  (default) and once with 0 (the old behaviour). ts-stdio: the same over stdio, the client spawning a
+  gateway for every run. Needs node and that npm install.
 """
 
 from __future__ import annotations
@@ -116,9 +117,30 @@ def ts_http_runs(registry: Path, manifest: Path, runs: int, wait_ms: int) -> dic
     return {"relist_wait_ms": wait_ms, "runs": runs, "tool_listed_at_result": held}
 
 
+def ts_stdio_runs(registry: Path, manifest: Path, runs: int, wait_ms: int) -> dict[str, Any]:
+    """Like ``ts_http_runs`` over stdio: the client spawns a gateway for every run."""
+    env = {**os.environ, "TOOLWEAVE_PUBLISH__RELIST_WAIT_MS": str(wait_ms), "TOOLWEAVE_LOG_LEVEL": "WARNING"}
+    command = json.dumps([TOOLWEAVE, "serve", "-m", str(manifest), "--registry", str(registry)])
+    held = failed = 0
+    for _ in range(runs):
+        done = subprocess.run(
+            ["node", str(TS_CACHE / "ts_client.mjs"), "stdio", command, QUERY],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+        )
+        if done.returncode != 0:  # e.g. a gateway too slow to start on an overloaded machine
+            failed += 1
+            continue
+        held += "time__get_current_time" in json.loads(done.stdout.strip().splitlines()[-1])["atResult"]
+    return {"relist_wait_ms": wait_ms, "runs": runs, "failed_runs": failed, "tool_listed_at_result": held}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--stdio-runs", type=int, default=5, help="each spawns a gateway: slower")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report: dict[str, Any] = {
@@ -138,6 +160,7 @@ def main() -> None:
                 "    args: [-m, mcp_server_time, --local-timezone, UTC]\n"
             )
             report["ts_http"] = [ts_http_runs(registry, manifest, args.runs, w) for w in (300, 0)]
+            report["ts_stdio"] = [ts_stdio_runs(registry, manifest, args.stdio_runs, w) for w in (300, 0)]
     else:
         report["ts_http"] = "skipped: node or the npm-cached TypeScript SDK (run the e2e tests once) missing"
     print(json.dumps(report, indent=2) if args.json else json.dumps(report))

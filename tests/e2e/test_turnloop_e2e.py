@@ -21,16 +21,24 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 
 from .conftest import TOOLWEAVE, gateway_env, start_http_gateway, stop
-from .watch import Relister
+from .watch import Relister, relisting
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 REPO = Path(__file__).resolve().parents[2]
 TS_SDK = "@modelcontextprotocol/sdk@1.32"
 TOKYO = "what time is it in Tokyo"
+
+
+@pytest.fixture(autouse=True)
+def generous_relist_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every gateway here gets a generous re-list wait: these tests check the order of events, and on a
+    loaded machine a client's re-list can take longer than the default 300 ms."""
+    monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_WAIT_MS", "8000")
 
 
 def time_manifest(path: Path) -> Path:
@@ -75,7 +83,7 @@ def run_ts_client(script: Path, mode: str, target: str, log: Path) -> dict[str, 
             stdout=subprocess.PIPE,
             stderr=err,
             env=env,
-            timeout=120,
+            timeout=600,
         )
     assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
@@ -162,7 +170,6 @@ async def test_claude_code_hook_publishes_before_the_first_request(
             assert done.returncode == 0 and done.stdout == b"", done.stderr
             # Before any find_tools, the client re-listed and its list carries the tool:
             assert relister.lists and "time__get_current_time" in relister.lists[-1], relister.lists
-            tg.cancel_scope.cancel()
     assert "host channel:" in (tmp_path / "gateway.log").read_text()
 
 
@@ -192,28 +199,61 @@ def test_another_users_socket_is_never_used(runtime_dir: Path) -> None:
             del os.environ["XDG_RUNTIME_DIR"]
 
 
-def test_http_turn_endpoint_and_turn_command(registry_copy: Path, tmp_path: Path) -> None:
+async def test_python_client_over_sse_has_the_new_tool_when_find_tools_answers(
+    registry_copy: Path, tmp_path: Path
+) -> None:
+    gateway = start_http_gateway(
+        time_manifest(tmp_path / "m.yaml"), registry_copy, tmp_path / "gw.log", "sse"
+    )
+    try:
+        relister = Relister()
+        async with (
+            Client(sse_client(gateway.url), mode="legacy", message_handler=relister.on_message) as client,
+            relisting(client, relister),
+        ):
+            found = await client.call_tool("find_tools", {"query": TOKYO})
+            assert found.structured_content and found.structured_content["tool_list_changed"] is True
+            assert relister.lists and "time__get_current_time" in relister.lists[-1]
+    finally:
+        stop(gateway.proc)
+
+
+async def test_http_2026_era_relist_turn_endpoint_and_turn_command(
+    registry_copy: Path, tmp_path: Path
+) -> None:
     manifest = time_manifest(tmp_path / "m.yaml")
     gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")
     base = f"http://127.0.0.1:{gateway.port}"
     try:
-        with httpx.Client(timeout=60) as http:
-            foreign = http.post(
-                f"{base}/toolweave/turn", json={"turn": TOKYO}, headers={"Host": "evil.example"}
-            )
-            assert foreign.status_code == 403
-            form = http.post(f"{base}/toolweave/turn", content=json.dumps({"turn": TOKYO}))
-            assert form.status_code == 415  # not application/json: a browser form cannot post turns
-            bad = http.post(f"{base}/toolweave/turn", json={"text": TOKYO})
-            assert bad.status_code == 400 and "turn" in bad.json()["error"]
-        done = subprocess.run(
-            [TOOLWEAVE, "turn", TOKYO, "--url", base, "--json"],
-            capture_output=True,
-            env=gateway_env(),
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout)["ok"] is True
+        # 2026 era over streamable HTTP: the notice rides the listen stream, the re-list is another POST.
+        relister = Relister()
+        async with (
+            Client(gateway.url, message_handler=relister.on_message) as client,
+            relisting(client, relister),
+        ):
+            assert client.protocol_version == "2026-07-28"
+            found = await client.call_tool("find_tools", {"query": TOKYO})
+            assert found.structured_content and found.structured_content["tool_list_changed"] is True
+            assert relister.lists and "time__get_current_time" in relister.lists[-1]
+        await anyio.to_thread.run_sync(check_turn_endpoint, base)
         assert gateway.proc.poll() is None
     finally:
         stop(gateway.proc)
+
+
+def check_turn_endpoint(base: str) -> None:
+    with httpx.Client(timeout=60) as http:
+        foreign = http.post(f"{base}/toolweave/turn", json={"turn": TOKYO}, headers={"Host": "evil.example"})
+        assert foreign.status_code == 403
+        form = http.post(f"{base}/toolweave/turn", content=json.dumps({"turn": TOKYO}))
+        assert form.status_code == 415  # not application/json: a browser form cannot post turns
+        bad = http.post(f"{base}/toolweave/turn", json={"text": TOKYO})
+        assert bad.status_code == 400 and "turn" in bad.json()["error"]
+    done = subprocess.run(
+        [TOOLWEAVE, "turn", TOKYO, "--url", base, "--json"],
+        capture_output=True,
+        env=gateway_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ok"] is True

@@ -8,12 +8,14 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [mode, target, query] = process.argv.slice(2);
+// Generous: on a loaded 2-core CI machine a gateway can take long to start; order is what is checked.
+const slow = { timeout: 300000 };
 const client = new Client({ name: "toolweave-ts-e2e", version: "1.0.0" });
 let tools = [];
 const events = [];
 client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
   events.push("list_changed");
-  const listed = await client.listTools();
+  const listed = await client.listTools(undefined, slow);
   tools = listed.tools.map((t) => t.name);
   events.push(`relisted:${tools.length}`);
 });
@@ -25,10 +27,10 @@ if (mode === "stdio") {
 } else {
   transport = new StreamableHTTPClientTransport(new URL(target));
 }
-await client.connect(transport);
-tools = (await client.listTools()).tools.map((t) => t.name);
+await client.connect(transport, slow);
+tools = (await client.listTools(undefined, slow)).tools.map((t) => t.name);
 const first = [...tools];
-const result = await client.callTool({ name: "find_tools", arguments: { query } });
+const result = await client.callTool({ name: "find_tools", arguments: { query } }, undefined, slow);
 const atResult = [...tools];
 events.push("result");
 const found = (result.structuredContent?.tools ?? []).map((t) => t.name);

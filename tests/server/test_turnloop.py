@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.e2e.watch import Relister
+from tests.e2e.watch import Relister, relisting
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
 from toolweave.server.publishing import PublishedSet
@@ -26,32 +26,14 @@ MODES = ["legacy", "auto"]
 
 
 @asynccontextmanager
-async def relisting(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, Relister]]:
+async def relisting_gateway(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, Relister]]:
     relister = Relister()
-    async with (
-        Client(gateway.server, mode=mode, message_handler=relister.on_message) as client,
-        anyio.create_task_group() as tg,
-    ):
-        relister.client = client
+    async with Client(gateway.server, mode=mode, message_handler=relister.on_message) as client:
         for backend in gateway.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
-        tg.start_soon(relister.run)
-        if client.protocol_version == "2026-07-28":
-            # 2026 era: notices come only on a listen stream (the SDK may tee them to the handler too,
-            # so the handler is muted and the stream feeds the re-lister).
-            relister.from_handler = False
-            async with client.listen(tools_list_changed=True) as sub:
-
-                async def drain() -> None:
-                    async for _event in sub:
-                        relister.notice()
-
-                tg.start_soon(drain)
-                yield client, relister
-        else:
+        async with relisting(client, relister):
             yield client, relister
-        tg.cancel_scope.cancel()
 
 
 @pytest.fixture
@@ -62,7 +44,7 @@ def backends() -> tuple[FakeBackend, FakeBackend]:
 @pytest.mark.parametrize("mode", MODES)
 async def test_find_tools_answers_after_the_client_relisted(registry: Any, backends: Any, mode: str) -> None:
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
-    async with relisting(gateway, mode) as (client, relister):
+    async with relisting_gateway(gateway, mode) as (client, relister):
         found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 2})
         # No waiting here: the re-list must already have landed when the result arrives.
         assert relister.lists, "find_tools answered before the client re-listed"
@@ -108,8 +90,10 @@ LONG = "list_every_pull_request_review_comment_for_a_repository_in_an_organizati
 async def test_long_ids_are_published_within_the_name_budget(registry: Any) -> None:
     long_tool = tool("github", LONG, "List the review comments on pull requests of a repository.", {})
     backend = FakeBackend("github", [long_tool])
-    gateway = make_gateway(registry, backend, FakeBackend("clock", time_tools()), name_budget=32)
-    async with relisting(gateway, "legacy") as (client, relister):
+    gateway = make_gateway(
+        registry, backend, FakeBackend("clock", time_tools()), name_budget=32, relist_wait_ms=5000
+    )
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
         found = structured(await client.call_tool("find_tools", {"query": "pull request review comments"}))
         listed = relister.lists[-1]
         assert all(len(n) <= 32 for n in listed), listed
@@ -142,8 +126,8 @@ def test_name_map_is_collision_free_and_leaves_short_ids_alone() -> None:
 async def test_a_call_publishes_the_tools_that_consume_its_output(
     registry: Any, backends: Any, mode: str
 ) -> None:
-    gateway = make_gateway(registry, *backends)
-    async with relisting(gateway, mode) as (client, relister):
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, mode) as (client, relister):
         assert "notes__delete_note" not in names(await client.list_tools(cache_mode="bypass"))
         called = await client.call_tool(
             "call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}}
@@ -153,8 +137,8 @@ async def test_a_call_publishes_the_tools_that_consume_its_output(
 
 
 async def test_a_call_never_evicts_for_a_guess(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends, max_tools=1)
-    async with relisting(gateway, "legacy") as (client, _relister):
+    gateway = make_gateway(registry, *backends, max_tools=1, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
         await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 1})
         await client.call_tool("call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}})
         assert names(await client.list_tools(cache_mode="bypass"))[2:] == ["clock__get_current_time"]
@@ -162,8 +146,8 @@ async def test_a_call_never_evicts_for_a_guess(registry: Any, backends: Any) -> 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends: Any, mode: str) -> None:
-    gateway = make_gateway(registry, *backends)
-    async with relisting(gateway, mode) as (client, relister):
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, mode) as (client, relister):
         await client.list_tools(cache_mode="bypass")  # the client is connected, as Claude Code is
         report = await gateway.hear_turn("what time is it in Tokyo")
         assert report["sessions"][0]["tool_list_changed"] is True
@@ -171,8 +155,8 @@ async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends
 
 
 async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends)
-    async with relisting(gateway, "legacy") as (client, _relister):
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
         await client.list_tools(cache_mode="bypass")
         await gateway.hear_turn("what time is it in Tokyo")
         await client.call_tool("find_tools", {"query": "and in Paris?"})

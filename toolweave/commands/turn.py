@@ -19,9 +19,10 @@ from toolweave.cli import app, user_errors
 
 __all__: list[str] = []
 
-HOOK_TIMEOUT_S = 5.0
-"""The hook waits at most this long per gateway: retrieval plus the client's re-list take well under a
-second once the gateway runs; a gateway still loading must not hold the user's prompt much longer."""
+HOOK_TIMEOUT_S = 10.0
+"""The hook waits at most this long per gateway: retrieval plus the client's re-list (at most
+``publish.relist_wait_ms``) take well under a second once the gateway runs; a gateway still loading
+must not hold the user's prompt much longer."""
 
 hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they report each user turn).")
 app.add_typer(hook_app, name="hook")
