@@ -164,3 +164,13 @@ async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends:
         assert session.context() == ["what time is it in Tokyo", "and in Paris?"]
         await gateway.hear_turn("search my saved notes for the shopping list")
         assert session.context() == ["search my saved notes for the shopping list"]
+
+
+async def test_no_usable_runtime_dir_means_no_host_channel_not_a_dead_gateway(
+    registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from toolweave.server.host import host_channel
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    async with host_channel(make_gateway(registry, *backends)) as path:
+        assert path is None

@@ -63,8 +63,13 @@ def runtime_dir(*, create: bool) -> Path | None:
     base = os.environ.get("XDG_RUNTIME_DIR")
     path = Path(base) / "toolweave" if base else Path(tempfile.gettempdir()) / f"toolweave-{os.getuid()}"
     if create:
-        with suppress(FileExistsError):
+        try:
             path.mkdir(mode=0o700, parents=False)
+        except FileExistsError:
+            pass
+        except OSError as exc:  # e.g. XDG_RUNTIME_DIR names a directory that does not exist
+            log.warning("no host channel: cannot create %s: %s", path, exc)
+            return None
     try:
         info = path.lstat()
     except OSError:
