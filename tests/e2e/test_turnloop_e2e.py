@@ -148,16 +148,15 @@ async def test_claude_code_hook_publishes_before_the_first_request(
         env=env,
     )
     relister = Relister()
-    # This test process plays Claude Code: it spawns the gateway (stdio) and runs the hook.
-    with (tmp_path / "gateway.log").open("w") as errlog:
+    # This test process plays Claude Code: it spawns the gateway (stdio) and runs the hook. Bounded, so
+    # that a stuck step fails with its traceback instead of running into the suite's timeout.
+    with (tmp_path / "gateway.log").open("w") as errlog, anyio.fail_after(200):
         async with (
             Client(
                 stdio_client(params, errlog=errlog), mode="legacy", message_handler=relister.on_message
             ) as client,
-            anyio.create_task_group() as tg,
+            relisting(client, relister),
         ):
-            relister.client = client
-            tg.start_soon(relister.run)
             assert [t.name for t in (await client.list_tools(cache_mode="bypass")).tools] == [
                 "find_tools",
                 "call_tool",
