@@ -79,4 +79,4 @@ def user_errors() -> Iterator[None]:
 
 
 # Registering commands: each module adds its own (kept last: they import `app` from here).
-from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools  # noqa: E402, F401
+from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn  # noqa: E402, F401

@@ -92,6 +92,18 @@ class PublishSettings(BaseModel):
         description="Most tools published at once, meta-tools excluded (VS Code caps at 128).",
     )
     pinned: tuple[str, ...] = Field((), description="Tool ids always published.")
+    relist_wait_ms: int = Field(
+        300,
+        ge=0,
+        le=5000,
+        description="How long find_tools holds its result until the client re-listed after list_changed.",
+    )
+    name_budget: int = Field(
+        48,
+        ge=16,
+        le=128,
+        description="Longest published name; longer ids get a shorter one (`mcp__toolweave__` + 48 = 64)",
+    )
 
 
 class SecuritySettings(BaseModel):

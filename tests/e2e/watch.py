@@ -1,4 +1,5 @@
-"""Counting tools/list_changed in both protocol eras (shared by the in-process and end-to-end tests)."""
+"""Watching tools/list_changed in both protocol eras: counting it, or re-listing on it like Claude Code
+(shared by the in-process and end-to-end tests)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import anyio
 import mcp_types as types
 from mcp import Client
 
-__all__ = ["ListChanged", "names", "watching"]
+__all__ = ["ListChanged", "Relister", "names", "relisting", "watching"]
 
 
 class ListChanged:
@@ -62,3 +63,48 @@ async def watching(client: Client, watch: ListChanged) -> AsyncIterator[None]:
 
 def names(result: types.ListToolsResult) -> list[str]:
     return [t.name for t in result.tools]
+
+
+class Relister:
+    """A client like Claude Code: on every list_changed it fetches the tool list again, in the
+    background (``run`` in a task); ``lists`` holds each list it received, in order. Feed it from a
+    ``message_handler`` (handshake era) or ``notice()`` from a listen stream (2026 era)."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.lists: list[list[str]] = []
+        self.from_handler = True  # False when a 2026-era listen stream feeds notice() instead
+        self._send, self._receive = anyio.create_memory_object_stream[None](100)
+
+    async def on_message(self, message: Any) -> None:
+        if self.from_handler and isinstance(message, types.ToolListChangedNotification):
+            self.notice()
+
+    def notice(self) -> None:
+        self._send.send_nowait(None)
+
+    async def run(self) -> None:
+        async for _ in self._receive:
+            assert self.client is not None
+            self.lists.append(names(await self.client.list_tools(cache_mode="bypass")))
+
+
+@asynccontextmanager
+async def relisting(client: Client, relister: Relister) -> AsyncIterator[None]:
+    """Run ``relister`` for ``client``; in the 2026 era it is fed from a listen stream."""
+    relister.client = client
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relister.run)
+        if client.protocol_version == "2026-07-28":
+            relister.from_handler = False
+            async with client.listen(tools_list_changed=True) as sub:
+
+                async def drain() -> None:
+                    async for _event in sub:
+                        relister.notice()
+
+                tg.start_soon(drain)
+                yield
+        else:
+            yield
+        tg.cancel_scope.cancel()

@@ -110,8 +110,8 @@ def test_context_rides_along_with_the_query() -> None:
     retrieve(
         "ticker symbol", index, deps, RetrievalSettings(method="hybrid"), context=["stock price", "alarm"]
     )
-    # the most recent other request joins the vector side; the full-text side keeps the query alone
-    assert index.queries == ["ticker symbol alarm", "ticker symbol"]
+    # recent other requests join the vector side, latest first; the full-text side keeps the query alone
+    assert index.queries == ["ticker symbol alarm stock price", "ticker symbol"]
     index.queries.clear()
     retrieve("ticker symbol", index, deps, RetrievalSettings(method="hybrid"), context=["ticker symbol"])
     assert index.queries == ["ticker symbol", "ticker symbol"]  # a repeated query is not its own context

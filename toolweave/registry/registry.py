@@ -453,7 +453,7 @@ class Registry:
 
         The full-text searches run on worker threads while this one embeds every distinct text in one
         model run (both release the GIL). A variant with context texts gets the composed vector
-        ``v(query) + CONTEXT_WEIGHT * v(context)``: the previous request's vector is usually in the
+        ``v(query) + w * v(previous) + w**2 * v(the one before) ...``: those vectors are usually in the
         embedder's cache, so conversation context costs no second model run over a long text.
         """
         pending = (
@@ -466,8 +466,12 @@ class Registry:
             parts = list(dict.fromkeys(p for q in queries for p in q))
             embedded = dict(zip(parts, self.embedder.embed_queries(parts), strict=True))
             for n, variant in enumerate(queries):
-                composed = embedded[variant[0]] + CONTEXT_WEIGHT * sum(
-                    (embedded[p] for p in variant[1:]), np.zeros_like(embedded[variant[0]])
+                composed = (
+                    embedded[variant[0]]
+                    + sum(  # older context weighs less (decay)
+                        (CONTEXT_WEIGHT**n * embedded[p] for n, p in enumerate(variant[1:], 1)),
+                        np.zeros_like(embedded[variant[0]]),
+                    )
                 )
                 ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
         texts = [f.result() for f in pending] if text else [[] for _ in queries]
@@ -491,6 +495,10 @@ class Registry:
             context=context,
             source_of=self._snap.sources.get,
         )
+
+    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
+        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
+        return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
 
 
 def _single_threaded_blas() -> None:

@@ -40,7 +40,7 @@ class SearchIndex(Protocol):
         """``(vector hits, text hits)`` for each query variant (an empty list for a side not asked for).
 
         A variant is a query text, optionally followed by context texts: its vector is the normalised
-        ``v(query) + CONTEXT_WEIGHT * sum(v(context))``; its full-text query is the query text alone
+        ``v(query) + sum(CONTEXT_WEIGHT**n * v(context_n))``; its full-text query is the query text alone
         (old words would outvote new ones in BM25). An index may compute all variants at once.
         """
         ...

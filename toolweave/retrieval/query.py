@@ -5,13 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["CONTEXT_WEIGHT", "QueryVariant", "clean_query", "contextual_query"]
+__all__ = ["CONTEXT_WEIGHT", "MAX_CONTEXT", "QueryVariant", "clean_query", "contextual_query"]
 
 QueryVariant = tuple[str, ...]
 """A query text, optionally followed by context texts (earlier requests of the conversation)."""
 
 CONTEXT_WEIGHT = 0.5
-"""Weight of a context text's vector in a variant's composed vector (the query itself weighs 1)."""
+"""Weight of the latest context text's vector in a variant's composed vector (the query itself weighs 1);
+each older one weighs this factor less again (0.5, 0.25, 0.125, ...)."""
+
+MAX_CONTEXT = 4
+"""Context texts (earlier requests, most recent first) that join a query."""
 
 _SPACE = re.compile(r"\s+")
 _MAX_QUERY_CHARS = 2000
@@ -22,13 +26,14 @@ def clean_query(query: str) -> str:
     return _SPACE.sub(" ", query).strip()[:_MAX_QUERY_CHARS]
 
 
-def contextual_query(query: str, context: Sequence[str], *, max_context: int = 1) -> QueryVariant:
-    """``query`` with the conversation's most recent other request(s) after it.
+def contextual_query(query: str, context: Sequence[str], *, max_context: int = MAX_CONTEXT) -> QueryVariant:
+    """``query`` with the conversation's most recent other requests after it, most recent first.
 
     A follow-up such as "and for Apple?" only makes sense with the previous request. The index
-    composes the variant's vector as ``v(query) + CONTEXT_WEIGHT * v(previous)``: a specific query
-    dominates its own vector and keeps the search on the new topic, while a vague follow-up borrows
-    the previous request's meaning. The previous vector is usually cached: no extra model run.
+    composes the variant's vector as ``v(query) + w * v(previous) + w**2 * v(the one before) + ...``
+    (``w = CONTEXT_WEIGHT``): a specific query dominates its own vector and keeps the search on the new
+    topic, while a vague follow-up borrows the recent requests' meaning, the latest most. Context
+    vectors are usually cached: no extra model run.
     """
     recent = [c for c in (clean_query(c) for c in reversed(context)) if c and c != query][:max_context]
     return (query, *recent)

@@ -25,6 +25,7 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Backend, Sampler
+from toolweave.errors import ServerError
 from toolweave.manifest import (
     Manifest,
     apply_tool_overrides,
@@ -51,10 +52,11 @@ from toolweave.server.meta_tools import (
     to_mcp_tool,
 )
 from toolweave.server.metrics import GatewayMetrics
+from toolweave.server.names import NameMap
 from toolweave.server.notify import Notifier
 from toolweave.server.proxy import Proxy, argument_errors
 from toolweave.server.sessions import Session, SessionStore
-from toolweave.settings import Settings
+from toolweave.settings import RetrievalSettings, Settings
 
 __all__ = ["Gateway"]
 
@@ -70,6 +72,15 @@ not answered from a half-connected gateway. Upstreams whose attempt already fail
 
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries are cut to this many characters before retrieval."""
+
+RELIST_SETTLE_S = 0.005
+"""After the client's re-list was answered, a held find_tools result waits this much longer: the list
+response is written after its handler returns, and over HTTP it travels on another connection."""
+
+TOPIC_SHIFT_BELOW = 0.08
+"""A turn whose embedding is on average less similar than this to the context turns starts a new topic:
+they stop being retrieval context. With the default MiniLM, unrelated requests score about -0.05-0.05
+and follow-ups 0.09-0.3 ("find flights to Rome" / "what's the weather there": 0.094)."""
 
 INSTRUCTIONS = (
     "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
@@ -103,6 +114,7 @@ class Gateway:
         self.backends: dict[str, Backend] = {b.name: b for b in backends}
         self.sessions = SessionStore(settings.publish.max_tools, tuple(settings.publish.pinned))
         self.notifier = Notifier()
+        self.names = NameMap(settings.publish.name_budget, lambda: (t.id for t in self.registry.tools()))
         self.proxy = Proxy(
             self.backends, timeout_s=settings.call_timeout_s, max_result_chars=settings.max_result_chars
         )
@@ -367,15 +379,22 @@ class Gateway:
         # replaced on change, so "same object" means "same tool" (no hashing on every tools/list).
         cached = self._tool_cache.get(record.id)
         if cached is None or cached[0] is not record:
-            cached = self._tool_cache[record.id] = (record, to_mcp_tool(record))
+            cached = self._tool_cache[record.id] = (record, to_mcp_tool(record, self.names.name(record.id)))
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         for meta in meta_tools():
             if meta.name == name:
                 return meta.input_schema
-        record = self.registry.find(name)
+        record = self._record_named(name)
         return record.input_schema if record else None
+
+    def _record_named(self, name: str) -> ToolRecord | None:
+        """The tool a client means by ``name``: its published name or its full id."""
+        record = self.registry.find(name)
+        if record is None and (tool_id := self.names.tool_id(name)) is not None:
+            record = self.registry.find(tool_id)
+        return record
 
     # -- handlers --------------------------------------------------------------------------------------
     async def _list_tools(
@@ -383,8 +402,10 @@ class Gateway:
     ) -> types.ListToolsResult:
         session = self._session(ctx)
         await self._first_connections()  # a client's first list should not miss a connecting upstream
+        tools = self.published_tools(session)
+        session.listed()  # releases a find_tools result held until this client has the new list
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
-        return types.ListToolsResult(tools=self.published_tools(session), ttl_ms=0, cache_scope="private")
+        return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
         identity = identity_of_request(ctx.request)
@@ -479,20 +500,59 @@ class Gateway:
         if k is not None:
             k = min(int(k), MAX_K)
             params = params.model_copy(update={"final_k": k, "top_k": min(params.top_k, k)})
-        # The same query again must give the same answer, so it is never its own context.
-        context = [q for q in session.context() if q != query]
+        found, changed = await self._retrieve_turn(session, query, params)
+        return find_tools_result(
+            query,
+            found,
+            list_changed=changed,
+            published=session.published.ids(),
+            name_of=self.names.name,
+        )
+
+    async def hear_turn(self, text: str, session_key: str | None = None) -> dict[str, Any]:
+        """A host reports the user's turn: retrieve on the conversation, publish and notify each chosen
+        session before the model's first request, and return once each has re-listed (bounded by
+        ``publish.relist_wait_ms``). ``session_key`` picks one: an ``Mcp-Session-Id``, the
+        ``_meta["io.toolweave/session"]`` value a 2026-era client sends, or a gateway session key;
+        without it, every session (a stdio gateway has exactly one)."""
+        text = text.strip()[:MAX_QUERY_CHARS]
+        if not text:
+            raise ServerError("the turn text is empty")
+        sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
+        await self._first_connections()
+        report: dict[str, Any] = {"sessions": []}
+        for session in sessions:
+            found, changed = await self._retrieve_turn(session, text, self.settings.retrieval)
+            report["sessions"].append(
+                {
+                    "session": session.key,
+                    "tool_list_changed": changed,
+                    "found": [self.names.name(f.record.id) for f in found],
+                }
+            )
+        return report
+
+    async def _retrieve_turn(
+        self, session: Session, text: str, params: RetrievalSettings
+    ) -> tuple[list[FoundTool], bool]:
+        """One turn of the conversation: retrieve with its context, publish, notify, hold until re-listed."""
+        # The same text again must give the same answer, so it is never its own context.
+        context = [q for q in session.context() if q != text]
+        if context and await self._topic_shifted(context, text):
+            session.start_topic()
+            context = []
         wanted = params.final_k
         exclude = self.excluded_sources()
         if self.guard.hides_any(session.identity):
             # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
             exclude = exclude | self.guard.denied_sources(session.identity, self.registry.sources())
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
-        key = (query, tuple(context), params.model_dump_json(), frozenset(exclude))
+        key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
         ranked = await self.find_cache.get(
             key,
             partial(
                 anyio.to_thread.run_sync,
-                partial(self.registry.retrieve, query, params, exclude_sources=exclude, context=context),
+                partial(self.registry.retrieve, text, params, exclude_sources=exclude, context=context),
             ),
         )
         found = [
@@ -502,21 +562,44 @@ class Gateway:
         ][:wanted]
         turn = session.next_turn()
         change = session.published.select([f.record.id for f in found], turn)
-        if not session.queries or session.queries[-1] != query:
-            session.queries.append(query)
+        session.add_turn(text)
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
-            await self.notifier.tools_changed(session)
-        return find_tools_result(query, found, list_changed=change.changed, published=session.published.ids())
+            await self._notify_and_hold(session)
+        return found, change.changed
+
+    async def _topic_shifted(self, context: list[str], text: str) -> bool:
+        """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
+        turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
+        ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
+        try:
+            vectors = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [*context, text])
+        except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
+            return False
+        *earlier, latest = vectors
+        return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
+
+    async def _notify_and_hold(self, session: Session) -> None:
+        """Notify ``session`` and wait (bounded) until it fetched the new list, so that the answer to
+        the request that changed the set reaches a client that already lists the new tools. No wait
+        for a client that cannot hear the notice, or that did not re-list after an earlier one."""
+        await self.notifier.tools_changed(session)
+        wait_s = self.settings.publish.relist_wait_ms / 1000
+        if wait_s <= 0 or not session.relists_on_notice or not self.notifier.can_reach(session):
+            return
+        if await session.wait_relisted(wait_s):
+            await anyio.sleep(RELIST_SETTLE_S)
+        else:
+            log.info("%s did not re-list within %.0f ms of list_changed", session.key, wait_s * 1000)
 
     async def _proxy(
         self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
     ) -> types.CallToolResult:
-        record = self.registry.find(name)
+        record = self._record_named(name)
         if record is None:
             # A client may know the name from an earlier session while its upstream is still connecting.
             await self._first_connections()
-            record = self.registry.find(name)
+            record = self._record_named(name)
         if record is None or not self.guard.allows(session.identity, record):
             # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
             return to_tool_error_result(
@@ -534,8 +617,33 @@ class Gateway:
             await self._first_connections({record.source})
         turn = session.next_turn()
         session.published.touch(record.id, turn)
-        session.calls.append((record.id, dict(arguments) if isinstance(arguments, Mapping) else {}))
-        return await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+        # Arguments are neither kept nor logged: they may hold secrets.
+        result = await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+        if not result.is_error:
+            await self._suggest_next_steps(session, record, turn)
+        return result
+
+    async def _suggest_next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
+        """Publish the tools that consume what ``record`` produced (its dependents in the graph), into
+        the set's free room and at most ``final_k`` of them."""
+        params = self.settings.retrieval
+        excluded = self.excluded_sources()
+        dependents = [
+            tool_id
+            for tool_id in self.registry.dependents(record.id, params.edge_kinds)
+            if (dep := self.registry.find(tool_id)) is not None
+            and dep.source not in excluded
+            and self.guard.allows(session.identity, dep)
+        ]
+        change = session.published.suggest(dependents[: params.final_k], turn)
+        if change.changed:
+            log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
+            await self._notify_and_hold(session)
+
+
+def _is_session(session: Session, ref: str) -> bool:
+    connection_id = getattr(session.connection, "session_id", None)
+    return ref in (session.key, connection_id) or session.key == f"client-{ref}"
 
 
 def _outcome(result: types.CallToolResult) -> str:

@@ -8,7 +8,7 @@ They make the gateway usable by clients that ignore ``list_changed`` (Claude Des
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +95,10 @@ def meta_tools() -> list[types.Tool]:
     ]
 
 
-def to_mcp_tool(record: ToolRecord) -> types.Tool:
-    """A registry record as the MCP tool the client sees (published under its id)."""
+def to_mcp_tool(record: ToolRecord, name: str | None = None) -> types.Tool:
+    """A registry record as the MCP tool the client sees, published as ``name`` (default: its id)."""
     return types.Tool(
-        name=record.id,
+        name=name or record.id,
         title=record.title or None,
         description=record.description or record.name,
         input_schema=record.input_schema,
@@ -114,12 +114,20 @@ class FoundTool:
 
 
 def find_tools_result(
-    query: str, found: Sequence[FoundTool], *, list_changed: bool, published: Sequence[str]
+    query: str,
+    found: Sequence[FoundTool],
+    *,
+    list_changed: bool,
+    published: Sequence[str],
+    name_of: Callable[[str], str] = str,
 ) -> types.CallToolResult:
-    """``find_tools`` answer: the same document as text JSON (for the model) and structured content."""
+    """``find_tools`` answer: the same document as text JSON (for the model) and structured content.
+
+    Each tool is named exactly as the tool list names it (``name_of(id)``), so a direct call works.
+    """
     tools = [
         {
-            "name": f.record.id,
+            "name": name_of(f.record.id),
             "description": f.record.description,
             "input_schema": f.record.input_schema,
             "source": f.record.source,
@@ -134,7 +142,9 @@ def find_tools_result(
         "query": _echo(query),
         "tools": tools,
         "tool_list_changed": list_changed,
-        "how_to_call": "call a tool directly by its name, or with call_tool(name=..., arguments={...})",
+        "how_to_call": (
+            "call a tool directly by the name given here, or with call_tool(name=..., arguments={...})"
+        ),
     }
     if not tools:
         doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"

@@ -61,8 +61,17 @@ class Notifier:
         entry = self._by_key.get(key)
         return entry.streams if entry else 0
 
+    def can_reach(self, session: Session) -> bool:
+        """Whether a notice can reach ``session`` at all: a handshake-era connection with a standalone
+        channel, or an open 2026-era listen stream. Nobody is made to wait for a re-list otherwise."""
+        connection = session.connection
+        if connection is not None and getattr(connection, "has_standalone_channel", False):
+            return True
+        return self.listening(session.key) > 0
+
     async def tools_changed(self, session: Session) -> None:
         """Tell ``session`` (and only it) that its tool list changed. Never raises."""
+        session.notice_sent()
         if session.connection is not None:
             try:
                 await session.connection.send_tool_list_changed()

@@ -7,7 +7,8 @@ away. So the policy is additive and sticky:
   at that turn; tools already published keep their place in the list (the order is insertion order);
 * nothing is removed while the set fits in ``max_tools``; over it, the least-recently-relevant tools
   are evicted first (oldest insertion breaks ties), never a tool chosen in the current turn;
-* a proxied call marks its tool relevant again, so tools in use stay;
+* a proxied call marks its tool relevant again, so tools in use stay; the tools that consume its
+  output may be *suggested*, which adds them only into free room (a guess never evicts);
 * pinned tools are always published, first, and do not count against ``max_tools``.
 
 Consequences a test checks: the same query twice gives the same set (the second turn adds nothing),
@@ -73,6 +74,17 @@ class PublishedSet:
             self._relevant_at[tool_id] = turn
         evicted = self._evict(protect=set(wanted))
         return PublishChange(tuple(added), tuple(evicted))
+
+    def suggest(self, candidates: Sequence[str], turn: int) -> PublishChange:
+        """Add likely next steps (best first) only into free room: a guess never evicts a tool."""
+        added: list[str] = []
+        for tool_id in candidates:
+            if len(self._relevant_at) >= self.max_tools:
+                break
+            if tool_id not in self and tool_id not in added:
+                self._relevant_at[tool_id] = turn
+                added.append(tool_id)
+        return PublishChange(tuple(added))
 
     def touch(self, tool_id: str, turn: int) -> None:
         """A call used ``tool_id``: if published, it becomes recently relevant (never added here)."""

@@ -27,20 +27,21 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.server.publishing import PublishedSet
 
-__all__ = ["SESSION_META_KEY", "Session", "SessionStore", "session_key"]
+__all__ = ["RECENT_TURNS", "SESSION_META_KEY", "Session", "SessionStore", "session_key"]
 
 SESSION_META_KEY = "io.toolweave/session"
 """Optional ``_meta`` key a 2026-era HTTP client may send to get a session of its own."""
 
 _STATE_KEY = "toolweave.session"
 MAX_SESSIONS = 256
-_RECENT_QUERIES = 5
-_RECENT_CALLS = 10
+RECENT_TURNS = 5
+"""Turns (find_tools queries and host-reported user prompts) kept as the conversation's context."""
 
 _counter = itertools.count(1)
 # Outbound channel of a 2026-era duplex stream -> session key; weak so a closed stream frees it.
@@ -90,12 +91,15 @@ def _client_key(ctx: ServerRequestContext[Any, Any], *, authenticated: bool) -> 
 
 @dataclass
 class Session:
-    """One client's state. A *turn* is a ``find_tools`` call or a proxied call."""
+    """One client's state. A *turn* is a ``find_tools`` call, a host-reported prompt or a proxied call.
+
+    Call arguments are never kept (they may hold secrets and nothing reads them); the conversation
+    context is the recent turn texts, reset when the topic clearly shifts (``start_topic``).
+    """
 
     key: str
     published: PublishedSet
-    queries: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_QUERIES))
-    calls: deque[tuple[str, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=_RECENT_CALLS))
+    queries: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_TURNS))
     turn: int = 0
     identity: str = ""
     """Who this session belongs to (policy and audit); the default identity when unauthenticated."""
@@ -103,14 +107,55 @@ class Session:
     """The handshake-era connection (has ``send_tool_list_changed``); None in the 2026 era."""
     bound: bool = False
     """Whether the connection's teardown already removes this session."""
+    notices: int = 0
+    """list_changed notices sent to this session so far."""
+    listed_notices: int = 0
+    """``notices`` as of this session's latest ``tools/list``: equal means it has the current list."""
+    relists_on_notice: bool = True
+    """False once a notice went unanswered by a re-list within the wait: do not hold its results again
+    (set back to True when it does re-list after a notice)."""
+    _relisted: anyio.Event | None = None
 
     def next_turn(self) -> int:
         self.turn += 1
         return self.turn
 
     def context(self) -> list[str]:
-        """Earlier requests of this conversation, oldest first, for contextual retrieval."""
+        """Earlier turns of this conversation, oldest first, for contextual retrieval."""
         return list(self.queries)
+
+    def add_turn(self, text: str) -> None:
+        """Remember ``text`` as the latest turn (a repeat of the latest is not added twice)."""
+        if not self.queries or self.queries[-1] != text:
+            self.queries.append(text)
+
+    def start_topic(self) -> None:
+        """The conversation moved on: earlier turns are no longer context."""
+        self.queries.clear()
+
+    def notice_sent(self) -> None:
+        self.notices += 1
+
+    def listed(self) -> None:
+        """The client fetched the tool list: it now has every change noticed so far."""
+        if self.notices > self.listed_notices:
+            self.relists_on_notice = True
+        self.listed_notices = self.notices
+        if self._relisted is not None:
+            self._relisted.set()
+            self._relisted = None
+
+    async def wait_relisted(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until the client listed the tools after the latest notice."""
+        with anyio.move_on_after(timeout_s):
+            while self.listed_notices < self.notices:
+                if self._relisted is None:
+                    self._relisted = anyio.Event()
+                await self._relisted.wait()
+        if self.listed_notices < self.notices:
+            self.relists_on_notice = False
+            return False
+        return True
 
 
 class SessionStore:

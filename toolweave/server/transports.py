@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from toolweave.errors import ConfigError, ServerError
 from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
 from toolweave.server.gateway import Gateway
+from toolweave.server.host import host_channel, turn_route
 from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
 from toolweave.settings import SecuritySettings
 
@@ -97,6 +98,7 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
     app = gateway.server.streamable_http_app(
         host=host, transport_security=_security(host, gateway.settings.security)
     )
+    app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
     app = _protect(app, gateway, host, port, "/mcp")
     app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
     return app
@@ -129,6 +131,7 @@ def sse_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Star
         routes=[
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=transport.handle_post_message),
+            turn_route(gateway),  # the host channel (server/host.py)
         ],
         lifespan=lifespan,
     )
@@ -151,7 +154,11 @@ def _check_port(host: str, port: int) -> None:
 
 
 async def _serve_stdio(gateway: Gateway) -> None:
-    async with bounded_stdio_server(gateway.settings.max_request_bytes) as (read, write):
+    # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
+    async with (
+        bounded_stdio_server(gateway.settings.max_request_bytes) as (read, write),
+        host_channel(gateway),
+    ):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 

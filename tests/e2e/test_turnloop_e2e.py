@@ -1,0 +1,258 @@
+"""The turn loop with real clients: `toolweave serve` as a subprocess in front of the real PyPI time server.
+
+* the TypeScript SDK client re-lists on list_changed; the newly published tool must be in its list at
+  the moment the find_tools result arrives (stdio and streamable HTTP);
+* the Claude Code hook: prompt in -> list_changed -> the tool is listed before any find_tools;
+* the HTTP host endpoint and `toolweave turn --url`, loopback only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+
+from .conftest import TOOLWEAVE, gateway_env, start_http_gateway, stop
+from .watch import Relister, relisting
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+REPO = Path(__file__).resolve().parents[2]
+TS_SDK = "@modelcontextprotocol/sdk@1.32"
+TOKYO = "what time is it in Tokyo"
+
+
+@pytest.fixture(autouse=True)
+def generous_relist_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every gateway here gets a generous re-list wait: these tests check the order of events, and on a
+    loaded machine a client's re-list can take longer than the default 300 ms."""
+    monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_WAIT_MS", "5000")
+
+
+def time_manifest(path: Path) -> Path:
+    """The demo's time server alone (the registry copy also holds a `dyn` source: stale, never shown)."""
+    path.write_text(
+        f"servers:\n  time:\n    command: {sys.executable}\n"
+        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def ts_client() -> Path:
+    """tests/e2e/ts_client.mjs beside an npm install of the TypeScript SDK in ~/.cache (once)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node/npm not found: the TypeScript SDK client tests need Node >= 18")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolweave-tests" / "ts-sdk-1.32"
+    cache.mkdir(parents=True, exist_ok=True)
+    if not (cache / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
+        (cache / "package.json").write_text('{"name": "toolweave-ts-e2e", "private": true, "type": "module"}')
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", TS_SDK],
+            cwd=cache,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"npm install {TS_SDK} failed (offline?): {done.stderr[-500:]}")
+    script = cache / "ts_client.mjs"
+    shutil.copyfile(Path(__file__).with_name("ts_client.mjs"), script)
+    return script
+
+
+def run_ts_client(script: Path, mode: str, target: str, log: Path) -> dict[str, Any]:
+    env = gateway_env()
+    with log.open("ab") as err:
+        done = subprocess.run(
+            ["node", str(script), mode, target, TOKYO],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+            timeout=600,
+        )
+    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def check_published_before_answered(seen: dict[str, Any]) -> None:
+    assert seen["first"] == ["find_tools", "call_tool"]
+    assert seen["published"] is True
+    assert "time__get_current_time" in seen["found"]
+    # The client's own list, when the result arrived, already held the new tool:
+    assert "time__get_current_time" in seen["atResult"], seen
+    assert seen["events"].index("result") > seen["events"].index("list_changed")
+
+
+def test_ts_client_has_the_new_tool_when_find_tools_answers_stdio(
+    ts_client: Path, registry_copy: Path, tmp_path: Path
+) -> None:
+    manifest = time_manifest(tmp_path / "m.yaml")
+    command = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
+    seen = run_ts_client(ts_client, "stdio", json.dumps(command), tmp_path / "client.log")
+    check_published_before_answered(seen)
+
+
+def test_ts_client_has_the_new_tool_when_find_tools_answers_http(
+    ts_client: Path, registry_copy: Path, tmp_path: Path
+) -> None:
+    manifest = time_manifest(tmp_path / "m.yaml")
+    gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")
+    try:
+        seen = run_ts_client(ts_client, "http", gateway.url, tmp_path / "client.log")
+        check_published_before_answered(seen)
+    finally:
+        stop(gateway.proc)
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Iterator[Path]:
+    """A private XDG_RUNTIME_DIR, so the test's gateway sockets never mix with the user's."""
+    path = tmp_path / "run"
+    path.mkdir(mode=0o700)
+    yield path
+
+
+def hook(prompt_event: dict[str, Any], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [TOOLWEAVE, "hook", "claude-code"],
+        input=json.dumps(prompt_event).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+
+
+async def test_claude_code_hook_publishes_before_the_first_request(
+    registry_copy: Path, runtime_dir: Path, tmp_path: Path
+) -> None:
+    env = {**gateway_env(), "XDG_RUNTIME_DIR": str(runtime_dir)}
+    manifest = time_manifest(tmp_path / "m.yaml")
+    params = StdioServerParameters(
+        command=TOOLWEAVE,
+        args=["serve", "--manifest", str(manifest), "--registry", str(registry_copy)],
+        env=env,
+    )
+    relister = Relister()
+    # This test process plays Claude Code: it spawns the gateway (stdio) and runs the hook. Bounded, so
+    # that a stuck step fails with its traceback instead of running into the suite's timeout.
+    with (tmp_path / "gateway.log").open("w") as errlog, anyio.fail_after(200):
+        async with (
+            Client(
+                stdio_client(params, errlog=errlog), mode="legacy", message_handler=relister.on_message
+            ) as client,
+            relisting(client, relister),
+        ):
+            assert [t.name for t in (await client.list_tools(cache_mode="bypass")).tools] == [
+                "find_tools",
+                "call_tool",
+            ]
+            with anyio.fail_after(30):  # the gateway's host socket appears once it serves
+                while not list(runtime_dir.glob(f"toolweave/host-{os.getpid()}-*.sock")):
+                    await anyio.sleep(0.05)
+            event = {"session_id": "abc", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}
+            done = await anyio.to_thread.run_sync(hook, {**event, "prompt": TOKYO}, env)
+            assert done.returncode == 0 and done.stdout == b"", done.stderr
+            # Before any find_tools, the client re-listed and its list carries the tool:
+            assert relister.lists and "time__get_current_time" in relister.lists[-1], relister.lists
+    assert "host channel:" in (tmp_path / "gateway.log").read_text()
+
+
+def test_hook_never_breaks_the_prompt(runtime_dir: Path) -> None:
+    env = {**gateway_env(), "XDG_RUNTIME_DIR": str(runtime_dir)}
+    for stdin in (b"not json", b"", json.dumps({"prompt": TOKYO}).encode()):  # no gateway anywhere
+        done = subprocess.run([TOOLWEAVE, "hook", "claude-code"], input=stdin, capture_output=True, env=env)
+        assert done.returncode == 0 and done.stdout == b""
+
+
+def test_another_users_socket_is_never_used(runtime_dir: Path) -> None:
+    from toolweave.server.host import find_host_sockets
+
+    private = runtime_dir / "toolweave"
+    private.mkdir(mode=0o700)
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(private / f"host-{os.getppid()}-1.sock"))
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime_dir)
+        try:
+            assert find_host_sockets(iter([os.getppid()])) == [private / f"host-{os.getppid()}-1.sock"]
+            private.chmod(0o755)  # a directory others can enter is not trusted
+            assert find_host_sockets(iter([os.getppid()])) == []
+        finally:
+            private.chmod(0o700)
+            del os.environ["XDG_RUNTIME_DIR"]
+
+
+async def test_python_client_over_sse_has_the_new_tool_when_find_tools_answers(
+    registry_copy: Path, tmp_path: Path
+) -> None:
+    gateway = start_http_gateway(
+        time_manifest(tmp_path / "m.yaml"), registry_copy, tmp_path / "gw.log", "sse"
+    )
+    try:
+        relister = Relister()
+        async with (
+            Client(sse_client(gateway.url), mode="legacy", message_handler=relister.on_message) as client,
+            relisting(client, relister),
+        ):
+            found = await client.call_tool("find_tools", {"query": TOKYO})
+            assert found.structured_content and found.structured_content["tool_list_changed"] is True
+            assert relister.lists and "time__get_current_time" in relister.lists[-1]
+    finally:
+        stop(gateway.proc)
+
+
+async def test_http_2026_era_relist_turn_endpoint_and_turn_command(
+    registry_copy: Path, tmp_path: Path
+) -> None:
+    manifest = time_manifest(tmp_path / "m.yaml")
+    gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")
+    base = f"http://127.0.0.1:{gateway.port}"
+    try:
+        # 2026 era over streamable HTTP: the notice rides the listen stream, the re-list is another POST.
+        relister = Relister()
+        async with (
+            Client(gateway.url, message_handler=relister.on_message) as client,
+            relisting(client, relister),
+        ):
+            assert client.protocol_version == "2026-07-28"
+            found = await client.call_tool("find_tools", {"query": TOKYO})
+            assert found.structured_content and found.structured_content["tool_list_changed"] is True
+            assert relister.lists and "time__get_current_time" in relister.lists[-1]
+        await anyio.to_thread.run_sync(check_turn_endpoint, base)
+        assert gateway.proc.poll() is None
+    finally:
+        stop(gateway.proc)
+
+
+def check_turn_endpoint(base: str) -> None:
+    with httpx.Client(timeout=60) as http:
+        foreign = http.post(f"{base}/toolweave/turn", json={"turn": TOKYO}, headers={"Host": "evil.example"})
+        assert foreign.status_code == 403
+        form = http.post(f"{base}/toolweave/turn", content=json.dumps({"turn": TOKYO}))
+        assert form.status_code == 415  # not application/json: a browser form cannot post turns
+        bad = http.post(f"{base}/toolweave/turn", json={"text": TOKYO})
+        assert bad.status_code == 400 and "turn" in bad.json()["error"]
+    done = subprocess.run(
+        [TOOLWEAVE, "turn", TOKYO, "--url", base, "--json"],
+        capture_output=True,
+        env=gateway_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ok"] is True

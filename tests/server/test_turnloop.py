@@ -1,0 +1,176 @@
+"""The turn loop in process (real registry + embedder, in-test backends), both protocol eras: results held
+until the client re-listed, names within the budget, next steps after a call, turns told by the host."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.e2e.watch import Relister, relisting
+from toolweave.server.gateway import Gateway
+from toolweave.server.names import NameMap
+from toolweave.server.publishing import PublishedSet
+from toolweave.server.sessions import Session
+
+from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
+from .test_gateway import make_gateway, structured
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "auto"]
+
+
+@asynccontextmanager
+async def relisting_gateway(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, Relister]]:
+    relister = Relister()
+    async with Client(gateway.server, mode=mode, message_handler=relister.on_message) as client:
+        for backend in gateway.backends.values():
+            with anyio.fail_after(20):
+                await backend.reported.wait()  # type: ignore[attr-defined]
+        async with relisting(client, relister):
+            yield client, relister
+
+
+@pytest.fixture
+def backends() -> tuple[FakeBackend, FakeBackend]:
+    return FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools(), [NOTE_EDGE])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_tools_answers_after_the_client_relisted(registry: Any, backends: Any, mode: str) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, mode) as (client, relister):
+        found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 2})
+        # No waiting here: the re-list must already have landed when the result arrives.
+        assert relister.lists, "find_tools answered before the client re-listed"
+        assert "clock__get_current_time" in relister.lists[-1]
+        assert structured(found)["tool_list_changed"] is True
+        session = next(iter(gateway.sessions))
+        assert session.relists_on_notice and session.listed_notices == session.notices == 1
+
+
+async def test_a_session_that_does_not_relist_is_held_once_at_most() -> None:
+    session = Session("s", PublishedSet(5))
+    session.notice_sent()
+    assert await session.wait_relisted(0.05) is False
+    assert session.relists_on_notice is False  # the gateway holds its results no more ...
+    session.notice_sent()
+    session.listed()
+    assert session.relists_on_notice is True  # ... until it re-lists after a notice
+    session.notice_sent()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.wait_relisted, 30)
+        await anyio.sleep(0)
+        session.listed()  # wakes the waiter long before its 30 s
+    assert session.listed_notices == session.notices == 3
+
+
+async def test_no_wait_when_the_client_cannot_hear(registry: Any, backends: Any) -> None:
+    # A 2026-era client without a listen stream never hears list_changed: never hold its result
+    # (a hold would time out and flip relists_on_notice; the 60 s wait would also fail the test's timeout).
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with Client(gateway.server, mode="auto") as client:
+        with anyio.fail_after(20):
+            await backends[0].reported.wait()
+        assert client.protocol_version == "2026-07-28"
+        found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 2})
+        assert structured(found)["tool_list_changed"] is True
+        session = next(iter(gateway.sessions))
+        assert session.notices == 1 and session.relists_on_notice is True
+
+
+LONG = "list_every_pull_request_review_comment_for_a_repository_in_an_organization"
+
+
+async def test_long_ids_are_published_within_the_name_budget(registry: Any) -> None:
+    long_tool = tool("github", LONG, "List the review comments on pull requests of a repository.", {})
+    backend = FakeBackend("github", [long_tool])
+    gateway = make_gateway(
+        registry, backend, FakeBackend("clock", time_tools()), name_budget=32, relist_wait_ms=5000
+    )
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        found = structured(await client.call_tool("find_tools", {"query": "pull request review comments"}))
+        listed = relister.lists[-1]
+        assert all(len(n) <= 32 for n in listed), listed
+        published = next(n for n in listed if n.startswith("github__list_every"))
+        assert published != long_tool.id and len(published) == 32
+        # find_tools names the tool exactly as the tool list does
+        assert published in [t["name"] for t in found["tools"]]
+        # direct call by the published name, call_tool by published name and by full id
+        assert not (await client.call_tool(published, {})).is_error
+        via_name = await client.call_tool("call_tool", {"name": published, "arguments": {}})
+        via_id = await client.call_tool("call_tool", {"name": long_tool.id, "arguments": {}})
+        assert not via_name.is_error and not via_id.is_error
+        assert [c[0] for c in backend.calls] == [LONG, LONG, LONG]  # upstream gets its real name
+    # Stable across restarts: a fresh map names it alike and resolves a name it never published.
+    fresh = NameMap(32, lambda: [long_tool.id, "clock__get_current_time"])
+    assert fresh.tool_id(published) == long_tool.id
+    assert fresh.name(long_tool.id) == published
+
+
+def test_name_map_is_collision_free_and_leaves_short_ids_alone() -> None:
+    ids = [f"source__{'x' * 40}_{n}" for n in range(200)]
+    names_ = NameMap(24, lambda: ids)
+    published = [names_.name(i) for i in ids]
+    assert len(set(published)) == len(ids) and all(len(n) <= 24 for n in published)
+    assert names_.name("clock__now") == "clock__now" and names_.tool_id("clock__now") is None
+    assert all(names_.tool_id(n) == i for n, i in zip(published, ids, strict=True))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_publishes_the_tools_that_consume_its_output(
+    registry: Any, backends: Any, mode: str
+) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, mode) as (client, relister):
+        assert "notes__delete_note" not in names(await client.list_tools(cache_mode="bypass"))
+        called = await client.call_tool(
+            "call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}}
+        )
+        assert not called.is_error
+        assert relister.lists and "notes__delete_note" in relister.lists[-1]  # delete_note needs a note id
+
+
+async def test_a_call_never_evicts_for_a_guess(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends, max_tools=1, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
+        await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 1})
+        await client.call_tool("call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}})
+        assert names(await client.list_tools(cache_mode="bypass"))[2:] == ["clock__get_current_time"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends: Any, mode: str) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, mode) as (client, relister):
+        await client.list_tools(cache_mode="bypass")  # the client is connected, as Claude Code is
+        report = await gateway.hear_turn("what time is it in Tokyo")
+        assert report["sessions"][0]["tool_list_changed"] is True
+        assert "clock__get_current_time" in relister.lists[-1]  # re-listed before hear_turn returned
+
+
+async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
+        await client.list_tools(cache_mode="bypass")
+        await gateway.hear_turn("what time is it in Tokyo")
+        await client.call_tool("find_tools", {"query": "and in Paris?"})
+        session = next(iter(gateway.sessions))
+        assert session.context() == ["what time is it in Tokyo", "and in Paris?"]
+        await gateway.hear_turn("search my saved notes for the shopping list")
+        assert session.context() == ["search my saved notes for the shopping list"]
+
+
+async def test_no_usable_runtime_dir_means_no_host_channel_not_a_dead_gateway(
+    registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from toolweave.server.host import host_channel
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
+    async with host_channel(make_gateway(registry, *backends)) as path:
+        assert path is None

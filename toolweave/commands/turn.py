@@ -1,0 +1,122 @@
+"""`toolweave turn` and `toolweave hook claude-code`: hosts tell a running gateway the user's turn.
+
+See ``toolweave/server/host.py`` for how a stdio gateway is found (a socket named by the host process
+that spawned it) and ``docs/clients.md`` for the Claude Code hook configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import typer
+
+from toolweave.cli import app, user_errors
+
+__all__: list[str] = []
+
+HOOK_TIMEOUT_S = 10.0
+"""The hook waits at most this long per gateway: retrieval plus the client's re-list (at most
+``publish.relist_wait_ms``) take well under a second once the gateway runs; a gateway still loading
+must not hold the user's prompt much longer."""
+
+hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they report each user turn).")
+app.add_typer(hook_app, name="hook")
+
+
+def _post_turn(url: str, text: str, session: str | None, timeout_s: float) -> dict[str, Any]:
+    from toolweave.errors import ServerError
+    from toolweave.server.host import TURN_PATH
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ServerError(f"--url: expected the gateway's http://HOST:PORT address, got {url!r}")
+    body: dict[str, Any] = {"turn": text, **({"session": session} if session else {})}
+    request = urllib.request.Request(
+        f"{parts.scheme}://{parts.netloc}{TURN_PATH}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        try:
+            return dict(json.loads(exc.read()))
+        except (json.JSONDecodeError, ValueError):
+            raise ServerError(f"{url}: HTTP {exc.code}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise ServerError(f"cannot reach a gateway at {url}: {exc}") from exc
+
+
+@app.command("turn")
+def turn_command(
+    text: Annotated[str, typer.Argument(help="The user's turn (prompt), as the host received it.")],
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="An HTTP gateway (http://127.0.0.1:8765); default: the stdio gateway "
+            "spawned by one of this process's ancestors.",
+        ),
+    ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", help="Only this session: an Mcp-Session-Id or an io.toolweave/session value."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the gateway's JSON answer.")] = False,
+) -> None:
+    """Tell a running gateway the user's turn: it publishes the tools the conversation needs now and
+    notifies its clients before their next request."""
+    with user_errors():
+        from toolweave.errors import ServerError
+        from toolweave.server.host import find_host_sockets, send_turn
+
+        if url is not None:
+            answers = [_post_turn(url, text, session, HOOK_TIMEOUT_S)]
+        else:
+            sockets = find_host_sockets()
+            if not sockets:
+                raise ServerError(
+                    "no gateway found: none was spawned by this process's ancestors (use --url)"
+                )
+            answers = [send_turn(path, text, session=session, timeout_s=HOOK_TIMEOUT_S) for path in sockets]
+        for answer in answers:
+            if not answer.get("ok"):
+                raise ServerError(f"the gateway refused the turn: {answer.get('error')}")
+        if as_json:
+            typer.echo(json.dumps(answers if len(answers) > 1 else answers[0], indent=2))
+            return
+        for answer in answers:
+            for entry in answer.get("sessions", []):
+                changed = "published" if entry.get("tool_list_changed") else "unchanged"
+                typer.echo(
+                    f"{entry['session']}: {changed}: {', '.join(entry.get('found', [])) or '(no tool)'}"
+                )
+
+
+@hook_app.command("claude-code")
+def claude_code_hook() -> None:
+    """Claude Code ``UserPromptSubmit`` hook: reads the hook JSON on stdin and hands the prompt to this
+    Claude Code session's gateway. Always exits 0 and prints nothing: the prompt goes on regardless."""
+    try:
+        event = json.loads(sys.stdin.read() or "{}")
+        prompt = event.get("prompt") if isinstance(event, dict) else None
+        if isinstance(prompt, str) and prompt.strip():
+            from toolweave.server.host import find_host_sockets, send_turn
+
+            for path in find_host_sockets():
+                try:
+                    send_turn(path, prompt, timeout_s=HOOK_TIMEOUT_S)
+                except Exception as exc:  # one gateway down: the others still hear it
+                    print(f"toolweave hook: {path.name}: {exc}", file=sys.stderr)
+    except Exception as exc:  # never break the user's prompt
+        print(f"toolweave hook: {exc}", file=sys.stderr)
+    raise typer.Exit(0)

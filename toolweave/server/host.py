@@ -1,0 +1,251 @@
+"""The host channel: a host that owns the conversation tells the gateway the user's turn.
+
+A stdio gateway is spawned per host session (one per Claude Code window), so a host-side helper such as
+the Claude Code ``UserPromptSubmit`` hook must find *its* gateway, not any gateway. Each stdio gateway
+listens on a unix socket ``host-<host pid>-<gateway pid>.sock`` in a per-user runtime directory
+(``$XDG_RUNTIME_DIR/toolweave``, else ``<tmp>/toolweave-<uid>``; mode 0700, owned by the user, or it is
+not used). The host pid is the gateway's parent: the process that spawned it. The hook walks its own
+ancestors (it is a descendant of the same host) and talks to the sockets of the nearest ancestor that
+has any. Sockets and directory are checked to belong to the current user, so nobody reaches another
+user's gateway. HTTP gateways take the same request at ``POST /toolweave/turn`` (loopback only).
+
+Wire format, one JSON object per line each way: ``{"turn": TEXT, "session": KEY?}`` ->
+``{"ok": true, "sessions": [...]}`` or ``{"ok": false, "error": MESSAGE}``.
+
+The client half (``find_host_sockets``, ``send_turn``) uses the standard library only: the hook must
+start fast and must never break the user's prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolweave.errors import ServerError
+
+if TYPE_CHECKING:
+    from starlette.routing import Route
+
+    from toolweave.server.gateway import Gateway
+
+__all__ = [
+    "TURN_PATH",
+    "find_host_sockets",
+    "host_channel",
+    "runtime_dir",
+    "send_turn",
+    "turn_route",
+]
+
+log = logging.getLogger(__name__)
+
+TURN_PATH = "/toolweave/turn"
+"""The HTTP transports' host endpoint (same request and answer as the socket)."""
+
+MAX_REQUEST_BYTES = 256 * 1024
+"""A turn is a user prompt; anything bigger is refused rather than buffered."""
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def runtime_dir(*, create: bool) -> Path | None:
+    """This user's runtime directory for gateway sockets, checked (owner, 0700, not a link); None if it
+    does not exist (``create=False``) or is not safe to use."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "toolweave" if base else Path(tempfile.gettempdir()) / f"toolweave-{os.getuid()}"
+    if create:
+        try:
+            path.mkdir(mode=0o700, parents=False)
+        except FileExistsError:
+            pass
+        except OSError as exc:  # e.g. XDG_RUNTIME_DIR names a directory that does not exist
+            log.warning("no host channel: cannot create %s: %s", path, exc)
+            return None
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        log.warning("not using %s for the host channel: not a private directory of this user", path)
+        return None
+    return path
+
+
+def _parent_pid(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return int(text[text.rindex(")") + 2 :].split()[1])  # after "(comm) STATE", comm may hold spaces
+    except FileNotFoundError:
+        if not Path("/proc/self").exists():  # macOS and other systems without procfs
+            try:
+                out = subprocess.run(
+                    ["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=2
+                ).stdout
+                return int(out.strip())
+            except (OSError, ValueError, subprocess.SubprocessError):
+                return None
+        return None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def ancestors(pid: int | None = None) -> Iterator[int]:
+    """The parent, grandparent, ... of ``pid`` (default: this process), up to (excluding) pid 1."""
+    current = os.getpid() if pid is None else pid
+    for _ in range(64):  # a loop guard; real process trees are far shallower
+        parent = _parent_pid(current)
+        if parent is None or parent <= 1:
+            return
+        yield parent
+        current = parent
+
+
+def find_host_sockets(pids: Iterator[int] | None = None) -> list[Path]:
+    """Sockets of the gateways spawned by the nearest ancestor that has any (this user's only)."""
+    directory = runtime_dir(create=False)
+    if directory is None:
+        return []
+    uid = os.getuid()
+    for pid in ancestors() if pids is None else pids:
+        found = []
+        for path in sorted(directory.glob(f"host-{pid}-*.sock")):
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid:
+                found.append(path)
+        if found:
+            return found
+    return []
+
+
+def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
+    """Hand ``text`` to the gateway listening on ``path`` and return its answer (blocking)."""
+    request: dict[str, Any] = {"turn": text}
+    if session:
+        request["session"] = session
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout_s)
+        conn.connect(str(path))
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    try:
+        answer = json.loads(reply)
+    except json.JSONDecodeError as exc:
+        raise ServerError(f"the gateway at {path} answered something that is not JSON") from exc
+    if not isinstance(answer, dict):
+        raise ServerError(f"the gateway at {path} answered something that is not a JSON object")
+    return answer
+
+
+async def answer_turn(gateway: Gateway, request: Any) -> dict[str, Any]:
+    """One host request (parsed JSON) answered: the shared core of the socket and the HTTP route."""
+    if not isinstance(request, dict) or not isinstance(request.get("turn"), str):
+        return {"ok": False, "error": 'expected a JSON object with a string "turn"'}
+    session = request.get("session")
+    if session is not None and not isinstance(session, str):
+        return {"ok": False, "error": '"session" must be a string'}
+    try:
+        report = await gateway.hear_turn(request["turn"], session)
+    except Exception as exc:  # a host's request never takes the gateway down
+        log.warning("host turn failed: %s: %s", type(exc).__name__, exc)
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, **report}
+
+
+@asynccontextmanager
+async def host_channel(gateway: Gateway, host_pid: int | None = None) -> AsyncIterator[Path | None]:
+    """Listen for host turns on this process's socket (see the module docstring) while inside."""
+    import anyio
+
+    directory = runtime_dir(create=True)
+    if directory is None:
+        yield None
+        return
+    path = directory / f"host-{host_pid or os.getppid()}-{os.getpid()}.sock"
+    with suppress(FileNotFoundError):
+        path.unlink()  # left over by a process that had this pid
+    try:
+        listener = await anyio.create_unix_listener(path, mode=0o600)
+    except OSError as exc:
+        log.warning("no host channel at %s: %s", path, exc)
+        yield None
+        return
+
+    async def handle(stream: Any) -> None:
+        async with stream:
+            try:
+                with anyio.fail_after(60):
+                    line = await _read_line(stream)
+                    try:
+                        request = json.loads(line)
+                    except json.JSONDecodeError:
+                        answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
+                    else:
+                        answer = await answer_turn(gateway, request)
+                    await stream.send(json.dumps(answer).encode() + b"\n")
+            except Exception:  # a broken client connection: nothing to answer
+                log.debug("host channel connection failed", exc_info=True)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        log.info("host channel: %s", path)
+        try:
+            yield path
+        finally:
+            tg.cancel_scope.cancel()
+            with suppress(OSError):
+                await listener.aclose()
+            with suppress(FileNotFoundError):
+                path.unlink()
+
+
+async def _read_line(stream: Any) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        data += await stream.receive(65536)
+        if len(data) > MAX_REQUEST_BYTES:
+            raise ServerError("host request too large")
+    return data
+
+
+def turn_route(gateway: Gateway) -> Route:
+    """``POST /toolweave/turn`` for HTTP gateways: loopback peers and Host headers only, JSON only
+    (a browser cannot send ``application/json`` cross-site without a preflight nobody answers)."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def turn(request: Request) -> JSONResponse:
+        peer = request.client.host if request.client else ""
+        host = request.headers.get("host", "").rsplit(":", 1)[0].strip("[]")
+        if peer not in _LOOPBACK or host not in _LOOPBACK:
+            return JSONResponse({"ok": False, "error": "the host endpoint answers loopback only"}, 403)
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"ok": False, "error": "send Content-Type: application/json"}, 415)
+        body = await request.body()
+        if len(body) > MAX_REQUEST_BYTES:
+            return JSONResponse({"ok": False, "error": "request too large"}, 413)
+        try:
+            parsed = json.loads(body)
+        except json.JSONDecodeError:
+            return JSONResponse({"ok": False, "error": "the request is not JSON"}, 400)
+        answer = await answer_turn(gateway, parsed)
+        return JSONResponse(answer, 200 if answer["ok"] else 400)
+
+    return Route(TURN_PATH, turn, methods=["POST"])
