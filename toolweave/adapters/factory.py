@@ -13,7 +13,6 @@ from collections.abc import Mapping
 
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend, StatusCallback
-from toolweave.adapters.openapi.backend import OpenAPIBackend
 from toolweave.manifest import Manifest
 from toolweave.settings import Settings
 
@@ -48,6 +47,9 @@ def backends_from_manifest(
                 environ=environ,
             )
         )
+    if manifest.openapi:  # httpx and the spec parser only for manifests that use them
+        from toolweave.adapters.openapi.backend import OpenAPIBackend
+
     for config in manifest.openapi.values():
         backends.append(OpenAPIBackend(config, environ=environ, on_status=on_status))
     return backends
