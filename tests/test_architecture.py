@@ -79,6 +79,7 @@ print("ok")
 RETRIEVAL_MAY_IMPORT = {
     "__future__", "collections.abc", "dataclasses", "typing", "math", "statistics", "re", "numpy",
     "toolweave.records", "toolweave.errors", "toolweave.settings",
+    "toolweave._lazy",  # the package's lazy exports (importlib only)
 }  # fmt: skip
 
 
