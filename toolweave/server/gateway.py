@@ -182,17 +182,20 @@ class Gateway:
     async def _start(self) -> None:
         """The background start. Any failure is logged and answered by every later find_tools/call."""
         started = time.perf_counter()
+        stage = "the tool registry could not be opened"
         try:
             if self._open_registry is not None:
                 # abandon_on_cancel: a client that leaves during the start must not wait for it
                 self._registry = await anyio.to_thread.run_sync(self._open_registry, abandon_on_cancel=True)
+            stage = "the manifest's catalogs could not be ingested"
             await self._ingest_catalogs()
+            stage = "the manifest's dependency overrides could not be applied"
             if self.manifest is not None:
                 # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
                 await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
             self._refresh_stale_sources()
         except Exception as exc:
-            self._start_error = f"the tool registry could not be opened: {type(exc).__name__}: {exc}"
+            self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
             log.error("%s; find_tools and calls will answer with this error", self._start_error)
             log.debug("background start failed", exc_info=True)
             self.ready.set()
