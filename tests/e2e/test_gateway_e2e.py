@@ -207,8 +207,10 @@ def test_mcp_inspector_cli_lists_and_calls(upstream: Upstream, registry_copy: Pa
         assert run.returncode == 0, run.stderr[-2000:]
         return json.loads(run.stdout)
 
-    listed = inspector("--method", "tools/list")
-    assert [t["name"] for t in listed["tools"]] == ["find_tools", "call_tool", "dyn__echo"]
+    listed = [t["name"] for t in inspector("--method", "tools/list")["tools"]]
+    # A one-shot client lists once, right after spawning: instant start answers before the registry
+    # is open, so the pinned tool may not be there yet (it follows with list_changed).
+    assert listed in (["find_tools", "call_tool"], ["find_tools", "call_tool", "dyn__echo"])
     called = inspector(
         "--method",
         "tools/call",
