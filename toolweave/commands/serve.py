@@ -43,7 +43,7 @@ def serve_command(
     Logs go to stderr; with stdio, stdout carries the MCP protocol and nothing else.
     """
     with user_errors():
-        from toolweave.adapters.factory import backends_from_manifest
+        from toolweave.adapters.factory import build_backends
         from toolweave.errors import ConfigError
         from toolweave.manifest import load_manifest
         from toolweave.server.gateway import Gateway
@@ -61,7 +61,9 @@ def serve_command(
             for gateway in gateways:  # the gateway is built after its backends
                 await gateway.backend_status(source, available)
 
-        backends = backends_from_manifest(loaded, settings, on_status=on_status)
+        backends = build_backends(
+            loaded.enabled_servers(), loaded.openapi.values(), settings, on_status=on_status
+        )
         # The registry opens in the background once the server runs (instant start, docs/gateway.md).
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
