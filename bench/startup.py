@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -79,7 +81,13 @@ def params(manifest: Path, registry: Path) -> StdioServerParameters:
 async def one_start(manifest: Path, registry: Path, mode: str) -> tuple[float, float, int]:
     """Seconds from spawn to the answered handshake and to the answered first ``tools/list``."""
     t0 = time.perf_counter()
-    async with Client(params(manifest, registry), mode=mode) as client:
+    # The gateway's stderr (and its upstreams', cut off mid-start when the client leaves) is not data.
+    with open(os.devnull, "w") as quiet:
+        return await _timed(Client(stdio_client(params(manifest, registry), errlog=quiet), mode=mode), t0)
+
+
+async def _timed(connecting: Client, t0: float) -> tuple[float, float, int]:
+    async with connecting as client:
         handshake = time.perf_counter() - t0
         listed = await client.list_tools(cache_mode="bypass")
         first_list = time.perf_counter() - t0
@@ -109,6 +117,67 @@ async def starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
     return report
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far: far less sensitive to machine load
+    than wall-clock time, so starts can be compared on a busy machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _request(rid: int, method: str, params: dict[str, Any]) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n").encode()
+
+
+def _answer(proc: subprocess.Popen[bytes], rid: int) -> None:
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        if json.loads(line).get("id") == rid:
+            return
+    raise RuntimeError("the gateway closed stdout before answering")
+
+
+def raw_start(manifest: Path, registry: Path) -> dict[str, float]:
+    """One handshake-era start spoken as raw JSON-RPC lines, with the gateway's own CPU time (upstreams
+    not counted) at the answered ``initialize`` and at the answered first ``tools/list``."""
+    env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
+    args = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    pipe = subprocess.PIPE
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None
+    try:
+        client = {"name": "bench", "version": "1"}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        proc.stdin.write(_request(1, "initialize", init))
+        proc.stdin.flush()
+        _answer(proc, 1)
+        out = {"handshake_s": time.perf_counter() - t0, "handshake_cpu_s": _cpu_s(proc.pid)}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        proc.stdin.write((json.dumps(note) + "\n").encode() + _request(2, "tools/list", {}))
+        proc.stdin.flush()
+        _answer(proc, 2)
+        out |= {"first_list_s": time.perf_counter() - t0, "first_list_cpu_s": _cpu_s(proc.pid)}
+        return out
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def raw_starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
+    raw_start(manifest, registry)  # warm-up
+    rows = [raw_start(manifest, registry) for _ in range(runs)]
+    return {
+        "era": "2025-11-25, raw JSON-RPC",
+        "runs": runs,
+        **{f"{k}_p50": round(statistics.median(r[k] for r in rows), 3) for k in rows[0]},
+        **{f"{k}_p95": round(pct([r[k] for r in rows], 0.95), 3) for k in rows[0]},
+    }
+
+
 def registry_size(registry: Path) -> int:
     from toolweave.registry import Registry
 
@@ -123,14 +192,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"machine": machine()}
     if TOOLLINKOS.exists():
         manifest, registry = build_10k()
-        report["registry_10k"] = {
-            "tools": registry_size(registry),
-            **await starts(manifest, registry, args.runs),
-        }
+        timed = {} if args.raw_only else await starts(manifest, registry, args.runs)
+        timed["raw"] = raw_starts(manifest, registry, args.runs)
+        report["registry_10k"] = {"tools": registry_size(registry), **timed}
         print(json.dumps({"registry_10k": report["registry_10k"]}), flush=True)
     else:
         print(f"skipped the 10k run: {TOOLLINKOS} is absent", file=sys.stderr)
-    if not args.skip_demo:
+    if not args.skip_demo and not args.raw_only:
         manifest, registry = demo_registry()
         report["demo"] = await starts(manifest, registry, args.runs)
         print(json.dumps({"demo": report["demo"]}), flush=True)
@@ -143,6 +211,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--runs", type=int, default=10, help="timed starts per manifest and protocol era")
     parser.add_argument("--skip-demo", action="store_true", help="only the 10k-tool registry")
+    parser.add_argument(
+        "--raw-only", action="store_true", help="only the raw JSON-RPC starts with CPU times (10k registry)"
+    )
     parser.add_argument("--build-only", action="store_true", help="build the cached 10k registry and stop")
     parser.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
     ns = parser.parse_args()
