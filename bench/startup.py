@@ -118,9 +118,10 @@ async def starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) the process has used so far: far less sensitive to machine load
-    than wall-clock time, so starts can be compared on a busy machine."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """CPU seconds (user + system) the process's main thread has used so far: far less sensitive to
+    machine load than wall-clock time, so starts can be compared on a busy machine. The main thread
+    answers the protocol; the background start's worker threads are not counted."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -137,8 +138,8 @@ def _answer(proc: subprocess.Popen[bytes], rid: int) -> None:
 
 
 def raw_start(manifest: Path, registry: Path) -> dict[str, float]:
-    """One handshake-era start spoken as raw JSON-RPC lines, with the gateway's own CPU time (upstreams
-    not counted) at the answered ``initialize`` and at the answered first ``tools/list``."""
+    """One handshake-era start spoken as raw JSON-RPC lines, with the gateway's main-thread CPU time
+    (upstreams not counted) at the answered ``initialize`` and at the answered first ``tools/list``."""
     env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
     args = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
     pipe = subprocess.PIPE
