@@ -191,7 +191,9 @@ def registry_size(registry: Path) -> int:
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"machine": machine()}
-    if TOOLLINKOS.exists():
+    if args.skip_10k:
+        pass
+    elif TOOLLINKOS.exists():
         manifest, registry = build_10k()
         timed = {} if args.raw_only else await starts(manifest, registry, args.runs)
         timed["raw"] = raw_starts(manifest, registry, args.runs)
@@ -211,6 +213,7 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=10, help="timed starts per manifest and protocol era")
+    parser.add_argument("--skip-10k", action="store_true", help="only the demo manifest")
     parser.add_argument("--skip-demo", action="store_true", help="only the 10k-tool registry")
     parser.add_argument(
         "--raw-only", action="store_true", help="only the raw JSON-RPC starts with CPU times (10k registry)"
