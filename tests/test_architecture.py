@@ -28,9 +28,10 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-SHARED = {"records", "errors", "settings", "config_values", "_lazy"}
-"""Root modules every layer may import: the records, errors, settings and config values they all speak,
-and the lazy-exports helper of the package ``__init__``s (importlib only)."""
+SHARED = {"records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "_lazy"}
+"""Root modules every layer may import: the records, errors, settings and config values they all speak
+(``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read;
+``_lazy``: the lazy-exports helper of the package ``__init__``s, importlib only)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).

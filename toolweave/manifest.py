@@ -50,6 +50,7 @@ from toolweave.errors import ConfigError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.settings import PublishSettings, RetrievalSettings, Settings
+from toolweave.yaml_limits import expansion_problem, size_problem
 
 __all__ = [
     "CatalogEntry",
@@ -482,6 +483,9 @@ def _check_variables(value: Any, path: Path_, comp: _Composer, environ: Mapping[
     return missing
 
 
+MAX_MANIFEST_CHARS = 4 * 1024 * 1024
+"""A manifest is configuration: megabytes of it are a mistake (or an attack), not a fleet."""
+
 # Sections that may hold secrets keep their raw text; the adapters interpolate when connecting.
 # (OpenAPI auth names environment variables instead of holding secrets, so it is interpolated here.)
 _RAW_SECTIONS = ("servers",)
@@ -496,10 +500,14 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
     file = str(path)
+    if too_big := size_problem(text, MAX_MANIFEST_CHARS):
+        raise ConfigError(f"{file}: {too_big}")
     try:
         loader = yaml.SafeLoader(text)
         try:
             root = loader.get_single_node()
+            if unsafe := expansion_problem(root):
+                raise ConfigError(f"{file}: {unsafe}")
             comp = _Composer(loader, file)
             data = {} if root is None else comp.build(root, ())
         finally:

@@ -101,6 +101,22 @@ class Settings(BaseSettings):
     max_result_chars: int = Field(
         200_000, ge=1_000, description="Larger tool results are truncated, with a note giving the full size."
     )
+    max_result_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Bytes read of one upstream answer (MCP, OpenAPI) before it is cut while streaming.",
+    )
+    max_request_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Largest inbound JSON-RPC message (HTTP body or stdio line); larger ones get an error.",
+    )
+    ping_interval_s: float = Field(
+        15.0, gt=0, description="How often each upstream's liveness is checked (MCP ping, or tools/list)."
+    )
+    ping_timeout_s: float = Field(
+        5.0, gt=0, description="An upstream that does not answer a liveness check this fast is reconnected."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Log level; logs always go to stderr."
     )

@@ -194,6 +194,7 @@ class Gateway:
                 # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
                 await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
             self._refresh_stale_sources()
+            self._warn_if_empty()
         except Exception as exc:
             self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
             log.error("%s; find_tools and calls will answer with this error", self._start_error)
@@ -232,6 +233,14 @@ class Gateway:
             f"the tool registry is still opening after {REGISTRY_WAIT_S:.0f} s; try again shortly"
         )
         return to_tool_error_result("unavailable", message, tool=tool)
+
+    def _warn_if_empty(self) -> None:
+        if self.manifest is not None and not self.backends and not self._catalog_sources:
+            log.warning(
+                "the manifest defines no upstreams (servers, openapi) and no catalogs: only tools already "
+                "in the registry at %s can be found, and none can be called",
+                self.settings.home,
+            )
 
     async def _warm_up(self) -> None:
         """Load the embedding model and the schema validator now rather than inside the first call."""
@@ -453,6 +462,12 @@ class Gateway:
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
         query = str(arguments["query"]).strip()
+        if not query:
+            return to_tool_error_result(
+                "invalid_arguments",
+                f"{FIND_TOOLS} needs a query with words in it, not only spaces",
+                tool=FIND_TOOLS,
+            )
         await self._first_connections()
         params = self.settings.retrieval
         k = arguments.get("k")

@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 
 from toolweave.errors import ServerError
 from toolweave.server.gateway import Gateway
+from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
 
 __all__ = ["Transport", "http_app", "serve", "sse_app"]
 
@@ -47,7 +48,9 @@ def _security(host: str) -> Any:
 
 def http_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
     """Streamable HTTP at ``/mcp`` (stateful, so handshake-era clients get list_changed)."""
-    return gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+    app = gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+    app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
+    return app
 
 
 def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
@@ -73,13 +76,15 @@ def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
         async with gateway.running():
             yield
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=transport.handle_post_message),
         ],
         lifespan=lifespan,
     )
+    app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
+    return app
 
 
 def _check_port(host: str, port: int) -> None:
@@ -96,9 +101,7 @@ def _check_port(host: str, port: int) -> None:
 
 
 async def _serve_stdio(gateway: Gateway) -> None:
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read, write):
+    async with bounded_stdio_server(gateway.settings.max_request_bytes) as (read, write):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
