@@ -30,7 +30,15 @@ from mcp.client.stdio import stdio_client
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from gateway_bench import TIME_ARGS, TOOLLINKOS, TOOLWEAVE, catalog_manifest, machine, pct  # noqa: E402
+from gateway_bench import (  # noqa: E402
+    TIME_ARGS,
+    TOOLLINKOS,
+    TOOLWEAVE,
+    catalog_manifest,
+    machine,
+    pct,
+    registry_size,
+)
 
 REPO = HERE.parent
 OUT = HERE / "out" / "startup"
@@ -177,16 +185,6 @@ def raw_starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
         **{f"{k}_p50": round(statistics.median(r[k] for r in rows), 3) for k in rows[0]},
         **{f"{k}_p95": round(pct([r[k] for r in rows], 0.95), 3) for k in rows[0]},
     }
-
-
-def registry_size(registry: Path) -> int:
-    from toolweave.registry import Registry
-
-    reg = Registry.open(registry)
-    try:
-        return len(reg)
-    finally:
-        reg.close()
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
