@@ -28,10 +28,14 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-SHARED = {"records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "_lazy"}
+SHARED = {
+    "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
+    "redaction", "_lazy",
+}  # fmt: skip
 """Root modules every layer may import: the records, errors, settings and config values they all speak
-(``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read;
-``_lazy``: the lazy-exports helper of the package ``__init__``s, importlib only)."""
+(``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
+pure security rules (access policy, tool-definition scanner, log redaction); ``_lazy``: the lazy-exports
+helper of the package ``__init__``s (importlib only)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).

@@ -47,9 +47,10 @@ from toolweave.config_values import (
     resolve_path,
 )
 from toolweave.errors import ConfigError
+from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
-from toolweave.settings import PublishSettings, RetrievalSettings, Settings
+from toolweave.settings import PublishSettings, RetrievalSettings, SecuritySettings, Settings
 from toolweave.yaml_limits import expansion_problem, size_problem
 
 __all__ = [
@@ -153,6 +154,10 @@ class _StrictPublish(PublishSettings):
     model_config = ConfigDict(extra="forbid")
 
 
+class _StrictSecurity(SecuritySettings):
+    model_config = ConfigDict(extra="forbid")
+
+
 class Manifest(_Strict):
     """A validated manifest. Build it with ``load_manifest``; paths are already absolute."""
 
@@ -168,6 +173,14 @@ class Manifest(_Strict):
     dependencies: Dependencies = Field(default_factory=Dependencies)
     core_tools: list[str] = Field(default_factory=list)
     examples: dict[str, list[str]] = Field(default_factory=dict)
+    security: _StrictSecurity = Field(default_factory=_StrictSecurity)
+    policy: dict[str, IdentityPolicy] = Field(
+        default_factory=dict, description="Rules per identity name (`*` = everyone else); see policy.py."
+    )
+
+    @property
+    def access_policy(self) -> Policy:
+        return Policy(identities=self.policy)
 
     @model_validator(mode="before")
     @classmethod
@@ -238,7 +251,13 @@ class Manifest(_Strict):
                 **self.publish.model_dump(include=self.publish.model_fields_set),
             }
         )
-        update: dict[str, Any] = {"retrieval": retrieval, "publish": publish}
+        security = SecuritySettings.model_validate(
+            {
+                **settings.security.model_dump(),
+                **self.security.model_dump(include=self.security.model_fields_set),
+            }
+        )
+        update: dict[str, Any] = {"retrieval": retrieval, "publish": publish, "security": security}
         home = registry or self.registry
         if home is not None:
             update["home"] = home
