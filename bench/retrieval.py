@@ -3,6 +3,11 @@
     .venv/bin/python bench/retrieval.py            # the full suite (≈15 min on 2 cores)
     .venv/bin/python bench/retrieval.py --quick    # ToolLinkOS only
     .venv/bin/python bench/retrieval.py --only metatool --only seal_tools
+    .venv/bin/python bench/retrieval.py --table     # all datasets × {bm25, vector, hybrid, grtf-declared,
+                                                    # grtf-inferred}, first pass shared (no latency)
+
+Embeddings come from the disk cache (``toolweave.benchmark.embedding_cache``): a second run embeds
+nothing. ``--no-floor`` scores full K-length lists (the relevance floor shortens them by design).
 
 Prints one JSON line per (dataset, query file, method, split, setting) and a Markdown table at the
 end; JSON lines are also appended to bench/out/retrieval.jsonl. Index builds are shared per dataset.
@@ -19,6 +24,7 @@ import time
 from pathlib import Path
 
 from toolweave.benchmark import load_dataset, run_benchmark
+from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.registry import Embedder
 from toolweave.settings import RetrievalSettings
 
@@ -50,10 +56,24 @@ def suite(quick: bool) -> list[Run]:
     return runs
 
 
+TABLE_DATASETS = ("toollinkos", "api_bank", "metatool", "seal_tools")
+
+
+def table_suite() -> list[Run]:
+    """Every dataset × {bm25, vector, hybrid, grtf on the declared graph, grtf on the inferred graph}."""
+    runs: list[Run] = []
+    for name in TABLE_DATASETS:
+        runs.append((name, _m("bm25", "vector", "hybrid", "grtf"), {"share_first_pass": True}))
+        runs.append((name, _m("grtf"), {"graph": "inferred", "share_first_pass": True}))
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="ToolLinkOS only")
+    parser.add_argument("--table", action="store_true", help="the all-datasets table (shared first pass)")
     parser.add_argument("--only", action="append", help="run just these datasets (repeatable)")
+    parser.add_argument("--no-floor", action="store_true", help="relevance floor off (full K-length lists)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     commit = subprocess.run(
@@ -64,9 +84,10 @@ def main() -> None:
         "commit": commit,
         "machine": f"{platform.machine()} {_cores()} cores",
     }
-    embedder = Embedder()
+    embedder = CachedEmbedder(Embedder())
+    floor_off = {"floor_relative": 0.0, "floor_absolute": 0.0, "floor_destructive": 0.0}
     rows = []
-    for name, methods, options in suite(args.quick):
+    for name, methods, options in table_suite() if args.table else suite(args.quick):
         if args.only and name not in args.only:
             continue
         try:
@@ -74,9 +95,12 @@ def main() -> None:
         except Exception as exc:  # a missing folder skips that dataset, with the reason
             print(f"skipped {name}: {exc}", file=sys.stderr)
             continue
-        params = [RetrievalSettings.model_validate(p) for p in methods]
-        for result in run_benchmark(data, params, embedder=embedder, **options):  # type: ignore[arg-type]
-            row = {**result.as_json(), **stamp}
+        params = [
+            RetrievalSettings.model_validate({**p, **(floor_off if args.no_floor else {})}) for p in methods
+        ]
+        results = run_benchmark(data, params, embedder=embedder, ks=(5, 10, 20, 30), **options)  # type: ignore[arg-type]
+        for result in results:
+            row = {**result.as_json(), **stamp, "floor": not args.no_floor}
             rows.append(row)
             print(json.dumps(row), flush=True)
             with (OUT / "retrieval.jsonl").open("a") as f:
@@ -85,16 +109,18 @@ def main() -> None:
 
 
 def markdown(rows: list[dict[str, object]]) -> str:
-    cols = ["dataset", "queries", "method", "K", "split", "setting", "mAP@10", "R@10", "nDCG@10", "C@10"]
-    cols += ["p50 ms", "p95 ms", "index s"]
+    cols = ["dataset", "queries", "method", "K", "split", "setting", "mAP@10", "R@10", "R@5", "nDCG@10"]
+    cols += ["C@10", "tools/query", "precision", "p50 ms", "p95 ms", "index s"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         setting = r["shots"] if r["graph"] in ("n/a", "declared") else f"{r['shots']}, {r['graph']} graph"
         lines.append(
             f"| {r['dataset']} | {r['queries_file']} ({r['queries']}) | {r['method']} "
             f"| {r.get('final_k', 10)} | {r['split']} "
-            f"| {setting} | {r['map@10']:.3f} | {r['recall@10']:.3f} | {r['ndcg@10']:.3f} "
-            f"| {r['complete@10']:.3f} | {r['latency_ms_p50']} | {r['latency_ms_p95']} | {r['index_s']} |"
+            f"| {setting} | {r['map@10']:.3f} | {r['recall@10']:.3f} | {r['recall@5']:.3f} "
+            f"| {r['ndcg@10']:.3f} "
+            f"| {r['complete@10']:.3f} | {r['returned']:.2f} | {r['precision']:.3f} "
+            f"| {r['latency_ms_p50']} | {r['latency_ms_p95']} | {r['index_s']} |"
         )
     return "\n".join(lines)
 

@@ -17,6 +17,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _private_embedding_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`toolweave bench` caches embeddings under $XDG_CACHE_HOME: never the user's own cache in tests."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture(scope="session")
 def shared_embedder():  # type: ignore[no-untyped-def]
     """The real all-MiniLM-L6-v2 int8 embedder; loading it once keeps the suite fast."""

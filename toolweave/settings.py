@@ -55,7 +55,30 @@ class RetrievalSettings(BaseModel):
         tuple(EdgeKind), description="Which dependency kinds the walk follows."
     )
     hybrid_alpha: float = Field(
-        0.8, ge=0.0, le=1.0, description="Weight of the vector score in hybrid fusion (1 = vector only)."
+        0.8, ge=0.0, le=1.0, description="Weight of the vector score in `convex` fusion (1 = vector only)."
+    )
+    fusion: Literal["zscore", "rrf", "convex"] = Field(
+        "zscore",
+        description="How hybrid combines vector and BM25: per-query z-scores, reciprocal rank, or convex.",
+    )
+    walk_order: Literal["dfs", "weighted"] = Field(
+        "dfs",
+        description="Walk order: `dfs` (the paper's) or `weighted` (parent relevance × edge confidence).",
+    )
+    floor_relative: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Drop search hits below this share of the turn's best hit (0 = off); deps still come.",
+    )
+    floor_absolute: float = Field(
+        0.0, ge=0.0, le=1.0, description="Drop search hits whose cosine similarity is below this (0 = off)."
+    )
+    floor_destructive: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Extra relative floor for tools marked destructive (they need a stronger match).",
     )
 
 
@@ -139,6 +162,12 @@ class Settings(BaseSettings):
     infer_dependencies: bool = Field(
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",
+    )
+    infer_min_confidence: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
     )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from toolweave.retrieval.metrics import average_precision, complete, ndcg, recall, summarize
+from toolweave.retrieval.metrics import average_precision, complete, ndcg, precision, recall, summarize
 
 
 def test_average_precision_normalises_by_min_gold_k() -> None:
@@ -38,4 +38,12 @@ def test_summarize_means_over_queries() -> None:
     assert out["map@10"] == pytest.approx((1.0 + 0.5) / 2)
     assert out["recall@10"] == pytest.approx(1.0)
     assert out["complete@10"] == pytest.approx(1.0)
-    assert set(out) == {"map@10", "recall@10", "ndcg@10", "complete@10"}
+    assert set(out) == {"map@10", "recall@10", "ndcg@10", "complete@10", "returned", "precision"}
+    assert out["returned"] == pytest.approx(2.0)
+    assert out["precision"] == pytest.approx(0.5)
+
+
+def test_precision_of_a_shorter_list() -> None:
+    assert precision(["a"], ["a", "b"]) == pytest.approx(1.0)
+    assert precision(["a", "x", "y", "z"], ["a"]) == pytest.approx(0.25)
+    assert precision([], ["a"]) == pytest.approx(1.0)

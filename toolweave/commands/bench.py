@@ -34,9 +34,26 @@ def bench(
         bool,
         typer.Option("--examples", help="Few-shot: the examples split becomes usage examples; scores test."),
     ] = False,
+    at: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--at", help="Cut-off K of the metrics (repeatable; default 10, 20, 30). --at 5: Recall@5."
+        ),
+    ] = None,
+    floor: Annotated[
+        bool,
+        typer.Option("--floor/--no-floor", help="Apply the configured relevance floor (it shortens lists)."),
+    ] = True,
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache", help="Reuse embeddings cached on disk ($XDG_CACHE_HOME/toolweave)."
+        ),
+    ] = True,
     json_out: JsonOption = False,
 ) -> None:
-    """Score retrieval (mAP, Recall, nDCG, Complete at 10/20/30; latency p50/p95; index build seconds).
+    """Score retrieval (mAP, Recall, nDCG, Complete at each K; tools returned per query and their
+    precision; latency p50/p95; index build seconds).
 
     With no --method the best shipped method is used (grtf). With --json each query file gives one
     JSON line; the last line is a JSON object.
@@ -46,29 +63,49 @@ def bench(
         import json
 
         from toolweave.benchmark import load_dataset, run_benchmark
+        from toolweave.benchmark.embedding_cache import CachedEmbedder
         from toolweave.errors import ConfigError
+        from toolweave.registry.embeddings import Embedder
         from toolweave.settings import RetrievalSettings
 
         if split not in ("all", "test", "examples"):
             raise ConfigError(f"--split: expected all, test or examples, got {split!r}")
         if graph not in ("declared", "inferred", "none"):
             raise ConfigError(f"--graph: expected declared, inferred or none, got {graph!r}")
-        params = retrieval_params(RetrievalSettings(), method=method or "grtf", top_k=top_k, final_k=final_k)
+        ks = tuple(sorted(set(at or (10, 20, 30))))
+        if any(k < 1 for k in ks):
+            raise ConfigError(f"--at: cut-offs must be at least 1, got {list(ks)}")
+        base = (
+            RetrievalSettings()
+            if floor
+            else RetrievalSettings(floor_relative=0.0, floor_absolute=0.0, floor_destructive=0.0)
+        )
+        params = retrieval_params(base, method=method or "grtf", top_k=top_k, final_k=final_k)
         data = load_dataset(dataset, query_file=queries)
-        results = run_benchmark(data, params, split=split, graph=graph, examples=examples)  # type: ignore[arg-type]
+        embedder = CachedEmbedder(Embedder()) if cache else Embedder()
+        results = run_benchmark(
+            data,
+            params,
+            split=split,
+            graph=graph,
+            examples=examples,
+            embedder=embedder,
+            ks=ks,  # type: ignore[arg-type]
+        )
         for result in results:
             row = result.as_json()
             if json_out:
                 typer.echo(json.dumps(row))
             else:
-                typer.echo(_table_line(row))
+                typer.echo(_table_line(row, ks))
 
 
-def _table_line(row: dict[str, object]) -> str:
+def _table_line(row: dict[str, object], ks: tuple[int, ...]) -> str:
     head = f"{row['dataset']}/{row['queries_file']} {row['method']} split={row['split']} n={row['queries']}"
     quality = "  ".join(
-        f"{m}@{k} {row[f'{m}@{k}']:.3f}" for k in (10, 20, 30) for m in ("map", "recall", "ndcg", "complete")
+        f"{m}@{k} {row[f'{m}@{k}']:.3f}" for k in ks for m in ("map", "recall", "ndcg", "complete")
     )
+    quality += f"\n  tools/query {row['returned']:.2f}  precision {row['precision']:.3f}"
     speed = (
         f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
     )

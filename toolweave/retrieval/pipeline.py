@@ -1,7 +1,7 @@
 """Graph RAG-Tool Fusion end to end, over any index that can search (pure: the index does the I/O).
 
-query → clean / contextual rewrites → first pass (vector | bm25 | hybrid, fused over rewrites)
-      → optional rerank → [grtf] depth-first walk of the top_k hits' dependencies → top final_k
+query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fused per query)
+      → optional rerank → relevance floor → [grtf] walk of the top_k hits' dependencies → top final_k
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from toolweave.errors import RetrievalError
-from toolweave.retrieval.fusion import convex_fusion
+from toolweave.retrieval.floor import apply_floor
+from toolweave.retrieval.fusion import fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
@@ -54,15 +55,34 @@ def first_pass(
     k: int,
     *,
     alpha: float,
+    fusion: str = "zscore",
     exclude_sources: Collection[str] = (),
 ) -> list[list[Hit]]:
     """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
+    return [hits[:k] for hits, _ in _first_pass(queries, index, method, k, alpha, fusion, exclude_sources)]
+
+
+def _first_pass(
+    queries: Sequence[QueryVariant],
+    index: SearchIndex,
+    method: RetrievalMethod,
+    k: int,
+    alpha: float,
+    fusion: str,
+    exclude_sources: Collection[str],
+) -> list[tuple[list[Hit], dict[str, float]]]:
+    """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
         use_vector = method == "vector"
         both = index.search(queries, k, exclude_sources, vector=use_vector, text=not use_vector)
-        return [vector if use_vector else text for vector, text in both]
+        return [
+            (vector, {h.tool_id: h.score for h in vector}) if use_vector else (text, {})
+            for vector, text in both
+        ]
     both = index.search(queries, max(k, _MIN_POOL), exclude_sources)
-    return [convex_fusion(vector, text, alpha)[:k] for vector, text in both]
+    return [
+        (fuse(vector, text, fusion, alpha), {h.tool_id: h.score for h in vector}) for vector, text in both
+    ]
 
 
 def retrieve(
@@ -95,11 +115,20 @@ def retrieve(
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
     variant = contextual_query(text, context)
-    (hits,) = first_pass(
-        [variant], index, params.method, pool, alpha=params.hybrid_alpha, exclude_sources=exclude_sources
+    ((hits, cosine),) = _first_pass(
+        [variant], index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
     )
     if rerank is not None:
         hits = rerank(text, hits)
+    relevance = turn_relevance(hits)
+    hits = apply_floor(
+        hits,
+        cosine,
+        relative=params.floor_relative,
+        absolute=params.floor_absolute,
+        destructive_extra=params.floor_destructive,
+        is_destructive=lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True,
+    )
     if params.method != "grtf":
         return [
             RankedTool(h.tool_id, n, "first_pass", h.score) for n, h in enumerate(hits[: params.final_k], 1)
@@ -121,4 +150,6 @@ def retrieve(
         d_limit=params.d_limit,
         edge_kinds=kinds,
         keep=keep,
+        order=params.walk_order,
+        relevance=relevance,
     )

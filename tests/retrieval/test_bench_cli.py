@@ -1,0 +1,33 @@
+"""`toolweave bench` options users read figures with: --at, --graph, --no-floor, the embedding cache."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli_core import run, tiny_dataset  # noqa: F401 - the fixture is used by name
+
+pytestmark = pytest.mark.integration
+
+
+def rows(out: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.strip().splitlines()]
+
+
+def test_bench_at_5_every_graph_floor_off_and_cached(tiny_dataset: Path) -> None:  # noqa: F811
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "toolweave" / "embeddings.sqlite"
+    for graph in ("inferred", "none"):  # declared: see test_cli_core
+        code, out, err = run(
+            "bench", str(tiny_dataset), "--json", "--at", "5", "--graph", graph, "--no-floor"
+        )
+        assert code == 0, err
+        (row,) = rows(out)
+        assert {"map@5", "recall@5", "ndcg@5", "complete@5", "returned", "precision"} <= set(row)
+        assert "map@10" not in row
+        assert row["returned"] >= 1
+    assert cache.is_file()  # the runs shared one cache file (tiny tools + queries embedded once)
+    code, out, err = run("bench", str(tiny_dataset), "--json", "--at", "0")
+    assert code == 1 and "--at" in err

@@ -1,0 +1,107 @@
+"""Benchmark helpers: the embedding cache across runs, and recorded first passes replayed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolweave.benchmark.embedding_cache import CachedEmbedder, default_cache_path
+from toolweave.benchmark.recorded import RECORD_DEPTH, RecordedGraph, RecordedIndex
+from toolweave.errors import RetrievalError
+from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.registry.embeddings import Embedder
+from toolweave.retrieval import retrieve
+from toolweave.retrieval.results import Hit
+from toolweave.settings import RetrievalSettings
+
+
+class CountingEmbedder(Embedder):
+    """Deterministic fake vectors; counts the texts that reached the 'model'."""
+
+    def __init__(self, name: str = "fake-model") -> None:
+        super().__init__(name)
+        self.embedded: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        self.embedded.extend(texts)
+        rows = [[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts]
+        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), 3)
+        return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def test_cache_embeds_each_text_once_across_instances(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    inner = CountingEmbedder()
+    first = CachedEmbedder(inner, path).embed_documents(["list files", "read file", "list files"])
+    assert inner.embedded == ["list files", "read file"]  # a repeated text is embedded once
+    inner2 = CountingEmbedder()
+    again = CachedEmbedder(inner2, path)  # a new process, the same file
+    second = again.embed_documents(["read file", "list files", "git status"])
+    assert inner2.embedded == ["git status"]
+    np.testing.assert_array_equal(second[0], first[1])
+    np.testing.assert_array_equal(second[1], first[0])
+    assert (again.hits, again.misses) == (2, 1)
+    assert again.embed_query("read file").tolist() == first[1].tolist()  # queries share the cache
+
+
+def test_cache_keys_include_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    CachedEmbedder(CountingEmbedder("model-a"), path).embed_documents(["same text"])
+    other = CountingEmbedder("model-b")
+    cached = CachedEmbedder(other, path)
+    cached.embed_documents(["same text"])
+    assert other.embedded == ["same text"]
+    assert cached.model_id == "model-b"
+
+
+def test_default_cache_lives_under_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cache_path() == tmp_path / "toolweave" / "embeddings.sqlite"
+
+
+def test_cached_vectors_equal_fresh_ones_with_the_real_model(shared_embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    texts = ["what time is it in Tokyo", "create a git branch"]
+    fresh = shared_embedder.embed_documents(texts)
+    cached = CachedEmbedder(shared_embedder, tmp_path / "c.sqlite")
+    cached.embed_documents(texts)
+    replay = CachedEmbedder(shared_embedder, tmp_path / "c.sqlite")
+    np.testing.assert_allclose(replay.embed_documents(texts), fresh, atol=1e-6)
+    assert replay.misses == 0
+    assert replay.dim == fresh.shape[1]
+
+
+class ListIndex:
+    """A live index that answers from fixed lists and counts searches."""
+
+    def __init__(self) -> None:
+        self.searches = 0
+
+    def search(self, queries, k, exclude_sources=(), *, vector=True, text=True):  # type: ignore[no-untyped-def]
+        self.searches += 1
+        assert k == RECORD_DEPTH and vector and text  # records both sides, deep enough for any run
+        return [([Hit("a", 0.9), Hit("b", 0.5)], [Hit("b", 7.0), Hit("c", 2.0)]) for _ in queries]
+
+    def find(self, tool_id: str) -> object | None:
+        return None
+
+
+def test_recorded_index_searches_once_and_replays_every_method() -> None:
+    live = ListIndex()
+    index = RecordedIndex(live=live)
+    graph = RecordedGraph(
+        {"a": [DependencyEdge(tool="a", depends_on="d", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)]}
+    )
+    out = {
+        m: [r.tool_id for r in retrieve("q", index, graph, RetrievalSettings(method=m, top_k=1))]
+        for m in ("vector", "bm25", "hybrid", "grtf")
+    }
+    assert live.searches == 1
+    assert out["vector"] == ["a", "b"] and out["bm25"] == ["b", "c"]
+    assert out["hybrid"] == ["a", "b", "c"] and out["grtf"] == ["a", "d", "b", "c"]
+    with pytest.raises(RetrievalError, match="exclude"):
+        index.search([("q",)], 10, exclude_sources={"x"})
+    with pytest.raises(RetrievalError, match="without a live index"):
+        RecordedIndex().search([("new",)], 10)

@@ -1,0 +1,80 @@
+"""A first pass recorded once and replayed: every retrieval variant scored without searching again.
+
+Vector and full-text hits of a query do not depend on fusion, floor or walk settings, so a benchmark
+that compares methods (or an experiment that sweeps a setting) records each query's two candidate
+lists once, deep enough for every variant, and replays them through the real pipeline
+(``toolweave.retrieval.retrieve``) as a ``SearchIndex``. Only latency is lost: it is not measured on
+replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from toolweave.errors import RetrievalError
+from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.retrieval.pipeline import SearchIndex
+from toolweave.retrieval.query import QueryVariant
+from toolweave.retrieval.results import Hit
+
+__all__ = ["RECORD_DEPTH", "RecordedGraph", "RecordedIndex"]
+
+RECORD_DEPTH = 50
+"""Candidates recorded per retriever: above the pipeline's fusion pool (30) and any ``final_k`` we score."""
+
+
+@dataclass
+class RecordedIndex:
+    """Replays recorded ``(vector hits, text hits)`` per query text; records misses from ``live``."""
+
+    live: SearchIndex | None = None
+    records: dict[str, object] = field(default_factory=dict)
+    """Tool id → record (for ``find``: the floor reads ``destructive`` / ``read_only``)."""
+    hits: dict[QueryVariant, tuple[list[Hit], list[Hit]]] = field(default_factory=dict)
+
+    def record(self, queries: Sequence[QueryVariant]) -> None:
+        """Search every not yet recorded query once on the live index."""
+        todo = [q for q in dict.fromkeys(queries) if q not in self.hits]
+        if not todo:
+            return
+        if self.live is None:
+            raise RetrievalError("a recorded index without a live index cannot search new queries")
+        for query, both in zip(todo, self.live.search(todo, RECORD_DEPTH), strict=True):
+            self.hits[query] = both
+
+    def search(
+        self,
+        queries: Sequence[QueryVariant],
+        k: int,
+        exclude_sources: Collection[str] = (),
+        *,
+        vector: bool = True,
+        text: bool = True,
+    ) -> list[tuple[list[Hit], list[Hit]]]:
+        if exclude_sources:
+            raise RetrievalError("a recorded index cannot exclude sources")
+        if k > RECORD_DEPTH:
+            raise RetrievalError(f"recorded {RECORD_DEPTH} candidates per retriever, {k} asked")
+        self.record(queries)
+        out = []
+        for query in queries:
+            vector_hits, text_hits = self.hits[query]
+            out.append((vector_hits[:k] if vector else [], text_hits[:k] if text else []))
+        return out
+
+    def find(self, tool_id: str) -> object | None:
+        if tool_id in self.records:
+            return self.records[tool_id]
+        return self.live.find(tool_id) if self.live is not None else None
+
+
+class RecordedGraph:
+    """A registry's dependency look-up frozen as ``tool id → edges`` (in the registry's own order)."""
+
+    def __init__(self, dependencies: Mapping[str, Sequence[DependencyEdge]]) -> None:
+        self._out = {tool: list(edges) for tool, edges in dependencies.items() if edges}
+
+    def __call__(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+        edges = self._out.get(tool_id, [])
+        return edges if kinds is None else [e for e in edges if e.kind in kinds]
