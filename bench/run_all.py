@@ -16,6 +16,7 @@ RUNNERS = [
     ["ingest.py", "--json"],
     ["openapi_convert.py"],
     ["gateway_bench.py"],
+    ["startup.py"],
     ["graph_inference.py"],
 ]
 

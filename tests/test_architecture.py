@@ -30,11 +30,12 @@ def modules_under(folder: str) -> list[Path]:
 
 SHARED = {
     "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
-    "redaction",
+    "redaction", "_lazy",
 }  # fmt: skip
 """Root modules every layer may import: the records, errors, settings and config values they all speak
 (``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
-pure security rules (access policy, tool-definition scanner, log redaction)."""
+pure security rules (access policy, tool-definition scanner, log redaction); ``_lazy``: the lazy-exports
+helper of the package ``__init__``s (importlib only)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).
@@ -152,6 +153,7 @@ print("ok")
 RETRIEVAL_MAY_IMPORT = {
     "__future__", "collections.abc", "dataclasses", "typing", "math", "statistics", "re", "numpy",
     "toolweave.records", "toolweave.errors", "toolweave.settings",
+    "toolweave._lazy",  # the package's lazy exports (importlib only)
 }  # fmt: skip
 
 

@@ -11,8 +11,9 @@ path should not pay for LanceDB or the embedder, and the reverse)::
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from toolweave._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolweave.errors import ToolweaveError
@@ -43,8 +44,4 @@ _WHERE = {
     "ToolweaveError": "toolweave.errors",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'toolweave' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _WHERE)

@@ -36,6 +36,11 @@ def text(result: types.CallToolResult) -> str:
 async def scenario(client: Client, watch: ListChanged) -> None:
     """The acceptance walk-through, against whatever transport/era ``client`` uses."""
     first = names(await client.list_tools(cache_mode="bypass"))
+    if first == ["find_tools", "call_tool"]:
+        # Instant start: answered before the registry opened or the upstream connected; the pinned
+        # tool follows with list_changed.
+        await watch.wait(60)
+        first = names(await client.list_tools(cache_mode="bypass"))
     assert first == ["find_tools", "call_tool", "dyn__echo"]  # meta-tools + pinned
 
     found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
@@ -202,8 +207,10 @@ def test_mcp_inspector_cli_lists_and_calls(upstream: Upstream, registry_copy: Pa
         assert run.returncode == 0, run.stderr[-2000:]
         return json.loads(run.stdout)
 
-    listed = inspector("--method", "tools/list")
-    assert [t["name"] for t in listed["tools"]] == ["find_tools", "call_tool", "dyn__echo"]
+    listed = [t["name"] for t in inspector("--method", "tools/list")["tools"]]
+    # A one-shot client lists once, right after spawning: instant start answers before the registry
+    # is open, so the pinned tool may not be there yet (it follows with list_changed).
+    assert listed in (["find_tools", "call_tool"], ["find_tools", "call_tool", "dyn__echo"])
     called = inspector(
         "--method",
         "tools/call",

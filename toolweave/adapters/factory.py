@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend, StatusCallback
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
-from toolweave.adapters.openapi.backend import OpenAPIBackend
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.settings import Settings
 
@@ -54,6 +53,9 @@ def build_backends(
             )
         )
     for config in openapi:
+        # httpx and the spec parser only for manifests that use them (not before the handshake)
+        from toolweave.adapters.openapi.backend import OpenAPIBackend
+
         backends.append(
             OpenAPIBackend(
                 config, environ=environ, on_status=on_status, max_read_bytes=settings.max_result_bytes

@@ -5,12 +5,17 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolweave.cli import RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.settings import Settings
+
+if TYPE_CHECKING:
+    from toolweave.registry import Registry
 
 __all__: list[str] = []
 
@@ -44,36 +49,38 @@ def serve_command(
         from toolweave.adapters.factory import build_backends
         from toolweave.errors import ConfigError
         from toolweave.manifest import load_manifest
-        from toolweave.registry import Registry
         from toolweave.server.gateway import Gateway
         from toolweave.server.transports import serve
 
         if transport not in ("stdio", "http", "sse"):
             raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
         _prefer_own_environment()
-        loaded = load_manifest(manifest)
+        loaded = load_manifest(manifest)  # a bad manifest still fails here, before the server starts
         settings = loaded.settings_for(settings_for(None), registry=registry)
         if insecure_no_auth:
             security = settings.security.model_copy(update={"insecure_no_auth": True})
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
-        reg = Registry.open(settings.home, settings=settings)
-        try:
-            gateways: list[Gateway] = []
+        gateways: list[Gateway] = []
 
-            async def on_status(source: str, available: bool) -> None:
-                for gateway in gateways:  # the gateway is built after its backends
-                    await gateway.backend_status(source, available)
+        async def on_status(source: str, available: bool) -> None:
+            for gateway in gateways:  # the gateway is built after its backends
+                await gateway.backend_status(source, available)
 
-            backends = build_backends(
-                loaded.enabled_servers(), loaded.openapi.values(), settings, on_status=on_status
-            )
-            gateway = Gateway(reg, backends, settings, manifest=loaded)
-            gateways.append(gateway)
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-                serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
-        finally:
-            reg.close()
+        backends = build_backends(
+            loaded.enabled_servers(), loaded.openapi.values(), settings, on_status=on_status
+        )
+        # The registry opens in the background once the server runs (instant start, docs/gateway.md).
+        gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
+        gateways.append(gateway)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
+            serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
+
+
+def _open_registry(settings: Settings) -> Registry:
+    from toolweave.registry import Registry
+
+    return Registry.open(settings.home, settings=settings)
 
 
 def _prefer_own_environment() -> None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolweave.errors import ConfigError, GraphError
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.registry.graph import DependencyGraph
+
+if TYPE_CHECKING:  # networkx only where a graph is used, not for the manifest
+    from toolweave.registry.graph import DependencyGraph
 
 __all__ = [
     "EdgeSelector",

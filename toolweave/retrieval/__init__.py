@@ -1,9 +1,18 @@
-"""Graph-fused retrieval: pure functions over a registry-like index (no I/O library is imported here)."""
+"""Graph-fused retrieval: pure functions over a registry-like index (no I/O library is imported here).
 
-from toolweave.retrieval.fusion import convex_fusion
-from toolweave.retrieval.pipeline import SearchIndex, first_pass, retrieve
-from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.retrieval.walk import expand_with_dependencies
+Names load on first use (``toolweave._lazy``): the server's meta-tools import ``retrieval.results``
+without paying for numpy.
+"""
+
+from typing import TYPE_CHECKING
+
+from toolweave._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from toolweave.retrieval.fusion import convex_fusion
+    from toolweave.retrieval.pipeline import SearchIndex, first_pass, retrieve
+    from toolweave.retrieval.results import Hit, RankedTool
+    from toolweave.retrieval.walk import expand_with_dependencies
 
 __all__ = [
     "Hit",
@@ -14,3 +23,16 @@ __all__ = [
     "first_pass",
     "retrieve",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "convex_fusion": "toolweave.retrieval.fusion",
+        "SearchIndex": "toolweave.retrieval.pipeline",
+        "first_pass": "toolweave.retrieval.pipeline",
+        "retrieve": "toolweave.retrieval.pipeline",
+        "Hit": "toolweave.retrieval.results",
+        "RankedTool": "toolweave.retrieval.results",
+        "expand_with_dependencies": "toolweave.retrieval.walk",
+    },
+)

@@ -6,6 +6,11 @@ owner task per backend, started in a task group, cancelled on the way out. A bac
 through the manifest's overrides into ``Registry.ingest`` (hash-based, in a worker thread), so tools
 an upstream adds at run time are findable at once.
 
+Instant start: given a registry *opener* instead of a registry, the gateway answers ``initialize`` and
+``tools/list`` (meta-tools) at once and opens the registry in the background (LanceDB, numpy and the
+embedder are imported there, not before the handshake). Only ``find_tools`` and calls wait, bounded,
+for it; a registry that cannot be opened makes them return a clear error instead.
+
 Nothing raised while serving a call escapes as a JSON-RPC error: see ``server/errors.py``.
 """
 
@@ -13,11 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -25,7 +30,7 @@ from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Backend, Sampler
-from toolweave.errors import ServerError
+from toolweave.errors import RegistryError, ServerError
 from toolweave.manifest import (
     Manifest,
     apply_tool_overrides,
@@ -35,7 +40,6 @@ from toolweave.manifest import (
 )
 from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
-from toolweave.registry import Registry
 from toolweave.registry.batching import QueryBatcher
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
@@ -58,6 +62,9 @@ from toolweave.server.proxy import Proxy, argument_errors
 from toolweave.server.sessions import Session, SessionStore
 from toolweave.settings import RetrievalSettings, Settings
 
+if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
+    from toolweave.registry import Registry
+
 __all__ = ["Gateway"]
 
 log = logging.getLogger(__name__)
@@ -66,9 +73,14 @@ AVAILABILITY_POLL_S = 0.25
 """How often backend availability is sampled; a flip re-publishes (tools appear/disappear)."""
 
 STARTUP_GRACE_S = 15.0
-"""Right after start, ``find_tools`` and calls wait (at most this long, and at most the connect timeout)
-for upstreams that are still making their first connection attempt, so a client's first request is
-not answered from a half-connected gateway. Upstreams whose attempt already failed are not waited for."""
+"""Once the registry is open, ``find_tools`` and calls wait (at most this long, and at most the connect
+timeout) for upstreams whose first tool list is not in the registry yet, so a client's first request is
+not answered from a half-connected gateway. Upstreams whose attempt already failed are not waited for.
+``tools/list`` never waits: it answers with what is there and ``list_changed`` follows."""
+
+REGISTRY_WAIT_S = 30.0
+"""How long ``find_tools`` and calls wait for the registry the gateway opens in the background
+(10,000 tools open in a few seconds on a busy 2-core machine); after that they answer ``unavailable``."""
 
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries are cut to this many characters before retrieval."""
@@ -101,14 +113,18 @@ class Gateway:
 
     def __init__(
         self,
-        registry: Registry,
+        registry: Registry | Callable[[], Registry],
         backends: Sequence[Backend],
         settings: Settings,
         *,
         manifest: Manifest | None = None,
         name: str = "toolweave",
     ) -> None:
-        self.registry = registry
+        # An opener is called in the background start (and the registry closed on the way out).
+        self._open_registry = registry if callable(registry) else None
+        self._registry: Registry | None = None if callable(registry) else registry
+        self._start_error: str | None = None
+        self._reported: set[str] = set()  # backends whose tool list was ingested at least once
         self.settings = settings
         self.manifest = manifest
         self.backends: dict[str, Backend] = {b.name: b for b in backends}
@@ -127,13 +143,12 @@ class Gateway:
         self._tool_cache: dict[str, tuple[ToolRecord, types.Tool]] = {}
         # security (server/auth.py, guard.py, audit.py, metrics.py)
         security = settings.security
-        self.guard = Guard(registry, security, manifest.access_policy if manifest else Policy())
+        self._policy = manifest.access_policy if manifest else Policy()
+        self.guard: Guard  # set with the registry (_attach_registry): its quarantine lives beside it
         self.metrics = GatewayMetrics()
-        # throughput: concurrent turns share model runs; repeated questions are answered from a cache
-        if not isinstance(registry.embedder, QueryBatcher):
-            registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
         self.find_cache: FindCache[list[Any]] = FindCache(security.find_cache_size)
-        self.metrics.quarantined.set(len(self.guard.held))
+        if self._registry is not None:
+            self._attach_registry(self._registry)
         self.audit = (
             AuditLog(
                 security.audit_log,
@@ -145,6 +160,7 @@ class Gateway:
             else None
         )
         self.ready = anyio.Event()
+        """Set once the background start is over: registry open, catalogs ingested (or it failed)."""
         self.server: Server[Any] = Server(
             name,
             version=_version(),
@@ -174,32 +190,91 @@ class Gateway:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
-        """Ingest the manifest's catalogs, start every backend's owner task, stop them all on exit."""
+        """Serve at once; open the registry, ingest the manifest's catalogs and start every backend's
+        owner task in the background; stop them all on exit."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._start)
+                # Upstreams connect while the registry opens; their first tool lists wait for it.
+                for backend in self.backends.values():
+                    tg.start_soon(self._run_backend, backend)
+                tg.start_soon(self._watch_availability)
+                try:
+                    yield self
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            if self._open_registry is not None and self._registry is not None:
+                self._registry.close()
+
+    @property
+    def registry(self) -> Registry:
+        """The open registry; ``RegistryError`` while it is still opening or could not be opened."""
+        if self._registry is None:
+            raise RegistryError(self._start_error or "the tool registry is still opening")
+        return self._registry
+
+    def is_ready(self) -> bool:
+        """Whether the registry is open with the manifest's catalogs in it (false if that failed)."""
+        return self.ready.is_set() and self._start_error is None
+
+    async def _start(self) -> None:
+        """The background start. Any failure is logged and answered by every later find_tools/call."""
         started = time.perf_counter()
-        self._started_at = time.monotonic()
-        await self._ingest_catalogs()
-        if self.manifest is not None:
-            # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
-            await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
-        self._refresh_stale_sources()
-        self._warn_if_empty()
-        async with anyio.create_task_group() as tg:
-            for backend in self.backends.values():
-                tg.start_soon(self._run_backend, backend)
-            tg.start_soon(self._watch_availability)
-            tg.start_soon(self._warm_up)
-            tg.start_soon(self.guard.watch, self._quarantine_changed)
+        stage = "the tool registry could not be opened"
+        try:
+            if self._open_registry is not None:
+                # abandon_on_cancel: a client that leaves during the start must not wait for it
+                opened = await anyio.to_thread.run_sync(self._open_registry, abandon_on_cancel=True)
+                self._attach_registry(opened)
+            stage = "the manifest's catalogs could not be ingested"
+            await self._ingest_catalogs()
+            stage = "the manifest's dependency overrides could not be applied"
+            if self.manifest is not None:
+                # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
+                await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
+            self._refresh_stale_sources()
+            self._warn_if_empty()
+        except Exception as exc:
+            self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
+            log.error("%s; find_tools and calls will answer with this error", self._start_error)
+            log.debug("background start failed", exc_info=True)
             self.ready.set()
-            log.info(
-                "gateway ready in %.2f s: %d tools in registry, %d backends",
-                time.perf_counter() - started,
-                len(self.registry),
-                len(self.backends),
-            )
-            try:
-                yield self
-            finally:
-                tg.cancel_scope.cancel()
+            return
+        self.ready.set()
+        # Upstreams could not report before now: their startup grace starts with the registry.
+        self._started_at = time.monotonic()
+        log.info(
+            "gateway ready in %.2f s: %d tools in registry, %d backends",
+            time.perf_counter() - started,
+            len(self.registry),
+            len(self.backends),
+        )
+        await self._registry_opened()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.guard.watch, self._quarantine_changed)
+            await self._warm_up()
+
+    async def _registry_opened(self) -> None:
+        """Sessions that listed before the registry was open lacked their pinned tools: tell them."""
+        for session in self.sessions:
+            if any(
+                self._source_of(tool_id) not in (None, *self.excluded_sources())
+                for tool_id in session.published.ids()
+            ):
+                await self.notifier.tools_changed(session)
+
+    async def _wait_ready(self, tool: str) -> types.CallToolResult | None:
+        """Wait (bounded) for the background start; an error result if the registry is not usable."""
+        if not self.ready.is_set():
+            with anyio.move_on_after(REGISTRY_WAIT_S):
+                await self.ready.wait()
+        if self.is_ready():
+            return None
+        message = self._start_error or (
+            f"the tool registry is still opening after {REGISTRY_WAIT_S:.0f} s; try again shortly"
+        )
+        return to_tool_error_result("unavailable", message, tool=tool)
 
     def _warn_if_empty(self) -> None:
         if self.manifest is not None and not self.backends and not self._catalog_sources:
@@ -210,9 +285,10 @@ class Gateway:
             )
 
     async def _warm_up(self) -> None:
-        """Load the embedding model now (~1 s) rather than inside the first ``find_tools``."""
+        """Load the embedding model and the schema validator now rather than inside the first call."""
         try:
             await anyio.to_thread.run_sync(self.registry.embedder.embed_query, "warm up")
+            await anyio.to_thread.run_sync(argument_errors, {"type": "object"}, {})
         except Exception:  # retrieval will report the problem when it is actually needed
             log.warning("could not pre-load the embedding model", exc_info=True)
 
@@ -248,6 +324,10 @@ class Gateway:
         self, expected: str, source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]
     ) -> None:
         """A backend's complete, current tool list: ingest it and re-publish what changed."""
+        await self.ready.wait()  # upstreams connect while the registry is still opening
+        if self._start_error is not None:
+            self._reported.add(expected)  # nothing to wait for: calls answer the start error
+            return
         try:
             if source != expected:
                 log.warning("backend %s reported tools as source %r; using %r", expected, source, expected)
@@ -272,6 +352,8 @@ class Gateway:
             await self._republish(source, removed=removed, changed=changed, added=added)
         except Exception:  # a bad tool list must not kill the backend's owner task
             log.exception("could not ingest the tools of %s", source)
+        finally:
+            self._reported.add(expected)
 
     async def _apply_manifest_edges(self) -> None:
         """Add manifest edges whose two ends exist and which the graph lacks: a backend may connect long
@@ -322,15 +404,15 @@ class Gateway:
             await self._availability_changed(name)
 
     async def _first_connections(self, sources: set[str] | None = None) -> None:
-        """Wait out the startup grace for upstreams still on their first connection attempt."""
+        """Wait out the startup grace for upstreams still on their first connection attempt, until
+        their first tool list is in the registry (connected is not enough: it may still be ingesting)."""
         deadline = self._started_at + min(STARTUP_GRACE_S, self.settings.connect_timeout_s)
         while time.monotonic() < deadline:
             pending = [
                 name
                 for name, backend in self.backends.items()
                 if (sources is None or name in sources)
-                and name not in self._ever_available
-                and not backend.available
+                and name not in self._reported
                 # MCPBackend sets last_error after a failed attempt: no point waiting for it then
                 and getattr(backend, "last_error", None) is None
             ]
@@ -345,7 +427,9 @@ class Gateway:
 
     # -- what is visible -------------------------------------------------------------------------------
     def _source_of(self, tool_id: str) -> str | None:
-        record = self.registry.find(tool_id)
+        if self._registry is None:
+            return None
+        record = self._registry.find(tool_id)
         return record.source if record else None
 
     def excluded_sources(self) -> set[str]:
@@ -361,12 +445,23 @@ class Gateway:
         known = set(self.backends) | self._catalog_sources
         self._stale_sources = {s for s in self.registry.sources() if s not in known}
 
+    def _attach_registry(self, registry: Registry) -> None:
+        """The registry is open: its guard (quarantine beside it) and the query batcher come with it."""
+        self.guard = Guard(registry, self.settings.security, self._policy)
+        # throughput: concurrent turns share model runs; repeated questions are answered from a cache
+        if not isinstance(registry.embedder, QueryBatcher):
+            registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
+        self.metrics.quarantined.set(len(self.guard.held))
+        self._registry = registry
+
     def _quarantine_changed(self) -> None:
         self.metrics.quarantined.set(len(self.guard.held))
 
     def published_tools(self, session: Session) -> list[types.Tool]:
         excluded = self.excluded_sources()
         tools = meta_tools()
+        if not self.is_ready():  # pinned tools follow with list_changed once the registry is open
+            return tools
         for tool_id in session.published.ids():
             record = self.registry.find(tool_id)
             if record is None or record.source in excluded or not self.guard.allows(session.identity, record):
@@ -386,7 +481,7 @@ class Gateway:
         for meta in meta_tools():
             if meta.name == name:
                 return meta.input_schema
-        record = self._record_named(name)
+        record = self._record_named(name) if self.is_ready() else None
         return record.input_schema if record else None
 
     def _record_named(self, name: str) -> ToolRecord | None:
@@ -401,7 +496,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = self._session(ctx)
-        await self._first_connections()  # a client's first list should not miss a connecting upstream
+        # Never waits (instant start): tools that arrive later are announced with list_changed.
         tools = self.published_tools(session)
         session.listed()  # releases a find_tools result held until this client has the new list
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
@@ -422,6 +517,8 @@ class Gateway:
         result: types.CallToolResult | None = None
         try:
             session = self._session(ctx)
+            if (not_ready := await self._wait_ready(params.name)) is not None:
+                return not_ready
             if params.name == FIND_TOOLS:
                 result = await self._find_tools(session, arguments)
             elif params.name == CALL_TOOL:
@@ -518,6 +615,11 @@ class Gateway:
         text = text.strip()[:MAX_QUERY_CHARS]
         if not text:
             raise ServerError("the turn text is empty")
+        if not self.ready.is_set():
+            with anyio.move_on_after(REGISTRY_WAIT_S):
+                await self.ready.wait()
+        if not self.is_ready():
+            raise ServerError(self._start_error or "the tool registry is still opening; try again shortly")
         sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
         await self._first_connections()
         report: dict[str, Any] = {"sessions": []}

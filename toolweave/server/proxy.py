@@ -11,16 +11,18 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import jsonschema
 import mcp_types as types
-from jsonschema import Draft202012Validator
 
 from toolweave.adapters.backend import Backend, Sampler
 from toolweave.records import ToolRecord
 from toolweave.server.errors import error_code_of, to_tool_error_result
+
+if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshake
+    import jsonschema
+    from jsonschema import Draft202012Validator
 
 __all__ = ["Proxy", "argument_errors", "strip_upstream_meta", "truncate_result"]
 
@@ -38,6 +40,8 @@ def _field_path(error: jsonschema.ValidationError) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _validator(schema_json: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     schema = json.loads(schema_json)
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
@@ -49,6 +53,8 @@ def argument_errors(schema: Mapping[str, Any], arguments: Any) -> list[dict[str,
     Each entry names the field (``a.b[2]``, or ``(arguments)`` for the object itself), says why, and
     gives the schema keyword that failed. A schema that is itself invalid is reported, not raised.
     """
+    import jsonschema
+
     try:
         # Compiled validators are cached by the schema's text: tools are called again and again.
         validator = _validator(json.dumps(schema, sort_keys=True, default=str))

@@ -1,0 +1,227 @@
+"""Startup benchmark (issue 8, item 2): spawn `toolweave serve` over stdio -> `initialize` answered,
+-> first `tools/list` answered, p50/p95 over repeated starts, in both protocol eras.
+
+Two manifests:
+
+* ``10k``: the ToolLinkOS catalog plus synthesised tools (10,000 tools in all, built once with the real
+  embedder and cached under ``bench/out/startup/``, which git ignores) and mcp-server-time as an upstream;
+* ``demo``: ``manifests/demo.yaml`` with its own registry (cached beside the other).
+
+Usage: .venv/bin/python bench/startup.py [--runs 10] [--skip-demo] [--json]
+Needs ../shared/datasets/toollinkos beside the repository for the 10k run (skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from gateway_bench import (  # noqa: E402
+    TIME_ARGS,
+    TOOLLINKOS,
+    TOOLWEAVE,
+    catalog_manifest,
+    machine,
+    pct,
+    registry_size,
+)
+
+REPO = HERE.parent
+OUT = HERE / "out" / "startup"
+TOTAL_TOOLS = 10_000
+TOOLLINKOS_TOOLS = 573
+
+
+def build_10k() -> tuple[Path, Path]:
+    """The 10k manifest and its registry, ingested once (minutes of embedding) and then reused."""
+    from toolweave.manifest import load_manifest
+    from toolweave.registry import Registry, load_catalog
+    from toolweave.settings import Settings
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    registry = OUT / "registry-10k"
+    manifest = catalog_manifest(OUT, "tenk", TOTAL_TOOLS - TOOLLINKOS_TOOLS)
+    with manifest.open("a") as f:
+        f.write(f"servers:\n  time:\n    command: {sys.executable}\n    args: {json.dumps(TIME_ARGS)}\n")
+    done = OUT / "registry-10k.done"
+    if done.exists():
+        return manifest, registry
+    loaded = load_manifest(manifest)
+    reg = Registry.open(registry, settings=Settings(home=registry))
+    try:
+        for entry in loaded.catalogs:
+            catalog = load_catalog([entry.path], entry.source, require_description=entry.require_description)
+            print(reg.ingest(entry.source, catalog.tools, catalog.edges), file=sys.stderr, flush=True)
+        assert len(reg) >= TOTAL_TOOLS, len(reg)
+    finally:
+        reg.close()
+    done.write_text(time.strftime("%Y-%m-%d %H:%M UTC\n", time.gmtime()))
+    return manifest, registry
+
+
+def demo_registry() -> tuple[Path, Path]:
+    """``manifests/demo.yaml`` and a registry of its own (the first start ingests the upstreams' tools)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    return REPO / "manifests" / "demo.yaml", OUT / "registry-demo"
+
+
+def params(manifest: Path, registry: Path) -> StdioServerParameters:
+    env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
+    return StdioServerParameters(
+        command=TOOLWEAVE, args=["serve", "--manifest", str(manifest), "--registry", str(registry)], env=env
+    )
+
+
+async def one_start(manifest: Path, registry: Path, mode: str) -> tuple[float, float, int]:
+    """Seconds from spawn to the answered handshake and to the answered first ``tools/list``."""
+    t0 = time.perf_counter()
+    # The gateway's stderr (and its upstreams', cut off mid-start when the client leaves) is not data.
+    with open(os.devnull, "w") as quiet:
+        return await _timed(Client(stdio_client(params(manifest, registry), errlog=quiet), mode=mode), t0)
+
+
+async def _timed(connecting: Client, t0: float) -> tuple[float, float, int]:
+    async with connecting as client:
+        handshake = time.perf_counter() - t0
+        listed = await client.list_tools(cache_mode="bypass")
+        first_list = time.perf_counter() - t0
+    return handshake, first_list, len(listed.tools)
+
+
+async def starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    await one_start(manifest, registry, "legacy")  # warm the OS file cache and any first-start ingest
+    for mode in ("legacy", "auto"):
+        handshake: list[float] = []
+        first_list: list[float] = []
+        for _ in range(runs):
+            h, f, listed = await one_start(manifest, registry, mode)
+            handshake.append(h)
+            first_list.append(f)
+        era = "2025-11-25 (initialize)" if mode == "legacy" else "2026-07-28 (server/discover)"
+        report[mode] = {
+            "era": era,
+            "runs": runs,
+            "handshake_p50_s": round(statistics.median(handshake), 3),
+            "handshake_p95_s": round(pct(handshake, 0.95), 3),
+            "first_tools_list_p50_s": round(statistics.median(first_list), 3),
+            "first_tools_list_p95_s": round(pct(first_list, 0.95), 3),
+            "tools_in_first_list": listed,
+        }
+    return report
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process's main thread has used so far: far less sensitive to
+    machine load than wall-clock time, so starts can be compared on a busy machine. The main thread
+    answers the protocol; the background start's worker threads are not counted."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _request(rid: int, method: str, params: dict[str, Any]) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + "\n").encode()
+
+
+def _answer(proc: subprocess.Popen[bytes], rid: int) -> None:
+    assert proc.stdout is not None
+    while line := proc.stdout.readline():
+        if json.loads(line).get("id") == rid:
+            return
+    raise RuntimeError("the gateway closed stdout before answering")
+
+
+def raw_start(manifest: Path, registry: Path) -> dict[str, float]:
+    """One handshake-era start spoken as raw JSON-RPC lines, with the gateway's main-thread CPU time
+    (upstreams not counted) at the answered ``initialize`` and at the answered first ``tools/list``."""
+    env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
+    args = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    pipe = subprocess.PIPE
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None
+    try:
+        client = {"name": "bench", "version": "1"}
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+        proc.stdin.write(_request(1, "initialize", init))
+        proc.stdin.flush()
+        _answer(proc, 1)
+        out = {"handshake_s": time.perf_counter() - t0, "handshake_cpu_s": _cpu_s(proc.pid)}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        proc.stdin.write((json.dumps(note) + "\n").encode() + _request(2, "tools/list", {}))
+        proc.stdin.flush()
+        _answer(proc, 2)
+        out |= {"first_list_s": time.perf_counter() - t0, "first_list_cpu_s": _cpu_s(proc.pid)}
+        return out
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def raw_starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
+    raw_start(manifest, registry)  # warm-up
+    rows = [raw_start(manifest, registry) for _ in range(runs)]
+    return {
+        "era": "2025-11-25, raw JSON-RPC",
+        "runs": runs,
+        **{f"{k}_p50": round(statistics.median(r[k] for r in rows), 3) for k in rows[0]},
+        **{f"{k}_p95": round(pct([r[k] for r in rows], 0.95), 3) for k in rows[0]},
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {"machine": machine()}
+    if args.skip_10k:
+        pass
+    elif TOOLLINKOS.exists():
+        manifest, registry = build_10k()
+        timed = {} if args.raw_only else await starts(manifest, registry, args.runs)
+        timed["raw"] = raw_starts(manifest, registry, args.runs)
+        report["registry_10k"] = {"tools": registry_size(registry), **timed}
+        print(json.dumps({"registry_10k": report["registry_10k"]}), flush=True)
+    else:
+        print(f"skipped the 10k run: {TOOLLINKOS} is absent", file=sys.stderr)
+    if not args.skip_demo and not args.raw_only:
+        manifest, registry = demo_registry()
+        report["demo"] = await starts(manifest, registry, args.runs)
+        print(json.dumps({"demo": report["demo"]}), flush=True)
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=10, help="timed starts per manifest and protocol era")
+    parser.add_argument("--skip-10k", action="store_true", help="only the demo manifest")
+    parser.add_argument("--skip-demo", action="store_true", help="only the 10k-tool registry")
+    parser.add_argument(
+        "--raw-only", action="store_true", help="only the raw JSON-RPC starts with CPU times (10k registry)"
+    )
+    parser.add_argument("--build-only", action="store_true", help="build the cached 10k registry and stop")
+    parser.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
+    ns = parser.parse_args()
+    if ns.build_only:
+        print(build_10k())
+        sys.exit(0)
+    result = anyio.run(main, ns)
+    if ns.json:
+        print(json.dumps(result, indent=2))
