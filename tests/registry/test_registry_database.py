@@ -219,3 +219,18 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     after = Registry.open(reg.path, embedder=shared_embedder)
     assert state(after) == committed
     assert after.retrieve("share price of Apple")[0].tool_id == "demo__get_stock_price"
+
+
+def test_compaction_is_committed_so_reopening_rolls_nothing_back(
+    reg: Registry,
+    shared_embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr("toolweave.registry.registry._COMPACT_EVERY", 1)
+    reg.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)
+    generation = reg.generation()
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert again.generation() == generation
+    assert "rolled back" not in caplog.text
+    assert state(again) == state(reg)

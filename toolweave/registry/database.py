@@ -101,6 +101,8 @@ class RegistryDatabase:
         self.location = location
         self._db = db
         self.head = head
+        self._handles: dict[str, Any] = {}
+        """Open edge/override table handles: each sees its own writes (and versions) without re-opening."""
         self.graph_lost = False
         """Set by migrating an old registry whose rows outlived its graph file: edges must be re-inferred."""
 
@@ -137,6 +139,7 @@ class RegistryDatabase:
                     return names
 
     def _recover(self) -> CommitRecord | None:
+        self._handles.clear()
         names = self._table_names()
         if COMMIT_TABLE not in names:
             return self._first_open(names)
@@ -266,16 +269,19 @@ class RegistryDatabase:
         return ToolTable(self._db, name, dim)
 
     def drop(self, name: str) -> None:
+        self._handles.pop(name, None)
         with lance_errors(f"dropping table {name}", "registry"):
             self._db.drop_table(name, ignore_missing=True)
 
     def compact(self) -> None:
         """Merge the small versions the edge and override tables collect (one per commit). Changes their
         versions, not their rows: call it before a commit. Failures cost only disk."""
-        for name in (EDGE_TABLE, OVERRIDE_TABLE, COMMIT_TABLE):  # no commit names the commit table's version
+        tables = {EDGE_TABLE: _EDGE_SCHEMA, OVERRIDE_TABLE: _OVERRIDE_SCHEMA, COMMIT_TABLE: None}
+        for name, schema in tables.items():  # no commit names the commit table's version
             try:
                 with lance_errors("compacting", name):
-                    self._open(name).optimize()
+                    # through the cached handle: the next commit must name the compacted version
+                    (self._ensure(name, schema) if schema is not None else self._open(name)).optimize()
             except RegistryError:
                 log.warning("compacting %s failed; will try again later", name, exc_info=True)
 
@@ -284,11 +290,15 @@ class RegistryDatabase:
             return self._db.open_table(name)
 
     def _ensure(self, name: str, schema: pa.Schema) -> Any:
+        if name in self._handles:
+            return self._handles[name]
         with lance_errors(f"opening table {name}", "registry"):
             try:
-                return self._db.open_table(name)
+                table = self._db.open_table(name)
             except ValueError:  # not found
-                return self._db.create_table(name, schema=schema)
+                table = self._db.create_table(name, schema=schema)
+        self._handles[name] = table
+        return table
 
     def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
         table = self._ensure(name, schema)

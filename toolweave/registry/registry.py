@@ -217,47 +217,48 @@ class Registry:
         """
         started = time.perf_counter()
         summary = IngestSummary(source=source)
-        with self._write_lock, self._rollback_on_error():
+        with self._write_lock:
             snap = self._snap
             incoming = self._check_batch(source, tools)
             existing = {i for i, s in snap.sources.items() if s == source}
             removed = existing - incoming.keys() if replace_source else set()
             known = (set(snap.ids) - removed) | incoming.keys()
             self._check_edges(edges, known)
+            # checks first: bad input raises before anything changes (no rollback needed)
+            with self._rollback_on_error():
+                changed: list[ToolRecord] = []
+                for tool in incoming.values():
+                    old = snap.hashes.get(tool.id)
+                    if old == tool.content_hash:
+                        summary.unchanged += 1
+                        continue
+                    changed.append(tool)
+                    if old is None:
+                        summary.added += 1
+                    else:
+                        summary.updated += 1
+                summary.removed = len(removed)
 
-            changed: list[ToolRecord] = []
-            for tool in incoming.values():
-                old = snap.hashes.get(tool.id)
-                if old == tool.content_hash:
-                    summary.unchanged += 1
-                    continue
-                changed.append(tool)
-                if old is None:
-                    summary.added += 1
-                else:
-                    summary.updated += 1
-            summary.removed = len(removed)
+                documents = [tool_document(t) for t in changed]
+                vectors = self._embed(documents, progress)
+                summary.embedded = len(changed)
+                rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+                self._table.upsert(rows, documents)
+                self._table.delete_ids(removed)
+                if rows or removed:
+                    self._table.rebuild_text_index()
 
-            documents = [tool_document(t) for t in changed]
-            vectors = self._embed(documents, progress)
-            summary.embedded = len(changed)
-            rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
-            self._table.upsert(rows, documents)
-            self._table.delete_ids(removed)
-            if rows or removed:
-                self._table.rebuild_text_index()
-
-            graph_changed = self._update_graph(
-                source, incoming.values(), removed, edges, tools_changed=bool(rows)
-            )
-            if rows or removed:
-                self._reload()
-            if self.settings.infer_dependencies and (rows or removed or graph_changed):
-                # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
-            summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
-            if graph_changed or rows or removed:
-                self._commit(f"ingest {source}")
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(rows)
+                )
+                if rows or removed:
+                    self._reload()
+                if self.settings.infer_dependencies and (rows or removed or graph_changed):
+                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                    self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
+                summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
+                if graph_changed or rows or removed:
+                    self._commit(f"ingest {source}")
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -368,8 +369,9 @@ class Registry:
         Declared and manifest edges beat inferred ones on the same pair; inferred edges never land
         where an authoritative edge or a manifest ``remove`` says otherwise.
         """
-        with self._write_lock, self._rollback_on_error():
+        with self._write_lock:
             self._check_edges(edges, set(self._snap.ids))
+        with self._write_lock, self._rollback_on_error():
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(self._graph, [e for e in edges if e.origin != "inferred"])
             merge_inferred(self._graph, inferred, self.overrides)
@@ -390,7 +392,7 @@ class Registry:
         see ``toolweave.registry.database``), then publish what readers see of the graph."""
         self._db.save_edges(self._graph.edges())
         self._compact_now_and_then()
-        self._db.commit(action=action)
+        self._db.commit(action=action, tools=self._table)
         self._publish_graph()
 
     def generation(self) -> int:
