@@ -153,6 +153,12 @@ def kill_loop(
             f"{argv[0]}: {len(after[0])} rows, {len(after[1])} edges, matching no committed state"
         )
         committed_new += after != state
+        # progress for `pytest -s -m faults` (where each kill landed)
+        print(
+            f"{argv[0]} kill {n}: {point:.3f} s {'after first write' if from_first_write else 'after start'}"
+            f" -> {'new' if after != state else 'old'} state",
+            flush=True,
+        )
         state = after
     return state, committed_new
 
