@@ -234,3 +234,13 @@ def test_compaction_is_committed_so_reopening_rolls_nothing_back(
     assert again.generation() == generation
     assert "rolled back" not in caplog.text
     assert state(again) == state(reg)
+
+
+def test_a_registry_setting_keeps_uris_and_expands_paths() -> None:
+    from toolweave.settings import Settings
+
+    assert Settings(home="s3://bucket/team/tools").home == "s3://bucket/team/tools"
+    assert Settings(home="~/reg").home == Path.home() / "reg"
+    settings = Settings()
+    settings.home = "s3://bucket/x"  # what --registry does
+    assert settings.home == "s3://bucket/x"
