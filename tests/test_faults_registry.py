@@ -24,7 +24,7 @@ import pytest
 
 from toolweave.registry import Embedder, Registry
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.kill9]
 
 KILLS = int(os.environ.get("TOOLWEAVE_FAULT_KILLS", "20"))
 N_TOOLS = 100
@@ -153,7 +153,7 @@ def kill_loop(
             f"{argv[0]}: {len(after[0])} rows, {len(after[1])} edges, matching no committed state"
         )
         committed_new += after != state
-        # progress for `pytest -s -m faults` (where each kill landed)
+        # progress for `pytest -s -m kill9` (where each kill landed)
         print(
             f"{argv[0]} kill {n}: {point:.3f} s {'after first write' if from_first_write else 'after start'}"
             f" -> {'new' if after != state else 'old'} state",

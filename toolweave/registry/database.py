@@ -170,9 +170,10 @@ class RegistryDatabase:
         if legacy is not None:
             return self._migrate(legacy)
         ours = {n for n in names if _TOOL_TABLE.match(n) or n in (EDGE_TABLE, OVERRIDE_TABLE)}
-        foreign = sorted(names - ours)
+        # other tables (the quarantine, ...) keep their own state beside ours: no reason to refuse
+        foreign: list[str] = []
         if isinstance(self.location, Path) and self.location.exists():
-            foreign += sorted(
+            foreign = sorted(
                 p.name for p in self.location.iterdir() if p.name.removesuffix(".lance") not in names
             )
         if foreign:
