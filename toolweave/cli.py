@@ -29,8 +29,12 @@ app = typer.Typer(
 )
 
 RegistryOption = Annotated[
-    Path | None,
-    typer.Option("--registry", help="Registry directory (default: $TOOLWEAVE_HOME, else ~/.toolweave)."),
+    str | None,
+    typer.Option(
+        "--registry",
+        help="Registry directory or object-store URI, e.g. s3://bucket/prefix "
+        "(default: $TOOLWEAVE_HOME, else ~/.toolweave).",
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -45,7 +49,7 @@ def setup_logging(level: str = "INFO") -> None:
     redaction.install()  # secrets in URLs never reach a log, whoever logs them (SDK and httpx included)
 
 
-def settings_for(registry: Path | None) -> Settings:
+def settings_for(registry: Path | str | None) -> Settings:
     """The settings from the environment, with ``--registry`` applied; a bad variable is a ConfigError."""
     from pydantic import ValidationError
 
@@ -56,7 +60,7 @@ def settings_for(registry: Path | None) -> Settings:
         var = "TOOLWEAVE_" + "__".join(str(p) for p in first["loc"]).upper()
         raise ConfigError(f"{var}: {first['msg']}") from exc
     if registry is not None:
-        settings.home = registry
+        settings.home = registry  # validated: a URI stays a string, anything else becomes a Path
     return settings
 
 

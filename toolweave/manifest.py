@@ -237,7 +237,7 @@ class Manifest(_Strict):
         lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
         return "\n".join(lines)
 
-    def settings_for(self, settings: Settings, *, registry: Path | None = None) -> Settings:
+    def settings_for(self, settings: Settings, *, registry: Path | str | None = None) -> Settings:
         """``settings`` with what this manifest sets explicitly applied; ``registry`` (the CLI's) wins."""
         retrieval = RetrievalSettings.model_validate(
             {
@@ -259,8 +259,8 @@ class Manifest(_Strict):
         )
         update: dict[str, Any] = {"retrieval": retrieval, "publish": publish, "security": security}
         home = registry or self.registry
-        if home is not None:
-            update["home"] = home
+        if home is not None:  # model_copy skips validators: keep a URI a string, make a path a Path
+            update["home"] = home if isinstance(home, Path) or "://" in home else Path(home).expanduser()
         return settings.model_copy(update=update)
 
 

@@ -160,9 +160,15 @@ class Settings(BaseSettings):
         env_prefix="TOOLWEAVE_", env_nested_delimiter="__", extra="ignore", validate_assignment=True
     )
 
-    home: Path = Field(
+    home: Path | str = Field(
         default_factory=default_home,
-        description="Registry directory (`$TOOLWEAVE_HOME`, else `~/.toolweave`).",
+        description="Registry: a directory, or an object-store URI such as `s3://bucket/prefix` "
+        "(`$TOOLWEAVE_HOME`, else `~/.toolweave`).",
+    )
+    registry_storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="LanceDB object-store options for a URI registry (JSON; e.g. `aws_endpoint`, "
+        "`aws_region`, `allow_http`); credentials come from the environment (`AWS_ACCESS_KEY_ID`, ...).",
     )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
@@ -212,6 +218,14 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Log level; logs always go to stderr."
     )
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _registry_location(cls, value: object) -> object:
+        """An object-store URI stays a string (``Path`` would fold ``s3://`` into ``s3:/``)."""
+        if isinstance(value, str) and "://" not in value:
+            return Path(value).expanduser()
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -40,7 +40,8 @@ def ingest_catalog(
         from toolweave.registry import Registry, load_catalog
 
         catalog = load_catalog(files, source)
-        reg = Registry.open(settings_for(registry).home)
+        settings = settings_for(registry)
+        reg = Registry.open(settings.home, settings=settings)
         with Progress(
             TextColumn("embedding"),
             BarColumn(),
@@ -72,7 +73,10 @@ def reindex(
         str | None, typer.Option("--model", help="fastembed model name (default: the configured one).")
     ] = None,
 ) -> None:
-    """Re-embed every tool with the configured (or given) embedding model, keeping tools and graph."""
+    """Re-embed every tool with the configured (or given) embedding model, keeping tools and graph.
+
+    The new vectors go into a new table; the registry switches to it in one commit at the end, so an
+    interrupted reindex leaves the old registry as it was."""
     setup_logging("WARNING")
     with user_errors():
         from toolweave.registry import Embedder, Registry

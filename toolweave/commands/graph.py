@@ -27,7 +27,7 @@ app.add_typer(graph_app, name="graph")
 FORMATS = ("graphml", "json", "html")
 
 
-def _open(registry: Path | None) -> tuple[DependencyGraph, dict[str, ToolRecord]]:
+def _open(registry: str | None) -> tuple[DependencyGraph, dict[str, ToolRecord]]:
     from toolweave.registry import Registry
 
     settings = settings_for(registry)

@@ -1,4 +1,7 @@
-"""The dependency graph sidecar: a networkx DiGraph saved beside the tool table.
+"""The dependency graph: a networkx DiGraph, the in-memory read model of the registry's edge table.
+
+``save``/``load`` read and write the old ``graph.json`` format (registries are migrated from it, see
+``toolweave.registry.database``; ``graph export`` formats live in ``graph_export``).
 
 An edge ``A -> B`` means "A depends on B" (walk successors to collect what a tool needs). Parallel
 edges of different kinds or parameters between the same pair are kept as a list on the one

@@ -1,29 +1,30 @@
 """The registry: tools in a LanceDB table, their dependency graph beside it, and search over both.
 
-A registry directory holds ``registry.json`` (format and embedding model), the LanceDB table and
-``graph.json``. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
+A registry is one LanceDB database (``toolweave.registry.database``): the tool table, the edge and
+override tables and the commit record naming the versions that belong together, so a crash never
+leaves half an ingest. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
 retrieval. Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
 are swapped whole after each write, so searches never see half an ingest and need no lock.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
-from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference import refresh_inferred_edges, walkable
 from toolweave.registry.overrides import (
     GraphOverrides,
@@ -32,18 +33,16 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
-from toolweave.registry.store import TABLE_NAME, StoredTool, ToolTable
+from toolweave.registry.store import StoredTool
 from toolweave.retrieval.pipeline import retrieve as run_retrieval
 from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.settings import RetrievalSettings, Settings
 
-__all__ = ["META_FILE", "IngestSummary", "Registry"]
+__all__ = ["IngestSummary", "Registry"]
 
 log = logging.getLogger(__name__)
 
-META_FILE = "registry.json"
-_FORMAT = "toolweave-registry/1"
 Progress = Callable[[int, int], None]
 _COMPACT_EVERY = 50
 
@@ -84,86 +83,88 @@ class _Snapshot:
 
 
 class Registry:
-    """A tool registry directory. Open it with ``Registry.open(path)``."""
+    """A tool registry (a local directory or an object-store URI). Open it with ``Registry.open(path)``."""
 
-    def __init__(self, path: Path, embedder: Embedder, settings: Settings, table: ToolTable) -> None:
+    def __init__(
+        self, path: RegistryLocation, embedder: Embedder, settings: Settings, database: RegistryDatabase
+    ) -> None:
         self.path = path
         self.embedder = embedder
         self.settings = settings
-        self._table = table
+        self._db = database
+        self._table = database.tool_table()
         self._write_lock = threading.RLock()
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
-        self._graph = DependencyGraph.load(path)
+        self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
         self._snap = _Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
         self._edges: tuple[DependencyEdge, ...] = ()
-        self._reload()
-        self._publish_graph()
+        self._load_committed()
+        self._repair()
 
     # -- opening -------------------------------------------------------------------------------------
     @classmethod
     def open(
-        cls, path: Path | None = None, *, embedder: Embedder | None = None, settings: Settings | None = None
+        cls,
+        path: RegistryLocation | None = None,
+        *,
+        embedder: Embedder | None = None,
+        settings: Settings | None = None,
     ) -> Registry:
-        """Open the registry in ``path`` (default: ``settings.home``), creating it if the directory is new.
+        """Open the registry at ``path`` (default: ``settings.home``): a local directory, created if new,
+        or an object-store URI (``s3://bucket/prefix``, with ``settings.registry_storage_options``).
 
-        Raises ``NotARegistryError`` for a non-empty directory that is not a registry, and
+        Opening finishes what a crash interrupted: writes no commit names are rolled back, a registry
+        in the old ``graph.json`` layout is migrated, a missing full-text index is rebuilt.
+        Raises ``NotARegistryError`` for a non-empty location that is not a registry, and
         ``ModelMismatchError`` when the registry was built with another embedding model.
         """
         settings = settings or Settings()
-        path = Path(path or settings.home).expanduser()
+        location = path if path is not None else settings.home
         embedder = embedder or Embedder(settings.embedding_model)
-        meta_path = path / META_FILE
-        if path.exists() and not path.is_dir():
-            raise NotARegistryError(f"{path} is a file, not a registry directory")
-        if meta_path.exists():
-            meta = _read_meta(meta_path)
-            if meta["embedding_model"] != embedder.model_id:
-                built = meta["embedding_model"]
-                raise ModelMismatchError(
-                    f"registry {path} was built with embedding model {built!r}, but {embedder.model_id!r} "
-                    f"is configured. Re-index it with `toolweave reindex --registry {path}` (re-embeds "
-                    f"every tool with the configured model), or configure {built!r}."
-                )
-            dim = int(meta["dim"])
-        else:
-            if path.exists() and any(path.iterdir()):
-                foreign = sorted(p.name for p in path.iterdir())[:5]
-                raise NotARegistryError(
-                    f"{path} is not a toolweave registry (no {META_FILE}; it holds {', '.join(foreign)}). "
-                    "Choose an empty or new directory with --registry."
-                )
-            path.mkdir(parents=True, exist_ok=True)
-            dim = embedder.dim
-            _write_meta(meta_path, {"format": _FORMAT, "embedding_model": embedder.model_id, "dim": dim})
-        return cls(path, embedder, settings, ToolTable(path, dim))
+        database = RegistryDatabase.open(location, settings.registry_storage_options)
+        head = database.head
+        if head is None:
+            database.create(embedder.model_id, embedder.dim)
+        elif head.embedding_model != embedder.model_id:
+            built = head.embedding_model
+            raise ModelMismatchError(
+                f"registry {location} was built with embedding model {built!r}, but {embedder.model_id!r} "
+                f"is configured. Re-index it with `toolweave reindex --registry {location}` (re-embeds "
+                f"every tool with the configured model), or configure {built!r}."
+            )
+        return cls(database.location, embedder, settings, database)
 
     @staticmethod
-    def reindex(path: Path, *, embedder: Embedder, settings: Settings | None = None) -> int:
-        """Re-embed every tool of the registry in ``path`` with ``embedder``; keeps tools and graph."""
-        meta_path = path / META_FILE
-        if not meta_path.exists():
-            raise NotARegistryError(f"{path} is not a toolweave registry (no {META_FILE})")
-        old = _read_meta(meta_path)
-        rows = ToolTable(path, int(old["dim"])).load_all()
-        graph = DependencyGraph.load(path)
-        import shutil
+    def reindex(
+        path: RegistryLocation,
+        *,
+        embedder: Embedder,
+        settings: Settings | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Re-embed every tool of the registry at ``path`` with ``embedder``; keeps tools and graph.
 
-        shutil.rmtree(path / f"{TABLE_NAME}.lance", ignore_errors=True)
-        meta_path.unlink()
-        (path / GRAPH_FILE).unlink(missing_ok=True)
-        reg = Registry.open(path, embedder=embedder, settings=settings)
-        by_source: dict[str, list[ToolRecord]] = {}
-        for row in rows:
-            by_source.setdefault(row.record.source, []).append(row.record)
-        edges = list(graph.edges())
-        for source, tools in by_source.items():
-            reg.ingest(source, tools)
-        with reg._write_lock:
-            reg._graph.add_edges(edges)
-            reg._commit_graph()
+        The new vectors go into a new tool table beside the old one; the commit that names it is the
+        swap. Until then the old registry is intact (and an interrupted reindex leaves it usable).
+        """
+        settings = settings or Settings()
+        database = RegistryDatabase.open(path, settings.registry_storage_options)
+        if database.head is None:
+            raise NotARegistryError(f"{path} is not a toolweave registry (nothing was ever ingested there)")
+        old = database.tool_table()
+        rows = old.load_all()
+        documents = [tool_document(r.record) for r in rows]
+        vectors = _embed(embedder, documents, settings.embedding_batch_size, progress)
+        new = database.new_tool_table(embedder.dim)
+        new.upsert(
+            [StoredTool(r.record, r.content_hash, v) for r, v in zip(rows, vectors, strict=True)], documents
+        )
+        new.rebuild_text_index()
+        database.commit(action="reindex", tools=new, embedding_model=embedder.model_id, dim=embedder.dim)
+        database.drop(old.name)  # a crash before this leaves garbage the next open drops
         return len(rows)
 
     def close(self) -> None:
@@ -223,41 +224,41 @@ class Registry:
             removed = existing - incoming.keys() if replace_source else set()
             known = (set(snap.ids) - removed) | incoming.keys()
             self._check_edges(edges, known)
+            # checks first: bad input raises before anything changes (no rollback needed)
+            with self._rollback_on_error():
+                changed: list[ToolRecord] = []
+                for tool in incoming.values():
+                    old = snap.hashes.get(tool.id)
+                    if old == tool.content_hash:
+                        summary.unchanged += 1
+                        continue
+                    changed.append(tool)
+                    if old is None:
+                        summary.added += 1
+                    else:
+                        summary.updated += 1
+                summary.removed = len(removed)
 
-            changed: list[ToolRecord] = []
-            for tool in incoming.values():
-                old = snap.hashes.get(tool.id)
-                if old == tool.content_hash:
-                    summary.unchanged += 1
-                    continue
-                changed.append(tool)
-                if old is None:
-                    summary.added += 1
-                else:
-                    summary.updated += 1
-            summary.removed = len(removed)
+                documents = [tool_document(t) for t in changed]
+                vectors = self._embed(documents, progress)
+                summary.embedded = len(changed)
+                rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+                self._table.upsert(rows, documents)
+                self._table.delete_ids(removed)
+                if rows or removed:
+                    self._table.rebuild_text_index()
 
-            documents = [tool_document(t) for t in changed]
-            vectors = self._embed(documents, progress)
-            summary.embedded = len(changed)
-            rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
-            self._table.upsert(rows, documents)
-            self._table.delete_ids(removed)
-            if rows or removed:
-                self._table.rebuild_text_index()
-                self._compact_now_and_then()
-
-            graph_changed = self._update_graph(
-                source, incoming.values(), removed, edges, tools_changed=bool(rows)
-            )
-            if rows or removed:
-                self._reload()
-            if self.settings.infer_dependencies and (rows or removed or graph_changed):
-                # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
-            summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
-            if graph_changed or rows or removed:
-                self._commit_graph()
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(rows)
+                )
+                if rows or removed:
+                    self._reload()
+                if self.settings.infer_dependencies and (rows or removed or graph_changed):
+                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                    self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
+                summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
+                if graph_changed or rows or removed:
+                    self._commit(f"ingest {source}")
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -268,7 +269,8 @@ class Registry:
 
     def _compact_now_and_then(self) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running
-        gateway re-ingests whenever an upstream changes). A failed compaction costs only disk."""
+        gateway re-ingests whenever an upstream changes). A failed compaction costs only disk.
+        Compaction makes new table versions (same rows), so it runs before a commit names them."""
         self._writes += 1
         if self._writes % _COMPACT_EVERY:
             return
@@ -276,6 +278,23 @@ class Registry:
             self._table.compact()
         except RegistryError:
             log.warning("compacting the tool table failed; will try again later", exc_info=True)
+        self._db.compact()
+
+    @contextmanager
+    def _rollback_on_error(self) -> Iterator[None]:
+        """A write that fails half-way (bad input found late, a store error, Ctrl-C) leaves the last
+        committed state, on disk and in memory: nothing is half-written for the next reader."""
+        try:
+            yield
+        except BaseException:
+            try:
+                self._db.roll_back()
+                self._load_committed()
+            except RegistryError:
+                log.exception(
+                    "registry %s: rolling back a failed write failed; the next open retries", self.path
+                )
+            raise
 
     def _check_batch(self, source: str, tools: Sequence[ToolRecord]) -> dict[str, ToolRecord]:
         incoming: dict[str, ToolRecord] = {}
@@ -304,15 +323,7 @@ class Registry:
             )
 
     def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
-        batch = self.settings.embedding_batch_size
-        out: list[np.ndarray] = []
-        step = 256  # progress granularity; within a chunk, texts are length-sorted by the embedder
-        for start in range(0, len(documents), step):
-            chunk = documents[start : start + step]
-            out.extend(self.embedder.embed_documents(chunk, batch_size=batch))
-            if progress is not None:
-                progress(min(start + len(chunk), len(documents)), len(documents))
-        return out
+        return _embed(self.embedder, documents, self.settings.embedding_batch_size, progress)
 
     def _update_graph(
         self,
@@ -360,24 +371,33 @@ class Registry:
         """
         with self._write_lock:
             self._check_edges(edges, set(self._snap.ids))
+        with self._write_lock, self._rollback_on_error():
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(self._graph, [e for e in edges if e.origin != "inferred"])
             merge_inferred(self._graph, inferred, self.overrides)
-            self._commit_graph()
+            self._commit("add edges")
         return len(edges)
 
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
         """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
-        with self._write_lock:
+        with self._write_lock, self._rollback_on_error():
             self.overrides = overrides
             report = apply_overrides(self._graph, overrides)
-            self._commit_graph()
+            self._db.save_overrides(overrides)
+            self._commit("set overrides")
         return report
 
-    def _commit_graph(self) -> None:
-        """Save the graph (atomically) and publish what readers see of it."""
-        self._graph.save(self.path)
+    def _commit(self, action: str) -> None:
+        """Write the edges, then the commit record that makes this write the registry (the last step:
+        see ``toolweave.registry.database``), then publish what readers see of the graph."""
+        self._db.save_edges(self._graph.edges())
+        self._compact_now_and_then()
+        self._db.commit(action=action, tools=self._table)
         self._publish_graph()
+
+    def generation(self) -> int:
+        """The registry's committed generation as stored now: another process's commit raises it."""
+        return self._db.generation()
 
     def _publish_graph(self) -> None:
         # Searches run on other threads while an ingest changes the networkx graph: they read this
@@ -397,6 +417,32 @@ class Registry:
         below ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
         return [e for e in self._deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
+    def _load_committed(self) -> None:
+        """Snapshot, graph and overrides from the committed tables (at open and after a rollback)."""
+        self._table = self._db.tool_table()
+        self.overrides = self._db.load_overrides()
+        self._reload()
+        self._graph = graph_from_rows(
+            ((r.id, r.kind, r.source) for r in self._snap.records.values()), self._db.load_edges()
+        )
+        self._publish_graph()
+
+    def _repair(self) -> None:
+        """What an older version's crash could leave: no full-text index, or rows whose graph file was
+        lost (migrated registries). Rebuilt from the rows and committed, never reported "unchanged"."""
+        repairs: list[str] = []
+        with self._write_lock, self._rollback_on_error():
+            if len(self) and not self._table.has_text_index:
+                self._table.rebuild_text_index()
+                repairs.append("full-text index rebuilt")
+            if self._db.graph_lost and self.settings.infer_dependencies:
+                self._infer(set(self._snap.ids))
+                repairs.append(f"dependencies re-inferred for {len(self)} tools")
+            self._db.graph_lost = False
+            if repairs:
+                log.warning("registry %s: %s", self.path, "; ".join(repairs))
+                self._commit("repair")
+
     def _reload(self) -> None:
         _single_threaded_blas()
         rows = self._table.load_all()
@@ -413,7 +459,7 @@ class Registry:
             source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
             source_names=names,
         )
-        for r in rows:  # tools written by an older process may predate the graph file
+        for r in rows:  # graph nodes follow the rows (the graph is rebuilt from them at open)
             if r.record.id not in self._graph:
                 self._graph.add_tool(r.record.id, r.record.kind, r.record.source)
 
@@ -510,17 +556,14 @@ def _single_threaded_blas() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def _read_meta(path: Path) -> dict[str, str]:
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise NotARegistryError(f"{path}: unreadable registry metadata: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != _FORMAT or "embedding_model" not in meta:
-        raise NotARegistryError(f"{path}: not toolweave registry metadata (format {_FORMAT} expected)")
-    return meta
-
-
-def _write_meta(path: Path, meta: dict[str, object]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)
+def _embed(
+    embedder: Embedder, documents: list[str], batch: int, progress: Progress | None
+) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    step = 256  # progress granularity; within a chunk, texts are length-sorted by the embedder
+    for start in range(0, len(documents), step):
+        chunk = documents[start : start + step]
+        out.extend(embedder.embed_documents(chunk, batch_size=batch))
+        if progress is not None:
+            progress(min(start + len(chunk), len(documents)), len(documents))
+    return out

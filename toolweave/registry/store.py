@@ -1,7 +1,8 @@
 """The LanceDB tool table: one row per tool, with its vector and a full-text index over its document.
 
-This module is the only one that talks to LanceDB. Its errors are translated into ``RegistryError``s
-here. Writes are batched (every LanceDB write makes a table version).
+This module and ``toolweave.registry.database`` are the only ones that talk to LanceDB; their errors are
+translated into ``RegistryError``s here (``lance_errors``). Writes are batched (every LanceDB write makes
+a table version); which version counts is decided by the registry's commit record, not here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,7 @@ import pyarrow as pa
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
 
-__all__ = ["StoredTool", "ToolTable"]
+__all__ = ["StoredTool", "ToolTable", "lance_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -34,51 +35,69 @@ class StoredTool:
 
 
 @contextmanager
-def _lance_errors(action: str) -> Iterator[None]:
+def lance_errors(action: str, what: str = "tool table") -> Iterator[None]:
     """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead."""
     try:
         yield
     except RegistryError:
         raise
     except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
-        raise RegistryError(f"tool table: {action} failed: {exc}") from exc
+        raise RegistryError(f"{what}: {action} failed: {exc}") from exc
+
+
+def tool_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("name", pa.string()),
+            pa.field("kind", pa.string()),
+            pa.field("content_hash", pa.string()),
+            pa.field(_FTS_COLUMN, pa.string()),
+            pa.field("record", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
 class ToolTable:
-    """The tool table in ``directory``. Create it with ``open(..., dim=N)``."""
+    """The tool table ``name`` of an open LanceDB database (created empty when missing)."""
 
-    def __init__(self, directory: Path, dim: int) -> None:
-        import lancedb
-
+    def __init__(self, db: Any, name: str, dim: int) -> None:
+        self.name = name
         self._dim = dim
-        self._schema = pa.schema(
-            [
-                pa.field("id", pa.string(), nullable=False),
-                pa.field("source", pa.string()),
-                pa.field("name", pa.string()),
-                pa.field("kind", pa.string()),
-                pa.field("content_hash", pa.string()),
-                pa.field(_FTS_COLUMN, pa.string()),
-                pa.field("record", pa.string()),
-                pa.field("vector", pa.list_(pa.float32(), dim)),
-            ]
-        )
-        with _lance_errors(f"opening {directory}"):
-            self._db = lancedb.connect(str(directory))
-            if TABLE_NAME in self._db.table_names():
-                self._table = self._db.open_table(TABLE_NAME)
-            else:
-                self._table = self._db.create_table(TABLE_NAME, schema=self._schema)
+        self._schema = tool_schema(dim)
+        with lance_errors(f"opening table {name}"):
+            try:
+                self._table = db.open_table(name)
+            except ValueError:  # LanceDB's "table not found"
+                self._table = db.create_table(name, schema=self._schema)
         self._fts_ready = self._has_fts_index()
+
+    # -- versions ------------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The table version this handle reads (every write makes a new one)."""
+        return int(self._table.version)
+
+    def restore(self, version: int) -> None:
+        """Make ``version``'s rows and indexes current again (as a new version): undoes later writes."""
+        with lance_errors(f"restoring version {version}"):
+            self._table.restore(version)
+        self._fts_ready = self._has_fts_index()
+
+    @property
+    def has_text_index(self) -> bool:
+        return self._fts_ready
 
     # -- reads ---------------------------------------------------------------------------------------
     def count(self) -> int:
-        with _lance_errors("counting rows"):
+        with lance_errors("counting rows"):
             return int(self._table.count_rows())
 
     def load_all(self) -> list[StoredTool]:
         """Every row, decoded. At gateway scale (≤ ~10k tools) this fits easily in memory."""
-        with _lance_errors("reading the table"):
+        with lance_errors("reading the table"):
             arrow = self._table.to_arrow()
         if arrow.num_rows == 0:
             return []
@@ -102,7 +121,7 @@ class ToolTable:
 
         if not query.strip() or not self._fts_ready:
             return []
-        with _lance_errors("full-text search"):
+        with lance_errors("full-text search"):
             rows = (
                 self._table.search(MatchQuery(query, _FTS_COLUMN), query_type="fts")
                 .select(["id", "_score"])
@@ -131,7 +150,7 @@ class ToolTable:
             },
             schema=self._schema,
         )
-        with _lance_errors(f"writing {len(rows)} tools"):
+        with lance_errors(f"writing {len(rows)} tools"):
             (
                 self._table.merge_insert("id")
                 .when_matched_update_all()
@@ -143,14 +162,14 @@ class ToolTable:
         if not ids:
             return
         quoted = ", ".join(_sql_string(i) for i in ids)
-        with _lance_errors(f"deleting {len(ids)} tools"):
+        with lance_errors(f"deleting {len(ids)} tools"):
             self._table.delete(f"id IN ({quoted})")
 
     def rebuild_text_index(self) -> None:
         """(Re)build the full-text index; cheap at gateway scale, and keeps BM25 statistics exact."""
         from lancedb.index import FTS
 
-        with _lance_errors("building the full-text index"):
+        with lance_errors("building the full-text index"):
             if self.count() == 0:
                 self._fts_ready = False
                 return
@@ -159,7 +178,7 @@ class ToolTable:
 
     def compact(self) -> None:
         """Merge the small versions many upserts leave behind."""
-        with _lance_errors("compacting"):
+        with lance_errors("compacting"):
             self._table.optimize()
 
     def _has_fts_index(self) -> bool:

@@ -1,0 +1,246 @@
+"""The registry as one versioned LanceDB database: edges and overrides in tables, commits, rollback of
+uncommitted writes, migration of `graph.json` registries, reindex beside the old table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lancedb
+import pytest
+
+from toolweave.errors import RegistryError
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry import DependencyGraph, Embedder, Registry
+from toolweave.registry.database import EDGE_TABLE, RegistryDatabase
+from toolweave.registry.documents import tool_document
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
+from toolweave.registry.store import StoredTool, ToolTable
+
+pytestmark = pytest.mark.integration
+
+
+def tool(name: str, description: str, source: str = "demo") -> ToolRecord:
+    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description)
+
+
+TOOLS = [
+    tool("get_stock_price", "Current share price of a company's stock, by ticker symbol."),
+    tool("get_stock_ticker", "Look up the stock ticker symbol of a company by its name."),
+    tool("check_connectivity", "Check whether the device is connected to the internet."),
+    tool("get_weather", "Weather forecast for a city."),
+]
+EDGES = [
+    DependencyEdge(
+        tool="demo__get_stock_price",
+        depends_on="demo__get_stock_ticker",
+        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        parameter_name="ticker",
+        reason="the price needs a ticker symbol",
+        confidence=0.75,
+        evidence="catalog",
+    ),
+    DependencyEdge(
+        tool="demo__get_stock_ticker",
+        depends_on="demo__check_connectivity",
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+    ),
+]
+
+
+def state(reg: Registry) -> tuple[dict[str, str], set[DependencyEdge]]:
+    return {t.id: t.content_hash for t in reg.tools()}, set(reg.edges())
+
+
+@pytest.fixture
+def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
+    registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    registry.ingest("demo", TOOLS, EDGES)
+    return registry
+
+
+def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embedder: Embedder) -> None:
+    rows = lancedb.connect(str(reg.path)).open_table(EDGE_TABLE).to_arrow().to_pylist()
+    assert {DependencyEdge.model_validate(r) for r in rows} == set(EDGES)
+    assert not (Path(reg.path) / "graph.json").exists()
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert state(again) == state(reg)
+    assert again.dependencies("demo__get_stock_price")[0].confidence == 0.75
+
+
+def test_overrides_are_committed_and_hold_for_later_processes(
+    reg: Registry, shared_embedder: Embedder
+) -> None:
+    pin = DependencyEdge(
+        tool="demo__get_weather",
+        depends_on="demo__check_connectivity",
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+        origin="manifest",
+        evidence="manifest:pin",
+    )
+    overrides = GraphOverrides(
+        pin=[pin],
+        remove=[EdgeSelector("demo__get_stock_ticker", "demo__check_connectivity")],
+        where={pin.key: "gw.yaml:dependencies.pin[0]"},
+    )
+    reg.set_overrides(overrides)
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert again.overrides == overrides
+    assert state(again) == state(reg)
+    assert pin in again.edges()
+    assert not again.dependencies("demo__get_stock_ticker")
+
+
+def test_an_unchanged_ingest_commits_nothing_and_a_change_commits_once(reg: Registry) -> None:
+    before = reg.generation()
+    reg.ingest("demo", TOOLS, EDGES)
+    assert reg.generation() == before
+    reg.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)
+    assert reg.generation() == before + 1
+
+
+def test_writes_no_commit_names_are_rolled_back_at_open(reg: Registry, shared_embedder: Embedder) -> None:
+    committed = state(reg)
+    # what a process killed after its row write leaves: rows and a new FTS index, no edges, no commit
+    RegistryDatabase.open(reg.path).save_edges([])
+    db = lancedb.connect(str(reg.path))
+    table = ToolTable(db, "tools", shared_embedder.dim)
+    extra = tool("send_email", "Send an email message to an address.")
+    vector = shared_embedder.embed_documents([tool_document(extra)])[0]
+    table.upsert([StoredTool(extra, extra.content_hash, vector)], [tool_document(extra)])
+    table.delete_ids(["demo__get_weather"])
+    table.rebuild_text_index()
+
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert state(again) == committed
+    assert again.text_hits("weather forecast", 3)[0].tool_id == "demo__get_weather"
+    summary = again.ingest("demo", [*TOOLS, extra], EDGES)
+    assert (summary.added, summary.unchanged, summary.edges) == (1, 4, 2)  # redone, not "unchanged"
+
+
+def test_a_write_failing_half_way_leaves_the_committed_state(
+    reg: Registry, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committed = state(reg)
+
+    def broken(*_args: object, **_kw: object) -> None:
+        raise RegistryError("edges: object store unreachable")
+
+    monkeypatch.setattr(reg._db, "save_edges", broken)
+    changed = [tool("get_weather", "Weather forecast and air quality for a city."), *TOOLS[:3]]
+    with pytest.raises(RegistryError, match="unreachable"):
+        reg.ingest("demo", changed, EDGES[:1])
+    assert state(reg) == committed
+    monkeypatch.undo()
+    assert state(Registry.open(reg.path, embedder=shared_embedder)) == committed
+
+
+def write_old_registry(
+    path: Path, embedder: Embedder, *, with_graph: bool, tools: list[ToolRecord] = TOOLS
+) -> None:
+    """A registry as toolweave wrote it before the commit record: registry.json, tools table, graph.json."""
+    path.mkdir()
+    (path / "registry.json").write_text(
+        json.dumps(
+            {"format": "toolweave-registry/1", "embedding_model": embedder.model_id, "dim": embedder.dim}
+        )
+    )
+    table = ToolTable(lancedb.connect(str(path)), "tools", embedder.dim)
+    documents = [tool_document(t) for t in tools]
+    vectors = embedder.embed_documents(documents)
+    table.upsert([StoredTool(t, t.content_hash, v) for t, v in zip(tools, vectors, strict=True)], documents)
+    if with_graph:
+        graph = DependencyGraph()
+        for t in TOOLS:
+            graph.add_tool(t.id, t.kind, t.source)
+        assert not graph.add_edges(EDGES)
+        graph.save(path)
+
+
+def test_a_graph_json_registry_is_migrated_on_open(tmp_path: Path, shared_embedder: Embedder) -> None:
+    write_old_registry(tmp_path / "old", shared_embedder, with_graph=True)
+    reg = Registry.open(tmp_path / "old", embedder=shared_embedder)
+    assert set(reg.edges()) == set(EDGES)
+    assert {t.id for t in reg.tools()} == {t.id for t in TOOLS}
+    assert (
+        not (tmp_path / "old" / "graph.json").exists() and not (tmp_path / "old" / "registry.json").exists()
+    )
+    assert (
+        reg.text_hits("weather forecast", 3)[0].tool_id == "demo__get_weather"
+    )  # index was missing: rebuilt
+    assert state(Registry.open(tmp_path / "old", embedder=shared_embedder)) == state(reg)
+
+
+def test_rows_that_lost_their_graph_get_dependencies_re_inferred(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    bank = [
+        tool("get_user_token", "Log in with username and password; returns the user's token.", source="bank"),
+        ToolRecord(
+            id="bank__add_alarm",
+            source="bank",
+            name="add_alarm",
+            description="Set an alarm.",
+            input_schema={"type": "object", "properties": {"token": {"type": "string"}}},
+        ),
+    ]
+    write_old_registry(tmp_path / "old", shared_embedder, with_graph=False, tools=bank)
+    reg = Registry.open(tmp_path / "old", embedder=shared_embedder)
+    inferred = [(e.tool, e.depends_on, e.origin) for e in reg.edges()]
+    assert inferred == [("bank__add_alarm", "bank__get_user_token", "inferred")]
+    assert state(Registry.open(tmp_path / "old", embedder=shared_embedder)) == state(reg)
+
+
+def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
+    reg: Registry, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committed = state(reg)
+    real_commit = RegistryDatabase.commit
+
+    def crash(*_args: object, **_kw: object) -> None:
+        raise KeyboardInterrupt  # as a SIGTERM/Ctrl-C would, after the new table is written
+
+    monkeypatch.setattr(RegistryDatabase, "commit", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Registry.reindex(reg.path, embedder=shared_embedder)
+    monkeypatch.setattr(RegistryDatabase, "commit", real_commit)
+    assert "tools_g2" in lancedb.connect(str(reg.path)).list_tables().tables  # the unfinished new table
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert state(again) == committed
+    assert lancedb.connect(str(reg.path)).list_tables().tables == ["commit", "edges", "overrides", "tools"]
+
+    assert Registry.reindex(reg.path, embedder=shared_embedder) == len(TOOLS)
+    assert sorted(lancedb.connect(str(reg.path)).list_tables().tables) == [
+        "commit",
+        "edges",
+        "overrides",
+        "tools_g2",
+    ]
+    after = Registry.open(reg.path, embedder=shared_embedder)
+    assert state(after) == committed
+    assert after.retrieve("share price of Apple")[0].tool_id == "demo__get_stock_price"
+
+
+def test_compaction_is_committed_so_reopening_rolls_nothing_back(
+    reg: Registry,
+    shared_embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr("toolweave.registry.registry._COMPACT_EVERY", 1)
+    reg.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)
+    generation = reg.generation()
+    again = Registry.open(reg.path, embedder=shared_embedder)
+    assert again.generation() == generation
+    assert "rolled back" not in caplog.text
+    assert state(again) == state(reg)
+
+
+def test_a_registry_setting_keeps_uris_and_expands_paths() -> None:
+    from toolweave.settings import Settings
+
+    assert Settings(home="s3://bucket/team/tools").home == "s3://bucket/team/tools"
+    assert Settings(home="~/reg").home == Path.home() / "reg"
+    settings = Settings()
+    settings.home = "s3://bucket/x"  # what --registry does
+    assert settings.home == "s3://bucket/x"

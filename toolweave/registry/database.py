@@ -1,0 +1,433 @@
+"""The registry database: one LanceDB database (a local directory or an object-store URI) holding the
+tool table, the dependency edges, the manifest overrides and the commit record that says which version
+of each table is the registry.
+
+Crash safety rests on one rule: **a write counts only once the commit record names it.** Every LanceDB
+write is atomic (a new table version), but an ingest is several writes (rows, deletions, full-text
+index, edges). They all go first; the commit record (a one-row table, overwritten) goes last and names
+the table versions that belong together. Opening the database compares each table's latest version with
+the committed one and restores (``Table.restore``) whatever is ahead: a crash at any point leaves the old
+state or the new one, never rows without their edges or index. A reindex writes a new tool table beside
+the old; the commit record switching to it is the swap.
+
+Readers detect a newer state cheaply: ``generation()`` reads the one-row commit table (for replicas,
+which may reload when it changes). Recovery assumes one writer per registry at a time.
+See docs/registry.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from toolweave.errors import GraphError, NotARegistryError, RegistryError
+from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
+from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
+
+__all__ = ["FORMAT", "LEGACY_META_FILE", "CommitRecord", "RegistryDatabase", "RegistryLocation", "is_uri"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = "toolweave-registry/2"
+LEGACY_META_FILE = "registry.json"
+_LEGACY_FORMAT = "toolweave-registry/1"
+COMMIT_TABLE = "commit"
+EDGE_TABLE = "edges"
+OVERRIDE_TABLE = "overrides"
+_TOOL_TABLE = re.compile(rf"^{TABLE_NAME}(_g\d+)?$")
+RegistryLocation = Path | str
+"""A local directory, or an object-store URI (``s3://bucket/prefix``) as a string."""
+
+_EDGE_SCHEMA = pa.schema(
+    [
+        pa.field("tool", pa.string(), nullable=False),
+        pa.field("depends_on", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("parameter_name", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("origin", pa.string()),
+        pa.field("confidence", pa.float64()),
+        pa.field("evidence", pa.string()),
+    ]
+)
+_OVERRIDE_SCHEMA = pa.schema(
+    [
+        pa.field("section", pa.string(), nullable=False),  # add | remove | pin
+        pa.field("tool", pa.string(), nullable=False),
+        pa.field("depends_on", pa.string(), nullable=False),
+        pa.field("kind", pa.string()),  # a remove entry may leave kind and parameter open
+        pa.field("parameter_name", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("evidence", pa.string()),
+        pa.field("where", pa.string()),
+    ]
+)
+_COMMIT_SCHEMA = pa.schema([pa.field("generation", pa.int64()), pa.field("record", pa.string())])
+
+
+def is_uri(location: RegistryLocation) -> bool:
+    return isinstance(location, str) and "://" in location
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """The committed registry: which version of each table belongs to it, and how it was embedded."""
+
+    generation: int
+    embedding_model: str
+    dim: int
+    tools_table: str
+    versions: dict[str, int] = field(default_factory=dict)
+    """Table name → committed version (tool table, edges, overrides)."""
+    action: str = ""
+    committed_at: float = 0.0
+    format: str = FORMAT
+
+
+class RegistryDatabase:
+    """The LanceDB database of one registry. ``open`` connects, migrates and recovers."""
+
+    def __init__(self, location: RegistryLocation, db: Any, head: CommitRecord | None) -> None:
+        self.location = location
+        self._db = db
+        self.head = head
+        self._handles: dict[str, Any] = {}
+        """Open edge/override table handles: each sees its own writes (and versions) without re-opening."""
+        self.graph_lost = False
+        """Set by migrating an old registry whose rows outlived its graph file: edges must be re-inferred."""
+
+    # -- opening -------------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls, location: RegistryLocation, storage_options: Mapping[str, str] | None = None
+    ) -> RegistryDatabase:
+        """Connect to ``location``; roll back writes no commit names; migrate a ``graph.json`` registry.
+
+        ``head`` is None for a new (empty) registry: ``create`` makes it.
+        """
+        import lancedb
+
+        if not is_uri(location):
+            location = Path(location).expanduser()
+            if location.exists() and not location.is_dir():
+                raise NotARegistryError(f"{location} is a file, not a registry directory")
+        with lance_errors(f"opening {location}", "registry"):
+            db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
+        out = cls(location, db, None)
+        out.head = out._recover()
+        return out
+
+    def _table_names(self) -> set[str]:
+        with lance_errors("listing tables", "registry"):
+            names: set[str] = set()
+            token = None
+            while True:
+                page = self._db.list_tables(page_token=token, limit=1000)
+                names.update(page.tables)
+                token = page.page_token
+                if not token:
+                    return names
+
+    def _recover(self) -> CommitRecord | None:
+        self._handles.clear()
+        names = self._table_names()
+        if COMMIT_TABLE not in names:
+            return self._first_open(names)
+        head = self._read_head()
+        restored = []
+        for name, version in head.versions.items():
+            table = self._open(name)
+            if table.version != version:
+                restored.append(f"{name} {table.version} -> {version}")
+                with lance_errors(f"rolling {name} back to version {version}", "registry"):
+                    table.restore(version)
+        for name in names:
+            if _TOOL_TABLE.match(name) and name != head.tools_table:
+                self.drop(name)  # a reindex that never committed, or the table a committed one replaced
+        if restored:
+            log.warning(
+                "registry %s: rolled back writes of an interrupted ingest (%s)",
+                self.location,
+                "; ".join(restored),
+            )
+            self.head = head
+            head = self.commit(action="recover")  # the restored versions are new versions: name them
+        self._remove_legacy_files()
+        return head
+
+    def _first_open(self, names: set[str]) -> CommitRecord | None:
+        legacy = self._legacy_meta()
+        if legacy is not None:
+            return self._migrate(legacy)
+        ours = {n for n in names if _TOOL_TABLE.match(n) or n in (EDGE_TABLE, OVERRIDE_TABLE)}
+        # other tables (the quarantine, ...) keep their own state beside ours: no reason to refuse
+        foreign: list[str] = []
+        if isinstance(self.location, Path) and self.location.exists():
+            foreign = sorted(
+                p.name for p in self.location.iterdir() if p.name.removesuffix(".lance") not in names
+            )
+        if foreign:
+            raise NotARegistryError(
+                f"{self.location} is not a toolweave registry (no commit record; it holds "
+                f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
+            )
+        for name in ours:  # a registry whose very first commit never happened
+            self.drop(name)
+        return None
+
+    def create(self, embedding_model: str, dim: int) -> CommitRecord:
+        """Start an empty registry: empty tables, then the first commit."""
+        tools = ToolTable(self._db, TABLE_NAME, dim)
+        head = CommitRecord(0, embedding_model, dim, tools.name, action="create")
+        self.head = self.commit(head, tools=tools)
+        return self.head
+
+    # -- the commit record ---------------------------------------------------------------------------
+    def _read_head(self) -> CommitRecord:
+        with lance_errors("reading the commit record", "registry"):
+            rows = self._db.open_table(COMMIT_TABLE).to_arrow().to_pylist()
+        if len(rows) != 1:
+            raise NotARegistryError(f"{self.location}: damaged commit record ({len(rows)} rows)")
+        try:
+            record = CommitRecord(**json.loads(rows[0]["record"]))
+        except (TypeError, ValueError) as exc:
+            raise NotARegistryError(f"{self.location}: unreadable commit record: {exc}") from exc
+        if record.format != FORMAT:
+            raise NotARegistryError(f"{self.location}: registry format {record.format!r}, expected {FORMAT}")
+        return record
+
+    def roll_back(self) -> None:
+        """Undo every write since the last commit (a failed ingest in this process)."""
+        if self.head is not None:
+            self.head = self._recover()
+
+    def generation(self) -> int:
+        """The committed generation as stored now (another process may have committed since open)."""
+        return self._read_head().generation
+
+    def commit(
+        self,
+        head: CommitRecord | None = None,
+        *,
+        action: str = "",
+        tools: ToolTable | None = None,
+        **changes: Any,
+    ) -> CommitRecord:
+        """Record the current version of every registry table as the registry: the last write of any
+        change. ``tools`` switches the tool table (reindex); ``changes`` update model and dim."""
+        base = head or self.head
+        if base is None:
+            raise RegistryError(f"registry {self.location} has no commit to build on")
+        tools_table = tools.name if tools is not None else base.tools_table
+        versions = {
+            tools_table: tools.version if tools is not None else self._open(tools_table).version,
+            EDGE_TABLE: self._ensure(EDGE_TABLE, _EDGE_SCHEMA).version,
+            OVERRIDE_TABLE: self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).version,
+        }
+        record = replace(
+            base,
+            generation=(self.head.generation + 1) if self.head is not None else 0,
+            tools_table=tools_table,
+            versions=versions,
+            action=action or base.action,
+            **changes,
+        )
+        self.head = self._write_head(record)
+        return self.head
+
+    def _write_head(self, record: CommitRecord) -> CommitRecord:
+        record = replace(record, committed_at=time.time())
+        row = pa.table(
+            {"generation": [record.generation], "record": [json.dumps(asdict(record), sort_keys=True)]},
+            schema=_COMMIT_SCHEMA,
+        )
+        with lance_errors("writing the commit record", "registry"):
+            # create_table(mode="overwrite") replaces the one row in one atomic table version
+            self._db.create_table(COMMIT_TABLE, row, mode="overwrite")
+        return record
+
+    # -- tables --------------------------------------------------------------------------------------
+    def tool_table(self) -> ToolTable:
+        if self.head is None:
+            raise RegistryError(f"registry {self.location} is not created yet")
+        return ToolTable(self._db, self.head.tools_table, self.head.dim)
+
+    def new_tool_table(self, dim: int) -> ToolTable:
+        """An empty tool table beside the committed one (for a reindex), named after the next generation."""
+        generation = self.head.generation + 1 if self.head is not None else 0
+        name = f"{TABLE_NAME}_g{generation}"
+        self.drop(name)
+        return ToolTable(self._db, name, dim)
+
+    def drop(self, name: str) -> None:
+        self._handles.pop(name, None)
+        with lance_errors(f"dropping table {name}", "registry"):
+            self._db.drop_table(name, ignore_missing=True)
+
+    def compact(self) -> None:
+        """Merge the small versions the edge and override tables collect (one per commit). Changes their
+        versions, not their rows: call it before a commit. Failures cost only disk."""
+        tables = {EDGE_TABLE: _EDGE_SCHEMA, OVERRIDE_TABLE: _OVERRIDE_SCHEMA, COMMIT_TABLE: None}
+        for name, schema in tables.items():  # no commit names the commit table's version
+            try:
+                with lance_errors("compacting", name):
+                    # through the cached handle: the next commit must name the compacted version
+                    (self._ensure(name, schema) if schema is not None else self._open(name)).optimize()
+            except RegistryError:
+                log.warning("compacting %s failed; will try again later", name, exc_info=True)
+
+    def _open(self, name: str) -> Any:
+        with lance_errors(f"opening table {name}", "registry"):
+            return self._db.open_table(name)
+
+    def _ensure(self, name: str, schema: pa.Schema) -> Any:
+        if name in self._handles:
+            return self._handles[name]
+        with lance_errors(f"opening table {name}", "registry"):
+            try:
+                table = self._db.open_table(name)
+            except ValueError:  # not found
+                table = self._db.create_table(name, schema=schema)
+        self._handles[name] = table
+        return table
+
+    def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
+        table = self._ensure(name, schema)
+        with lance_errors(f"writing {len(rows)} rows", name):
+            table.add(pa.Table.from_pylist(rows, schema=schema), mode="overwrite")
+
+    # -- edges and overrides -------------------------------------------------------------------------
+    def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
+        """Replace the edge table (not yet committed: ``commit`` makes it count)."""
+        self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, [e.model_dump(mode="json") for e in edges])
+
+    def load_edges(self) -> list[DependencyEdge]:
+        with lance_errors("reading", EDGE_TABLE):
+            rows = self._ensure(EDGE_TABLE, _EDGE_SCHEMA).to_arrow().to_pylist()
+        return [DependencyEdge.model_validate(row) for row in rows]
+
+    def save_overrides(self, overrides: GraphOverrides | None) -> None:
+        rows: list[dict[str, Any]] = []
+        if overrides is not None:
+            for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
+                rows += [
+                    {
+                        "section": section,
+                        **{k: v for k, v in e.model_dump(mode="json").items() if k in _OVERRIDE_SCHEMA.names},
+                        "where": overrides.where.get(e.key),
+                    }
+                    for e in edges
+                ]
+            rows += [
+                {"section": "remove", **asdict(sel), "kind": sel.kind.value if sel.kind else None}
+                for sel in overrides.remove
+            ]
+        self._replace_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA, rows)
+
+    def load_overrides(self) -> GraphOverrides | None:
+        """The committed manifest overrides, or None when none were ever set."""
+        with lance_errors("reading", OVERRIDE_TABLE):
+            rows = self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).to_arrow().to_pylist()
+        if not rows:
+            return None
+        out = GraphOverrides()
+        for row in rows:
+            kind = EdgeKind(row["kind"]) if row["kind"] else None
+            if row["section"] == "remove":
+                out.remove.append(EdgeSelector(row["tool"], row["depends_on"], kind, row["parameter_name"]))
+                continue
+            edge = DependencyEdge(
+                tool=row["tool"],
+                depends_on=row["depends_on"],
+                kind=kind or EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+                parameter_name=row["parameter_name"],
+                reason=row["reason"] or "",
+                origin="manifest",
+                evidence=row["evidence"] or "",
+            )
+            (out.pin if row["section"] == "pin" else out.add).append(edge)
+            if row["where"]:
+                out.where[edge.key] = row["where"]
+        return out
+
+    # -- registries written before the commit record -------------------------------------------------
+    def _legacy_meta(self) -> dict[str, Any] | None:
+        if not isinstance(self.location, Path):
+            return None
+        path = self.location / LEGACY_META_FILE
+        if not path.exists():
+            return None
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise NotARegistryError(f"{path}: unreadable registry metadata: {exc}") from exc
+        if (
+            not isinstance(meta, dict)
+            or meta.get("format") != _LEGACY_FORMAT
+            or "embedding_model" not in meta
+        ):
+            raise NotARegistryError(
+                f"{path}: not toolweave registry metadata (format {_LEGACY_FORMAT} expected)"
+            )
+        return meta
+
+    def _migrate(self, meta: dict[str, Any]) -> CommitRecord:
+        """``registry.json`` + tool table + ``graph.json`` → edges table and a commit record. Safe to
+        repeat: a crash before the commit leaves the old files, and migration runs again."""
+        assert isinstance(self.location, Path)
+        tools = ToolTable(self._db, TABLE_NAME, int(meta["dim"]))
+        graph_path = self.location / GRAPH_FILE
+        edges: list[DependencyEdge] = []
+        if graph_path.exists():
+            edges = list(DependencyGraph.load(self.location).edges())
+        elif tools.count():
+            self.graph_lost = True
+            log.warning(
+                "registry %s: %d tools but no %s; dependencies will be re-inferred",
+                self.location,
+                tools.count(),
+                GRAPH_FILE,
+            )
+        self.save_edges(edges)
+        self.save_overrides(None)
+        head = CommitRecord(0, str(meta["embedding_model"]), int(meta["dim"]), tools.name, action="migrate")
+        self.head = None
+        head = self.commit(head, tools=tools)
+        log.info(
+            "registry %s: migrated %d edges from %s into the database", self.location, len(edges), GRAPH_FILE
+        )
+        self._remove_legacy_files()
+        return head
+
+    def _remove_legacy_files(self) -> None:
+        if not isinstance(self.location, Path):
+            return
+        for name in (GRAPH_FILE, LEGACY_META_FILE):
+            (self.location / name).unlink(missing_ok=True)
+
+
+def graph_from_rows(
+    nodes: Iterable[tuple[str, str, str]], edges: Iterable[DependencyEdge]
+) -> DependencyGraph:
+    """The in-memory graph (networkx) from tool ``(id, kind, source)`` rows and stored edges. An edge
+    naming a missing tool cannot come from a commit (rows and edges commit together): it is skipped
+    with a warning rather than failing the open."""
+    graph = DependencyGraph()
+    for tool_id, kind, source in nodes:
+        graph.add_tool(tool_id, kind, source)  # type: ignore[arg-type]
+    problems: list[GraphError] = graph.add_edges(edges)
+    if problems:
+        log.warning(
+            "dependency edges naming unknown tools skipped: %d (first: %s)", len(problems), problems[0]
+        )
+    return graph
