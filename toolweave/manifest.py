@@ -312,6 +312,10 @@ class Manifest(_Strict):
     dependencies: Dependencies = Field(default_factory=Dependencies)
     core_tools: list[str] = Field(default_factory=list)
     examples: dict[str, list[str]] = Field(default_factory=dict)
+    private: list[str] = Field(
+        default_factory=list,
+        description="Tool ids or source names whose calls are never kept as usage examples (Tool2Vec).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,15 @@ from toolweave.registry.overrides import (
     merge_inferred,
 )
 from toolweave.registry.store import TABLE_NAME, StoredTool, ToolTable
+from toolweave.registry.usage import (
+    USAGE_TABLE,
+    UsageExample,
+    UsageTable,
+    fuse_usage,
+    merge_examples,
+    now_ns,
+    usage_vector,
+)
 from toolweave.retrieval.pipeline import retrieve as run_retrieval
 from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
 from toolweave.retrieval.results import Hit, RankedTool
@@ -81,6 +90,9 @@ class _Snapshot:
     source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     """Row → index into ``source_names``: excluding sources is one ``np.isin`` per query."""
     source_names: tuple[str, ...] = ()
+    usage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Rows (of ``ids``) of the tools that have a usage vector, in ``usage_matrix`` order."""
+    usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
 
 
 class Registry:
@@ -91,6 +103,9 @@ class Registry:
         self.embedder = embedder
         self.settings = settings
         self._table = table
+        self._usage = UsageTable(path, int(_read_meta(path / META_FILE)["dim"]))
+        self._usage_by_tool: dict[str, list[UsageExample]] = self._usage.load_all()
+        self._private: frozenset[str] = frozenset()
         self._write_lock = threading.RLock()
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
@@ -148,10 +163,12 @@ class Registry:
             raise NotARegistryError(f"{path} is not a toolweave registry (no {META_FILE})")
         old = _read_meta(meta_path)
         rows = ToolTable(path, int(old["dim"])).load_all()
+        recorded = [e for ex in UsageTable(path, int(old["dim"])).load_all().values() for e in ex]
         graph = DependencyGraph.load(path)
         import shutil
 
         shutil.rmtree(path / f"{TABLE_NAME}.lance", ignore_errors=True)
+        shutil.rmtree(path / f"{USAGE_TABLE}.lance", ignore_errors=True)
         meta_path.unlink()
         (path / GRAPH_FILE).unlink(missing_ok=True)
         reg = Registry.open(path, embedder=embedder, settings=settings)
@@ -164,6 +181,7 @@ class Registry:
         with reg._write_lock:
             reg._graph.add_edges(edges)
             reg._commit_graph()
+        reg._restore_calls([e for e in recorded if e.origin == "call"])
         return len(rows)
 
     def close(self) -> None:
@@ -237,12 +255,13 @@ class Registry:
                     summary.updated += 1
             summary.removed = len(removed)
 
-            documents = [tool_document(t) for t in changed]
+            documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
             vectors = self._embed(documents, progress)
             summary.embedded = len(changed)
             rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
             self._table.upsert(rows, documents)
             self._table.delete_ids(removed)
+            self._sync_examples(changed, removed)
             if rows or removed:
                 self._table.rebuild_text_index()
                 self._compact_now_and_then()
@@ -265,6 +284,121 @@ class Registry:
     def delete_source(self, source: str) -> int:
         """Drop every tool of ``source`` (and its edges). Returns how many tools went."""
         return self.ingest(source, [], replace_source=True).removed
+
+    # -- usage examples (Tool2Vec) ---------------------------------------------------------------------
+    @property
+    def _usage_on(self) -> bool:
+        return self.settings.usage_weight > 0
+
+    def usage_examples(self, tool_id: str) -> list[str]:
+        """The example queries behind ``tool_id``'s usage vector, newest first."""
+        return [e.query for e in self._usage_by_tool.get(tool_id, [])]
+
+    def set_private(self, names: Collection[str]) -> None:
+        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples.
+
+        Queries already recorded for them are forgotten; examples a manifest or catalog declares stay.
+        """
+        with self._write_lock:
+            self._private = frozenset(names)
+            purged = {
+                tool_id: [e for e in examples if e.origin != "call"]
+                for tool_id, examples in self._usage_by_tool.items()
+                if self._is_private(tool_id) and any(e.origin == "call" for e in examples)
+            }
+            if purged:
+                self._write_usage(purged)
+
+    def record_usage(self, tool_id: str, query: str) -> bool:
+        """Keep ``query`` (the request that led to a successful call of ``tool_id``) as a usage example.
+
+        Returns False, storing nothing, when usage vectors are off, the tool is unknown or private, or
+        ``query`` is already its newest example. The query's vector usually comes from the embedder's
+        cache (the same text was just retrieved with).
+        """
+        query = query.strip()
+        if not query or not self._usage_on or tool_id not in self._snap.records or self._is_private(tool_id):
+            return False
+        current = self._usage_by_tool.get(tool_id, [])
+        if current and current[0].query == query:
+            return False
+        vector = self.embedder.embed_query(query)
+        with self._write_lock:
+            new = UsageExample(tool_id, query, "call", now_ns(), vector)
+            self._write_usage(
+                {
+                    tool_id: merge_examples(
+                        self._usage_by_tool.get(tool_id, []), [new], self.settings.usage_cap
+                    )
+                }
+            )
+        return True
+
+    def _is_private(self, tool_id: str) -> bool:
+        source = self._snap.sources.get(tool_id)
+        return tool_id in self._private or (source is not None and source in self._private)
+
+    def _sync_examples(self, changed: Sequence[ToolRecord], removed: Collection[str]) -> None:
+        """Declared examples of changed tools replace their old declared ones (recorded calls stay);
+        removed tools lose every example. Texts already stored keep their vectors (no re-embedding)."""
+        by_tool = self._usage_by_tool
+        stale = [
+            t
+            for t in changed
+            if [e.query for e in by_tool.get(t.id, []) if e.origin == "example"]
+            != list(t.examples[: self.settings.usage_cap])
+        ]
+        gone = [i for i in removed if i in by_tool]
+        if not stale and not gone:
+            return
+        known = {e.query: e.vector for examples in by_tool.values() for e in examples}
+        missing = list(dict.fromkeys(q for t in stale for q in t.examples if q not in known))
+        if missing:
+            known.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+        at = now_ns()
+        updates: dict[str, list[UsageExample]] = {i: [] for i in gone}
+        for tool in stale:
+            # declared order is kept: the first example counts as the newest
+            declared = [
+                UsageExample(tool.id, q, "example", at - n, known[q])
+                for n, q in enumerate(tool.examples[: self.settings.usage_cap])
+            ]
+            calls = [e for e in by_tool.get(tool.id, []) if e.origin == "call"]
+            updates[tool.id] = merge_examples(calls, declared, self.settings.usage_cap)
+        self._write_usage(updates, publish=False)  # the caller reloads the snapshot
+
+    def _restore_calls(self, recorded: Sequence[UsageExample]) -> None:
+        """Recorded call queries, re-embedded with this registry's model (after ``reindex``)."""
+        kept = [e for e in recorded if e.tool_id in self._snap.records]
+        if not kept:
+            return
+        vectors = self.embedder.embed_documents([e.query for e in kept])
+        with self._write_lock:
+            updates: dict[str, list[UsageExample]] = {}
+            for e, v in zip(kept, vectors, strict=True):
+                updates.setdefault(e.tool_id, list(self._usage_by_tool.get(e.tool_id, [])))
+                updates[e.tool_id].append(replace(e, vector=v))
+            cap = self.settings.usage_cap
+            self._write_usage({t: merge_examples(ex, [], cap) for t, ex in updates.items()})
+
+    def _write_usage(self, updates: dict[str, list[UsageExample]], *, publish: bool = True) -> None:
+        self._usage.replace(list(updates), [e for examples in updates.values() for e in examples])
+        for tool_id, examples in updates.items():
+            if examples:
+                self._usage_by_tool[tool_id] = examples
+            else:
+                self._usage_by_tool.pop(tool_id, None)
+        if publish:
+            self._snap = replace(self._snap, **self._usage_snapshot(self._snap.ids))
+
+    def _usage_snapshot(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = [n for n, tool_id in enumerate(ids) if self._usage_by_tool.get(tool_id)]
+        matrix = (
+            np.stack([usage_vector(self._usage_by_tool[ids[n]]) for n in rows])
+            if rows
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        return {"usage_rows": np.asarray(rows, dtype=np.int64), "usage_matrix": matrix}
 
     def _compact_now_and_then(self) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running
@@ -409,6 +543,7 @@ class Registry:
             sources={r.record.id: r.record.source for r in rows},
             source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
             source_names=names,
+            **self._usage_snapshot(ids),
         )
         for r in rows:  # tools written by an older process may predate the graph file
             if r.record.id not in self._graph:
@@ -420,6 +555,11 @@ class Registry:
         if not snap.ids or k <= 0:
             return []
         scores = snap.matrix @ query_vector
+        if snap.usage_rows.size and self._usage_on:
+            # Tool2Vec: tools with usage examples also score by how close the query is to them
+            scores[snap.usage_rows] = fuse_usage(
+                scores[snap.usage_rows], snap.usage_matrix @ query_vector, self.settings.usage_weight
+            )
         if exclude_sources:
             excluded = [n for n, name in enumerate(snap.source_names) if name in exclude_sources]
             scores = np.where(np.isin(snap.source_codes, excluded), -np.inf, scores)

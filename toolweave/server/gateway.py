@@ -140,6 +140,7 @@ class Gateway:
         if self.manifest is not None:
             # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
             await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
+            await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
         self._refresh_stale_sources()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
@@ -417,7 +418,10 @@ class Gateway:
         turn = session.next_turn()
         session.published.touch(record.id, turn)
         session.calls.append((record.id, dict(arguments) if isinstance(arguments, Mapping) else {}))
-        return await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+        result = await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+        if not result.isError and session.queries:  # Tool2Vec: the turn's request led to this tool
+            await anyio.to_thread.run_sync(self.registry.record_usage, record.id, session.queries[-1])
+        return result
 
 
 def _bad_meta_arguments(tool: str, problems: list[dict[str, str]]) -> types.CallToolResult:

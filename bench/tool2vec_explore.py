@@ -1,0 +1,158 @@
+"""Tool2Vec exploration, vector side only: how to fuse a usage vector with the text vector.
+
+    .venv/bin/python bench/tool2vec_explore.py [--only metatool] [--per-tool 5]
+
+Dev protocol (never ToolLinkOS ``test``): queries with one gold tool (ToolLinkOS: the ``examples``
+split and its main tool) are dealt per tool, alternately, into usage examples and scored queries; a
+tool's first query goes to usage or scoring by a hash of its name, so with one query per tool
+(ToolLinkOS) half the tools get a usage vector and the other half's queries are scored. Queries with
+several gold tools are always scored. Embeddings are cached in bench/out/emb-cache-*.npz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from toolweave.benchmark import load_dataset
+from toolweave.benchmark.datasets import BenchDataset, BenchQuery
+from toolweave.registry import Embedder
+from toolweave.registry.documents import tool_document
+from toolweave.retrieval.metrics import summarize
+
+OUT = Path(__file__).parent / "out"
+CAP = 32
+
+
+def deal(
+    dataset: BenchDataset, set_name: str, per_tool: int
+) -> tuple[dict[str, list[str]], list[BenchQuery]]:
+    """(tool name → usage queries, scored queries) for one query set."""
+    queries = dataset.query_sets[set_name]
+    if dataset.name == "toollinkos":
+        queries = [q for q in queries if q.split == "examples"]
+    usage: dict[str, list[str]] = {}
+    scored: list[BenchQuery] = []
+    seen: dict[str, int] = {}
+    scored_per_tool: dict[str, int] = {}
+    for q in queries:
+        main = q.main or (q.gold[0] if len(q.gold) == 1 else None)
+        if main is None:
+            scored.append(q)
+            continue
+        n = seen.get(main, int(hashlib.sha256(main.encode()).digest()[0]) % 2)
+        seen[main] = n + 1
+        if n % 2 == 0:
+            if len(usage.setdefault(main, [])) < CAP:
+                usage[main].append(q.text)
+        elif scored_per_tool.get(main, 0) < per_tool:
+            scored_per_tool[main] = scored_per_tool.get(main, 0) + 1
+            scored.append(q)
+    return usage, scored
+
+
+class Cache:
+    def __init__(self, embedder: Embedder, name: str) -> None:
+        self.embedder = embedder
+        self.path = OUT / f"emb-cache-{hashlib.sha256(embedder.model_id.encode()).hexdigest()[:8]}-{name}.npz"
+        self.vecs: dict[str, np.ndarray] = {}
+        if self.path.exists():
+            data = np.load(self.path, allow_pickle=False)
+            self.vecs = dict(zip(json.loads(str(data["texts"])), data["matrix"], strict=True))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vecs]
+        if missing:
+            for t, v in zip(missing, self.embedder.embed_documents(missing), strict=True):
+                self.vecs[t] = v
+            keys = list(self.vecs)
+            np.savez(self.path, texts=json.dumps(keys), matrix=np.stack([self.vecs[k] for k in keys]))
+        return np.stack([self.vecs[t] for t in texts])
+
+
+Fuse = Callable[[np.ndarray, np.ndarray], np.ndarray]
+FUSIONS: dict[str, Fuse] = {
+    "max": np.maximum,
+    "blend0.3": lambda t, u: 0.7 * t + 0.3 * u,
+    "blend0.5": lambda t, u: 0.5 * t + 0.5 * u,
+    "blend0.7": lambda t, u: 0.3 * t + 0.7 * u,
+    "max-blend0.5": lambda t, u: np.maximum(t, 0.5 * t + 0.5 * u),
+}
+
+
+def run(name: str, per_tool: int) -> None:
+    data = load_dataset(name)
+    cache = Cache(Embedder(), name)
+    names = [t.name for t in data.tools]
+    plain = cache.embed([tool_document(t) for t in data.tools])
+    for set_name in data.query_sets:
+        usage, scored = deal(data, set_name, per_tool)
+        if not scored or not usage:
+            continue
+        qv = cache.embed([q.text for q in scored])
+        # (b) examples in the document, as tool_document writes them (its first 5)
+        with_ex = [t.model_copy(update={"examples": tuple(usage.get(t.name, ()))}) for t in data.tools]
+        doc_ex = cache.embed([tool_document(t) for t in with_ex])
+        rows = [i for i, n in enumerate(names) if usage.get(n)]
+        cache.embed([q for i in rows for q in usage[names[i]]])  # one model run, one cache write
+        umat = np.stack([_unit(cache.embed(usage[names[i]]).mean(axis=0)) for i in rows])
+        variants: dict[str, np.ndarray] = {"a zero-shot": qv @ plain.T, "b examples in doc": qv @ doc_ex.T}
+        text_scores = qv @ plain.T
+        u_scores = qv @ umat.T
+        for fname, fuse in FUSIONS.items():
+            s = text_scores.copy()
+            s[:, rows] = fuse(text_scores[:, rows], u_scores)
+            variants[f"c usage {fname}"] = s
+        # per-query centring: a usage score counts by how far it stands above the other usage scores
+        # (query-to-query cosines run higher than query-to-document ones)
+        mu_t = text_scores.mean(axis=1, keepdims=True)
+        mu_u = u_scores.mean(axis=1, keepdims=True)
+        sd_t = text_scores.std(axis=1, keepdims=True) + 1e-6
+        sd_u = u_scores.std(axis=1, keepdims=True) + 1e-6
+        centred = u_scores - mu_u + mu_t
+        zu = (u_scores - mu_u) / sd_u * sd_t + mu_t
+        for w in (0.3, 0.5, 0.7):
+            for label, uu in (("centre", centred), ("z", zu)):
+                s = text_scores.copy()
+                s[:, rows] = np.maximum(text_scores[:, rows], (1 - w) * text_scores[:, rows] + w * uu)
+                variants[f"c usage {label}-maxblend{w}"] = s
+        gold = [q.gold for q in scored]
+        for vname, scores in variants.items():
+            top = np.argsort(-scores, axis=1)[:, :10]
+            ranked = [[names[j] for j in row] for row in top]
+            m = summarize(list(zip(ranked, gold, strict=True)), (10,))
+            line = {
+                "dataset": name,
+                "set": set_name,
+                "variant": vname,
+                "scored": len(scored),
+                "tools_with_usage": len(rows),
+                "map@10": round(m["map@10"], 4),
+                "recall@10": round(m["recall@10"], 4),
+            }
+            print(json.dumps(line), flush=True)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / (np.linalg.norm(v) or 1.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", action="append")
+    parser.add_argument("--per-tool", type=int, default=5, help="scored queries per tool at most")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    for name in args.only or ["toollinkos", "api_bank", "metatool", "seal_tools"]:
+        run(name, args.per_tool)
+
+
+if __name__ == "__main__":
+    main()
