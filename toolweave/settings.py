@@ -89,7 +89,7 @@ class Settings(BaseSettings):
         16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
     )
     usage_weight: float = Field(
-        0.5,
+        0.7,
         ge=0.0,
         le=1.0,
         description="Tool2Vec: weight of a tool's usage vector (mean of its example queries) against its "

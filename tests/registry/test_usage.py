@@ -10,7 +10,7 @@ import pytest
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
-from toolweave.registry.usage import UsageExample, merge_examples
+from toolweave.registry.usage import UsageExample, fuse_usage, merge_examples
 from toolweave.settings import RetrievalSettings, Settings
 
 VECTOR = RetrievalSettings(method="vector", final_k=5, top_k=5)
@@ -130,3 +130,12 @@ def test_reindex_keeps_recorded_calls(tmp_path: Path, shared_embedder: Embedder)
     again = Registry.open(tmp_path / "r", embedder=shared_embedder)
     assert again.usage_examples("demo__ledger_post") == [EXAMPLES[0]]
     assert rank_of(again, "demo__ledger_post") == 0
+
+
+def test_usage_scores_are_put_on_the_text_scale_before_fusing() -> None:
+    # query-to-query cosines (usage) run higher than query-to-document ones: raw, they would lift both
+    # tools with examples over both without; calibrated, only the closer one gains, and none loses
+    scores = np.array([0.5, 0.4, 0.3, 0.2], dtype=np.float32)
+    fused = fuse_usage(scores.copy(), np.array([2, 3]), np.array([0.9, 0.8], dtype=np.float32), 0.7)
+    assert list(np.argsort(-fused)) == [0, 2, 1, 3]
+    assert np.all(fused >= scores - 1e-6)

@@ -557,9 +557,7 @@ class Registry:
         scores = snap.matrix @ query_vector
         if snap.usage_rows.size and self._usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
-            scores[snap.usage_rows] = fuse_usage(
-                scores[snap.usage_rows], snap.usage_matrix @ query_vector, self.settings.usage_weight
-            )
+            fuse_usage(scores, snap.usage_rows, snap.usage_matrix @ query_vector, self.settings.usage_weight)
         if exclude_sources:
             excluded = [n for n, name in enumerate(snap.source_names) if name in exclude_sources]
             scores = np.where(np.isin(snap.source_codes, excluded), -np.inf, scores)

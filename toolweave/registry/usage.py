@@ -55,10 +55,20 @@ def usage_vector(examples: Sequence[UsageExample]) -> np.ndarray:
     return mean / (float(np.linalg.norm(mean)) or 1.0)
 
 
-def fuse_usage(text: np.ndarray, usage: np.ndarray, weight: float) -> np.ndarray:
-    """Vector score of tools that have a usage vector: a blend of cos(query, text) and
-    cos(query, usage), never below the text score alone (examples may only help a tool)."""
-    return np.maximum(text, (1.0 - weight) * text + weight * usage)
+def fuse_usage(scores: np.ndarray, rows: np.ndarray, usage: np.ndarray, weight: float) -> np.ndarray:
+    """Fuse the usage scores of the tools in ``rows`` into ``scores`` (text cosines of every tool), in place.
+
+    Query-to-query cosines run higher than query-to-document ones, so raw usage scores would lift every
+    tool that has examples over every tool that has none (measured: the tools a gateway has called
+    would crowd out the rest). The usage scores are first put on the text scores' scale for this query
+    (same mean and spread), then blended; a tool never scores below its text score.
+    """
+    text = scores[rows]
+    if usage.size >= 2:
+        spread = float(usage.std()) or 1.0
+        usage = (usage - usage.mean()) / spread * float(scores.std()) + float(scores.mean())
+    scores[rows] = np.maximum(text, (1.0 - weight) * text + weight * usage)
+    return scores
 
 
 def now_ns() -> int:

@@ -1,6 +1,8 @@
-"""Tool2Vec exploration, vector side only: how to fuse a usage vector with the text vector.
+"""Tool2Vec on dev splits: (a) zero-shot, (b) examples in the document, (c) usage vector fused.
 
-    .venv/bin/python bench/tool2vec_explore.py [--only metatool] [--per-tool 5]
+    .venv/bin/python bench/tool2vec.py --explore [--only metatool]   # fusion variants, vector side only
+    .venv/bin/python bench/tool2vec.py [--only api_bank]              # real registry: vector/hybrid/grtf
+    .venv/bin/python bench/tool2vec.py --test                         # ToolLinkOS test, once, at the end
 
 Dev protocol (never ToolLinkOS ``test``): queries with one gold tool (ToolLinkOS: the ``examples``
 split and its main tool) are dealt per tool, alternately, into usage examples and scored queries; a
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,9 +24,10 @@ import numpy as np
 
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.datasets import BenchDataset, BenchQuery
-from toolweave.registry import Embedder
+from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
 from toolweave.retrieval.metrics import summarize
+from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out"
 CAP = 32
@@ -56,6 +60,17 @@ def deal(
     return usage, scored
 
 
+class CachedEmbedder(Embedder):
+    """The real embedder with a disk cache of document vectors (queries go through it too)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.cache = Cache(Embedder(), name)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        return self.cache.embed(texts)
+
+
 class Cache:
     def __init__(self, embedder: Embedder, name: str) -> None:
         self.embedder = embedder
@@ -72,6 +87,8 @@ class Cache:
         if missing:
             for t, v in zip(missing, self.embedder.embed_documents(missing), strict=True):
                 self.vecs[t] = v
+            if len(missing) < 8:  # single queries at search time: not worth rewriting the file
+                return np.stack([self.vecs[t] for t in texts])
             keys = list(self.vecs)
             np.savez(self.path, texts=json.dumps(keys), matrix=np.stack([self.vecs[k] for k in keys]))
         return np.stack([self.vecs[t] for t in texts])
@@ -87,7 +104,7 @@ FUSIONS: dict[str, Fuse] = {
 }
 
 
-def run(name: str, per_tool: int) -> None:
+def explore(name: str, per_tool: int) -> None:
     data = load_dataset(name)
     cache = Cache(Embedder(), name)
     names = [t.name for t in data.tools]
@@ -118,7 +135,7 @@ def run(name: str, per_tool: int) -> None:
         sd_u = u_scores.std(axis=1, keepdims=True) + 1e-6
         centred = u_scores - mu_u + mu_t
         zu = (u_scores - mu_u) / sd_u * sd_t + mu_t
-        for w in (0.3, 0.5, 0.7):
+        for w in (0.3, 0.5, 0.7, 1.0):
             for label, uu in (("centre", centred), ("z", zu)):
                 s = text_scores.copy()
                 s[:, rows] = np.maximum(text_scores[:, rows], (1 - w) * text_scores[:, rows] + w * uu)
@@ -144,14 +161,74 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / (np.linalg.norm(v) or 1.0)
 
 
+METHODS = ("vector", "hybrid", "grtf")
+
+
+def registry_run(name: str, per_tool: int, weights: Sequence[float], test: bool) -> None:
+    """Real registries (LanceDB, fusion in ``Registry._rank``), one per variant, on the dev split;
+    ``test``: ToolLinkOS ``test`` split with every ``examples`` query as usage (the few-shot setting)."""
+    data = load_dataset(name)
+    embedder = CachedEmbedder(name)
+    by_name = {t.name: t for t in data.tools}
+    for set_name in data.query_sets:
+        if test:
+            usage = {q.main: [q.text] for q in data.query_sets[set_name] if q.split == "examples" and q.main}
+            scored = [q for q in data.query_sets[set_name] if q.split == "test"]
+        else:
+            usage, scored = deal(data, set_name, per_tool)
+        if not scored or not usage:
+            continue
+        embedder.cache.embed([q.text for q in scored])  # one model run and one cache write for all queries
+        with_ex = [t.model_copy(update={"examples": tuple(usage.get(t.name, ()))}) for t in data.tools]
+        variants = [("a zero-shot", data.tools, 0.0), ("b examples in doc", with_ex, 0.0)]
+        variants += [(f"c usage w={w}", with_ex, w) for w in weights]
+        for label, tools, weight in variants:
+            settings = Settings(infer_dependencies=False, usage_weight=weight)
+            with tempfile.TemporaryDirectory() as tmp:
+                reg = Registry.open(Path(tmp), embedder=embedder, settings=settings)
+                reg.ingest(name, tools, data.edges)
+                ids = {t.name: t.id for t in reg.tools()}
+                names = {v: k for k, v in ids.items()}
+                for method in METHODS:
+                    params = RetrievalSettings(method=method)
+                    runs = [
+                        ([names[r.tool_id] for r in reg.retrieve(q.text, params)], q.gold) for q in scored
+                    ]
+                    m = summarize(runs, (10,))
+                    line = {
+                        "dataset": name,
+                        "set": set_name,
+                        "split": "test (few-shot)" if test else "dev: examples dealt",
+                        "variant": label,
+                        "method": method,
+                        "scored": len(scored),
+                        "tools_with_usage": sum(1 for t in by_name if usage.get(t)),
+                        "map@10": round(m["map@10"], 4),
+                        "recall@10": round(m["recall@10"], 4),
+                    }
+                    print(json.dumps(line), flush=True)
+                    with (OUT / "tool2vec.jsonl").open("a") as f:
+                        f.write(json.dumps(line) + "\n")
+                reg.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", action="append")
     parser.add_argument("--per-tool", type=int, default=5, help="scored queries per tool at most")
+    parser.add_argument("--explore", action="store_true", help="fusion variants, vector side only")
+    parser.add_argument("--test", action="store_true", help="ToolLinkOS test split (report once)")
+    parser.add_argument("--weight", type=float, action="append", help="usage weights for (c)")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.test:
+        registry_run("toollinkos", args.per_tool, args.weight or [0.5], test=True)
+        return
     for name in args.only or ["toollinkos", "api_bank", "metatool", "seal_tools"]:
-        run(name, args.per_tool)
+        if args.explore:
+            explore(name, args.per_tool)
+        else:
+            registry_run(name, args.per_tool, args.weight or [0.5], test=False)
 
 
 if __name__ == "__main__":
