@@ -25,7 +25,7 @@ def shared_embedder():  # type: ignore[no-untyped-def]
     return Embedder()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def dataset_dir() -> Callable[[str], Path]:
     """``dataset_dir("toollinkos")`` → the folder, or skip with a clear message when ../shared is absent."""
 

@@ -28,15 +28,83 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-def test_lower_layers_never_import_the_server() -> None:
-    for folder in ("adapters", "registry", "retrieval"):
-        for path in modules_under(folder):
-            bad = {
-                m
-                for m in imported_modules(path)
-                if m == "toolweave.server" or m.startswith("toolweave.server.")
-            }
-            assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+SHARED = {"records", "errors", "settings", "config_values"}
+"""Root modules every layer may import: the records, errors, settings and config values they all speak."""
+
+MAY_IMPORT: dict[str, set[str]] = {
+    # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).
+    "shared": set(),
+    "adapters": set(),
+    "registry": set(),
+    "retrieval": set(),
+    "server": {"adapters", "registry", "retrieval", "manifest"},
+    "manifest": {"adapters", "registry"},  # it validates the adapters' config models
+    "benchmark": {"registry", "retrieval"},
+    "views": {"registry"},
+}
+"""Which other toolweave parts each part may import (shared modules always). The CLI (``cli.py``,
+``commands/``) and the package facade (``__init__.py``) sit on top and may import anything."""
+
+KNOWN_EXCEPTIONS = {("registry", "retrieval")}
+"""Imports against the flow still to be removed; each entry must disappear, never grow."""
+
+
+def part_of(module: str) -> str | None:
+    """The architectural part a ``toolweave.*`` module belongs to (None: top level or not ours)."""
+    parts = module.split(".")
+    if parts[0] != "toolweave" or len(parts) == 1:
+        return None
+    name = parts[1]
+    if name in SHARED:
+        return "shared"
+    if name in ("cli", "commands", "__init__", "__main__"):
+        return None
+    return name
+
+
+def flow_violations(source_module: str, imported: set[str]) -> list[str]:
+    """Imports of ``source_module`` that go against ``MAY_IMPORT``."""
+    here = part_of(source_module)
+    if here is None:
+        return []
+    allowed = MAY_IMPORT.get(here)
+    assert allowed is not None, f"{source_module}: part {here!r} has no row in MAY_IMPORT"
+    bad = []
+    for module in sorted(imported):
+        there = part_of(module)
+        if there in (None, here, "shared") or there in allowed or (here, there) in KNOWN_EXCEPTIONS:
+            continue
+        bad.append(f"{source_module} imports {module} ({here} -> {there})")
+    return bad
+
+
+def test_imports_follow_the_data_flow() -> None:
+    problems: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
+        problems += flow_violations(module.removesuffix(".__init__"), imported_modules(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_flow_check_catches_imports_against_the_flow() -> None:
+    """The negative case: the checker above must flag each kind of backwards import."""
+    assert flow_violations("toolweave.registry.store", {"toolweave.server.gateway"})
+    assert flow_violations("toolweave.adapters.mcp.backend", {"toolweave.manifest"})
+    assert flow_violations("toolweave.retrieval.walk", {"toolweave.registry"})
+    assert flow_violations("toolweave.adapters.factory", {"toolweave.registry.registry"})
+    assert flow_violations("toolweave.records", {"toolweave.registry"})
+    assert not flow_violations("toolweave.server.gateway", {"toolweave.registry", "toolweave.records"})
+    assert not flow_violations("toolweave.manifest", {"toolweave.adapters.mcp.config"})
+
+
+def test_the_known_exceptions_are_still_real() -> None:
+    """A fixed exception must leave KNOWN_EXCEPTIONS, so the table never hides a new violation."""
+    seen: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE.parent).with_suffix("").as_posix().replace("/", ".")
+        here = part_of(module.removesuffix(".__init__"))
+        seen |= {(here, there) for m in imported_modules(path) if (there := part_of(m)) and here}
+    assert seen >= KNOWN_EXCEPTIONS, f"fixed, remove from KNOWN_EXCEPTIONS: {KNOWN_EXCEPTIONS - seen}"
 
 
 def test_only_server_and_adapters_speak_mcp() -> None:

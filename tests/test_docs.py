@@ -25,3 +25,16 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert commands == ["make run", "make test"]
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "\nmake test\n" in ci
+
+
+def test_architecture_page_names_only_paths_that_exist() -> None:
+    import re
+
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:toolweave|bench|tests)/[\w./]*)`", page))
+    assert len(named) >= 10, "the page should name the folders it describes"
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
+    folders = {p.name for p in (REPO / "toolweave").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    undocumented = sorted(f for f in folders if f"toolweave/{f}/" not in page)
+    assert not undocumented, f"docs/architecture.md does not describe: {undocumented}"

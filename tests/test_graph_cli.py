@@ -20,12 +20,16 @@ from toolweave.registry.inference import infer_edges
 runner = CliRunner()
 
 
-@pytest.fixture
-def registry_dir(tmp_path: Path, dataset_dir: Callable[[str], Path], shared_embedder: Any) -> Path:
+@pytest.fixture(scope="module")
+def registry_dir(
+    tmp_path_factory: pytest.TempPathFactory, dataset_dir: Callable[[str], Path], shared_embedder: Any
+) -> Path:
+    """Built once for the module: every test here only reads it."""
     from toolweave.registry import Registry
 
+    path = tmp_path_factory.mktemp("graph-cli") / "reg"
     cat = load_catalog([dataset_dir("api_bank")], "api_bank", require_description=False)
-    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    reg = Registry.open(path, embedder=shared_embedder)
     try:
         reg.ingest("api_bank", cat.tools)  # no declared edges: the graph is what inference says
         reg.add_edges(infer_edges(cat.tools))
@@ -43,7 +47,7 @@ def registry_dir(tmp_path: Path, dataset_dir: Callable[[str], Path], shared_embe
         )
     finally:
         reg.close()
-    return tmp_path / "reg"
+    return path
 
 
 def run(*args: str) -> Any:

@@ -12,8 +12,8 @@ import pytest
 
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.graph_export import export_html
 from toolweave.registry.inference import infer_edges
+from toolweave.views.graph_page import export_html
 
 pytestmark = pytest.mark.integration
 

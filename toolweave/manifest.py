@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any
 
 import yaml
 from pydantic import (
@@ -37,7 +36,16 @@ from pydantic import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
+from toolweave.config_values import (
+    base_dir,
+    interpolate,
+    interpolate_tree,
+    local_path,
+    missing_vars,
+    resolve_path,
+)
 from toolweave.errors import ConfigError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
@@ -67,163 +75,10 @@ log = logging.getLogger(__name__)
 MAX_SOURCE_LENGTH = 40
 """Source names prefix every tool id (≤ 64 chars); a long prefix would leave no room for the name."""
 
-_VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-# -- interpolation ----------------------------------------------------------------------------------------
-def _missing_vars(value: str, environ: Mapping[str, str]) -> list[str]:
-    missing = []
-    for m in _VAR.finditer(value):
-        name, default = m.group(1), m.group(2)
-        if name is not None and default is None and name not in environ:
-            missing.append(name)
-    return missing
-
-
-def interpolate(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:
-    """Replace ``${VAR}`` / ``${VAR:-default}`` (default also when VAR is empty); ``$${`` → ``${``.
-
-    Raises ``ConfigError`` naming ``where`` and the variable when one is not set and has no default.
-    """
-    env = os.environ if environ is None else environ
-
-    def sub(m: re.Match[str]) -> str:
-        name, default = m.group(1), m.group(2)
-        if name is None:
-            return "${"
-        got = env.get(name)
-        if default is not None:
-            return got if got else default
-        if got is None:
-            raise ConfigError(f"{where}: environment variable {name!r} is not set (use ${{{name}:-default}})")
-        return got
-
-    return _VAR.sub(sub, value)
-
-
-def _interpolate_tree(value: Any, environ: Mapping[str, str], where: str) -> Any:
-    if isinstance(value, str):
-        return interpolate(value, environ, where=where)
-    if isinstance(value, dict):
-        return {k: _interpolate_tree(v, environ, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate_tree(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
-
 
 # -- models -------------------------------------------------------------------------------------------------
-def _base_dir(info: ValidationInfo) -> Path | None:
-    ctx = info.context
-    return ctx.get("base_dir") if isinstance(ctx, dict) else None
-
-
-def _resolve(path: Path, info: ValidationInfo) -> Path:
-    base = _base_dir(info)
-    path = path.expanduser()
-    return path if path.is_absolute() or base is None else (base / path).resolve()
-
-
-def _local_path(value: str, base: Path) -> str:
-    """Resolve a relative file path against ``base``; URLs and absolute paths are kept."""
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
-        return value
-    path = Path(value).expanduser()
-    return str(path if path.is_absolute() else (base / path).resolve())
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class _ServerBase(_Strict):
-    enabled: bool = Field(True, description="False keeps the entry but never starts it.")
-    timeout_s: float | None = Field(None, gt=0, description="Call timeout override, seconds.")
-    connect_timeout_s: float | None = Field(None, gt=0, description="Connect/initialise timeout override.")
-    protocol: Literal["auto", "legacy"] = Field(
-        "auto", description="`auto` tries the 2026 protocol and falls back; `legacy` forces the handshake."
-    )
-
-    def interpolated(self, environ: Mapping[str, str] | None = None) -> Self:
-        """A copy with ``${VAR}`` resolved. Holds secrets: build the transport with it, never log it."""
-        env = os.environ if environ is None else environ
-        data = self.model_dump()
-        for key in self._interpolated_fields:
-            data[key] = _interpolate_tree(data[key], env, f"server field {key!r}")
-        return type(self).model_validate(data)
-
-    _interpolated_fields: ClassVar[tuple[str, ...]] = ()
-
-    def describe(self) -> str:
-        """One line for logs; shows the raw (uninterpolated) values only."""
-        raise NotImplementedError
-
-
-def _masked(headers: Mapping[str, str]) -> dict[str, str]:
-    """Header values for logs: `${VAR}` references as written, literal values hidden (may be secrets)."""
-    return {k: v if "${" in v else "***" for k, v in headers.items()}
-
-
-class StdioServer(_ServerBase):
-    """An upstream started as a subprocess, speaking MCP over its stdin/stdout."""
-
-    transport: Literal["stdio"]
-    command: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="Added to the gateway's environment.")
-    cwd: Path | None = None
-
-    _interpolated_fields: ClassVar[tuple[str, ...]] = ("command", "args", "env")
-
-    @field_validator("command")
-    @classmethod
-    def _command_path(cls, v: str, info: ValidationInfo) -> str:
-        # Only explicit ./ or ../ paths are relative to the manifest; bare names go through PATH.
-        base = _base_dir(info)
-        if base is not None and (v.startswith("./") or v.startswith("../")):
-            return str((base / v).resolve())
-        return v
-
-    @field_validator("cwd")
-    @classmethod
-    def _cwd_path(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        return None if v is None else _resolve(v, info)
-
-    def describe(self) -> str:
-        return f"stdio: {' '.join([self.command, *self.args])}"
-
-
-class HttpServer(_ServerBase):
-    """An upstream reached over streamable HTTP."""
-
-    transport: Literal["http", "streamable-http", "streamable_http", "streamableHttp"]
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    _interpolated_fields: ClassVar[tuple[str, ...]] = ("url", "headers")
-
-    @field_validator("transport")
-    @classmethod
-    def _one_spelling(cls, v: str) -> str:
-        return "http"  # claude/VS Code configs spell it several ways; code downstream sees one
-
-    def describe(self) -> str:
-        return f"http: {self.url} headers={_masked(self.headers)}"
-
-
-class SseServer(_ServerBase):
-    """An upstream reached over the legacy HTTP+SSE transport."""
-
-    transport: Literal["sse"]
-    url: str = Field(pattern=r"^https?://")
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    _interpolated_fields: ClassVar[tuple[str, ...]] = ("url", "headers")
-
-    def describe(self) -> str:
-        return f"sse: {self.url} headers={_masked(self.headers)}"
-
-
-ServerConfig = Annotated[StdioServer | HttpServer | SseServer, Field(discriminator="transport")]
 
 
 class CatalogEntry(_Strict):
@@ -236,7 +91,7 @@ class CatalogEntry(_Strict):
     @field_validator("path")
     @classmethod
     def _path(cls, v: Path, info: ValidationInfo) -> Path:
-        return _resolve(v, info)
+        return resolve_path(v, info)
 
 
 def _parse_kind(v: Any) -> Any:
@@ -323,17 +178,17 @@ class Manifest(_Strict):
         # The key is the source name; spec and Arazzo paths resolve against the manifest's folder.
         if not isinstance(data, dict) or not isinstance(data.get("openapi"), dict):
             return data
-        base = _base_dir(info)
+        base = base_dir(info)
         entries = {}
         for key, entry in data["openapi"].items():
             if isinstance(entry, dict):
                 entry = {"name": key, **entry}
                 if base is not None:
                     if isinstance(entry.get("spec"), str):
-                        entry["spec"] = _local_path(entry["spec"], base)
+                        entry["spec"] = local_path(entry["spec"], base)
                     if isinstance(entry.get("arazzo"), list):
                         entry["arazzo"] = [
-                            _local_path(a, base) if isinstance(a, str) else a for a in entry["arazzo"]
+                            local_path(a, base) if isinstance(a, str) else a for a in entry["arazzo"]
                         ]
             entries[key] = entry
         return {**data, "openapi": entries}
@@ -350,7 +205,7 @@ class Manifest(_Strict):
     @field_validator("registry")
     @classmethod
     def _registry(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        return None if v is None else _resolve(v, info)
+        return None if v is None else resolve_path(v, info)
 
     @property
     def sources(self) -> list[str]:
@@ -615,7 +470,7 @@ def _check_variables(value: Any, path: Path_, comp: _Composer, environ: Mapping[
     """Report every ``${VAR}`` without a value or default; returns their names."""
     missing: set[str] = set()
     if isinstance(value, str):
-        for name in _missing_vars(value, environ):
+        for name in missing_vars(value, environ):
             missing.add(name)
             comp.add(
                 comp.locate(path),
@@ -666,7 +521,7 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
     # Keep validating after the first problems, so one run reports them all: missing variables
     # become "" and servers without a transport are left out (both already reported).
     env = {**env, **dict.fromkeys(missing, "")} if missing else env
-    resolved = {k: v if k in _RAW_SECTIONS else _interpolate_tree(v, env, k) for k, v in data.items()}
+    resolved = {k: v if k in _RAW_SECTIONS else interpolate_tree(v, env, k) for k, v in data.items()}
     if untyped:
         resolved["servers"] = {k: v for k, v in resolved["servers"].items() if k not in untyped}
     if "source_path" in resolved:

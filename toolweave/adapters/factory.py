@@ -1,42 +1,44 @@
-"""Build the gateway's backends from a manifest.
+"""Build the gateway's backends from upstream configurations.
 
-``backends_from_manifest`` returns one ``Backend`` per enabled upstream MCP server and per OpenAPI
-source. The server starts each one's ``run(on_tools)`` as its own task and listens to ``on_status``
-to stop/start publishing a source's tools. The manifest's ``core_tools``, ``examples`` and
-``dependencies`` are applied by the server to every (re-)report of a source.
+``build_backends`` returns one ``Backend`` per upstream MCP server and per OpenAPI source. The server
+starts each one's ``run(on_tools)`` as its own task and listens to ``on_status`` to stop/start
+publishing a source's tools. Adapters know their own config models only, never the manifest that
+holds them: the caller passes the entries in (``Manifest.enabled_servers()``, ``Manifest.openapi``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend, StatusCallback
+from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.openapi.backend import OpenAPIBackend
-from toolweave.manifest import Manifest
+from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.settings import Settings
 
-__all__ = ["backends_from_manifest"]
+__all__ = ["build_backends"]
 
 log = logging.getLogger(__name__)
 
 
-def backends_from_manifest(
-    manifest: Manifest,
+def build_backends(
+    servers: Mapping[str, StdioServer | HttpServer | SseServer],
+    openapi: Iterable[OpenAPISourceConfig],
     settings: Settings,
     *,
     on_status: StatusCallback | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> list[Backend]:
-    """One backend per enabled ``servers`` entry (MCP) and per ``openapi`` entry, in manifest order.
+    """One backend per ``servers`` entry (MCP; pass only the enabled ones) and per ``openapi`` entry.
 
     Timeouts and the result size limit come from ``settings`` (a server entry's own ``timeout_s`` /
     ``connect_timeout_s`` win). Nothing connects until the caller runs each backend's ``run``.
     Catalogs are static: ingest them with ``load_catalog`` (they need no backend).
     """
     backends: list[Backend] = []
-    for name, server in manifest.enabled_servers().items():
+    for name, server in servers.items():
         backends.append(
             MCPBackend(
                 name,
@@ -48,6 +50,6 @@ def backends_from_manifest(
                 environ=environ,
             )
         )
-    for config in manifest.openapi.values():
+    for config in openapi:
         backends.append(OpenAPIBackend(config, environ=environ, on_status=on_status))
     return backends

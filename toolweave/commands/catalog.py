@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolweave.cli import JsonOption, RegistryOption, app, settings_for, setup_logging, user_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__: list[str] = []
 
@@ -81,7 +84,7 @@ def reindex(
         typer.echo(f"re-embedded {count} tools in {settings.home}")
 
 
-def _stderr_console():  # type: ignore[no-untyped-def]
+def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True)

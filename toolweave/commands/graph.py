@@ -161,7 +161,8 @@ def export(
     setup_logging("WARNING")
     with user_errors():
         from toolweave.errors import ConfigError
-        from toolweave.registry.graph_export import export_graphml, export_html, export_json, neighbourhood
+        from toolweave.registry.graph_export import export_graphml, export_json, neighbourhood
+        from toolweave.views.graph_page import export_html
 
         if fmt not in FORMATS:
             raise ConfigError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")

@@ -83,8 +83,9 @@ def _type_of(schema: Any) -> str:
         return "|".join(str(k) for k in kind)
     if isinstance(kind, str):
         return kind
-    if isinstance(schema.get("$ref"), str):
-        return schema["$ref"].rsplit("/", 1)[-1]
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return ref.rsplit("/", 1)[-1]
     for key in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(key), list):
             return key

@@ -38,7 +38,7 @@ def serve_command(
     Logs go to stderr; with stdio, stdout carries the MCP protocol and nothing else.
     """
     with user_errors():
-        from toolweave.adapters.factory import backends_from_manifest
+        from toolweave.adapters.factory import build_backends
         from toolweave.errors import ConfigError
         from toolweave.manifest import load_manifest
         from toolweave.registry import Registry
@@ -59,7 +59,9 @@ def serve_command(
                 for gateway in gateways:  # the gateway is built after its backends
                     await gateway.backend_status(source, available)
 
-            backends = backends_from_manifest(loaded, settings, on_status=on_status)
+            backends = build_backends(
+                loaded.enabled_servers(), loaded.openapi.values(), settings, on_status=on_status
+            )
             gateway = Gateway(reg, backends, settings, manifest=loaded)
             gateways.append(gateway)
             with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving

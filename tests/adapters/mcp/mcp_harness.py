@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import anyio
 
+from tests.net import free_port, wait_port
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.records import DependencyEdge, ToolRecord
 
@@ -63,25 +62,6 @@ async def running(backend: MCPBackend) -> AsyncIterator[Harness]:
             yield harness
         finally:
             tg.cancel_scope.cancel()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"upstream exited early with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"upstream did not listen on port {port} within {timeout} s")
 
 
 class HttpUpstream:

@@ -1,4 +1,4 @@
-"""backends_from_manifest, the manifest-aware on_tools wrapper, and the OpenAPI backend wrapper."""
+"""build_backends, the manifest-aware on_tools wrapper, and the OpenAPI backend wrapper."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import mcp_types as types
 import pytest
 
 from toolweave.adapters.backend import Backend
-from toolweave.adapters.factory import backends_from_manifest
+from toolweave.adapters.factory import build_backends
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.adapters.openapi import OpenAPIBackend
 from toolweave.manifest import load_manifest
@@ -59,12 +59,14 @@ def manifest_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_backends_from_manifest(manifest_dir: Path) -> None:
+def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
     manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={"TOKEN": "x"})
     settings = Settings(
         home=manifest_dir / "reg", connect_timeout_s=3, call_timeout_s=11, max_result_chars=5_000
     )
-    backends = backends_from_manifest(manifest, settings, environ={"TOKEN": "x"})
+    backends = build_backends(
+        manifest.enabled_servers(), manifest.openapi.values(), settings, environ={"TOKEN": "x"}
+    )
     assert [b.name for b in backends] == ["time", "web", "pets"]  # the disabled entry is skipped
     assert all(isinstance(b, Backend) for b in backends)
     time, web, pets = backends
@@ -118,7 +120,9 @@ async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_a
     async def on_tools(source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> None:
         reports[source] = list(tools)
 
-    pets, broken = backends_from_manifest(manifest, Settings(), on_status=on_status)
+    pets, broken = build_backends(
+        manifest.enabled_servers(), manifest.openapi.values(), Settings(), on_status=on_status
+    )
     assert isinstance(broken, OpenAPIBackend)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pets.run, on_tools)

@@ -391,7 +391,11 @@ def test_run_reports_tools_once_and_retries_an_unreadable_spec(write_spec, tmp_p
     async def go() -> None:
         backend = OpenAPIBackend(OpenAPISourceConfig(name="later", spec=str(missing)))
         task = asyncio.create_task(backend.run(on_tools))
-        await asyncio.sleep(0.3)
+        for _ in range(200):  # wait for a failed load to be recorded (not a fixed race window)
+            if backend.last_error is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert backend.last_error is not None
         assert reports == [] and not backend.available  # still retrying: the spec is not there
         write_spec(SPEC, name="later.yaml")
         for _ in range(100):

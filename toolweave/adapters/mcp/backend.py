@@ -47,9 +47,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
+from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 from toolweave.errors import ConfigError, UpstreamTimeout
-from toolweave.manifest import HttpServer, SseServer, StdioServer
 from toolweave.records import ToolRecord
 
 __all__ = ["MCPBackend", "StatusCallback"]

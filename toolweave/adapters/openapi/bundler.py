@@ -279,7 +279,7 @@ class SchemaBundler:
             if name not in cyclic and (counts.get(name, 0) <= 1 or self._size(name) <= _SMALL_DEF_CHARS)
         }
         memo: dict[str, Any] = {}
-        out = self._substitute(root, inline, memo)
+        out: dict[str, Any] = self._substitute(root, inline, memo)
         kept = {name: self._substitute_def(name, inline, memo) for name in sorted(seen - inline)}
         if kept:
             out = dict(out)

@@ -107,7 +107,8 @@ def link_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                 )
                 continue
             where = f"{source.tool.backend.get('spec')}#{source.pointer}/responses/…/links/{link_name}"
-            params = link.get("parameters") if isinstance(link.get("parameters"), dict) else {}
+            raw_params = link.get("parameters")
+            params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
             made = False
             for raw_name, expression in params.items():
                 prop = _property_for(target, str(raw_name))
@@ -491,7 +492,7 @@ def _token_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
             for p, served, why in producers
             if p is not consumer and (served is None or served & used)
         ][:_MAX_TOKEN_PRODUCERS]
-        for producer, served, why in chosen:
+        for producer, schemes_served, why in chosen:
             edges.append(
                 DependencyEdge(
                     tool=consumer.tool.id,
@@ -499,7 +500,7 @@ def _token_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
                     kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
                     reason=f"needs a token ({', '.join(sorted(used))}) and {producer.tool.name} {why}",
                     origin="inferred",
-                    confidence=0.7 if served is None else 0.9,
+                    confidence=0.7 if schemes_served is None else 0.9,
                     evidence=f"security of {consumer.method.upper()} {consumer.path}",
                 )
             )

@@ -176,7 +176,7 @@ def parse_spec(
     paths = doc.get("paths") or {}
     if not isinstance(paths, dict):
         raise OpenAPISpecError(f"{spec_name}#/paths: must be a mapping")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = _as_dict(doc.get("info"))
     schemes = _security_schemes(doc, v2)
     builder = _ToolBuilder(
         doc=doc,
@@ -433,7 +433,7 @@ class _ToolBuilder:
         hints = _METHOD_HINTS.get(method.lower())
         if hints:
             backend["annotations"] = dict(hints)
-        summary = op.get("summary") if isinstance(op.get("summary"), str) else ""
+        summary = _as_str(op.get("summary"))
         tool = ToolRecord(
             id=tool_id,
             source=self.source,
@@ -682,7 +682,7 @@ class _ToolBuilder:
 
 def _expand_server(server: dict[str, Any]) -> str:
     url = str(server.get("url") or "")
-    variables = server.get("variables") if isinstance(server.get("variables"), dict) else {}
+    variables = _as_dict(server.get("variables"))
     for name, var in variables.items():
         default = var.get("default") if isinstance(var, dict) else None
         if default is not None:
@@ -724,7 +724,7 @@ def _property_name(name: str, location: str, taken: dict[str, Any]) -> str:
 
 
 def _description(op: dict[str, Any], method: str, path: str, tags: list[str]) -> str:
-    summary = op.get("summary") if isinstance(op.get("summary"), str) else ""
+    summary = _as_str(op.get("summary"))
     details = op.get("description") if isinstance(op.get("description"), str) else ""
     parts = [p.strip() for p in (summary, details) if p and p.strip()]
     if len(parts) == 2 and parts[1].startswith(parts[0]):
@@ -739,3 +739,12 @@ def _description(op: dict[str, Any], method: str, path: str, tags: list[str]) ->
     if tags:
         text += f"\n\nTags: {', '.join(tags)}"
     return text
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    """``value`` if the document has an object there, else empty (specs in the wild are loose)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,306 @@
+"""Real-client turn loop: Claude Code against the gateway, driven by a scripted model endpoint.
+
+What it answers (issue 8): when the model calls ``find_tools``, does its *next* request already carry the
+tool the gateway just published (so it can call it directly), or must it fall back to ``call_tool``? With
+the UserPromptSubmit hook installed, does the *first* request already carry it?
+
+How: a scripted Anthropic Messages endpoint on 127.0.0.1 plays the model. Claude Code (npm
+``@anthropic-ai/claude-code``, installed under bench/out/npm on first use) runs ``claude -p "what time is it
+in Tokyo"`` with toolweave as its only MCP server (stdio or streamable HTTP) on the demo manifest. The script:
+request 1 → ``find_tools``; request 2 → the time tool directly if listed (``direct``), else through
+``call_tool`` (``fallback``); then a final answer. Every model request's tool names are recorded.
+
+Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook] [--json]
+Needs node/npm (the runner says so and exits 0 without them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+REPO = Path(__file__).resolve().parents[1]
+NPM_DIR = REPO / "bench" / "out" / "npm"
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.330"
+TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+SERVER = "toolweave"
+TIME_TOOL = "time__get_current_time"
+PROMPT = "what time is it in Tokyo"
+
+
+def prefixed(name: str) -> str:
+    return f"mcp__{SERVER}__{name}"
+
+
+class ScriptedModel:
+    """Plays the model: decides each answer from the request, records which tools each request carried."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.outcome: str | None = None
+        self.first_has_tool: bool | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
+            ]
+        )
+
+    async def count_tokens(self, request: Request) -> Response:
+        return JSONResponse({"input_tokens": 100})
+
+    async def messages(self, request: Request) -> Response:
+        body = await request.json()
+        tools = [t.get("name", "") for t in body.get("tools") or []]
+        if not tools:  # a side request (title, summary...): answer briefly
+            return _answer(body, [{"type": "text", "text": "ok"}], "end_turn")
+        self.requests.append({"tools": tools, "at": time.monotonic()})
+        if prefixed("find_tools") not in tools:  # the gateway was not connected in time for this request
+            self.outcome = self.outcome or "not-connected"
+            return _answer(body, [{"type": "text", "text": "I have no tool for that."}], "end_turn")
+        answered = _last_tool_result_for(body.get("messages") or [])
+        if answered is None:
+            self.first_has_tool = prefixed(TIME_TOOL) in tools
+            if self.first_has_tool:
+                self.outcome = "first"
+                return _tool_use(body, prefixed(TIME_TOOL), {"timezone": "Asia/Tokyo"})
+            return _tool_use(body, prefixed("find_tools"), {"query": PROMPT})
+        if answered == prefixed("find_tools"):
+            if prefixed(TIME_TOOL) in tools:
+                self.outcome = "direct"
+                return _tool_use(body, prefixed(TIME_TOOL), {"timezone": "Asia/Tokyo"})
+            self.outcome = "fallback"
+            args = {"name": TIME_TOOL, "arguments": {"timezone": "Asia/Tokyo"}}
+            return _tool_use(body, prefixed("call_tool"), args)
+        return _answer(body, [{"type": "text", "text": "It is late in Tokyo."}], "end_turn")
+
+
+def _last_tool_result_for(messages: list[dict[str, Any]]) -> str | None:
+    """The name of the tool whose result the last user message carries (None: a plain prompt)."""
+    if (
+        not messages
+        or messages[-1].get("role") != "user"
+        or not isinstance(messages[-1].get("content"), list)
+    ):
+        return None
+    ids = [b.get("tool_use_id") for b in messages[-1]["content"] if b.get("type") == "tool_result"]
+    if not ids:
+        return None
+    for message in reversed(messages[:-1]):
+        for block in message.get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") in ids:
+                return str(block.get("name"))
+    return None
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def _tool_use(body: dict[str, Any], name: str, args: dict[str, Any]) -> Response:
+    block = {"type": "tool_use", "id": f"toolu_{next(_counter):06d}", "name": name, "input": args}
+    return _answer(body, [block], "tool_use")
+
+
+def _answer(body: dict[str, Any], content: list[dict[str, Any]], stop: str) -> Response:
+    message = {
+        "id": f"msg_{next(_counter):06d}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "scripted"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }
+    if not body.get("stream"):
+        return JSONResponse(message)
+
+    def events() -> Any:
+        def sse(kind: str, data: dict[str, Any]) -> str:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
+
+        yield sse("message_start", {"message": {**message, "content": [], "stop_reason": None}})
+        for i, block in enumerate(content):
+            if block["type"] == "text":
+                yield sse("content_block_start", {"index": i, "content_block": {"type": "text", "text": ""}})
+                delta = {"type": "text_delta", "text": block["text"]}
+            else:
+                yield sse("content_block_start", {"index": i, "content_block": {**block, "input": {}}})
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            yield sse("content_block_delta", {"index": i, "delta": delta})
+            yield sse("content_block_stop", {"index": i})
+        yield sse(
+            "message_delta",
+            {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}},
+        )
+        yield sse("message_stop", {})
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_in_thread(app: Any, port: int) -> uvicorn.Server:
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return server
+
+
+def claude_binary() -> str | None:
+    binary = NPM_DIR / "node_modules" / ".bin" / "claude"
+    if binary.exists():
+        return str(binary)
+    if shutil.which("npm") is None:
+        return None
+    NPM_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NPM_DIR), CLAUDE_CODE],
+        check=True,
+        timeout=600,
+    )
+    return str(binary)
+
+
+def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool) -> dict[str, Any]:
+    model = ScriptedModel()
+    model_port = free_port()
+    model_server = serve_in_thread(model.app, model_port)
+    gateway: subprocess.Popen[bytes] | None = None
+    manifest = REPO / "manifests" / "demo.yaml"
+    serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    try:
+        if transport == "http":
+            port = free_port()
+            log = (work / "gateway.log").open("ab")
+            gateway = subprocess.Popen([*serve, "--transport", "http", "--port", str(port)], stderr=log)
+            entry: dict[str, Any] = {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
+            _wait_port(port, gateway)
+        else:
+            entry = {"type": "stdio", "command": serve[0], "args": serve[1:]}
+        config = work / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": {SERVER: entry}}))
+        settings: dict[str, Any] = {}
+        if hook:
+            command = f"{TOOLWEAVE} hook claude-code"
+            settings["hooks"] = {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command}]}]}
+        settings_file = work / "settings.json"
+        settings_file.write_text(json.dumps(settings))
+        home = work / "home"
+        home.mkdir(exist_ok=True)
+        env = dict(
+            os.environ,
+            HOME=str(home),
+            ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_port}",
+            ANTHROPIC_API_KEY="sk-ant-scripted",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+            TOOLWEAVE_LOG_LEVEL="WARNING",
+        )
+        allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
+        started = time.monotonic()
+        command = [claude, "-p", PROMPT, "--mcp-config", str(config), "--strict-mcp-config"]
+        command += ["--settings", str(settings_file), "--allowedTools", allowed]
+        command += ["--model", "claude-sonnet-4-5", "--output-format", "json"]
+        proc = subprocess.run(
+            command,
+            env=env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        return {
+            "outcome": model.outcome or "no-call",
+            "first_request_has_tool": model.first_has_tool,
+            "model_requests": len(model.requests),
+            "exit": proc.returncode,
+            "seconds": round(time.monotonic() - started, 2),
+            "stderr_tail": proc.stderr[-300:] if proc.returncode else "",
+        }
+    finally:
+        model_server.should_exit = True
+        if gateway is not None:
+            gateway.terminate()
+            gateway.wait(timeout=20)
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"gateway exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError("the gateway did not listen")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--hook", action="store_true", help="install toolweave's UserPromptSubmit hook")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    claude = claude_binary()
+    if claude is None:
+        print("claude_code_turns: npm is not installed; skipped", file=sys.stderr)
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tw-cc-") as tmp:
+        registry = Path(tmp) / "registry"  # shared by the runs: only the first one embeds
+        for n in range(args.runs):
+            work = Path(tmp) / f"run{n}"
+            work.mkdir()
+            row = one_run(claude, work, registry, args.transport, args.hook)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    counts = Counter(r["outcome"] for r in rows)
+    summary = {
+        "bench": "claude_code_turns",
+        "transport": args.transport,
+        "hook": args.hook,
+        "runs": len(rows),
+        "outcomes": dict(counts),
+        "first_request_has_tool": sum(bool(r["first_request_has_tool"]) for r in rows),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip(),
+    }
+    print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
