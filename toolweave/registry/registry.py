@@ -389,16 +389,18 @@ class Registry:
             else:
                 self._usage_by_tool.pop(tool_id, None)
         if publish:
-            self._snap = replace(self._snap, **self._usage_snapshot(self._snap.ids))
+            rows, matrix = self._usage_snapshot(self._snap.ids)
+            self._snap = replace(self._snap, usage_rows=rows, usage_matrix=matrix)
 
-    def _usage_snapshot(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def _usage_snapshot(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of ``ids`` that have usage examples, their usage vectors)."""
         rows = [n for n, tool_id in enumerate(ids) if self._usage_by_tool.get(tool_id)]
         matrix = (
             np.stack([usage_vector(self._usage_by_tool[ids[n]]) for n in rows])
             if rows
             else np.zeros((0, 1), dtype=np.float32)
         )
-        return {"usage_rows": np.asarray(rows, dtype=np.int64), "usage_matrix": matrix}
+        return np.asarray(rows, dtype=np.int64), matrix
 
     def _compact_now_and_then(self) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running
@@ -535,6 +537,7 @@ class Registry:
         matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
         names = tuple(sorted({r.record.source for r in rows}))
         code = {name: n for n, name in enumerate(names)}
+        usage_rows, usage_matrix = self._usage_snapshot(ids)
         self._snap = _Snapshot(
             ids=ids,
             matrix=matrix,
@@ -543,7 +546,8 @@ class Registry:
             sources={r.record.id: r.record.source for r in rows},
             source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
             source_names=names,
-            **self._usage_snapshot(ids),
+            usage_rows=usage_rows,
+            usage_matrix=usage_matrix,
         )
         for r in rows:  # tools written by an older process may predate the graph file
             if r.record.id not in self._graph:

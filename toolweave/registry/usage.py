@@ -51,8 +51,9 @@ def merge_examples(
 
 def usage_vector(examples: Sequence[UsageExample]) -> np.ndarray:
     """Unit-normalised mean of the examples' vectors (Tool2Vec)."""
-    mean = np.mean([e.vector for e in examples], axis=0).astype(np.float32)
-    return mean / (float(np.linalg.norm(mean)) or 1.0)
+    mean: np.ndarray = np.mean([e.vector for e in examples], axis=0).astype(np.float32)
+    unit: np.ndarray = mean / (float(np.linalg.norm(mean)) or 1.0)
+    return unit
 
 
 def fuse_usage(scores: np.ndarray, rows: np.ndarray, usage: np.ndarray, weight: float) -> np.ndarray:

@@ -419,7 +419,7 @@ class Gateway:
         session.published.touch(record.id, turn)
         session.calls.append((record.id, dict(arguments) if isinstance(arguments, Mapping) else {}))
         result = await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
-        if not result.isError and session.queries:  # Tool2Vec: the turn's request led to this tool
+        if not result.is_error and session.queries:  # Tool2Vec: the turn's request led to this tool
             await anyio.to_thread.run_sync(self.registry.record_usage, record.id, session.queries[-1])
         return result
 
