@@ -212,6 +212,51 @@ def registry_run(name: str, per_tool: int, weights: Sequence[float], test: bool)
                 reg.close()
 
 
+def latency(n_tools: int = 10_000, with_usage: int = 5_000, repeats: int = 500) -> None:
+    """Cost of the fusion in the vector scoring at ``n_tools`` (random unit vectors; numpy only),
+    and of one query embedding with the real model."""
+    import time
+
+    from threadpoolctl import threadpool_limits
+
+    from toolweave.registry.usage import fuse_usage
+
+    threadpool_limits(limits=1, user_api="blas")  # as the registry runs it
+
+    rng = np.random.default_rng(0)
+    matrix = _units(rng.standard_normal((n_tools, 384)).astype(np.float32))
+    usage = _units(rng.standard_normal((with_usage, 384)).astype(np.float32))
+    rows = np.sort(rng.choice(n_tools, with_usage, replace=False))
+    queries = _units(rng.standard_normal((repeats, 384)).astype(np.float32))
+    timings: dict[str, list[float]] = {"text only": [], "text + usage fused": []}
+    for q in queries:
+        t0 = time.perf_counter()
+        scores = matrix @ q
+        timings["text only"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        scores = matrix @ q
+        fuse_usage(scores, rows, usage @ q, 0.7)
+        timings["text + usage fused"].append(time.perf_counter() - t0)
+    embedder = Embedder()
+    t0 = time.perf_counter()
+    embedder.embed_query("warm up the model")
+    load = time.perf_counter() - t0
+    embed = []
+    for n in range(100):
+        t0 = time.perf_counter()
+        embedder.embed_documents([f"find the weather forecast for city number {n} tomorrow"])
+        embed.append(time.perf_counter() - t0)
+    out = {k: round(float(np.percentile(v, 50)) * 1000, 3) for k, v in timings.items()}
+    out["model load + first query s"] = round(load, 2)
+    out["query embedding p50 ms"] = round(float(np.percentile(embed, 50)) * 1000, 2)
+    out["query embedding p95 ms"] = round(float(np.percentile(embed, 95)) * 1000, 2)
+    print(json.dumps({"tools": n_tools, "with_usage": with_usage, "p50_ms": out}))
+
+
+def _units(m: np.ndarray) -> np.ndarray:
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", action="append")
@@ -219,8 +264,12 @@ def main() -> None:
     parser.add_argument("--explore", action="store_true", help="fusion variants, vector side only")
     parser.add_argument("--test", action="store_true", help="ToolLinkOS test split (report once)")
     parser.add_argument("--weight", type=float, action="append", help="usage weights for (c)")
+    parser.add_argument("--latency", action="store_true", help="fusion and query-embedding cost")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    if args.latency:
+        latency()
+        return
     if args.test:
         registry_run("toollinkos", args.per_tool, args.weight or [0.5], test=True)
         return
