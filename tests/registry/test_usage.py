@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
@@ -139,3 +140,23 @@ def test_usage_scores_are_put_on_the_text_scale_before_fusing() -> None:
     fused = fuse_usage(scores.copy(), np.array([2, 3]), np.array([0.9, 0.8], dtype=np.float32), 0.7)
     assert list(np.argsort(-fused)) == [0, 2, 1, 3]
     assert np.all(fused >= scores - 1e-6)
+
+
+@pytest.mark.integration
+def test_a_failed_usage_write_is_logged_and_loses_nothing_else(
+    tmp_path: Path,
+    shared_embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reg = Registry.open(tmp_path / "r", embedder=shared_embedder)
+    reg.ingest("demo", TOOLS)
+
+    def broken(*_: object) -> None:
+        raise RegistryError("usage table: disk full")
+
+    monkeypatch.setattr(reg._usage, "replace", broken)
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is False
+    assert "could not keep a usage example" in caplog.text
+    assert reg.usage_examples("demo__ledger_post") == []
+    assert len(reg) == len(TOOLS)

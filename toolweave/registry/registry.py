@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
+from toolweave.errors import (
+    GraphError,
+    ModelMismatchError,
+    NotARegistryError,
+    RegistryError,
+    ToolNotFound,
+    ToolweaveError,
+)
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
@@ -322,16 +329,15 @@ class Registry:
         current = self._usage_by_tool.get(tool_id, [])
         if current and current[0].query == query:
             return False
-        vector = self.embedder.embed_query(query)
-        with self._write_lock:
-            new = UsageExample(tool_id, query, "call", now_ns(), vector)
-            self._write_usage(
-                {
-                    tool_id: merge_examples(
-                        self._usage_by_tool.get(tool_id, []), [new], self.settings.usage_cap
-                    )
-                }
-            )
+        try:
+            vector = self.embedder.embed_query(query)
+            with self._write_lock:
+                new = UsageExample(tool_id, query, "call", now_ns(), vector)
+                merged = merge_examples(self._usage_by_tool.get(tool_id, []), [new], self.settings.usage_cap)
+                self._write_usage({tool_id: merged})
+        except ToolweaveError:  # a lost example must never fail the call that taught it
+            log.warning("could not keep a usage example for %s", tool_id, exc_info=True)
+            return False
         return True
 
     def _is_private(self, tool_id: str) -> bool:
