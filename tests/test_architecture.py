@@ -28,8 +28,13 @@ def modules_under(folder: str) -> list[Path]:
     return sorted((PACKAGE / folder).rglob("*.py"))
 
 
-SHARED = {"records", "errors", "settings", "config_values"}
-"""Root modules every layer may import: the records, errors, settings and config values they all speak."""
+SHARED = {
+    "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
+    "redaction",
+}  # fmt: skip
+"""Root modules every layer may import: the records, errors, settings and config values they all speak
+(``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
+pure security rules (access policy, tool-definition scanner, log redaction)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).

@@ -37,9 +37,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 def setup_logging(level: str = "INFO") -> None:
     """Logs go to stderr: stdout belongs to command output and to the stdio transport."""
+    from toolweave import redaction
+
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    redaction.install()  # secrets in URLs never reach a log, whoever logs them (SDK and httpx included)
 
 
 def settings_for(registry: Path | None) -> Settings:
@@ -76,4 +79,4 @@ def user_errors() -> Iterator[None]:
 
 
 # Registering commands: each module adds its own (kept last: they import `app` from here).
-from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve  # noqa: E402, F401
+from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools  # noqa: E402, F401

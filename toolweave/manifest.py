@@ -47,9 +47,11 @@ from toolweave.config_values import (
     resolve_path,
 )
 from toolweave.errors import ConfigError
+from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
-from toolweave.settings import PublishSettings, RetrievalSettings, Settings
+from toolweave.settings import PublishSettings, RetrievalSettings, SecuritySettings, Settings
+from toolweave.yaml_limits import expansion_problem, size_problem
 
 __all__ = [
     "CatalogEntry",
@@ -152,6 +154,10 @@ class _StrictPublish(PublishSettings):
     model_config = ConfigDict(extra="forbid")
 
 
+class _StrictSecurity(SecuritySettings):
+    model_config = ConfigDict(extra="forbid")
+
+
 class Manifest(_Strict):
     """A validated manifest. Build it with ``load_manifest``; paths are already absolute."""
 
@@ -171,6 +177,14 @@ class Manifest(_Strict):
         default_factory=list,
         description="Tool ids or source names whose calls are never kept as usage examples (Tool2Vec).",
     )
+    security: _StrictSecurity = Field(default_factory=_StrictSecurity)
+    policy: dict[str, IdentityPolicy] = Field(
+        default_factory=dict, description="Rules per identity name (`*` = everyone else); see policy.py."
+    )
+
+    @property
+    def access_policy(self) -> Policy:
+        return Policy(identities=self.policy)
 
     @model_validator(mode="before")
     @classmethod
@@ -241,7 +255,13 @@ class Manifest(_Strict):
                 **self.publish.model_dump(include=self.publish.model_fields_set),
             }
         )
-        update: dict[str, Any] = {"retrieval": retrieval, "publish": publish}
+        security = SecuritySettings.model_validate(
+            {
+                **settings.security.model_dump(),
+                **self.security.model_dump(include=self.security.model_fields_set),
+            }
+        )
+        update: dict[str, Any] = {"retrieval": retrieval, "publish": publish, "security": security}
         home = registry or self.registry
         if home is not None:
             update["home"] = home
@@ -486,6 +506,9 @@ def _check_variables(value: Any, path: Path_, comp: _Composer, environ: Mapping[
     return missing
 
 
+MAX_MANIFEST_CHARS = 4 * 1024 * 1024
+"""A manifest is configuration: megabytes of it are a mistake (or an attack), not a fleet."""
+
 # Sections that may hold secrets keep their raw text; the adapters interpolate when connecting.
 # (OpenAPI auth names environment variables instead of holding secrets, so it is interpolated here.)
 _RAW_SECTIONS = ("servers",)
@@ -500,10 +523,14 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
     file = str(path)
+    if too_big := size_problem(text, MAX_MANIFEST_CHARS):
+        raise ConfigError(f"{file}: {too_big}")
     try:
         loader = yaml.SafeLoader(text)
         try:
             root = loader.get_single_node()
+            if unsafe := expansion_problem(root):
+                raise ConfigError(f"{file}: {unsafe}")
             comp = _Composer(loader, file)
             data = {} if root is None else comp.build(root, ())
         finally:

@@ -21,6 +21,7 @@ __all__ = [
     "PublishSettings",
     "RetrievalMethod",
     "RetrievalSettings",
+    "SecuritySettings",
     "Settings",
     "default_home",
     "settings_reference",
@@ -70,6 +71,53 @@ class PublishSettings(BaseModel):
     pinned: tuple[str, ...] = Field((), description="Tool ids always published.")
 
 
+class SecuritySettings(BaseModel):
+    """Who may use the gateway over HTTP/SSE, and what it records (see ``docs/security.md``)."""
+
+    auth: Literal["none", "tokens", "oauth"] = Field(
+        "none", description="HTTP/SSE authentication: `none`, named bearer `tokens`, or `oauth` (JWT + JWKS)."
+    )
+    tokens: dict[str, str] = Field(
+        default_factory=dict,
+        description="Bearer tokens by identity name: `sha256:<hex>`, `env:VAR` or `file:PATH` (never plain).",
+    )
+    oauth_issuer: str = Field("", description="OAuth: the authorization server's issuer (`iss`) URL.")
+    oauth_audience: str = Field("", description="OAuth: required `aud`; default: the resource URL.")
+    oauth_jwks_url: str = Field("", description="OAuth: JWKS URL; default: `<issuer>/.well-known/jwks.json`.")
+    oauth_identity_claim: str = Field("sub", description="OAuth: the claim that names the identity.")
+    oauth_jwks_cache_s: float = Field(300.0, gt=0, description="OAuth: how long a fetched JWKS is reused.")
+    resource_url: str = Field(
+        "", description="Public URL of the MCP endpoint (Protected Resource Metadata); default from the bind."
+    )
+    allowed_hosts: tuple[str, ...] = Field(
+        (), description="Extra accepted `Host` headers (`name:*` = any port); loopback is always accepted."
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="Extra accepted `Origin` headers (`https://app.example:*`); loopback always."
+    )
+    insecure_no_auth: bool = Field(False, description="Allow a non-loopback bind without authentication.")
+    default_identity: str = Field("local", description="Identity of stdio and unauthenticated clients.")
+    hold_new_tools: tuple[str, ...] = Field(
+        (),
+        description="Sources (`*` = all) whose new tools wait in quarantine for `toolweave tools approve`.",
+    )
+    max_description_chars: int = Field(
+        4000, ge=100, description="Longer tool descriptions are flagged by the scanner and quarantined."
+    )
+    audit_log: Path | None = Field(None, description="JSONL audit log file (rotated); unset: no audit log.")
+    audit_values: bool = Field(
+        False, description="Also record argument values in the audit log (secret-looking keys stay hidden)."
+    )
+    audit_max_bytes: int = Field(10_000_000, ge=10_000, description="Audit log size that triggers rotation.")
+    audit_backups: int = Field(5, ge=1, description="Rotated audit log files kept.")
+    metrics_port: int | None = Field(
+        None, description="Serve Prometheus `/metrics` on this 127.0.0.1 port (for stdio deployments)."
+    )
+    find_cache_size: int = Field(
+        1024, ge=0, description="Cached find_tools retrievals (query + context + parameters); 0 disables."
+    )
+
+
 class Settings(BaseSettings):
     """All toolweave settings. Environment: ``TOOLWEAVE_<FIELD>``, nested with ``__``."""
 
@@ -100,14 +148,39 @@ class Settings(BaseSettings):
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",
     )
+    infer_min_confidence: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
+    )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
+    security: SecuritySettings = Field(
+        default_factory=SecuritySettings, description="Authentication, quarantine, audit and metrics."
+    )
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
     connect_timeout_s: float = Field(
         20.0, gt=0, description="Timeout for connecting to and initialising an upstream, in seconds."
     )
     max_result_chars: int = Field(
         200_000, ge=1_000, description="Larger tool results are truncated, with a note giving the full size."
+    )
+    max_result_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Bytes read of one upstream answer (MCP, OpenAPI) before it is cut while streaming.",
+    )
+    max_request_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Largest inbound JSON-RPC message (HTTP body or stdio line); larger ones get an error.",
+    )
+    ping_interval_s: float = Field(
+        15.0, gt=0, description="How often each upstream's liveness is checked (MCP ping, or tools/list)."
+    )
+    ping_timeout_s: float = Field(
+        5.0, gt=0, description="An upstream that does not answer a liveness check this fast is reconnected."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Log level; logs always go to stderr."

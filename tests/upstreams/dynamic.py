@@ -110,7 +110,10 @@ class DynamicServer:
         if name == "echo":
             return text(f"echo:{args.get('text', '')}")
         if name == "add_tool":
-            self.add(args["name"], f"Dynamic tool {args['name']}.", {"type": "object"})
+            # an existing name with a new description is a "rug pull" (the definition changes)
+            self.add(
+                args["name"], args.get("description") or f"Dynamic tool {args['name']}.", {"type": "object"}
+            )
             await self.announce()
             return text(f"added {args['name']}")
         if name == "slow":

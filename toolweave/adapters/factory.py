@@ -46,10 +46,17 @@ def build_backends(
                 connect_timeout_s=settings.connect_timeout_s,
                 call_timeout_s=settings.call_timeout_s,
                 max_result_chars=settings.max_result_chars,
+                max_result_bytes=settings.max_result_bytes,
+                ping_interval_s=settings.ping_interval_s,
+                ping_timeout_s=settings.ping_timeout_s,
                 on_status=on_status,
                 environ=environ,
             )
         )
     for config in openapi:
-        backends.append(OpenAPIBackend(config, environ=environ, on_status=on_status))
+        backends.append(
+            OpenAPIBackend(
+                config, environ=environ, on_status=on_status, max_read_bytes=settings.max_result_bytes
+            )
+        )
     return backends

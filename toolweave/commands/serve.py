@@ -31,6 +31,9 @@ def serve_command(
         ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="HTTP/SSE port.")] = 8765,
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help="Labs only: serve a non-loopback address without auth.")
+    ] = False,
     registry: RegistryOption = None,
 ) -> None:
     """Serve the manifest's tools to one MCP client (stdio) or many (http, sse).
@@ -50,6 +53,9 @@ def serve_command(
         _prefer_own_environment()
         loaded = load_manifest(manifest)
         settings = loaded.settings_for(settings_for(None), registry=registry)
+        if insecure_no_auth:
+            security = settings.security.model_copy(update={"insecure_no_auth": True})
+            settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
         reg = Registry.open(settings.home, settings=settings)
         try:

@@ -31,7 +31,7 @@ from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
-from toolweave.registry.inference import refresh_inferred_edges
+from toolweave.registry.inference import refresh_inferred_edges, walkable
 from toolweave.registry.overrides import (
     GraphOverrides,
     OverrideReport,
@@ -525,7 +525,9 @@ class Registry:
         # Searches run on other threads while an ingest changes the networkx graph: they read this
         # immutable copy, swapped whole, never the graph being changed.
         graph = self._graph
-        self._deps = {tool: tuple(graph.dependencies(tool)) for tool in graph.nx_graph.nodes}
+        # retrieval walks only edges it may trust: weak inferred ones stay in the graph, unwalked
+        floor = self.settings.infer_min_confidence
+        self._deps = {tool: tuple(walkable(graph.dependencies(tool), floor)) for tool in graph.nx_graph.nodes}
         self._edges = tuple(graph.edges())
 
     def edges(self) -> tuple[DependencyEdge, ...]:
@@ -533,7 +535,8 @@ class Registry:
         return self._edges
 
     def dependencies(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
-        """What ``tool_id`` needs, as of the last completed write (safe from any thread)."""
+        """What ``tool_id`` needs, as of the last completed write (safe from any thread); inferred edges
+        below ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
         return [e for e in self._deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
     def _reload(self) -> None:

@@ -1,46 +1,12 @@
 """One error payload for every failed tool call the gateway answers.
 
-Errors inside ``tools/call`` never become JSON-RPC errors: a 2026-era client would only see a generic
--32603. Every failure (bad arguments, unknown tool, upstream down, timeout, crash) is returned as a
-``CallToolResult`` with ``is_error=True`` and the same two parts, so clients and tests can rely on it:
-
-* a text block ``"<code>: <message>"`` that an LLM reads;
-* ``structured_content = {"error": {"code", "message", "tool", "details"}}`` for programs.
+The builder lives at the package root (``toolweave/call_errors.py``) because backends build these
+results too; this module keeps the server's name for it. See that module for the shape.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from toolweave.call_errors import ErrorCode, error_code_of
+from toolweave.call_errors import tool_error_result as to_tool_error_result
 
-import mcp_types as types
-
-__all__ = ["ErrorCode", "to_tool_error_result"]
-
-ErrorCode = Literal[
-    "invalid_arguments",
-    "unknown_tool",
-    "unavailable",
-    "no_backend",
-    "timeout",
-    "upstream_error",
-    "internal_error",
-    "invalid_request",
-]
-
-
-def to_tool_error_result(
-    code: ErrorCode,
-    message: str,
-    *,
-    tool: str | None = None,
-    details: Any = None,
-) -> types.CallToolResult:
-    """Build the gateway's error result (``is_error=True``) with one text block and structured details."""
-    payload: dict[str, Any] = {"code": code, "message": message, "tool": tool}
-    if details is not None:
-        payload["details"] = details
-    return types.CallToolResult(
-        content=[types.TextContent(text=f"{code}: {message}")],
-        structured_content={"error": payload},
-        is_error=True,
-    )
+__all__ = ["ErrorCode", "error_code_of", "to_tool_error_result"]

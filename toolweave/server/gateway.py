@@ -32,9 +32,15 @@ from toolweave.manifest import (
     graph_overrides,
     manifest_edges,
 )
+from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import Registry
+from toolweave.registry.batching import QueryBatcher
+from toolweave.server.audit import AuditLog
+from toolweave.server.auth import identity_of_request
 from toolweave.server.errors import to_tool_error_result
+from toolweave.server.find_cache import FindCache
+from toolweave.server.guard import Guard
 from toolweave.server.meta_tools import (
     CALL_TOOL,
     FIND_TOOLS,
@@ -44,6 +50,7 @@ from toolweave.server.meta_tools import (
     meta_tools,
     to_mcp_tool,
 )
+from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.notify import Notifier
 from toolweave.server.proxy import Proxy, argument_errors
 from toolweave.server.sessions import Session, SessionStore
@@ -60,6 +67,9 @@ STARTUP_GRACE_S = 15.0
 """Right after start, ``find_tools`` and calls wait (at most this long, and at most the connect timeout)
 for upstreams that are still making their first connection attempt, so a client's first request is
 not answered from a half-connected gateway. Upstreams whose attempt already failed are not waited for."""
+
+MAX_QUERY_CHARS = 4000
+"""Longer find_tools queries are cut to this many characters before retrieval."""
 
 INSTRUCTIONS = (
     "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
@@ -103,6 +113,25 @@ class Gateway:
         self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
         self._tool_cache: dict[str, tuple[ToolRecord, types.Tool]] = {}
+        # security (server/auth.py, guard.py, audit.py, metrics.py)
+        security = settings.security
+        self.guard = Guard(registry, security, manifest.access_policy if manifest else Policy())
+        self.metrics = GatewayMetrics()
+        # throughput: concurrent turns share model runs; repeated questions are answered from a cache
+        if not isinstance(registry.embedder, QueryBatcher):
+            registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
+        self.find_cache: FindCache[list[Any]] = FindCache(security.find_cache_size)
+        self.metrics.quarantined.set(len(self.guard.held))
+        self.audit = (
+            AuditLog(
+                security.audit_log,
+                values=security.audit_values,
+                max_bytes=security.audit_max_bytes,
+                backups=security.audit_backups,
+            )
+            if security.audit_log is not None
+            else None
+        )
         self.ready = anyio.Event()
         self.server: Server[Any] = Server(
             name,
@@ -142,11 +171,13 @@ class Gateway:
             await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
             await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
         self._refresh_stale_sources()
+        self._warn_if_empty()
         async with anyio.create_task_group() as tg:
             for backend in self.backends.values():
                 tg.start_soon(self._run_backend, backend)
             tg.start_soon(self._watch_availability)
             tg.start_soon(self._warm_up)
+            tg.start_soon(self.guard.watch, self._quarantine_changed)
             self.ready.set()
             log.info(
                 "gateway ready in %.2f s: %d tools in registry, %d backends",
@@ -158,6 +189,14 @@ class Gateway:
                 yield self
             finally:
                 tg.cancel_scope.cancel()
+
+    def _warn_if_empty(self) -> None:
+        if self.manifest is not None and not self.backends and not self._catalog_sources:
+            log.warning(
+                "the manifest defines no upstreams (servers, openapi) and no catalogs: only tools already "
+                "in the registry at %s can be found, and none can be called",
+                self.settings.home,
+            )
 
     async def _warm_up(self) -> None:
         """Load the embedding model now (~1 s) rather than inside the first ``find_tools``."""
@@ -179,6 +218,7 @@ class Gateway:
             )
             tools = apply_tool_overrides(self.manifest, catalog.tools)
             edges = filter_removed_edges(self.manifest, catalog.edges)
+            await anyio.to_thread.run_sync(self.guard.review, entry.source, tools)
             summary = await anyio.to_thread.run_sync(
                 partial(self.registry.ingest, entry.source, tools, edges)
             )
@@ -205,14 +245,17 @@ class Gateway:
                 tools = apply_tool_overrides(self.manifest, tools)
                 edges = filter_removed_edges(self.manifest, edges)
             before = {t.id: t.content_hash for t in self.registry.tools(source)}
+            held = await anyio.to_thread.run_sync(self.guard.review, source, list(tools))
+            self._quarantine_changed()
             summary = await anyio.to_thread.run_sync(
                 partial(self.registry.ingest, source, list(tools), list(edges))
             )
+            self.find_cache.clear()
             await self._apply_manifest_edges()
             self._refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
             after = {t.id: t.content_hash for t in tools}
-            removed = set(before) - set(after)
+            removed = (set(before) - set(after)) | held  # quarantined tools leave every published set
             changed = {i for i, h in after.items() if before.get(i) not in (None, h)}
             added = set(after) - set(before)
             await self._republish(source, removed=removed, changed=changed, added=added)
@@ -234,6 +277,7 @@ class Gateway:
             return
         try:
             await anyio.to_thread.run_sync(self.registry.add_edges, ready)
+            self.find_cache.clear()
         except Exception:
             log.exception("could not add manifest dependency edges")
 
@@ -258,6 +302,7 @@ class Gateway:
         if backend is None:
             return
         now = bool(backend.available)
+        self.metrics.upstream_up.labels(name).set(1 if now else 0)
         if now:
             self._ever_available.add(name)
         if now != self._available[name]:
@@ -305,12 +350,15 @@ class Gateway:
         known = set(self.backends) | self._catalog_sources
         self._stale_sources = {s for s in self.registry.sources() if s not in known}
 
+    def _quarantine_changed(self) -> None:
+        self.metrics.quarantined.set(len(self.guard.held))
+
     def published_tools(self, session: Session) -> list[types.Tool]:
         excluded = self.excluded_sources()
         tools = meta_tools()
         for tool_id in session.published.ids():
             record = self.registry.find(tool_id)
-            if record is None or record.source in excluded:
+            if record is None or record.source in excluded or not self.guard.allows(session.identity, record):
                 continue
             tools.append(self._mcp_tool(record))
         return tools
@@ -334,38 +382,98 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        session = self.sessions.for_request(ctx)
+        session = self._session(ctx)
         await self._first_connections()  # a client's first list should not miss a connecting upstream
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
         return types.ListToolsResult(tools=self.published_tools(session), ttl_ms=0, cache_scope="private")
 
+    def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        identity = identity_of_request(ctx.request)
+        return self.sessions.for_request(
+            ctx, identity.name if identity else None, self.settings.security.default_identity
+        )
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        started = time.perf_counter()
+        session: Session | None = None
+        arguments = params.arguments if params.arguments is not None else {}
+        result: types.CallToolResult | None = None
         try:
-            session = self.sessions.for_request(ctx)
-            arguments = params.arguments if params.arguments is not None else {}
+            session = self._session(ctx)
             if params.name == FIND_TOOLS:
-                return await self._find_tools(session, arguments)
-            if params.name == CALL_TOOL:
+                result = await self._find_tools(session, arguments)
+            elif params.name == CALL_TOOL:
                 problems = argument_errors(self._input_schema(CALL_TOOL) or {}, arguments)
                 if problems:
-                    return _bad_meta_arguments(CALL_TOOL, problems)
-                return await self._proxy(ctx, session, arguments["name"], arguments.get("arguments") or {})
-            return await self._proxy(ctx, session, params.name, arguments)
+                    result = _bad_meta_arguments(CALL_TOOL, problems)
+                else:
+                    inner = arguments.get("arguments") or {}
+                    result = await self._proxy(ctx, session, arguments["name"], inner)
+            else:
+                result = await self._proxy(ctx, session, params.name, arguments)
+            return result
         except Exception as exc:  # last line of defence: an error result, never a dead request
             log.exception("tools/call %s failed inside the gateway", params.name)
-            return to_tool_error_result(
+            result = to_tool_error_result(
                 "internal_error",
                 f"the gateway failed on {params.name}: {type(exc).__name__}: {exc}",
                 tool=params.name,
             )
+            return result
+        finally:
+            self._observe(session, params.name, arguments, result, time.perf_counter() - started)
+
+    def _observe(
+        self,
+        session: Session | None,
+        name: str,
+        arguments: Mapping[str, Any],
+        result: types.CallToolResult | None,
+        elapsed: float,
+    ) -> None:
+        """Metrics and audit line of one turn (never raises: observing must not break serving)."""
+        try:
+            kind = "find_tools" if name == FIND_TOOLS else "call"
+            tool, args = name, arguments
+            if name == CALL_TOOL and isinstance(arguments.get("name"), str):
+                tool, inner = arguments["name"], arguments.get("arguments")
+                args = inner if isinstance(inner, Mapping) else {}
+            outcome = "cancelled" if result is None else _outcome(result)
+            known = tool in (FIND_TOOLS, CALL_TOOL) or self.registry.find(tool) is not None
+            self.metrics.turn_latency.labels(kind).observe(elapsed)
+            self.metrics.calls.labels(tool if known else "(unknown)", outcome).inc()
+            if kind == "find_tools" and session is not None:
+                self.metrics.published_size.observe(len(session.published))
+            if self.audit is not None:
+                if kind == "find_tools":
+                    args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
+                self.audit.record(
+                    kind=kind,
+                    identity=session.identity if session else "?",
+                    session=session.key if session else "?",
+                    tool=tool[:128],
+                    outcome=outcome,
+                    latency_s=elapsed,
+                    arguments=args,
+                )
+        except Exception:
+            log.exception("could not record metrics/audit for %s", name)
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
         query = str(arguments["query"]).strip()
+        if not query:
+            return to_tool_error_result(
+                "invalid_arguments",
+                f"{FIND_TOOLS} needs a query with words in it, not only spaces",
+                tool=FIND_TOOLS,
+            )
+        # A huge query costs tokenising and BM25 time and says nothing more: only its head is searched.
+        query = query[:MAX_QUERY_CHARS]
         await self._first_connections()
         params = self.settings.retrieval
         k = arguments.get("k")
@@ -374,16 +482,25 @@ class Gateway:
             params = params.model_copy(update={"final_k": k, "top_k": min(params.top_k, k)})
         # The same query again must give the same answer, so it is never its own context.
         context = [q for q in session.context() if q != query]
-        ranked = await anyio.to_thread.run_sync(
+        wanted = params.final_k
+        exclude = self.excluded_sources()
+        if self.guard.hides_any(session.identity):
+            # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
+            exclude = exclude | self.guard.denied_sources(session.identity, self.registry.sources())
+            params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
+        key = (query, tuple(context), params.model_dump_json(), frozenset(exclude))
+        ranked = await self.find_cache.get(
+            key,
             partial(
-                self.registry.retrieve,
-                query,
-                params,
-                exclude_sources=self.excluded_sources(),
-                context=context,
-            )
+                anyio.to_thread.run_sync,
+                partial(self.registry.retrieve, query, params, exclude_sources=exclude, context=context),
+            ),
         )
-        found = [FoundTool(rec, r) for r in ranked if (rec := self.registry.find(r.tool_id)) is not None]
+        found = [
+            FoundTool(rec, r)
+            for r in ranked
+            if (rec := self.registry.find(r.tool_id)) is not None and self.guard.allows(session.identity, rec)
+        ][:wanted]
         turn = session.next_turn()
         change = session.published.select([f.record.id for f in found], turn)
         if not session.queries or session.queries[-1] != query:
@@ -401,7 +518,8 @@ class Gateway:
             # A client may know the name from an earlier session while its upstream is still connecting.
             await self._first_connections()
             record = self.registry.find(name)
-        if record is None:
+        if record is None or not self.guard.allows(session.identity, record):
+            # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
             return to_tool_error_result(
                 "unknown_tool",
                 f"no tool named {name!r}; use {FIND_TOOLS} to search for the tool you need",
@@ -422,6 +540,14 @@ class Gateway:
         if not result.is_error and session.queries:  # Tool2Vec: the turn's request led to this tool
             await anyio.to_thread.run_sync(self.registry.record_usage, record.id, session.queries[-1])
         return result
+
+
+def _outcome(result: types.CallToolResult) -> str:
+    if not result.is_error:
+        return "ok"
+    error = (result.structured_content or {}).get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else "tool_error"
 
 
 def _bad_meta_arguments(tool: str, problems: list[dict[str, str]]) -> types.CallToolResult:

@@ -31,6 +31,9 @@ FIND_TOOLS = "find_tools"
 CALL_TOOL = "call_tool"
 META_TOOL_NAMES = frozenset({FIND_TOOLS, CALL_TOOL})
 MAX_K = 50
+QUERY_ECHO_CHARS = 200
+"""The answer repeats the query only as this long a prefix: a 1 MB query must not make a 2 MB answer
+(HTTP clients cap one SSE event at 1 MB)."""
 
 _FIND_TOOLS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -128,7 +131,7 @@ def find_tools_result(
         for f in found
     ]
     doc: dict[str, Any] = {
-        "query": query,
+        "query": _echo(query),
         "tools": tools,
         "tool_list_changed": list_changed,
         "how_to_call": "call a tool directly by its name, or with call_tool(name=..., arguments={...})",
@@ -139,3 +142,9 @@ def find_tools_result(
         content=[types.TextContent(text=json.dumps(doc, ensure_ascii=False))],
         structured_content=doc,
     )
+
+
+def _echo(query: str) -> str:
+    if len(query) <= QUERY_ECHO_CHARS:
+        return query
+    return f"{query[:QUERY_ECHO_CHARS]}… ({len(query):,} characters)"

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 
 from toolweave.adapters.backend import Backend, Sampler
 from toolweave.records import ToolRecord
-from toolweave.server.errors import to_tool_error_result
+from toolweave.server.errors import error_code_of, to_tool_error_result
 
 __all__ = ["Proxy", "argument_errors", "strip_upstream_meta", "truncate_result"]
 
@@ -172,4 +172,15 @@ class Proxy:
                 tool=tool.id,
             )
         log.debug("%s answered in %.1f ms", tool.id, (time.perf_counter() - started) * 1000)
-        return truncate_result(strip_upstream_meta(result), self._max_result_chars)
+        return truncate_result(strip_upstream_meta(_name_tool(result, tool.id)), self._max_result_chars)
+
+
+def _name_tool(result: types.CallToolResult, tool_id: str) -> types.CallToolResult:
+    """Backends build their error results without the gateway's tool id; fill it in."""
+    if error_code_of(result) is None:
+        return result
+    error = dict(result.structured_content["error"])  # type: ignore[index]
+    if error.get("tool"):
+        return result
+    error["tool"] = tool_id
+    return result.model_copy(update={"structured_content": {**result.structured_content, "error": error}})

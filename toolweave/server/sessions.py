@@ -14,6 +14,9 @@ How a session is recognised across requests depends on the protocol era (see ``d
   requests; otherwise the key is the envelope's ``clientInfo`` (name, version) plus the peer address,
   so two copies of the same client app on one host share a published set. Sessions without a
   connection to end them are dropped least-recently-seen first beyond ``MAX_SESSIONS``.
+
+An authenticated caller's identity (``server/auth.py``) is part of every key, so two identities never
+share a session; for them the 2026-era HTTP fallback is identity + client app, never the peer address.
 """
 
 from __future__ import annotations
@@ -49,8 +52,16 @@ def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
     return ctx.session._connection
 
 
-def session_key(ctx: ServerRequestContext[Any, Any]) -> str:
-    """The key of the client session this request belongs to (see the module docstring)."""
+def session_key(ctx: ServerRequestContext[Any, Any], identity: str | None = None) -> str:
+    """The key of the client session this request belongs to (see the module docstring).
+
+    ``identity`` is the authenticated caller (None: unauthenticated); it prefixes the key.
+    """
+    key = _client_key(ctx, authenticated=identity is not None)
+    return key if identity is None else f"{identity}|{key}"
+
+
+def _client_key(ctx: ServerRequestContext[Any, Any], *, authenticated: bool) -> str:
     conn = _connection(ctx)
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         key = conn.state.get(_STATE_KEY)
@@ -70,6 +81,8 @@ def session_key(ctx: ServerRequestContext[Any, Any]) -> str:
             pass
     info = conn.client_params.client_info if conn.client_params is not None else None
     who = f"{info.name}/{info.version}" if info is not None else "anonymous"
+    if authenticated:
+        return f"http-{who}"
     request = ctx.request
     peer = getattr(getattr(request, "client", None), "host", None) or "local"
     return f"http-{who}@{peer}"
@@ -84,6 +97,8 @@ class Session:
     queries: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_QUERIES))
     calls: deque[tuple[str, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=_RECENT_CALLS))
     turn: int = 0
+    identity: str = ""
+    """Who this session belongs to (policy and audit); the default identity when unauthenticated."""
     connection: Any = None
     """The handshake-era connection (has ``send_tool_list_changed``); None in the 2026 era."""
     bound: bool = False
@@ -116,12 +131,15 @@ class SessionStore:
     def get(self, key: str) -> Session | None:
         return self._sessions.get(key)
 
-    def for_request(self, ctx: ServerRequestContext[Any, Any]) -> Session:
-        """The request's session, created on first sight."""
-        key = session_key(ctx)
+    def for_request(
+        self, ctx: ServerRequestContext[Any, Any], identity: str | None = None, default_identity: str = ""
+    ) -> Session:
+        """The request's session, created on first sight (``identity``: the authenticated caller)."""
+        key = session_key(ctx, identity)
         session = self._sessions.get(key)
         if session is None:
             session = Session(key, PublishedSet(self._max_tools, self._pinned))
+            session.identity = identity or default_identity
             self._sessions[key] = session
             self._trim()
         else:

@@ -5,7 +5,10 @@ long as the server: stdio enters the gateway's lifespan through ``Server.run``, 
 through the SDK's session manager at app startup, SSE through the Starlette app's lifespan (not per
 connection, which would restart every upstream for every client).
 
-HTTP binds 127.0.0.1 by default and keeps the SDK's DNS-rebinding protection for loopback hosts.
+HTTP binds 127.0.0.1 by default. Host/Origin checks (DNS-rebinding protection) stay on for every bind:
+loopback names, the bind address and ``security.allowed_hosts`` / ``allowed_origins`` are accepted.
+A non-loopback bind needs authentication (``server/auth.py``) unless ``--insecure-no-auth`` says
+otherwise. Both HTTP apps also serve Prometheus ``/metrics`` (behind the same authentication).
 """
 
 from __future__ import annotations
@@ -22,40 +25,89 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from toolweave.errors import ServerError
+from toolweave.errors import ConfigError, ServerError
+from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
 from toolweave.server.gateway import Gateway
+from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.settings import SecuritySettings
 
-__all__ = ["Transport", "http_app", "serve", "sse_app"]
+__all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
 
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_WILDCARD = ("0.0.0.0", "::", "")
 
 
-def _security(host: str) -> Any:
+def _security(host: str, security: SecuritySettings) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
-    if host not in _LOOPBACK:
-        return None
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    if host not in _WILDCARD and not is_loopback(host):
+        names.append(f"[{host}]" if ":" in host else host)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        allowed_hosts=[f"{n}:*" for n in names] + list(security.allowed_hosts),
+        allowed_origins=[f"{s}://{n}:*" for n in names for s in ("http", "https")]
+        + list(security.allowed_origins),
     )
 
 
-def http_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
+def check_exposure(host: str, security: SecuritySettings) -> None:
+    """Refuse to serve a non-loopback address without authentication, unless explicitly insecure."""
+    if is_loopback(host):
+        return
+    if security.auth == "none":
+        if not security.insecure_no_auth:
+            raise ConfigError(
+                f"refusing to listen on {host} without authentication: anyone who reaches the port could "
+                "run every tool. Set security.auth to `tokens` or `oauth` in the manifest, bind 127.0.0.1, "
+                "or pass --insecure-no-auth for a lab."
+            )
+        log.warning("!!! INSECURE: serving %s WITHOUT AUTHENTICATION (--insecure-no-auth) !!!", host)
+    if host in _WILDCARD and not security.allowed_hosts:
+        log.warning(
+            "bound to %s: only loopback Host headers are accepted; list this server's names in "
+            "security.allowed_hosts",
+            host,
+        )
+
+
+def _resource_url(host: str, port: int, path: str, security: SecuritySettings) -> str:
+    if security.resource_url:
+        return security.resource_url
+    shown = "127.0.0.1" if host in _WILDCARD else (f"[{host}]" if ":" in host else host)
+    return f"http://{shown}:{port}{path}"
+
+
+def _protect(app: Starlette, gateway: Gateway, host: str, port: int, path: str) -> Starlette:
+    """Add ``/metrics`` and put authentication in front of every route."""
+    security = gateway.settings.security
+    app.router.routes.append(Route("/metrics", gateway.metrics.endpoint, methods=["GET"]))
+    resource = _resource_url(host, port, path, security)
+    authenticator = authenticator_for(security, resource)
+    if authenticator is not None:
+        issuer = security.oauth_issuer if security.auth == "oauth" else None
+        app.add_middleware(AuthMiddleware, authenticator=authenticator, resource_url=resource, issuer=issuer)
+    return app
+
+
+def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Starlette:
     """Streamable HTTP at ``/mcp`` (stateful, so handshake-era clients get list_changed)."""
-    return gateway.server.streamable_http_app(host=host, transport_security=_security(host))
+    app = gateway.server.streamable_http_app(
+        host=host, transport_security=_security(host, gateway.settings.security)
+    )
+    app = _protect(app, gateway, host, port, "/mcp")
+    app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
+    return app
 
 
-def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
+def sse_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Starlette:
     """Legacy HTTP+SSE: ``GET /sse`` opens the stream, ``POST /messages/`` carries requests."""
     from mcp.server.runner import serve_dual_era_loop
     from mcp.server.sse import SseServerTransport
 
-    transport = SseServerTransport("/messages/", security_settings=_security(host))
+    transport = SseServerTransport("/messages/", security_settings=_security(host, gateway.settings.security))
 
     async def handle_sse(request: Request) -> Response:
         async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):
@@ -73,13 +125,16 @@ def sse_app(gateway: Gateway, host: str = "127.0.0.1") -> Starlette:
         async with gateway.running():
             yield
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/sse", handle_sse, methods=["GET"]),
             Mount("/messages/", app=transport.handle_post_message),
         ],
         lifespan=lifespan,
     )
+    app = _protect(app, gateway, host, port, "/sse")
+    app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
+    return app
 
 
 def _check_port(host: str, port: int) -> None:
@@ -96,9 +151,7 @@ def _check_port(host: str, port: int) -> None:
 
 
 async def _serve_stdio(gateway: Gateway) -> None:
-    from mcp.server.stdio import stdio_server
-
-    async with stdio_server() as (read, write):
+    async with bounded_stdio_server(gateway.settings.max_request_bytes) as (read, write):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
@@ -114,12 +167,14 @@ async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> Non
 def serve(gateway: Gateway, transport: Transport, *, host: str = "127.0.0.1", port: int = 8765) -> None:
     """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP)."""
     if transport == "stdio":
+        gateway.metrics.serve_port(gateway.settings.security.metrics_port)
         anyio.run(_serve_stdio, gateway)
         return
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
+    check_exposure(host, gateway.settings.security)
     _check_port(host, port)
     if transport == "http":
-        anyio.run(_serve_uvicorn, http_app(gateway, host), host, port, "/mcp")
+        anyio.run(_serve_uvicorn, http_app(gateway, host, port), host, port, "/mcp")
     else:
-        anyio.run(_serve_uvicorn, sse_app(gateway, host), host, port, "/sse")
+        anyio.run(_serve_uvicorn, sse_app(gateway, host, port), host, port, "/sse")

@@ -62,7 +62,12 @@ def manifest_dir(tmp_path: Path) -> Path:
 def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
     manifest = load_manifest(manifest_dir / "toolweave.yaml", environ={"TOKEN": "x"})
     settings = Settings(
-        home=manifest_dir / "reg", connect_timeout_s=3, call_timeout_s=11, max_result_chars=5_000
+        home=manifest_dir / "reg",
+        connect_timeout_s=3,
+        call_timeout_s=11,
+        max_result_chars=5_000,
+        max_result_bytes=300_000,
+        ping_interval_s=2,
     )
     backends = build_backends(
         manifest.enabled_servers(), manifest.openapi.values(), settings, environ={"TOKEN": "x"}
@@ -75,6 +80,9 @@ def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
     assert time.connect_timeout_s == 3 and time.max_result_chars == 5_000
     assert time.probe_interval_s is None and web.probe_interval_s == 15.0
     assert isinstance(pets, OpenAPIBackend) and pets.config.spec == str(manifest_dir / "pets.json")
+    # One streaming cap for every upstream answer (MCP lines/bodies and OpenAPI bodies alike).
+    assert time.max_result_bytes == web.max_result_bytes == pets.max_read_bytes == 300_000
+    assert time.ping_interval_s == 2
 
 
 class _PetHandler(BaseHTTPRequestHandler):

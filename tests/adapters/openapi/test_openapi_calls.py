@@ -281,7 +281,8 @@ def test_non_2xx_becomes_error_with_status_reason_and_excerpt(tools):
     )
     assert result.is_error
     text = result.content[0].text
-    assert text.startswith("HTTP 404 Not Found from POST https://api.example.com/v1/pets")
+    assert text.startswith("upstream_error: HTTP 404 Not Found from POST https://api.example.com/v1/pets")
+    assert result.structured_content["error"]["code"] == "upstream_error"
     assert "no such pet" in text
 
 

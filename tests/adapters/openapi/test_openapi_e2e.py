@@ -331,7 +331,7 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
 
     missing = _call(config, tools["getPetById"], {"petId": "404"}, environ)
     assert missing.is_error
-    assert missing.content[0].text.startswith("HTTP 404 Not Found from GET http://127.0.0.1:")
+    assert missing.content[0].text.startswith("upstream_error: HTTP 404 Not Found from GET http://127.0.0.1:")
     assert "pet 404 not found" in missing.content[0].text
 
     store.requests.clear()
@@ -351,6 +351,7 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
     store.requests.clear()
     slow = _call(config, tools["slow"], {}, environ, timeout_s=0.3)
     assert slow.is_error and "timed out after 0.3s" in slow.content[0].text
+    assert slow.structured_content["error"]["code"] == "timeout"
     assert len(store.requests) == 1  # read timeouts are not retried (a GET that errored is, see above)
 
 

@@ -21,7 +21,8 @@ def test_the_inputs_carry_no_queries_and_no_edges() -> None:
     fields = set(ToolRecord.model_fields)
     assert not fields & {"depends_on", "edges", "queries", "query", "instances", "gold"}
     params = set(inspect.signature(infer_edges).parameters)
-    assert params == {"tools", "vectors", "only_for", "known"}
+    # `confidence` is a per-rule number table (calibration), not tools, edges or queries
+    assert params == {"tools", "vectors", "only_for", "known", "confidence"}
 
 
 def test_results_do_not_change_when_gold_edges_are_scrambled_and_queries_removed(

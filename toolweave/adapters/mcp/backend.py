@@ -11,8 +11,20 @@ Staying in sync, in both protocol eras:
   advertises ``tools.listChanged`` (its frames are also teed to ``message_handler``; refreshes are
   coalesced, so a change is listed once or twice, never lost);
 * always: a re-list right after (re)connecting, since some servers announce changes before any
-  listener exists; HTTP/SSE upstreams are also probed (re-listed) every ``probe_interval_s``, which
-  doubles as the liveness check there and as change polling for servers that never notify.
+  listener exists; HTTP/SSE upstreams are also re-listed every ``probe_interval_s`` (change polling
+  for servers that never notify).
+
+Change notices are debounced: one refresher task, which waits ``list_debounce_s`` after a notice and
+swallows every notice that arrived meanwhile, so a server sending list_changed 100x/s costs at most
+about two re-lists per second, never two at once.
+
+Liveness: every ``ping_interval_s``, and at once when a call times out, the upstream must answer a
+ping (handshake era; ``tools/list`` in the 2026 era, which has no ping) within ``ping_timeout_s``;
+otherwise it is marked lost and reconnected (a stdio process is stopped and started again).
+
+Links are bounded (``links.py``): stdio output is decoded per line (invalid UTF-8 replaced, noise
+counted and logged once per burst, garbled answers fail their call at once) and no answer is read
+past ``max_result_bytes`` on stdio or streamable HTTP (the call fails with a clear note instead).
 
 Losing an upstream (process exit, failed probe, connection error in a call) makes ``available``
 False and awaits ``on_status(name, False)`` so the server can stop publishing that source; when it is
@@ -40,15 +52,15 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import DEFAULT_MAX_SSE_EVENT_SIZE, streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
+from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 
@@ -72,6 +84,9 @@ class MCPBackend:
         connect_timeout_s: connect + initialise + first listing (the entry's own value wins).
         call_timeout_s: default call timeout (the entry's ``timeout_s`` wins over any caller's).
         max_result_chars: text beyond this is truncated with a note giving the full size.
+        max_result_bytes: an answer larger than this (stdio line, HTTP body) is cut while streaming.
+        ping_interval_s, ping_timeout_s: liveness check period and deadline.
+        list_debounce_s: quiet time before a re-list after a change notice (see the module docstring).
         on_status: awaited with ``(name, available)`` whenever availability changes.
         probe_interval_s: re-list period for liveness/changes; default 15 s for HTTP/SSE, off for
             stdio (a dead process closes the pipe, which is noticed within ~0.25 s).
@@ -88,6 +103,10 @@ class MCPBackend:
         connect_timeout_s: float = 20.0,
         call_timeout_s: float = 60.0,
         max_result_chars: int = 200_000,
+        max_result_bytes: int = 4 * 1024 * 1024,
+        ping_interval_s: float = 15.0,
+        ping_timeout_s: float = 5.0,
+        list_debounce_s: float = 0.5,
         on_status: StatusCallback | None = None,
         probe_interval_s: float | None = None,
         backoff_initial_s: float = 0.5,
@@ -100,6 +119,14 @@ class MCPBackend:
         self.connect_timeout_s = config.connect_timeout_s or connect_timeout_s
         self.call_timeout_s = config.timeout_s or call_timeout_s
         self.max_result_chars = max_result_chars
+        self.max_result_bytes = max_result_bytes
+        self.ping_interval_s = ping_interval_s
+        self.ping_timeout_s = ping_timeout_s
+        self.list_debounce_s = list_debounce_s
+        self.relists = 0
+        """Re-lists after connecting (change notices, probes): how storms are measured."""
+        self._cuts = 0  # HTTP answers cut at max_result_bytes, to name the reason of the failed call
+        self._ping_now: anyio.Event | None = None
         self.on_status = on_status
         if probe_interval_s is None and not isinstance(config, StdioServer):
             probe_interval_s = 15.0
@@ -213,15 +240,22 @@ class MCPBackend:
             params = StdioServerParameters(
                 command=cfg.command, args=cfg.args, env=cfg.env or None, cwd=cfg.cwd
             )
-            return params, nullcontext()
+            label = f"upstream {self.name!r}"
+            return bounded_stdio_client(
+                params, label=label, max_line_bytes=self.max_result_bytes
+            ), nullcontext()
         if isinstance(cfg, SseServer):
             return sse_client(
                 cfg.url, headers=cfg.headers or None, timeout=self.connect_timeout_s
             ), nullcontext()
-        if cfg.headers:
-            http = create_mcp_http_client(headers=cfg.headers)
-            return streamable_http_client(cfg.url, http_client=http), http
-        return cfg.url, nullcontext()
+        http = capped_http_client(
+            headers=cfg.headers or None, max_bytes=self.max_result_bytes, on_cut=self._cut
+        )
+        event_cap = max(DEFAULT_MAX_SSE_EVENT_SIZE, self.max_result_bytes)
+        return streamable_http_client(cfg.url, http_client=http, max_sse_event_size=event_cap), http
+
+    def _cut(self) -> None:
+        self._cuts += 1
 
     async def _list(self, client: Client) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -241,6 +275,7 @@ class MCPBackend:
         """Re-list; report (and return True) unless ``only_if_changed`` and nothing changed."""
         with anyio.fail_after(self.connect_timeout_s):
             tools = await self._list(client)
+        self.relists += 1
         records = tools_to_records(self.name, tools)
         if only_if_changed and records == self.records:
             return False
@@ -259,6 +294,13 @@ class MCPBackend:
         self, client: Client, receive: MemoryObjectReceiveStream[None], on_tools: ToolsCallback
     ) -> None:
         async for _ in receive:
+            # Debounce: let a burst of notices settle, then list once for all of them.
+            await anyio.sleep(self.list_debounce_s)
+            while True:
+                try:
+                    receive.receive_nowait()
+                except anyio.WouldBlock:
+                    break
             try:
                 if await self._refresh(client, on_tools, only_if_changed=True):
                     log.info("upstream %r: tool list changed, %d tools", self.name, len(self.records))
@@ -267,11 +309,19 @@ class MCPBackend:
 
     async def _watch(self, client: Client, on_tools: ToolsCallback) -> None:
         next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
+        next_ping = time.monotonic() + self.ping_interval_s
+        self._ping_now = anyio.Event()
         while True:
-            await anyio.sleep(0.25)
+            with anyio.move_on_after(0.25):
+                await self._ping_now.wait()
             if _dispatcher_closed(client):
                 self._mark_lost("connection closed (the server exited or closed the stream)")
                 return
+            if self._ping_now.is_set() or time.monotonic() >= next_ping:
+                self._ping_now = anyio.Event()
+                if not await self._alive(client):
+                    return
+                next_ping = time.monotonic() + self.ping_interval_s
             if time.monotonic() >= next_probe:
                 try:
                     await self._refresh(client, on_tools, only_if_changed=True)
@@ -279,6 +329,26 @@ class MCPBackend:
                     self._mark_lost(f"liveness probe (tools/list) failed: {self._describe(exc)}")
                     return
                 next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
+
+    async def _alive(self, client: Client) -> bool:
+        """One liveness check with a deadline; a failure marks the upstream lost (it is reconnected)."""
+        try:
+            with anyio.fail_after(self.ping_timeout_s):
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await client.list_tools(cache_mode="bypass")  # the 2026 era has no ping
+                else:
+                    await client.session.send_request(types.PingRequest(), types.EmptyResult)
+        except TimeoutError:
+            self._mark_lost(f"no answer to a liveness check within {self.ping_timeout_s:g} s (stuck?)")
+            return False
+        except Exception as exc:
+            self._mark_lost(f"liveness check failed: {self._describe(exc)}")
+            return False
+        return True
+
+    def _check_liveness_soon(self) -> None:
+        if self._ping_now is not None:
+            self._ping_now.set()
 
     async def _listen(self, client: Client) -> None:
         try:
@@ -345,7 +415,10 @@ class MCPBackend:
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:
-            return error_result(f"{label}: unavailable ({self.last_error or 'still connecting'})")
+            return error_result(
+                "unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})"
+            )
+        cuts = self._cuts
         token = _sampler.set(sampler)
         if sampler is not None:
             self._samplers.append(sampler)
@@ -353,16 +426,25 @@ class MCPBackend:
             with anyio.fail_after(timeout):
                 result = await client.call_tool(upstream_tool, arguments)
         except TimeoutError:
-            return error_result(f"{label}: no answer within {timeout:g} s (call timeout)")
+            self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
+            return error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
         except MCPError as exc:
+            if self._cuts != cuts:  # our own cap ended the answer: not a lost connection
+                return error_result(
+                    "upstream_error",
+                    f"{label}: the answer is larger than {self.max_result_bytes:,} bytes (max_result_bytes); "
+                    "it was cut off while streaming",
+                )
             if exc.code == types.CONNECTION_CLOSED:
                 self._mark_lost("connection closed during a call")
-                return error_result(f"{label}: connection to the upstream was lost during the call")
+                return error_result(
+                    "upstream_error", f"{label}: connection to the upstream was lost during the call"
+                )
             self._probe_soon()  # transports also report lost connections as JSON-RPC errors
-            return error_result(f"{label}: upstream error {exc.code}: {exc.message}")
+            return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:
             self._probe_soon()
-            return error_result(f"{label}: call failed: {self._describe(exc)}")
+            return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
             _sampler.reset(token)
             if sampler is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
+from toolweave.call_errors import ErrorCode, tool_error_result
 from toolweave.records import ToolRecord, make_tool_id
 
 __all__ = [
@@ -71,8 +72,9 @@ def tool_to_record(source: str, tool: types.Tool, tool_id: str) -> ToolRecord:
     )
 
 
-def error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+def error_result(code: ErrorCode, message: str) -> types.CallToolResult:
+    """A failed call in the gateway's one error shape (``"<code>: message"`` + structured code)."""
+    return tool_error_result(code, message)
 
 
 def finish_result(result: types.CallToolResult, max_chars: int) -> types.CallToolResult:

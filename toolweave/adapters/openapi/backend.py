@@ -31,6 +31,7 @@ from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
+from toolweave.call_errors import ErrorCode
 from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
 from toolweave.records import DependencyEdge, ToolRecord
 
@@ -57,8 +58,12 @@ class OpenAPIBackend:
         *,
         environ: Mapping[str, str] | None = None,
         on_status: StatusCallback | None = None,
+        max_read_bytes: int | None = None,
     ) -> None:
         self.config = config
+        # Bytes read from one response body before it is cut while streaming (the gateway-wide
+        # `max_result_bytes`); the source's `max_response_bytes` then bounds what is shown.
+        self.max_read_bytes = max_read_bytes or 4 * config.max_response_bytes
         self.name = config.name
         self._client = client
         self._owns_client = client is None
@@ -165,9 +170,12 @@ class OpenAPIBackend:
         """Call the operation behind ``tool``. Every failure comes back as an ``is_error`` result."""
         backend = tool.backend
         if tool.source != self.name:
-            return error_result(f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})")
+            return error_result(
+                f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})",
+                "internal_error",
+            )
         if backend.get("kind") != "openapi":
-            return error_result(f"tool {tool.id} is not an OpenAPI operation")
+            return error_result(f"tool {tool.id} is not an OpenAPI operation", "internal_error")
         timeout = timeout_s if timeout_s is not None else self.config.timeout_s
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
@@ -182,18 +190,21 @@ class OpenAPIBackend:
                 timeout_s=timeout,
             )
         except (ToolArgumentsError, AdapterError) as exc:
-            return error_result(f"{tool.id}: {exc}")
+            code: ErrorCode = "invalid_arguments" if isinstance(exc, ToolArgumentsError) else "upstream_error"
+            return error_result(f"{tool.id}: {exc}", code)
         except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL
-            return error_result(f"{tool.id}: cannot build the request for {label}: {exc}")
+            return error_result(
+                f"{tool.id}: cannot build the request for {label}: {exc}", "invalid_arguments"
+            )
         try:
             response = await send(
                 self._http(),
                 request,
                 retries=self.config.retries,
-                max_body_bytes=4 * self.config.max_response_bytes,  # room to pretty-print JSON
+                max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
             )
         except httpx.TimeoutException:
-            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s")
+            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s", "timeout")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return error_result(f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}")
         return response_to_result(

@@ -20,6 +20,7 @@ import httpx
 import mcp_types as types
 
 from toolweave.adapters.openapi.config import AuthConfig
+from toolweave.call_errors import ErrorCode, tool_error_result
 from toolweave.errors import AdapterError, ToolArgumentsError
 
 __all__ = [
@@ -359,8 +360,9 @@ def _safe_url(request: httpx.Request) -> str:
 # -- results ---------------------------------------------------------------------------------------
 
 
-def error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+def error_result(message: str, code: ErrorCode = "upstream_error") -> types.CallToolResult:
+    """A failed call in the gateway's one error shape (``"<code>: message"`` + structured code)."""
+    return tool_error_result(code, message)
 
 
 def _is_json(content_type: str) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from toolweave.errors import OpenAPISpecError
+from toolweave.yaml_limits import expansion_problem, size_problem
 
 __all__ = ["Fetcher", "SpecLoader", "is_url", "parse_document", "pointer_get", "pointer_join"]
 
@@ -69,6 +70,8 @@ def _key(key: Any) -> str:
 
 def parse_document(text: str, location: str) -> Any:
     """Parse YAML or JSON text (JSON first when it looks like JSON: it is ~10x faster)."""
+    if too_big := size_problem(text):
+        raise OpenAPISpecError(f"{location}: {too_big}")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
@@ -76,7 +79,14 @@ def parse_document(text: str, location: str) -> Any:
         except json.JSONDecodeError:
             pass  # JSON-looking YAML (flow style) is still valid YAML
     try:
-        doc = yaml.load(text, Loader=_JsonishLoader)
+        loader = _JsonishLoader(text)
+        try:
+            root = loader.get_single_node()
+            if unsafe := expansion_problem(root):
+                raise OpenAPISpecError(f"{location}: {unsafe}")
+            doc = None if root is None else loader.construct_document(root)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from toolweave.registry.inference.evaluate import EdgeScores, score_edges
 from toolweave.registry.inference.incremental import refresh_inferred_edges
-from toolweave.registry.inference.infer import infer_edges
+from toolweave.registry.inference.infer import infer_edges, propose_edges, rule_of, walkable
 
-__all__ = ["EdgeScores", "infer_edges", "refresh_inferred_edges", "score_edges"]
+__all__ = [
+    "EdgeScores",
+    "infer_edges",
+    "propose_edges",
+    "refresh_inferred_edges",
+    "rule_of",
+    "score_edges",
+    "walkable",
+]

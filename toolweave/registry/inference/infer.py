@@ -6,16 +6,18 @@ edges, ``depends_on`` fields or queries; ``ToolRecord`` has no field for any of 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.inference.rules import RULES
 from toolweave.registry.inference.similarity import similarity_edges
+from toolweave.registry.inference.value_kinds import producer_rule
 
-__all__ = ["infer_edges"]
+__all__ = ["infer_edges", "propose_edges", "rule_of", "walkable"]
 
 
 def infer_edges(
@@ -24,6 +26,7 @@ def infer_edges(
     vectors: Mapping[str, np.ndarray] | None = None,
     only_for: Collection[str] | None = None,
     known: Sequence[ToolRecord] = (),
+    confidence: Mapping[str, float] | None = None,
 ) -> list[DependencyEdge]:
     """Propose typed dependency edges (``origin="inferred"``) among ``tools`` and ``known``.
 
@@ -36,6 +39,8 @@ def infer_edges(
             the new or changed ids: edges among untouched tools are neither returned nor changed.
         known: tools already in the registry; they can be either end of an edge but, unless named
             in ``only_for``, edges between two of them are not returned.
+        confidence: each rule's calibrated confidence (default ``RULE_CONFIDENCE``); benchmarks pass
+            leave-one-dataset-out values. Every edge of a rule gets its rule's confidence.
 
     Returns:
         Edges grouped by tool, each tool's most confident first (the order a dependency walk
@@ -49,14 +54,39 @@ def infer_edges(
     focus &= set(by_id)
     if not focus:
         return []
-    universe: list[ToolProfile] = [profile(by_id[i]) for i in sorted(by_id)]
-    raw: list[DependencyEdge] = []
-    for rule in RULES:
-        raw.extend(rule(universe, universe))
-    if vectors:
-        raw.extend(similarity_edges(universe, vectors, already={(e.tool, e.depends_on) for e in raw}))
+    raw = propose_edges([by_id[i] for i in sorted(by_id)], vectors=vectors, confidence=confidence)
     kept = [e for e in raw if e.tool != e.depends_on and (e.tool in focus or e.depends_on in focus)]
     return _one_per_pair(kept)
+
+
+def propose_edges(
+    tools: Sequence[ToolRecord],
+    *,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    confidence: Mapping[str, float] | None = None,
+) -> list[DependencyEdge]:
+    """Every rule's proposals among ``tools``, before one edge per pair is chosen (for calibration:
+    each edge's evidence names its rule, see ``rule_of``)."""
+    universe: list[ToolProfile] = [profile(t) for t in tools]
+    table = RULE_CONFIDENCE if confidence is None else confidence
+    raw: list[DependencyEdge] = []
+    for rule in (*RULES, producer_rule):
+        raw.extend(_calibrated(rule(universe, universe), table))
+    if vectors:
+        similar = similarity_edges(universe, vectors, already={(e.tool, e.depends_on) for e in raw})
+        raw.extend(_calibrated(similar, table))
+    return raw
+
+
+def rule_of(edge: DependencyEdge) -> str:
+    """The rule that proposed an inferred edge (its evidence starts with the rule's name)."""
+    return edge.evidence.split(":", 1)[0]
+
+
+def _calibrated(edges: Iterable[DependencyEdge], table: Mapping[str, float]) -> Iterator[DependencyEdge]:
+    # one confidence per rule: what its edges were worth on gold graphs, not what the rule hopes
+    for e in edges:
+        yield e.model_copy(update={"confidence": table.get(rule_of(e), NO_EVIDENCE)})
 
 
 def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
@@ -90,3 +120,11 @@ def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
         del best[loser]
     # a tool's edges come most confident first: retrieval walks dependencies in this order
     return sorted(best.values(), key=lambda e: (e.tool, -e.confidence, e.depends_on))
+
+
+def walkable(edges: Iterable[DependencyEdge], min_confidence: float) -> list[DependencyEdge]:
+    """The edges retrieval may walk: declared and manifest ones, and inferred ones whose calibrated
+    confidence reaches ``min_confidence`` (``Settings.infer_min_confidence``). The others stay in the
+    graph for ``toolweave graph`` and for a person to confirm, but a wrong guess never moves a tool
+    into a ranked list."""
+    return [e for e in edges if e.origin != "inferred" or e.confidence >= min_confidence]

@@ -103,6 +103,10 @@ class ToolProfile:
     service_words: frozenset[str] = field(default_factory=frozenset)
     families: frozenset[str] = field(default_factory=frozenset)
     """Value families this tool supplies as ambient state (``date`` for a current-date tool)."""
+    formats: tuple[tuple[str, str], ...] = ()
+    """``(parameter, JSON Schema format)`` of the inputs that declare one (``date-time``, ``email``)."""
+    output_formats: frozenset[str] = field(default_factory=frozenset)
+    """JSON Schema formats of the output fields (a ``date-time`` field makes this a timestamp source)."""
 
     @property
     def is_ambient(self) -> bool:
@@ -147,6 +151,10 @@ class ToolProfile:
         return out
 
 
+def _format(schema: object) -> bool:
+    return isinstance(schema, dict) and isinstance(schema.get("format"), str)
+
+
 def profile(tool: ToolRecord) -> ToolProfile:
     # namespaced names ("petstore:getPetById", "github.create_issue"): the last segment says what the
     # tool does, the namespace only which service it belongs to
@@ -164,6 +172,10 @@ def profile(tool: ToolRecord) -> ToolProfile:
         if isinstance(out_props, dict)
         else frozenset()
     )
+    in_fields = props if isinstance(props, dict) else {}
+    out_fields = out_props if isinstance(out_props, dict) else {}
+    formats = tuple((k, v["format"]) for k, v in in_fields.items() if _format(v))
+    out_formats = frozenset(v["format"] for v in out_fields.values() if _format(v))
     desc = " ".join(tool.description.lower().replace("wi-fi", "wifi").split())
     said = {"_".join(_norm(words(m.group(1)))) for m in _DESC_PRODUCES.finditer(desc)}
     outputs = outputs | {x for x in said if x and not set(x.split("_")) & set(params)}
@@ -183,6 +195,8 @@ def profile(tool: ToolRecord) -> ToolProfile:
         outputs=outputs,
         description=desc,
         service_words=service,
+        formats=formats,
+        output_formats=out_formats,
     )
     families: set[str] = set()
     if base.is_ambient:

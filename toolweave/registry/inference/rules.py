@@ -16,7 +16,16 @@ from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile, param_family
 from toolweave.registry.inference.text import singular, words, wordset
 
-__all__ = ["RULES", "UNIT_WORDS", "Rule"]
+__all__ = [
+    "FLEET_PRIOR_SHARE",
+    "RULES",
+    "UNIT_WORDS",
+    "Rule",
+    "best_candidate",
+    "inferred_edge",
+    "is_sibling",
+    "param_words",
+]
 
 Rule = Callable[[Sequence[ToolProfile], Sequence[ToolProfile]], Iterator[DependencyEdge]]
 """``rule(subjects, universe)``: edges out of each subject, to any tool of the universe."""
@@ -35,25 +44,29 @@ UNIT_WORDS = wordset(
     "gallon gallons mph kph kmh"
 )
 _CONNECTIVITY_WORDS = wordset("wifi internet network connectivity online connection")
-_REMOTE_HINTS = wordset(
-    "api online web internet cloud server remote account accounts upload download stream streaming sync "
-    "website platform booking book order orders purchase buy sell reserve reservation email emails "
-    "send post share subscription portal marketplace"
+# What a tool's own text says when it needs the network: generic web vocabulary, and the acts of an
+# online service (book, order, send an email, post, subscribe). No subject of any fleet.
+_NETWORK_WORDS = wordset(
+    "network internet online web website cloud server remote url http https download upload stream "
+    "streaming sync wifi connection connectivity account accounts book booking order orders purchase buy "
+    "sell reserve reservation email emails send post share subscription portal marketplace platform"
 )
-_LOCAL_HINTS = wordset(
-    "device system locally local offline screen battery bluetooth uptime hardware file files"
-)
+FLEET_PRIOR_SHARE = 0.5
+"""A fleet-wide prior ("these tools need the network") holds only when more than this share of the
+fleet's tools say so in their own text."""
 
 
-def _edge(
+def inferred_edge(
     t: ToolProfile,
     p: ToolProfile,
     kind: EdgeKind,
     param: str | None,
     reason: str,
     evidence: str,
-    confidence: float,
+    rule: str,
 ) -> DependencyEdge:
+    """An inferred edge; ``rule`` names the rule (and the kind of evidence, ``identity_rule/output``)
+    whose calibrated confidence it gets (``calibration.RULE_CONFIDENCE``)."""
     return DependencyEdge(
         tool=t.id,
         depends_on=p.id,
@@ -61,17 +74,17 @@ def _edge(
         parameter_name=param,
         reason=reason,
         origin="inferred",
-        confidence=round(confidence, 3),
-        evidence=evidence,
+        confidence=0.0,
+        evidence=f"{rule}: {evidence}",
     )
 
 
 @lru_cache(maxsize=65536)
-def _param_words(param: str) -> tuple[str, ...]:
+def param_words(param: str) -> tuple[str, ...]:
     return tuple({"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param))
 
 
-def _best(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile | None:
+def best_candidate(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile | None:
     """Highest score; ties broken toward the same source, core tools, fewer inputs, then id (stable)."""
     if not cands:
         return None
@@ -88,7 +101,7 @@ def _best(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile
     return ranked[0][1]
 
 
-def _sibling(t: ToolProfile, p: ToolProfile) -> bool:
+def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:
     """``p`` takes the same key inputs as ``t``: another operation on the same record, not its source."""
     if p.required and set(p.required) <= set(t.params):
         return True
@@ -124,8 +137,9 @@ def auth_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
     producers = _auth_producers(universe)
     for t in subjects:
         for param in t.params:
-            pw = _param_words(param)
-            if not _AUTH_PARAM_WORDS.intersection(pw):
+            pw = param_words(param)
+            # the value is a credential (session_id, access_token), not about a session (session_date)
+            if not (pw[-1] in _AUTH_PARAM_WORDS or (pw[-1] in ("id", "key") and "session" in pw)):
                 continue
             pname = "_".join(pw)
             scored: list[tuple[float, ToolProfile]] = []
@@ -141,7 +155,7 @@ def auth_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
                     3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
                 )
                 scored.append((score, p))
-            best = _best(t, scored)
+            best = best_candidate(t, scored)
             if best is None:
                 continue
             ev = f"input {param!r}; " + (
@@ -152,14 +166,14 @@ def auth_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
             shared = sorted(best.service_words & set(t.name_words))
             if shared:
                 ev += f"; same service {shared}"
-            yield _edge(
+            yield inferred_edge(
                 t,
                 best,
                 EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
                 param,
                 f"{param} is issued by authenticating with {best.id}",
                 ev,
-                0.9 if shared or best.outputs else 0.75,
+                "auth_rule",
             )
 
 
@@ -172,7 +186,7 @@ def service_auth_rule(
         if p.is_auth and p.service_words:
             logins.setdefault(p.source, []).append(p)
     for t in subjects:
-        if t.is_auth or any(_AUTH_PARAM_WORDS.intersection(_param_words(p)) for p in t.params):
+        if t.is_auth or any(_AUTH_PARAM_WORDS.intersection(param_words(p)) for p in t.params):
             continue
         names = set(t.name_words)
         cands = [
@@ -180,16 +194,16 @@ def service_auth_rule(
             for p in logins.get(t.source, [])
             if p.id != t.id and p.service_words <= names
         ]
-        best = _best(t, cands)
+        best = best_candidate(t, cands)
         if best is not None:
-            yield _edge(
+            yield inferred_edge(
                 t,
                 best,
                 EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
                 None,
                 f"tools of this service need a login first ({best.id})",
                 f"shared service name {sorted(best.service_words)}",
-                0.8,
+                "service_auth_rule",
             )
 
 
@@ -204,7 +218,7 @@ def identity_rule(
             index.setdefault(phrase, []).append(p)
     for t in subjects:
         for param in t.params:
-            pw = _param_words(param)
+            pw = param_words(param)
             pname = "_".join(pw)
             if pname in _VAGUE or _AUTH_PARAM_WORDS.intersection(pw):
                 continue
@@ -215,10 +229,10 @@ def identity_rule(
                 and param not in p.params
                 and not p.is_setter
                 and p.verb not in _CHECK_VERBS
-                and not _sibling(t, p)
+                and not is_sibling(t, p)
                 and (not p.is_ambient or _may_default(t, param, p))
             ]
-            best = _best(t, [(1.0 + (pname in p.outputs), p) for p in cands])
+            best = best_candidate(t, [(1.0 + (pname in p.outputs), p) for p in cands])
             if best is None:
                 continue
             ambient = best.is_ambient
@@ -233,15 +247,25 @@ def identity_rule(
                 if ambient
                 else f"{param} is what {best.id} returns"
             )
-            yield _edge(
+            yield inferred_edge(
                 t,
                 best,
                 kind,
                 param,
                 reason,
                 f"input {param!r} matches {best.id}'s {how} {pname!r}",
-                0.85 if how == "output field" else 0.8,
+                _identity_variant(ambient, how, best, pw),
             )
+
+
+def _identity_variant(ambient: bool, how: str, producer: ToolProfile, pw: tuple[str, ...]) -> str:
+    """Calibrated apart: defaults from a fleet's declared context (``core``) tools or from any
+    input-free reader; output-field matches; one-word names (``crop``) or phrases (``fluid_density``)."""
+    if ambient:
+        return "identity_rule/default-" + ("core" if producer.kind == "core" else "reader")
+    if how == "output field":
+        return "identity_rule/output"
+    return "identity_rule/name-" + ("phrase" if len(pw) > 1 else "word")
 
 
 def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
@@ -252,7 +276,7 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
             by_family.setdefault(fam, []).append(p)
     for t in subjects:
         for param in t.params:
-            pw = _param_words(param)
+            pw = param_words(param)
             fam = param_family(pw)
             if fam is None:
                 continue
@@ -261,16 +285,16 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
                 for p in by_family.get(fam, [])
                 if p.id != t.id and fam not in t.families and _may_default(t, param, p)
             ]
-            best = _best(t, cands)
+            best = best_candidate(t, cands)
             if best is not None:
-                yield _edge(
+                yield inferred_edge(
                     t,
                     best,
                     EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
                     param,
                     f"{best.id} gives the current {fam} when the user does not say",
                     f"input {param!r} is a {fam}; {best.id} reports the current {fam}",
-                    0.7,
+                    "family_rule/" + ("core" if best.kind == "core" else "optional"),
                 )
 
 
@@ -289,22 +313,22 @@ def validator_rule(
     validators = [p for p in universe if p.is_validator and p.subject_words]
     for t in subjects:
         for param in t.params:
-            head = _value_head(_param_words(param))
+            head = _value_head(param_words(param))
             cands = [
                 (float(len(v.subject_words)), v)
                 for v in validators
                 if v.id != t.id and head[-len(v.subject_words) :] == v.subject_words
             ]
-            best = _best(t, cands)
+            best = best_candidate(t, cands)
             if best is not None:
-                yield _edge(
+                yield inferred_edge(
                     t,
                     best,
                     EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
                     param,
                     f"{param} should be validated with {best.id} first",
                     f"input {param!r}; {best.id} validates {' '.join(best.subject_words)}",
-                    0.85,
+                    "validator_rule",
                 )
 
 
@@ -336,7 +360,7 @@ def entity_id_rule(
                 by_object.setdefault(w, []).append(p)
     for t in subjects:
         for param in t.params:
-            pw = _param_words(param)
+            pw = param_words(param)
             if (
                 len(pw) < 2
                 or pw[-1] not in ("id", "code", "number", "key")
@@ -356,16 +380,16 @@ def entity_id_rule(
                 finds = 0.5 if p.verb in ("list", "search", "find", "query", "lookup") else 0.0
                 score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words)) + finds
                 cands.append((score, p))
-            best = _best(t, cands)
+            best = best_candidate(t, cands)
             if best is not None:
-                yield _edge(
+                yield inferred_edge(
                     t,
                     best,
                     EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
                     param,
                     f"{param} identifies a {entity} that {best.id} provides",
                     f"input {param!r}; {best.id} {best.verb}s {' '.join(best.object_words)}",
-                    0.6,
+                    "entity_id_rule",
                 )
 
 
@@ -375,16 +399,16 @@ def unit_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
     for t in subjects:
         params = [p for p in t.params if len(words(p)) >= 2 and words(p)[-1] in UNIT_WORDS]
         cands = [(1.0, c) for c in converters if c.id != t.id]
-        best = _best(t, cands)
+        best = best_candidate(t, cands)
         if params and best is not None:
-            yield _edge(
+            yield inferred_edge(
                 t,
                 best,
                 EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
                 ",".join(params),
                 f"{', '.join(params)} must be in a given unit; {best.id} converts other units",
                 f"unit suffix in {params}",
-                0.7,
+                "unit_rule",
             )
 
 
@@ -403,17 +427,17 @@ def capability_rule(
             for r in readers
             if r.id != t.id and set(r.status_capability) <= names
         ]
-        best = _best(t, cands)
+        best = best_candidate(t, cands)
         if best is not None:
             cap = " ".join(best.status_capability)
-            yield _edge(
+            yield inferred_edge(
                 t,
                 best,
                 EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
                 None,
                 f"needs {cap} to be on; {best.id} reports whether it is",
                 f"tool name mentions {cap!r}",
-                0.75,
+                "capability_rule",
             )
 
 
@@ -437,25 +461,25 @@ def state_pair_rule(
         k = (t.source, key(t))
         if t.is_setter:
             for r in readers.get(k, []):
-                yield _edge(
+                yield inferred_edge(
                     t,
                     r,
                     EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
                     None,
                     f"read the current {' '.join(k[1])} before changing it",
                     f"setter/reader pair on {' '.join(k[1])!r}",
-                    0.7,
+                    "state_pair_rule/setter",
                 )
         elif t.verb in ("get", "check", "read") and not t.required:
             for s in setters.get(k, []):
-                yield _edge(
+                yield inferred_edge(
                     t,
                     s,
                     EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
                     None,
                     f"change {' '.join(k[1])} if the reading is not what is needed",
                     f"setter/reader pair on {' '.join(k[1])!r}",
-                    0.55,
+                    "state_pair_rule/reader",
                 )
 
 
@@ -474,28 +498,73 @@ def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
     return scored[0][1]
 
 
+def _says_online(t: ToolProfile) -> frozenset[str]:
+    return frozenset((set(t.name_words) | set(words(t.description))) & _NETWORK_WORDS)
+
+
+def _network_users(
+    universe: Sequence[ToolProfile], *, prior: bool
+) -> tuple[ToolProfile, Callable[[ToolProfile], bool]] | None:
+    """The connectivity reader and who may depend on it, or ``None``: no reader, or (``prior``) the
+    fleet does not show the prior (at most ``FLEET_PRIOR_SHARE`` of its tools mention the network)."""
+    reader = _connectivity_reader(universe)
+    if reader is None:
+        return None
+
+    def dependent(t: ToolProfile) -> bool:
+        return not (t.id == reader.id or t.kind == "core" or t.status_capability or t.is_ambient)
+
+    fleet = [t for t in universe if dependent(t)]
+    if prior and sum(1 for t in fleet if _says_online(t)) <= FLEET_PRIOR_SHARE * len(fleet):
+        return None
+    return reader, dependent
+
+
 def connectivity_rule(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
 ) -> Iterator[DependencyEdge]:
-    """Tools that talk to a remote service need the network: the connectivity reader is their prerequisite."""
-    reader = _connectivity_reader(universe)
-    if reader is None:
+    """A tool whose own text says it uses the network needs it up: the connectivity reader comes first.
+
+    Evidence of the tool itself; the fleet-wide default is ``connectivity_prior_rule``.
+    """
+    online = _network_users(universe, prior=False)
+    if online is None:
         return
+    reader, dependent = online
     for t in subjects:
-        if t.id == reader.id or t.kind == "core" or t.status_capability or t.is_ambient:
-            continue
-        text = set(t.name_words) | set(words(t.description))
-        remote = text & _REMOTE_HINTS
-        local = text & _LOCAL_HINTS
-        if t.is_auth or remote or not local:
-            yield _edge(
+        said = _says_online(t)
+        if dependent(t) and (said or t.is_auth):
+            yield inferred_edge(
                 t,
                 reader,
                 EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
                 None,
-                f"talks to a remote service; {reader.id} tells whether the network is up",
-                f"remote hints {sorted(remote)[:4]}" + (" (authentication)" if t.is_auth else ""),
-                0.6,
+                f"uses the network; {reader.id} tells whether it is up",
+                f"network words {sorted(said)[:4]}" + (" (authentication)" if t.is_auth else ""),
+                "connectivity_rule",
+            )
+
+
+def connectivity_prior_rule(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+) -> Iterator[DependencyEdge]:
+    """In a fleet that shows it, the other (non-local) tools need the network too: a weak prior whose
+    calibrated confidence decides whether retrieval may use it. A fleet where at most
+    ``FLEET_PRIOR_SHARE`` of the tools mention the network gets none, whatever its tools are called."""
+    online = _network_users(universe, prior=True)
+    if online is None:
+        return
+    reader, dependent = online
+    for t in subjects:
+        if dependent(t) and not _says_online(t) and not t.is_auth:
+            yield inferred_edge(
+                t,
+                reader,
+                EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+                None,
+                f"most tools of this fleet use the network; {reader.id} tells whether it is up",
+                "fleet prior",
+                "connectivity_prior_rule",
             )
 
 
@@ -510,4 +579,5 @@ RULES: tuple[Rule, ...] = (
     capability_rule,
     state_pair_rule,
     connectivity_rule,
+    connectivity_prior_rule,
 )

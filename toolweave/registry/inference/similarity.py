@@ -1,10 +1,10 @@
 """Embedding similarity between a tool and the utility tools it may need.
 
-Calibration (bench/RESULTS.md, "Inferred dependency graph"): on ToolLinkOS, pairs (tool, core tool)
-that no rule links are gold edges in only 4 % of cases at cosine >= 0.70 and 10 % at >= 0.55 (MiniLM,
-``tool_document`` text). Similar text mostly means "same topic", not "needs". So the pass only fires
-on near-duplicates of a utility (cosine >= ``SIMILARITY_THRESHOLD``), where the utility is the
-tool's own building block; everything below stays out to keep the graph precise.
+The threshold was set on the ToolLinkOS gold graph (in-sample): among (tool, core tool) pairs that no
+rule links, gold edges are 4 % at cosine >= 0.70 and 10 % at >= 0.55 (MiniLM, ``tool_document``
+text). Similar text mostly means "same topic", not "needs". So the pass only fires on near-duplicates
+of a utility (cosine >= ``SIMILARITY_THRESHOLD``), and since no gold graph confirms its edges their
+calibrated confidence is ``NO_EVIDENCE``: kept in the graph, never walked by retrieval.
 """
 
 from __future__ import annotations
@@ -49,6 +49,5 @@ def similarity_edges(
                 kind=EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
                 origin="inferred",
                 reason=f"{u.id} is a utility whose description is nearly the same task",
-                evidence=f"cosine {float(sims[j]):.3f} >= {threshold}",
-                confidence=round(float(sims[j]) * 0.6, 3),
+                evidence=f"similarity: cosine {float(sims[j]):.3f} >= {threshold}",
             )

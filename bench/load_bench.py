@@ -1,0 +1,164 @@
+"""Load benchmark (issue 9): find_tools throughput and latency under many concurrent sessions.
+
+A real ``toolweave serve --transport http`` process on 127.0.0.1 with the ToolLinkOS catalog (573 tools);
+``--sessions`` MCP clients (handshake era, so each has its own ``Mcp-Session-Id`` session) each call
+``find_tools`` in a loop with ToolLinkOS user queries until ``--requests`` calls were made in all or
+``--seconds`` passed. Queries are drawn at random (seeded) from a pool of ``--pool`` distinct queries;
+``--pool 0`` means every request gets a query never asked before (no cache hits possible).
+
+Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
+(user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
+request bounds the throughput of an idle machine (2 cores / CPU-ms). The load average is recorded.
+
+Usage: .venv/bin/python bench/load_bench.py [--sessions 50] [--requests 3000] [--seconds 120] [--pool 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gateway_bench import TOOLLINKOS, TOOLWEAVE, catalog_manifest, machine, pct
+
+
+def all_queries() -> list[str]:
+    data = json.loads((TOOLLINKOS / "instances.json").read_text())
+    return list(dict.fromkeys(row["user_query"] for row in data))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_ready(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            async with (
+                httpx2.AsyncClient(timeout=600) as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+            ):
+                await client.call_tool("find_tools", {"query": "warm up"})
+                return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await anyio.sleep(1)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` and its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    pool = all_queries()
+    rng = random.Random(7)
+    if args.pool:
+        pool = rng.sample(pool, min(args.pool, len(pool)))
+    fresh = iter(rng.sample(pool, len(pool))) if not args.pool else None
+    latencies: list[float] = []
+    errors = 0
+    issued = 0
+    started = time.perf_counter()
+    deadline = started + args.seconds
+
+    def next_query() -> str | None:
+        nonlocal issued
+        if issued >= args.requests or time.perf_counter() > deadline:
+            return None
+        issued += 1
+        if fresh is not None:
+            return next(fresh, None)
+        return rng.choice(pool)
+
+    async def session() -> None:
+        nonlocal errors
+        async with (
+            httpx2.AsyncClient(timeout=120) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            while (query := next_query()) is not None:
+                t0 = time.perf_counter()
+                try:
+                    result = await client.call_tool("find_tools", {"query": query})
+                    if result.is_error or not (result.structured_content or {}).get("tools"):
+                        errors += 1
+                except Exception:
+                    errors += 1
+                latencies.append(time.perf_counter() - t0)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(args.sessions):
+            tg.start_soon(session)
+    elapsed = time.perf_counter() - started
+    ms = [x * 1000 for x in latencies]
+    return {
+        "sessions": args.sessions,
+        "requests": len(latencies),
+        "errors": errors,
+        "distinct_queries": args.pool or len(latencies),
+        "seconds": round(elapsed, 1),
+        "requests_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(pct(ms, 0.50), 1),
+        "p95_ms": round(pct(ms, 0.95), 1),
+        "p99_ms": round(pct(ms, 0.99), 1),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="toolweave-load-") as tmp:
+        work = Path(tmp)
+        manifest = catalog_manifest(work, "toollinkos", 0)
+        port = free_port()
+        log = (work / "gateway.log").open("wb")
+        env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
+        if args.no_cache:
+            env["TOOLWEAVE_SECURITY__FIND_CACHE_SIZE"] = "0"
+        cmd = [TOOLWEAVE, "serve", "-m", str(manifest), "--registry", str(work / "registry")]
+        proc = subprocess.Popen([*cmd, "--transport", "http", "--port", str(port)], stderr=log, env=env)
+        url = f"http://127.0.0.1:{port}/mcp"
+        try:
+            await wait_ready(url, timeout=900)  # the first start embeds the catalog
+            cpu0 = cpu_seconds(proc.pid)
+            result = await run_load(url, args)
+            cpu = cpu_seconds(proc.pid) - cpu0
+            result["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(1, result["requests"]), 1)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            log.close()
+    return {"machine": machine(), "cache": not args.no_cache, **result}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=3000, help="find_tools calls in all (upper bound)")
+    parser.add_argument("--seconds", type=float, default=120, help="stop issuing after this long")
+    parser.add_argument("--pool", type=int, default=300, help="distinct queries to draw from; 0 = all fresh")
+    parser.add_argument("--no-cache", action="store_true", help="disable the find_tools cache")
+    if not TOOLLINKOS.is_dir():
+        sys.exit(f"needs {TOOLLINKOS}")
+    print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))

@@ -1,0 +1,58 @@
+"""The one error payload of a failed tool call, shared by the adapters and the server.
+
+Errors inside ``tools/call`` never become JSON-RPC errors: a 2026-era client would only see a generic
+-32603. Every failure (bad arguments, unknown tool, upstream down, timeout, crash) is returned as a
+``CallToolResult`` with ``is_error=True`` and the same two parts, so clients and tests can rely on it:
+
+* a text block ``"<code>: <message>"`` that an LLM reads;
+* ``structured_content = {"error": {"code", "message", "tool", "details"}}`` for programs.
+
+It lives at the package root because backends (``adapters/``) build these results themselves: they
+know whether a failure was a timeout, a lost connection or the upstream's own error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import mcp_types as types
+
+__all__ = ["ErrorCode", "error_code_of", "tool_error_result"]
+
+ErrorCode = Literal[
+    "invalid_arguments",
+    "unknown_tool",
+    "unavailable",
+    "no_backend",
+    "timeout",
+    "upstream_error",
+    "internal_error",
+    "invalid_request",
+]
+
+
+def tool_error_result(
+    code: ErrorCode,
+    message: str,
+    *,
+    tool: str | None = None,
+    details: Any = None,
+) -> types.CallToolResult:
+    """Build the gateway's error result (``is_error=True``) with one text block and structured details."""
+    payload: dict[str, Any] = {"code": code, "message": message, "tool": tool}
+    if details is not None:
+        payload["details"] = details
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{code}: {message}")],
+        structured_content={"error": payload},
+        is_error=True,
+    )
+
+
+def error_code_of(result: types.CallToolResult) -> str | None:
+    """The gateway error code carried by ``result``, or None (a success, or a tool's own error answer)."""
+    if not result.is_error or not isinstance(result.structured_content, dict):
+        return None
+    error = result.structured_content.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None

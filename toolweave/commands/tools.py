@@ -1,0 +1,69 @@
+"""`toolweave tools quarantine` and `toolweave tools approve ID...`: review held tool definitions.
+
+Both read the registry's quarantine table directly (no embedding model is loaded); a running gateway
+picks approvals up within a second.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolweave.cli import JsonOption, RegistryOption, app, settings_for, user_errors
+
+__all__: list[str] = []
+
+tools_app = typer.Typer(
+    name="tools", help="Review tool definitions held in quarantine.", no_args_is_help=True
+)
+app.add_typer(tools_app, name="tools")
+
+
+def _store(registry: Path | None):  # type: ignore[no-untyped-def]
+    from toolweave.errors import NotARegistryError
+    from toolweave.registry.quarantine import QuarantineStore
+    from toolweave.registry.registry import META_FILE
+
+    home = Path(settings_for(registry).home).expanduser()
+    if not (home / META_FILE).exists():
+        raise NotARegistryError(f"{home} is not a toolweave registry (no {META_FILE}); pass --registry")
+    return QuarantineStore(home)
+
+
+@tools_app.command("quarantine")
+def quarantine_command(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
+    """List held tools: why each is held and a diff from its approved definition."""
+    with user_errors():
+        held = _store(registry).held()
+        if as_json:
+            rows = [
+                {"id": h.id, "source": h.source, "reasons": list(h.reasons), "diff": h.diff()} for h in held
+            ]
+            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            return
+        if not held:
+            typer.echo("no tools in quarantine")
+            return
+        for h in held:
+            typer.echo(f"== {h.id} (source {h.source})")
+            for reason in h.reasons:
+                typer.echo(f"   held: {reason}")
+            typer.echo(h.diff() or h.current)
+        typer.echo(f"{len(held)} tool(s) held; release with `toolweave tools approve ID...`")
+
+
+@tools_app.command("approve")
+def approve_command(
+    ids: Annotated[list[str], typer.Argument(help="Ids of held tools to release (pins their definition).")],
+    registry: RegistryOption = None,
+) -> None:
+    """Approve held tools: their current definition becomes the pinned one."""
+    with user_errors():
+        released = _store(registry).approve(ids)
+        for tool_id in released:
+            typer.echo(f"approved {tool_id}")
+        for tool_id in sorted(set(ids) - set(released)):
+            typer.echo(f"{tool_id} was not held")

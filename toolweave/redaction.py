@@ -1,0 +1,66 @@
+"""Secrets out of logs: URL credentials and secret query parameters are masked wherever anything logs.
+
+``RedactingFilter`` sits on the root logger's handlers (``install``), so it also covers the MCP SDK and
+httpx, which log upstream URLs at DEBUG level. It formats the record once, masks ``user:secret@host`` and
+``?api_key=...``-style parameters, values of secret-named fields (``'password': '...'`` in the
+message reprs the SDK logs) and ``Authorization: Bearer ...`` values, and hands on the masked text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+__all__ = ["RedactingFilter", "install", "redact"]
+
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<secret>[^/\s@]+)@")
+_PARAM = re.compile(
+    r"(?P<key>[?&;](?:[\w.-]*?(?:api[_-]?key|apikey|token|secret|password|passwd|pwd|auth|signature|sig|"
+    r"key|access[_-]?key|client[_-]?secret|code|credential)[\w.-]*)=)(?P<value>[^&#\s\"'<>]+)",
+    re.IGNORECASE,
+)
+# 'password': 'x' / "api_key":"x" / token=x in reprs and JSON of messages the SDK logs at DEBUG
+_FIELD = re.compile(
+    r"(?P<key>(?P<q>['\"]?)[\w-]*(?:password|passwd|secret|token|api[_-]?key|apikey|credential)[\w-]*(?P=q)"
+    r"\s*[:=]\s*)(?P<open>['\"])(?P<value>[^'\"]+)(?P=open)",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+MASK = "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with URL passwords, secret query parameters and bearer credentials masked."""
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
+    if "=" in text:
+        text = _PARAM.sub(lambda m: f"{m['key']}{MASK}", text)
+    if ":" in text or "=" in text:
+        text = _FIELD.sub(lambda m: f"{m['key']}{m['open']}{MASK}{m['open']}", text)
+    if "Bearer" in text or "Basic" in text or "Token" in text:
+        text = _BEARER.sub(lambda m: f"{m['key']}{MASK}", text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: let the handler report it as usual
+            return True
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def install(logger: logging.Logger | None = None) -> None:
+    """Put one ``RedactingFilter`` on every handler of ``logger`` (default: root)."""
+    target = logger or logging.getLogger()
+    for handler in target.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

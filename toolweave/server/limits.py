@@ -1,0 +1,178 @@
+"""Inbound size limits and JSON-RPC error replies that the SDK's transports do not give.
+
+* HTTP / SSE: ``RequestSizeLimit``, an ASGI middleware. A POST body larger than ``max_bytes``
+  (by ``Content-Length``, or counted while it streams in) is answered ``413`` with a JSON-RPC error
+  body; at most ``max_bytes`` are ever held.
+* stdio: ``bounded_stdio_server`` wraps the SDK's ``stdio_server``. Lines are read with a length
+  limit (an oversized line is skipped while reading, never held whole), and every line that is not
+  a JSON-RPC message gets the JSON-RPC reply the SDK would silently drop: ``-32700`` (parse error,
+  id null) for text that is not JSON, ``-32600`` (invalid request, with the id when one can be found)
+  for JSON that is not a JSON-RPC message and for oversized lines. The process lives on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from io import TextIOWrapper
+from typing import Any, BinaryIO
+
+import anyio
+import mcp_types as types
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from toolweave.adapters.mcp.links import find_id
+
+__all__ = ["RequestSizeLimit", "bounded_stdio_server"]
+
+log = logging.getLogger(__name__)
+
+_OVERSIZE_KEY = "io.toolweave/oversized_line"
+_HEAD_BYTES = 4096
+_SKIP_CHUNK = 1 << 20
+
+
+def _too_large(max_bytes: int) -> str:
+    return f"request larger than {max_bytes:,} bytes (max_request_bytes); it was not read"
+
+
+def _error_body(code: int, message: str, request_id: Any = None) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    ).encode()
+
+
+class RequestSizeLimit:
+    """ASGI middleware: POST bodies over ``max_bytes`` get ``413`` with a JSON-RPC error (-32600)."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        # Read the body here (at most max_bytes), then replay it: the app must never see half a body.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message], receive), send)  # disconnect: let the app see it
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._reject(send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    async def _reject(self, send: Any) -> None:
+        body = _error_body(types.INVALID_REQUEST, _too_large(self.max_bytes))
+        log.warning("rejected an HTTP request: %s", _too_large(self.max_bytes))
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+    pending = list(messages)
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+class _BoundedLines:
+    """The client's stdin as text lines of at most ``max_bytes``; longer ones become a marker line."""
+
+    def __init__(self, buffer: BinaryIO, max_bytes: int) -> None:
+        self._buffer = buffer
+        self._max = max_bytes
+
+    async def _read(self, limit: int) -> bytes:
+        return await anyio.to_thread.run_sync(self._buffer.readline, limit, abandon_on_cancel=True)
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while True:
+            line = await self._read(self._max + 1)
+            if not line:
+                return
+            if len(line) > self._max and not line.endswith(b"\n"):
+                head = line[:_HEAD_BYTES].decode("utf-8", errors="replace")
+                size = len(line)
+                while not line.endswith(b"\n"):  # skip the rest without holding it
+                    line = await self._read(_SKIP_CHUNK)
+                    if not line:
+                        break
+                    size += len(line)
+                log.warning("stdin: skipped a %d-byte line (max_request_bytes is %d)", size, self._max)
+                yield json.dumps({_OVERSIZE_KEY: size, "id": find_id(head)}) + "\n"
+                continue
+            yield line.decode("utf-8", errors="replace")
+
+
+def _reply_to_bad_line(exc: Exception, max_bytes: int) -> SessionMessage:
+    """The JSON-RPC error for a stdin line the SDK could not turn into a message."""
+    data: Any = None
+    if isinstance(exc, ValidationError):
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            return _reply(None, types.PARSE_ERROR, "Parse error: the line is not valid JSON")
+        data = errors[0].get("input") if errors else None
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        request_id = None
+    if isinstance(data, dict) and _OVERSIZE_KEY in data:
+        return _reply(request_id, types.INVALID_REQUEST, _too_large(max_bytes))
+    return _reply(request_id, types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message")
+
+
+def _reply(request_id: types.RequestId | None, code: int, message: str) -> SessionMessage:
+    error = types.ErrorData(code=code, message=message)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+@asynccontextmanager
+async def bounded_stdio_server(
+    max_bytes: int, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> AsyncGenerator[tuple[Any, Any], None]:
+    """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
+
+    ``stdin``/``stdout`` default to the process's (stdout is then claimed by the SDK as usual)."""
+    lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
+    out = anyio.wrap_file(TextIOWrapper(stdout, encoding="utf-8")) if stdout is not None else None
+    async with stdio_server(stdin=lines, stdout=out) as (sdk_read, write):  # type: ignore[arg-type]
+        relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
+
+        async def relay() -> None:
+            async with relay_send:
+                async for item in sdk_read:
+                    if isinstance(item, Exception):
+                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await write.send(_reply_to_bad_line(item, max_bytes))
+                    else:
+                        await relay_send.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay)
+            try:
+                yield relay_receive, write
+            finally:
+                tg.cancel_scope.cancel()
+                await write.aclose()  # the SDK's writer task ends only when its stream is closed
