@@ -173,6 +173,10 @@ class Manifest(_Strict):
     dependencies: Dependencies = Field(default_factory=Dependencies)
     core_tools: list[str] = Field(default_factory=list)
     examples: dict[str, list[str]] = Field(default_factory=dict)
+    private: list[str] = Field(
+        default_factory=list,
+        description="Tool ids or source names whose calls are never kept as usage examples (Tool2Vec).",
+    )
     security: _StrictSecurity = Field(default_factory=_StrictSecurity)
     policy: dict[str, IdentityPolicy] = Field(
         default_factory=dict, description="Rules per identity name (`*` = everyone else); see policy.py."

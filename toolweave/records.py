@@ -29,7 +29,7 @@ MAX_TOOL_ID_LENGTH = 64
 """Anthropic's API rejects tool names over 64 characters, so ids (= published names) stay within it."""
 
 # Bump when the text we embed for a tool changes shape: every tool is then re-embedded once.
-DOCUMENT_VERSION = 1
+DOCUMENT_VERSION = 2  # 2: examples left out of the document, kept as usage vectors (Tool2Vec)
 
 ToolKind = Literal["core", "regular"]
 EdgeOrigin = Literal["declared", "manifest", "inferred"]

@@ -177,6 +177,14 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(
         16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
     )
+    usage_weight: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="Tool2Vec: weight of a tool's usage vector (mean of its example queries) against its "
+        "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
+    )
+    usage_cap: int = Field(32, ge=1, description="Usage examples kept per tool (newest first, one per text).")
     infer_dependencies: bool = Field(
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",

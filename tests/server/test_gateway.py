@@ -286,3 +286,19 @@ dependencies:
         # A catalog tool is searchable but has no upstream: calling it says so.
         result = await gateway.proxy.call(registry.get("cities__lookup_city"), {})
         assert result.structured_content["error"]["code"] == "no_backend"
+
+
+async def test_a_successful_call_keeps_the_turns_request_as_a_usage_example(
+    registry: Any, backends: Any
+) -> None:
+    clock, notes = backends
+    gateway = make_gateway(registry, clock, notes)
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
+        assert not (await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})).is_error
+        assert registry.usage_examples("clock__get_current_time") == ["what time is it in Tokyo"]
+
+        await client.call_tool("find_tools", {"query": "note down the milk", "k": 3})
+        notes.behaviour = "raise"  # a failed call teaches nothing
+        assert (await client.call_tool("notes__create_note", {"title": "milk", "body": "2 l"})).is_error
+        assert registry.usage_examples("notes__create_note") == []

@@ -33,6 +33,7 @@ from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
+from toolweave.registry.usage import USAGE_TABLE, UsageTable
 
 __all__ = ["FORMAT", "LEGACY_META_FILE", "CommitRecord", "RegistryDatabase", "RegistryLocation", "is_uri"]
 
@@ -45,6 +46,7 @@ COMMIT_TABLE = "commit"
 EDGE_TABLE = "edges"
 OVERRIDE_TABLE = "overrides"
 _TOOL_TABLE = re.compile(rf"^{TABLE_NAME}(_g\d+)?$")
+_USAGE_TABLE = re.compile(rf"^{USAGE_TABLE}(_g\d+)?$")
 RegistryLocation = Path | str
 """A local directory, or an object-store URI (``s3://bucket/prefix``) as a string."""
 
@@ -88,7 +90,8 @@ class CommitRecord:
     dim: int
     tools_table: str
     versions: dict[str, int] = field(default_factory=dict)
-    """Table name → committed version (tool table, edges, overrides)."""
+    """Table name → committed version (tool table, usage table, edges, overrides)."""
+    usage_table: str = USAGE_TABLE
     action: str = ""
     committed_at: float = 0.0
     format: str = FORMAT
@@ -152,7 +155,9 @@ class RegistryDatabase:
                 with lance_errors(f"rolling {name} back to version {version}", "registry"):
                     table.restore(version)
         for name in names:
-            if _TOOL_TABLE.match(name) and name != head.tools_table:
+            if (_TOOL_TABLE.match(name) and name != head.tools_table) or (
+                _USAGE_TABLE.match(name) and name != head.usage_table
+            ):
                 self.drop(name)  # a reindex that never committed, or the table a committed one replaced
         if restored:
             log.warning(
@@ -169,7 +174,11 @@ class RegistryDatabase:
         legacy = self._legacy_meta()
         if legacy is not None:
             return self._migrate(legacy)
-        ours = {n for n in names if _TOOL_TABLE.match(n) or n in (EDGE_TABLE, OVERRIDE_TABLE)}
+        ours = {
+            n
+            for n in names
+            if _TOOL_TABLE.match(n) or _USAGE_TABLE.match(n) or n in (EDGE_TABLE, OVERRIDE_TABLE)
+        }
         # other tables (the quarantine, ...) keep their own state beside ours: no reason to refuse
         foreign: list[str] = []
         if isinstance(self.location, Path) and self.location.exists():
@@ -188,8 +197,9 @@ class RegistryDatabase:
     def create(self, embedding_model: str, dim: int) -> CommitRecord:
         """Start an empty registry: empty tables, then the first commit."""
         tools = ToolTable(self._db, TABLE_NAME, dim)
+        usage = UsageTable(self._db, USAGE_TABLE, dim)
         head = CommitRecord(0, embedding_model, dim, tools.name, action="create")
-        self.head = self.commit(head, tools=tools)
+        self.head = self.commit(head, tools=tools, usage=usage)
         return self.head
 
     # -- the commit record ---------------------------------------------------------------------------
@@ -221,23 +231,31 @@ class RegistryDatabase:
         *,
         action: str = "",
         tools: ToolTable | None = None,
+        usage: UsageTable | None = None,
         **changes: Any,
     ) -> CommitRecord:
         """Record the current version of every registry table as the registry: the last write of any
-        change. ``tools`` switches the tool table (reindex); ``changes`` update model and dim."""
+        change. ``tools`` and ``usage`` name the handles written through (a reindex switches both to new
+        tables); ``changes`` update model and dim."""
         base = head or self.head
         if base is None:
             raise RegistryError(f"registry {self.location} has no commit to build on")
         tools_table = tools.name if tools is not None else base.tools_table
+        usage_table = usage.name if usage is not None else base.usage_table
         versions = {
             tools_table: tools.version if tools is not None else self._open(tools_table).version,
             EDGE_TABLE: self._ensure(EDGE_TABLE, _EDGE_SCHEMA).version,
             OVERRIDE_TABLE: self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).version,
         }
+        if usage is not None:
+            versions[usage_table] = usage.version
+        elif usage_table in base.versions:
+            versions[usage_table] = self._open(usage_table).version
         record = replace(
             base,
             generation=(self.head.generation + 1) if self.head is not None else 0,
             tools_table=tools_table,
+            usage_table=usage_table,
             versions=versions,
             action=action or base.action,
             **changes,
@@ -264,10 +282,24 @@ class RegistryDatabase:
 
     def new_tool_table(self, dim: int) -> ToolTable:
         """An empty tool table beside the committed one (for a reindex), named after the next generation."""
-        generation = self.head.generation + 1 if self.head is not None else 0
-        name = f"{TABLE_NAME}_g{generation}"
+        name = self._next_name(TABLE_NAME)
         self.drop(name)
         return ToolTable(self._db, name, dim)
+
+    def usage_table(self) -> UsageTable:
+        if self.head is None:
+            raise RegistryError(f"registry {self.location} is not created yet")
+        return UsageTable(self._db, self.head.usage_table, self.head.dim)
+
+    def new_usage_table(self, dim: int) -> UsageTable:
+        """An empty usage table beside the committed one (for a reindex)."""
+        name = self._next_name(USAGE_TABLE)
+        self.drop(name)
+        return UsageTable(self._db, name, dim)
+
+    def _next_name(self, base: str) -> str:
+        generation = self.head.generation + 1 if self.head is not None else 0
+        return f"{base}_g{generation}"
 
     def drop(self, name: str) -> None:
         self._handles.pop(name, None)
@@ -402,7 +434,7 @@ class RegistryDatabase:
         self.save_overrides(None)
         head = CommitRecord(0, str(meta["embedding_model"]), int(meta["dim"]), tools.name, action="migrate")
         self.head = None
-        head = self.commit(head, tools=tools)
+        head = self.commit(head, tools=tools, usage=UsageTable(self._db, USAGE_TABLE, int(meta["dim"])))
         log.info(
             "registry %s: migrated %d edges from %s into the database", self.location, len(edges), GRAPH_FILE
         )

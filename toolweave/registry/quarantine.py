@@ -24,8 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ import pyarrow as pa
 
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
+from toolweave.registry.store import lance_errors
 from toolweave.scanner import scan_tool
 
 __all__ = ["HeldTool", "QuarantineStore", "definition", "definition_hash"]
@@ -96,14 +96,6 @@ class HeldTool:
         )
 
 
-@contextmanager
-def _lance_errors(action: str) -> Iterator[None]:
-    try:
-        yield
-    except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
-        raise RegistryError(f"quarantine table: {action} failed: {exc}") from exc
-
-
 class QuarantineStore:
     """The quarantine table of the registry in ``directory``."""
 
@@ -111,7 +103,7 @@ class QuarantineStore:
         import lancedb
 
         self._lock = threading.Lock()
-        with _lance_errors("open"):
+        with lance_errors("open", "quarantine table"):
             self._db = lancedb.connect(str(directory))
             if TABLE_NAME in self._db.table_names():
                 self._table = self._db.open_table(TABLE_NAME)
@@ -124,7 +116,7 @@ class QuarantineStore:
     # -- reading ----------------------------------------------------------------------------------------
     def refresh(self) -> bool:
         """Re-read the table if another process (``toolweave tools approve``) changed it; True if so."""
-        with self._lock, _lance_errors("read"):
+        with self._lock, lance_errors("read", "quarantine table"):
             self._table.checkout_latest()
             version = self._table.version
             if version == self._version:
@@ -230,7 +222,7 @@ class QuarantineStore:
     def _write(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
-        with self._lock, _lance_errors("write"):
+        with self._lock, lance_errors("write", "quarantine table"):
             data = pa.Table.from_pylist(rows, schema=_SCHEMA)
             (
                 self._table.merge_insert("id")

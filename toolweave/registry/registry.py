@@ -15,11 +15,18 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
+from toolweave.errors import (
+    GraphError,
+    ModelMismatchError,
+    NotARegistryError,
+    RegistryError,
+    ToolNotFound,
+    ToolweaveError,
+)
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
@@ -34,6 +41,14 @@ from toolweave.registry.overrides import (
     merge_inferred,
 )
 from toolweave.registry.store import StoredTool
+from toolweave.registry.usage import (
+    UsageExample,
+    UsageTable,
+    fuse_usage,
+    merge_examples,
+    now_ns,
+    usage_vector,
+)
 from toolweave.retrieval.pipeline import retrieve as run_retrieval
 from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
 from toolweave.retrieval.results import Hit, RankedTool
@@ -80,6 +95,9 @@ class _Snapshot:
     source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     """Row → index into ``source_names``: excluding sources is one ``np.isin`` per query."""
     source_names: tuple[str, ...] = ()
+    usage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Rows (of ``ids``) of the tools that have a usage vector, in ``usage_matrix`` order."""
+    usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
 
 
 class Registry:
@@ -93,6 +111,9 @@ class Registry:
         self.settings = settings
         self._db = database
         self._table = database.tool_table()
+        self._usage: UsageTable = database.usage_table()
+        self._usage_by_tool: dict[str, list[UsageExample]] = {}
+        self._private: frozenset[str] = frozenset()
         self._write_lock = threading.RLock()
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
@@ -145,26 +166,37 @@ class Registry:
         settings: Settings | None = None,
         progress: Progress | None = None,
     ) -> int:
-        """Re-embed every tool of the registry at ``path`` with ``embedder``; keeps tools and graph.
+        """Re-embed every tool of the registry at ``path`` with ``embedder``; keeps tools, graph and
+        usage examples (their queries re-embedded too).
 
-        The new vectors go into a new tool table beside the old one; the commit that names it is the
+        The new vectors go into new tables beside the old ones; the commit that names them is the
         swap. Until then the old registry is intact (and an interrupted reindex leaves it usable).
         """
         settings = settings or Settings()
         database = RegistryDatabase.open(path, settings.registry_storage_options)
         if database.head is None:
             raise NotARegistryError(f"{path} is not a toolweave registry (nothing was ever ingested there)")
-        old = database.tool_table()
+        old, old_usage = database.tool_table(), database.usage_table()
         rows = old.load_all()
-        documents = [tool_document(r.record) for r in rows]
+        with_examples = settings.usage_weight <= 0
+        documents = [tool_document(r.record, with_examples=with_examples) for r in rows]
         vectors = _embed(embedder, documents, settings.embedding_batch_size, progress)
         new = database.new_tool_table(embedder.dim)
         new.upsert(
             [StoredTool(r.record, r.content_hash, v) for r, v in zip(rows, vectors, strict=True)], documents
         )
         new.rebuild_text_index()
-        database.commit(action="reindex", tools=new, embedding_model=embedder.model_id, dim=embedder.dim)
-        database.drop(old.name)  # a crash before this leaves garbage the next open drops
+        examples = [e for kept in old_usage.load_all().values() for e in kept]
+        usage = database.new_usage_table(embedder.dim)
+        if examples:
+            queries = _embed(embedder, [e.query for e in examples], settings.embedding_batch_size, None)
+            usage.replace([], [replace(e, vector=v) for e, v in zip(examples, queries, strict=True)])
+        database.commit(
+            action="reindex", tools=new, usage=usage, embedding_model=embedder.model_id, dim=embedder.dim
+        )
+        # a crash before these leaves garbage the next open drops
+        database.drop(old.name)
+        database.drop(old_usage.name)
         return len(rows)
 
     def close(self) -> None:
@@ -239,12 +271,13 @@ class Registry:
                         summary.updated += 1
                 summary.removed = len(removed)
 
-                documents = [tool_document(t) for t in changed]
+                documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 self._table.upsert(rows, documents)
                 self._table.delete_ids(removed)
+                self._sync_examples(changed, removed)
                 if rows or removed:
                     self._table.rebuild_text_index()
 
@@ -267,6 +300,111 @@ class Registry:
         """Drop every tool of ``source`` (and its edges). Returns how many tools went."""
         return self.ingest(source, [], replace_source=True).removed
 
+    # -- usage examples (Tool2Vec) ---------------------------------------------------------------------
+    @property
+    def _usage_on(self) -> bool:
+        return self.settings.usage_weight > 0
+
+    def usage_examples(self, tool_id: str) -> list[str]:
+        """The example queries behind ``tool_id``'s usage vector, newest first."""
+        return [e.query for e in self._usage_by_tool.get(tool_id, [])]
+
+    def set_private(self, names: Collection[str]) -> None:
+        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples.
+
+        Queries already recorded for them are forgotten; examples a manifest or catalog declares stay.
+        """
+        with self._write_lock:
+            self._private = frozenset(names)
+            purged = {
+                tool_id: [e for e in examples if e.origin != "call"]
+                for tool_id, examples in self._usage_by_tool.items()
+                if self._is_private(tool_id) and any(e.origin == "call" for e in examples)
+            }
+            if purged:
+                with self._rollback_on_error():
+                    self._write_usage(purged)
+                    self._commit_usage()
+
+    def record_usage(self, tool_id: str, query: str) -> bool:
+        """Keep ``query`` (the request that led to a successful call of ``tool_id``) as a usage example.
+
+        Returns False, storing nothing, when usage vectors are off, the tool is unknown or private, or
+        ``query`` is already its newest example. The query's vector usually comes from the embedder's
+        cache (the same text was just retrieved with).
+        """
+        query = query.strip()
+        if not query or not self._usage_on or tool_id not in self._snap.records or self._is_private(tool_id):
+            return False
+        current = self._usage_by_tool.get(tool_id, [])
+        if current and current[0].query == query:
+            return False
+        try:
+            vector = self.embedder.embed_query(query)
+            with self._write_lock, self._rollback_on_error():
+                new = UsageExample(tool_id, query, "call", now_ns(), vector)
+                merged = merge_examples(self._usage_by_tool.get(tool_id, []), [new], self.settings.usage_cap)
+                self._write_usage({tool_id: merged})
+                self._commit_usage()
+        except ToolweaveError:  # a lost example must never fail the call that taught it
+            log.warning("could not keep a usage example for %s", tool_id, exc_info=True)
+            return False
+        return True
+
+    def _is_private(self, tool_id: str) -> bool:
+        source = self._snap.sources.get(tool_id)
+        return tool_id in self._private or (source is not None and source in self._private)
+
+    def _sync_examples(self, changed: Sequence[ToolRecord], removed: Collection[str]) -> None:
+        """Declared examples of changed tools replace their old declared ones (recorded calls stay);
+        removed tools lose every example. Texts already stored keep their vectors (no re-embedding)."""
+        by_tool = self._usage_by_tool
+        stale = [
+            t
+            for t in changed
+            if [e.query for e in by_tool.get(t.id, []) if e.origin == "example"]
+            != list(t.examples[: self.settings.usage_cap])
+        ]
+        gone = [i for i in removed if i in by_tool]
+        if not stale and not gone:
+            return
+        known = {e.query: e.vector for examples in by_tool.values() for e in examples}
+        missing = list(dict.fromkeys(q for t in stale for q in t.examples if q not in known))
+        if missing:
+            known.update(zip(missing, self.embedder.embed_documents(missing), strict=True))
+        at = now_ns()
+        updates: dict[str, list[UsageExample]] = {i: [] for i in gone}
+        for tool in stale:
+            # declared order is kept: the first example counts as the newest
+            declared = [
+                UsageExample(tool.id, q, "example", at - n, known[q])
+                for n, q in enumerate(tool.examples[: self.settings.usage_cap])
+            ]
+            calls = [e for e in by_tool.get(tool.id, []) if e.origin == "call"]
+            updates[tool.id] = merge_examples(calls, declared, self.settings.usage_cap)
+        self._write_usage(updates, publish=False)  # the caller reloads the snapshot
+
+    def _write_usage(self, updates: dict[str, list[UsageExample]], *, publish: bool = True) -> None:
+        self._usage.replace(list(updates), [e for examples in updates.values() for e in examples])
+        for tool_id, examples in updates.items():
+            if examples:
+                self._usage_by_tool[tool_id] = examples
+            else:
+                self._usage_by_tool.pop(tool_id, None)
+        if publish:
+            rows, matrix = self._usage_snapshot(self._snap.ids)
+            self._snap = replace(self._snap, usage_rows=rows, usage_matrix=matrix)
+
+    def _usage_snapshot(self, ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of ``ids`` that have usage examples, their usage vectors)."""
+        rows = [n for n, tool_id in enumerate(ids) if self._usage_by_tool.get(tool_id)]
+        matrix = (
+            np.stack([usage_vector(self._usage_by_tool[ids[n]]) for n in rows])
+            if rows
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        return np.asarray(rows, dtype=np.int64), matrix
+
     def _compact_now_and_then(self) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running
         gateway re-ingests whenever an upstream changes). A failed compaction costs only disk.
@@ -274,10 +412,11 @@ class Registry:
         self._writes += 1
         if self._writes % _COMPACT_EVERY:
             return
-        try:
-            self._table.compact()
-        except RegistryError:
-            log.warning("compacting the tool table failed; will try again later", exc_info=True)
+        for table in (self._table, self._usage):
+            try:
+                table.compact()
+            except RegistryError:
+                log.warning("compacting %s failed; will try again later", table.name, exc_info=True)
         self._db.compact()
 
     @contextmanager
@@ -392,8 +531,13 @@ class Registry:
         see ``toolweave.registry.database``), then publish what readers see of the graph."""
         self._db.save_edges(self._graph.edges())
         self._compact_now_and_then()
-        self._db.commit(action=action, tools=self._table)
+        self._db.commit(action=action, tools=self._table, usage=self._usage)
         self._publish_graph()
+
+    def _commit_usage(self) -> None:
+        """Commit usage examples alone (the edges did not change: no need to rewrite them)."""
+        self._compact_now_and_then()
+        self._db.commit(action="usage", tools=self._table, usage=self._usage)
 
     def generation(self) -> int:
         """The registry's committed generation as stored now: another process's commit raises it."""
@@ -420,6 +564,8 @@ class Registry:
     def _load_committed(self) -> None:
         """Snapshot, graph and overrides from the committed tables (at open and after a rollback)."""
         self._table = self._db.tool_table()
+        self._usage = self._db.usage_table()
+        self._usage_by_tool = self._usage.load_all()
         self.overrides = self._db.load_overrides()
         self._reload()
         self._graph = graph_from_rows(
@@ -450,6 +596,7 @@ class Registry:
         matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
         names = tuple(sorted({r.record.source for r in rows}))
         code = {name: n for n, name in enumerate(names)}
+        usage_rows, usage_matrix = self._usage_snapshot(ids)
         self._snap = _Snapshot(
             ids=ids,
             matrix=matrix,
@@ -458,6 +605,8 @@ class Registry:
             sources={r.record.id: r.record.source for r in rows},
             source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
             source_names=names,
+            usage_rows=usage_rows,
+            usage_matrix=usage_matrix,
         )
         for r in rows:  # graph nodes follow the rows (the graph is rebuilt from them at open)
             if r.record.id not in self._graph:
@@ -469,6 +618,9 @@ class Registry:
         if not snap.ids or k <= 0:
             return []
         scores = snap.matrix @ query_vector
+        if snap.usage_rows.size and self._usage_on:
+            # Tool2Vec: tools with usage examples also score by how close the query is to them
+            fuse_usage(scores, snap.usage_rows, snap.usage_matrix @ query_vector, self.settings.usage_weight)
         if exclude_sources:
             excluded = [n for n, name in enumerate(snap.source_names) if name in exclude_sources]
             scores = np.where(np.isin(snap.source_codes, excluded), -np.inf, scores)

@@ -19,7 +19,7 @@ import pyarrow as pa
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
 
-__all__ = ["StoredTool", "ToolTable", "lance_errors"]
+__all__ = ["StoredTool", "ToolTable", "lance_errors", "sql_string"]
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class ToolTable:
     def delete_ids(self, ids: Collection[str]) -> None:
         if not ids:
             return
-        quoted = ", ".join(_sql_string(i) for i in ids)
+        quoted = ", ".join(sql_string(i) for i in ids)
         with lance_errors(f"deleting {len(ids)} tools"):
             self._table.delete(f"id IN ({quoted})")
 
@@ -188,5 +188,5 @@ class ToolTable:
             return False
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"

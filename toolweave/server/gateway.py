@@ -233,6 +233,7 @@ class Gateway:
             if self.manifest is not None:
                 # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
                 await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
+                await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
             self._refresh_stale_sources()
             self._warn_if_empty()
         except Exception as exc:
@@ -722,6 +723,8 @@ class Gateway:
         # Arguments are neither kept nor logged: they may hold secrets.
         result = await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
         if not result.is_error:
+            if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
+                await anyio.to_thread.run_sync(self.registry.record_usage, record.id, session.queries[-1])
             await self._suggest_next_steps(session, record, turn)
         return result
 

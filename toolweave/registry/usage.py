@@ -1,0 +1,153 @@
+"""Usage examples per tool (Tool2Vec): the queries a tool answers, embedded, in their own Lance table.
+
+A tool's usage vector is the normalised mean of its example-query vectors. It sits beside the text
+vector and is fused with it when vectors are scored (see ``Registry``): a query phrased like the
+requests a tool has served finds that tool even when its description uses other words. Examples come
+from manifests and catalogs (``ToolRecord.examples``, origin ``example``) and from successful calls in
+the gateway (origin ``call``). Each tool keeps at most ``cap`` examples, newest first, one per text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from toolweave.registry.store import lance_errors, sql_string
+
+__all__ = ["USAGE_TABLE", "UsageExample", "UsageTable", "fuse_usage", "merge_examples", "usage_vector"]
+
+USAGE_TABLE = "usage"
+Origin = Literal["example", "call"]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageExample:
+    tool_id: str
+    query: str
+    origin: Origin
+    at_ns: int
+    """When it was recorded: the newest examples are the ones kept under the cap."""
+    vector: np.ndarray
+
+
+def merge_examples(
+    current: Iterable[UsageExample], new: Iterable[UsageExample], cap: int
+) -> list[UsageExample]:
+    """``current`` plus ``new``, one example per query text (the newer one wins), newest ``cap`` kept."""
+    by_text: dict[str, UsageExample] = {}
+    for ex in [*current, *new]:
+        key = " ".join(ex.query.split()).lower()
+        old = by_text.get(key)
+        if old is None or ex.at_ns >= old.at_ns:
+            by_text[key] = ex
+    return sorted(by_text.values(), key=lambda e: e.at_ns, reverse=True)[: max(cap, 0)]
+
+
+def usage_vector(examples: Sequence[UsageExample]) -> np.ndarray:
+    """Unit-normalised mean of the examples' vectors (Tool2Vec)."""
+    mean: np.ndarray = np.mean([e.vector for e in examples], axis=0).astype(np.float32)
+    unit: np.ndarray = mean / (float(np.linalg.norm(mean)) or 1.0)
+    return unit
+
+
+def fuse_usage(scores: np.ndarray, rows: np.ndarray, usage: np.ndarray, weight: float) -> np.ndarray:
+    """Fuse the usage scores of the tools in ``rows`` into ``scores`` (text cosines of every tool), in place.
+
+    Query-to-query cosines run higher than query-to-document ones, so raw usage scores would lift every
+    tool that has examples over every tool that has none (measured: the tools a gateway has called
+    would crowd out the rest). The usage scores are first put on the text scores' scale for this query
+    (same mean and spread), then blended; a tool never scores below its text score.
+    """
+    text = scores[rows]
+    if usage.size >= 2:
+        spread = float(usage.std()) or 1.0
+        usage = (usage - usage.mean()) / spread * float(scores.std()) + float(scores.mean())
+    scores[rows] = np.maximum(text, (1.0 - weight) * text + weight * usage)
+    return scores
+
+
+def usage_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("tool_id", pa.string(), nullable=False),
+            pa.field("query", pa.string(), nullable=False),
+            pa.field("origin", pa.string(), nullable=False),
+            pa.field("at_ns", pa.int64(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def now_ns() -> int:
+    return time.time_ns()
+
+
+class UsageTable:
+    """The usage table ``name`` of an open LanceDB database (created empty when missing).
+
+    Like the tool table it is named by the registry's commit record: usage written since the last
+    commit is rolled back with everything else, and a reindex swaps in a re-embedded copy.
+    """
+
+    def __init__(self, db: Any, name: str, dim: int) -> None:
+        self.name = name
+        self._dim = dim
+        self._schema = usage_schema(dim)
+        with lance_errors(f"opening table {name}", "usage table"):
+            try:
+                self._table = db.open_table(name)
+            except ValueError:  # LanceDB's "table not found"
+                self._table = db.create_table(name, schema=self._schema)
+
+    @property
+    def version(self) -> int:
+        return int(self._table.version)
+
+    def load_all(self) -> dict[str, list[UsageExample]]:
+        """Tool id → its examples, newest first."""
+        with lance_errors("reading", "usage table"):
+            arrow = self._table.to_arrow()
+        out: dict[str, list[UsageExample]] = {}
+        if arrow.num_rows == 0:
+            return out
+        vectors = np.asarray(
+            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
+        ).reshape(arrow.num_rows, self._dim)
+        columns = [arrow.column(c).to_pylist() for c in ("tool_id", "query", "origin", "at_ns")]
+        for i, (tool_id, query, origin, at_ns) in enumerate(zip(*columns, strict=True)):
+            out.setdefault(tool_id, []).append(UsageExample(tool_id, query, origin, at_ns, vectors[i]))
+        for examples in out.values():
+            examples.sort(key=lambda e: e.at_ns, reverse=True)
+        return out
+
+    def replace(self, tool_ids: Collection[str], rows: Sequence[UsageExample]) -> None:
+        """Make ``rows`` the examples of ``tool_ids`` (every other row of those tools goes)."""
+        if tool_ids:
+            quoted = ", ".join(sql_string(i) for i in tool_ids)
+            with lance_errors(f"deleting examples of {len(tool_ids)} tools", "usage table"):
+                self._table.delete(f"tool_id IN ({quoted})")
+        if not rows:
+            return
+        table = pa.table(
+            {
+                "tool_id": [r.tool_id for r in rows],
+                "query": [r.query for r in rows],
+                "origin": [r.origin for r in rows],
+                "at_ns": [r.at_ns for r in rows],
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(np.concatenate([r.vector for r in rows]).astype(np.float32)), self._dim
+                ),
+            },
+            schema=self._schema,
+        )
+        with lance_errors(f"writing {len(rows)} examples", "usage table"):
+            self._table.add(table)
+
+    def compact(self) -> None:
+        with lance_errors("compacting", "usage table"):
+            self._table.optimize()
