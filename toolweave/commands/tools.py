@@ -24,12 +24,15 @@ app.add_typer(tools_app, name="tools")
 
 def _store(registry: Path | None):  # type: ignore[no-untyped-def]
     from toolweave.errors import NotARegistryError
+    from toolweave.registry.database import RegistryDatabase
     from toolweave.registry.quarantine import QuarantineStore
-    from toolweave.registry.registry import META_FILE
 
     home = Path(settings_for(registry).home).expanduser()
-    if not (home / META_FILE).exists():
-        raise NotARegistryError(f"{home} is not a toolweave registry (no {META_FILE}); pass --registry")
+    # opening checks what the location holds (and raises for a foreign directory) without creating it
+    if not home.is_dir() or RegistryDatabase.open(home).head is None:
+        raise NotARegistryError(
+            f"{home} is not a toolweave registry (nothing was ever ingested there); pass --registry"
+        )
     return QuarantineStore(home)
 
 
