@@ -222,6 +222,7 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
+            ENABLE_TOOL_SEARCH="false",  # toolweave is the tool search (docs/clients.md)
             TOOLWEAVE_LOG_LEVEL="WARNING",
         )
         allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
