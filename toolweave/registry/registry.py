@@ -53,6 +53,7 @@ from toolweave.retrieval.pipeline import retrieve as run_retrieval
 from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.settings import RetrievalSettings, Settings
+from toolweave.tracing import span
 
 __all__ = ["IngestSummary", "Registry"]
 
@@ -654,6 +655,18 @@ class Registry:
         ``v(query) + w * v(previous) + w**2 * v(the one before) ...``: those vectors are usually in the
         embedder's cache, so conversation context costs no second model run over a long text.
         """
+        with span("search", variants=len(queries), k=k, vector=vector, text=text):
+            return self._search(queries, k, exclude_sources, vector=vector, text=text)
+
+    def _search(
+        self,
+        queries: Sequence[QueryVariant],
+        k: int,
+        exclude_sources: Collection[str],
+        *,
+        vector: bool,
+        text: bool,
+    ) -> list[tuple[list[Hit], list[Hit]]]:
         pending = (
             [self._search_pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
             if text

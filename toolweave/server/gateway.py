@@ -61,6 +61,7 @@ from toolweave.server.notify import Notifier
 from toolweave.server.proxy import Proxy, argument_errors
 from toolweave.server.sessions import Session, SessionStore
 from toolweave.settings import RetrievalSettings, Settings
+from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
@@ -580,6 +581,12 @@ class Gateway:
             log.exception("could not record metrics/audit for %s", name)
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        with span("find_tools", identity=session.identity):
+            return await self._find_tools_traced(session, arguments)
+
+    async def _find_tools_traced(
+        self, session: Session, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
         problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
@@ -697,6 +704,15 @@ class Gateway:
             log.info("%s did not re-list within %.0f ms of list_changed", session.key, wait_s * 1000)
 
     async def _proxy(
+        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+    ) -> types.CallToolResult:
+        with span("call", tool=name[:128], identity=session.identity) as current:
+            result = await self._proxy_traced(ctx, session, name, arguments)
+            if current is not None:
+                current.set_attribute("toolweave.outcome", _outcome(result))
+            return result
+
+    async def _proxy_traced(
         self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
     ) -> types.CallToolResult:
         record = self._record_named(name)
