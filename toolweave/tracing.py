@@ -1,4 +1,4 @@
-"""Optional OpenTelemetry traces: ``find_tools`` → search → walk, and call → upstream.
+"""Optional OpenTelemetry traces: ``find_tools`` → retrieve → search, and call → upstream.
 
 toolweave only uses the OpenTelemetry *API*. Without it installed, or without an SDK configured by the
 deployment (``opentelemetry-sdk`` + an exporter, e.g. through ``opentelemetry-instrument``), every

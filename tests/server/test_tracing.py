@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (optional): find_tools → search → walk, and call → upstream, nested as such."""
+"""OpenTelemetry spans (optional): find_tools → retrieve → search, and call → upstream, nested as such."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ async def test_find_tools_and_calls_are_traced_as_nested_spans(registry: Any, ex
     assert {
         "toolweave.find_tools",
         "toolweave.search",
-        "toolweave.walk",
+        "toolweave.retrieve",
         "toolweave.call",
         "toolweave.upstream",
     } <= set(spans), sorted(spans)
@@ -51,8 +51,8 @@ async def test_find_tools_and_calls_are_traced_as_nested_spans(registry: Any, ex
         parent = spans[name].parent
         return next((s.name for s in spans.values() if parent and s.context.span_id == parent.span_id), None)
 
-    assert parent_of("toolweave.search") == "toolweave.find_tools"  # across the worker thread
-    assert parent_of("toolweave.walk") == "toolweave.find_tools"
+    assert parent_of("toolweave.retrieve") == "toolweave.find_tools"  # across the worker thread
+    assert parent_of("toolweave.search") == "toolweave.retrieve"
     assert parent_of("toolweave.upstream") == "toolweave.call"
     assert spans["toolweave.call"].attributes["toolweave.outcome"] == "ok"
     assert spans["toolweave.upstream"].attributes["source"] == "clock"

@@ -697,15 +697,18 @@ class Registry:
         context: Sequence[str] = (),
     ) -> list[RankedTool]:
         """Graph RAG-Tool Fusion over this registry (see ``toolweave.retrieval.pipeline``)."""
-        return run_retrieval(
-            query,
-            self,
-            self.dependencies,
-            params or self.settings.retrieval,
-            exclude_sources=frozenset(exclude_sources),
-            context=context,
-            source_of=self._snap.sources.get,
-        )
+        params = params or self.settings.retrieval
+        # the retrieve span holds the search span; what is left of it is fusion, floor and the walk
+        with span("retrieve", method=params.method, top_k=params.top_k, final_k=params.final_k):
+            return run_retrieval(
+                query,
+                self,
+                self.dependencies,
+                params,
+                exclude_sources=frozenset(exclude_sources),
+                context=context,
+                source_of=self._snap.sources.get,
+            )
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
         """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""

@@ -17,7 +17,6 @@ from toolweave.retrieval.query import QueryVariant, clean_query, contextual_quer
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
 from toolweave.settings import RetrievalMethod, RetrievalSettings
-from toolweave.tracing import span
 
 __all__ = ["Reranker", "SearchIndex", "first_pass", "retrieve"]
 
@@ -155,15 +154,14 @@ def _ranked(
         def keep(tool_id: str) -> bool:
             return source_of(tool_id) not in excluded
 
-    with span("walk", top_k=params.top_k, final_k=params.final_k):
-        return expand_with_dependencies(
-            hits,
-            dependencies,
-            top_k=params.top_k,
-            final_k=params.final_k,
-            d_limit=params.d_limit,
-            edge_kinds=kinds,
-            keep=keep,
-            order=params.walk_order,
-            relevance=relevance,
-        )
+    return expand_with_dependencies(
+        hits,
+        dependencies,
+        top_k=params.top_k,
+        final_k=params.final_k,
+        d_limit=params.d_limit,
+        edge_kinds=kinds,
+        keep=keep,
+        order=params.walk_order,
+        relevance=relevance,
+    )
