@@ -83,6 +83,9 @@ REGISTRY_WAIT_S = 30.0
 """How long ``find_tools`` and calls wait for the registry the gateway opens in the background
 (10,000 tools open in a few seconds on a busy 2-core machine); after that they answer ``unavailable``."""
 
+SESSION_WAIT_S = 5.0
+"""How long a host's turn waits for the first client session of a gateway that has none yet."""
+
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries are cut to this many characters before retrieval."""
 
@@ -629,6 +632,12 @@ class Gateway:
         if not self.is_ready():
             raise ServerError(self._start_error or "the tool registry is still opening; try again shortly")
         sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
+        if not sessions and session_key is None:
+            # A host runs its prompt hook while it still connects to this (stdio) gateway: the turn is
+            # for the session about to start, so wait for it rather than publish to nobody.
+            with anyio.move_on_after(SESSION_WAIT_S):
+                while not (sessions := list(self.sessions)):
+                    await anyio.sleep(0.02)
         await self._first_connections()
         report: dict[str, Any] = {"sessions": []}
         for session in sessions:
