@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -132,6 +133,7 @@ class Gateway:
         self.settings = settings
         self.manifest = manifest
         self.backends: dict[str, Backend] = {b.name: b for b in backends}
+        self._pending_turn: _PendingTurn | None = None
         self.sessions = SessionStore(settings.publish.max_tools, tuple(settings.publish.pinned))
         self.notifier = Notifier()
         self.names = NameMap(settings.publish.name_budget, lambda: (t.id for t in self.registry.tools()))
@@ -502,6 +504,8 @@ class Gateway:
     ) -> types.ListToolsResult:
         session = self._session(ctx)
         # Never waits (instant start): tools that arrive later are announced with list_changed.
+        if self._pending_turn is not None and self.is_ready():
+            await self._apply_pending_turn(session)  # the host's turn came first: list its tools now
         tools = self.published_tools(session)
         session.listed()  # releases a find_tools result held until this client has the new list
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
@@ -631,14 +635,10 @@ class Gateway:
                 await self.ready.wait()
         if not self.is_ready():
             raise ServerError(self._start_error or "the tool registry is still opening; try again shortly")
+        await self._first_connections()
         sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
         if not sessions and session_key is None:
-            # A host runs its prompt hook while it still connects to this (stdio) gateway: the turn is
-            # for the session about to start, so wait for it rather than publish to nobody.
-            with anyio.move_on_after(SESSION_WAIT_S):
-                while not (sessions := list(self.sessions)):
-                    await anyio.sleep(0.02)
-        await self._first_connections()
+            return await self._turn_for_first_session(text)
         report: dict[str, Any] = {"sessions": []}
         for session in sessions:
             found, changed = await self._retrieve_turn(session, text, self.settings.retrieval)
@@ -651,8 +651,36 @@ class Gateway:
             )
         return report
 
+    async def _turn_for_first_session(self, text: str) -> dict[str, Any]:
+        """A host ran its prompt hook while it still connects to this (stdio) gateway: the turn is for
+        the session about to start. Its first ``tools/list`` applies the turn before it is answered, so
+        that first list already carries the tools (a notice now could reach nobody)."""
+        pending = _PendingTurn(text)
+        self._pending_turn = pending
+        with anyio.move_on_after(SESSION_WAIT_S):
+            await pending.done.wait()
+        if self._pending_turn is pending:
+            self._pending_turn = None
+        return {"sessions": pending.sessions}
+
+    async def _apply_pending_turn(self, session: Session) -> None:
+        pending, self._pending_turn = self._pending_turn, None
+        if pending is None:
+            return
+        found, changed = await self._retrieve_turn(
+            session, pending.text, self.settings.retrieval, announce=False
+        )
+        pending.sessions.append(
+            {
+                "session": session.key,
+                "tool_list_changed": changed,
+                "found": [self.names.name(f.record.id) for f in found],
+            }
+        )
+        pending.done.set()
+
     async def _retrieve_turn(
-        self, session: Session, text: str, params: RetrievalSettings
+        self, session: Session, text: str, params: RetrievalSettings, *, announce: bool = True
     ) -> tuple[list[FoundTool], bool]:
         """One turn of the conversation: retrieve with its context, publish, notify, hold until re-listed."""
         # The same text again must give the same answer, so it is never its own context.
@@ -685,7 +713,8 @@ class Gateway:
         session.add_turn(text)
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
-            await self._notify_and_hold(session)
+            if announce:
+                await self._notify_and_hold(session)
         return found, change.changed
 
     async def _topic_shifted(self, context: list[str], text: str) -> bool:
@@ -770,6 +799,15 @@ class Gateway:
         if change.changed:
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
             await self._notify_and_hold(session)
+
+
+@dataclass
+class _PendingTurn:
+    """A host's turn waiting for the gateway's first client session."""
+
+    text: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _is_session(session: Session, ref: str) -> bool:

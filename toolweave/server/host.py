@@ -156,7 +156,11 @@ def _starting_gateways(parent: int) -> list[int]:
         except (OSError, ValueError):
             continue
         words = [Path(a.decode(errors="replace")).name for a in argv if a]
-        if "serve" in words and any(w.startswith("toolweave") for w in words) and not {"http", "sse"} & set(words):
+        if (
+            "serve" in words
+            and any(w.startswith("toolweave") for w in words)
+            and not {"http", "sse"} & set(words)
+        ):
             children.append(int(entry.name))
     return children
 
