@@ -39,6 +39,7 @@ def demo_tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]
 
 def test_tokyo_time_publishes_no_git_tool(demo_tools, shared_embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from toolweave.registry import Registry
+    from toolweave.retrieval import retrieve_tools
     from toolweave.settings import RetrievalSettings, Settings
 
     assert len(demo_tools["git"]) >= 8  # the fleet really holds git tools that could be published
@@ -50,9 +51,9 @@ def test_tokyo_time_publishes_no_git_tool(demo_tools, shared_embedder, tmp_path:
         # the floor chosen on the dev splits (off by default until its dependency gap is closed: RESULTS.md)
         on = [
             r.tool_id
-            for r in reg.retrieve(query, RetrievalSettings(floor_relative=0.3, floor_destructive=0.3))
+            for r in retrieve_tools(reg, query, RetrievalSettings(floor_relative=0.3, floor_destructive=0.3))
         ]
-        off = [r.tool_id for r in reg.retrieve(query, RetrievalSettings())]
+        off = [r.tool_id for r in retrieve_tools(reg, query, RetrievalSettings())]
     finally:
         reg.close()
     assert "time__get_current_time" in on

@@ -3,7 +3,8 @@
 A registry is one LanceDB database (``toolweave.registry.database``): the tool table, the edge and
 override tables and the commit record naming the versions that belong together, so a crash never
 leaves half an ingest. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
-retrieval. Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
+the searches retrieval runs over it (``toolweave.retrieval.retrieve_tools``; the registry never imports
+retrieval). Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
 are swapped whole after each write, so searches never see half an ingest and need no lock.
 """
 
@@ -27,7 +28,7 @@ from toolweave.errors import (
     ToolNotFound,
     ToolweaveError,
 )
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import CONTEXT_WEIGHT, DependencyEdge, EdgeKind, Hit, QueryVariant, ToolRecord
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
@@ -49,10 +50,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.retrieval.pipeline import retrieve as run_retrieval
-from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
-from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.settings import RetrievalSettings, Settings
+from toolweave.settings import Settings
 
 __all__ = ["IngestSummary", "Registry"]
 
@@ -219,6 +217,10 @@ class Registry:
 
     def find(self, tool_id: str) -> ToolRecord | None:
         return self._snap.records.get(tool_id)
+
+    def source_of(self, tool_id: str) -> str | None:
+        """The source ``tool_id`` came from (None for an unknown tool)."""
+        return self._snap.sources.get(tool_id)
 
     def tools(self, source: str | None = None) -> list[ToolRecord]:
         snap = self._snap
@@ -674,25 +676,6 @@ class Registry:
                 ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
         texts = [f.result() for f in pending] if text else [[] for _ in queries]
         return list(zip(ranked, texts, strict=True))
-
-    def retrieve(
-        self,
-        query: str,
-        params: RetrievalSettings | None = None,
-        *,
-        exclude_sources: Collection[str] = (),
-        context: Sequence[str] = (),
-    ) -> list[RankedTool]:
-        """Graph RAG-Tool Fusion over this registry (see ``toolweave.retrieval.pipeline``)."""
-        return run_retrieval(
-            query,
-            self,
-            self.dependencies,
-            params or self.settings.retrieval,
-            exclude_sources=frozenset(exclude_sources),
-            context=context,
-            source_of=self._snap.sources.get,
-        )
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
         """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""

@@ -41,6 +41,7 @@ from toolweave.manifest import (
 from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.batching import QueryBatcher
+from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
 from toolweave.server.errors import to_tool_error_result
@@ -655,7 +656,9 @@ class Gateway:
             key,
             partial(
                 anyio.to_thread.run_sync,
-                partial(self.registry.retrieve, text, params, exclude_sources=exclude, context=context),
+                partial(
+                    retrieve_tools, self.registry, text, params, exclude_sources=exclude, context=context
+                ),
             ),
         )
         found = [
