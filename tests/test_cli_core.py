@@ -98,7 +98,7 @@ def test_bad_input_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
 def test_errors_from_inside_task_groups_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     import typer
 
-    from toolweave.cli import user_errors
+    from toolweave.commands.options import user_errors
     from toolweave.errors import CatalogError
 
     with pytest.raises(typer.Exit), user_errors():

@@ -7,13 +7,12 @@ from typing import Annotated
 
 import typer
 
-from toolweave.cli import JsonOption, app, setup_logging, user_errors
+from toolweave.commands.options import JsonOption, setup_logging, user_errors
 from toolweave.commands.search import MethodOption, retrieval_params
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("bench")
 def bench(
     dataset: Annotated[
         str, typer.Argument(help="A folder under ../shared/datasets (e.g. toollinkos) or a path.")
@@ -110,3 +109,8 @@ def _table_line(row: dict[str, object], ks: tuple[int, ...]) -> str:
         f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
     )
     return f"{head}\n  {quality}\n  {speed}"
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("bench")(bench)

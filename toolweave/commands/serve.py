@@ -11,16 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolweave.cli import RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("serve")
 def serve_command(
     manifest: Annotated[
         Path, typer.Option("--manifest", "-m", help="Manifest YAML: upstream servers, catalogs, settings.")
@@ -93,3 +92,8 @@ def _prefer_own_environment() -> None:
     path = os.environ.get("PATH", "")
     if path.split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("serve")(serve_command)

@@ -12,14 +12,13 @@ from typing import Annotated
 
 import typer
 
-from toolweave.cli import JsonOption, RegistryOption, app, settings_for, user_errors
+from toolweave.commands.options import JsonOption, RegistryOption, settings_for, user_errors
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 tools_app = typer.Typer(
     name="tools", help="Review tool definitions held in quarantine.", no_args_is_help=True
 )
-app.add_typer(tools_app, name="tools")
 
 
 def _store(registry: Path | None):  # type: ignore[no-untyped-def]
@@ -67,3 +66,8 @@ def approve_command(
             typer.echo(f"approved {tool_id}")
         for tool_id in sorted(set(ids) - set(released)):
             typer.echo(f"{tool_id} was not held")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.add_typer(tools_app, name="tools")
