@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolweave.errors import CatalogError
+
 __all__ = [
     "CONTEXT_WEIGHT",
     "MAX_TOOL_ID_LENGTH",
@@ -182,4 +184,4 @@ def make_tool_id(source: str, name: str, taken: set[str] | None = None) -> str:
         candidate = f"{base[: MAX_TOOL_ID_LENGTH - width - 1].rstrip('_')}_{digest[:width]}"
         if taken is None or candidate not in taken:
             return candidate
-    raise ValueError(f"cannot make a unique id for tool {name!r} of {source!r}")
+    raise CatalogError(f"cannot make a unique id for tool {name!r} of {source!r}: listed more than 5 times?")

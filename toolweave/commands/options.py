@@ -65,7 +65,8 @@ def user_errors() -> Iterator[None]:
         ours = group.subgroup(ToolweaveError)
         if ours is None:
             raise
-        while isinstance(ours, BaseExceptionGroup):
-            ours = ours.exceptions[0]
-        typer.echo(f"error: {ours}", err=True)
+        first: BaseException = ours
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        typer.echo(f"error: {first}", err=True)
         raise typer.Exit(1) from group

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolweave.commands.options import JsonOption, RegistryOption, settings_for, user_errors
+
+if TYPE_CHECKING:
+    from toolweave.registry.quarantine import QuarantineStore
 
 __all__ = ["register"]
 
@@ -21,14 +24,18 @@ tools_app = typer.Typer(
 )
 
 
-def _store(registry: Path | None):  # type: ignore[no-untyped-def]
+def _store(registry: str | None) -> QuarantineStore:
     from toolweave.errors import NotARegistryError
+    from toolweave.registry.database import RegistryDatabase, is_uri
     from toolweave.registry.quarantine import QuarantineStore
-    from toolweave.registry.registry import META_FILE
 
-    home = Path(settings_for(registry).home).expanduser()
-    if not (home / META_FILE).exists():
-        raise NotARegistryError(f"{home} is not a toolweave registry (no {META_FILE}); pass --registry")
+    settings = settings_for(registry)
+    home = settings.home if is_uri(settings.home) else Path(settings.home).expanduser()
+    # read-only check: opening the database would roll back a running gateway's write in progress
+    if not RegistryDatabase.exists(home, settings.registry_storage_options):
+        raise NotARegistryError(
+            f"{home} is not a toolweave registry (nothing was ever ingested); pass --registry"
+        )
     return QuarantineStore(home)
 
 

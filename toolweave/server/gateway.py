@@ -237,7 +237,7 @@ class Gateway:
                 await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
             self._refresh_stale_sources()
             self._warn_if_empty()
-        except Exception as exc:
+        except Exception as exc:  # any start failure is reported, never fatal
             self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
             log.error("%s; find_tools and calls will answer with this error", self._start_error)
             log.debug("background start failed", exc_info=True)
@@ -373,7 +373,7 @@ class Gateway:
         try:
             await anyio.to_thread.run_sync(self.registry.add_edges, ready)
             self.find_cache.clear()
-        except Exception:
+        except Exception:  # manifest edges are optional: never fatal
             log.exception("could not add manifest dependency edges")
 
     async def _republish(self, source: str, *, removed: set[str], changed: set[str], added: set[str]) -> None:
@@ -577,7 +577,7 @@ class Gateway:
                     latency_s=elapsed,
                     arguments=args,
                 )
-        except Exception:
+        except Exception:  # bookkeeping must never fail the call
             log.exception("could not record metrics/audit for %s", name)
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
@@ -800,6 +800,6 @@ def _sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
             )
         except Exception as exc:  # the client refused or failed: tell the upstream, keep going
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")
-        return result  # type: ignore[return-value]
+        return result
 
     return sample

@@ -167,12 +167,12 @@ class MCPBackend:
                 reason = self._lost_reason or "connection closed"
             except ConfigError as exc:
                 reason = str(exc)
-            except Exception as exc:
+            except Exception as exc:  # any failure of one connection: reconnect
                 reason = self._describe(exc)
             finally:
                 self._client = None
                 await self._set_available(False)
-            up_for = None if self._connected_at is None else time.monotonic() - self._connected_at
+            up_for = self._uptime()
             if up_for is not None and up_for >= self.healthy_after_s:
                 backoff = self.backoff_initial_s
             self.last_error = reason
@@ -182,6 +182,10 @@ class MCPBackend:
             )
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
+
+    def _uptime(self) -> float | None:
+        """Seconds the last connection stayed up (None: it never connected)."""
+        return None if self._connected_at is None else time.monotonic() - self._connected_at
 
     async def _serve_once(self, on_tools: ToolsCallback) -> None:
         """One connection: connect, list, report, then keep in sync until it is lost."""
@@ -286,8 +290,7 @@ class MCPBackend:
         self.records = records
         try:
             await on_tools(self.name, records, [])
-        except Exception:
-            # The consumer's failure (registry, embedding) must not cost us the connection.
+        except Exception:  # the consumer's failure (registry, embedding) must not cost the connection
             log.exception("upstream %r: on_tools callback failed for %d tools", self.name, len(records))
 
     async def _refresher(
@@ -304,7 +307,7 @@ class MCPBackend:
             try:
                 if await self._refresh(client, on_tools, only_if_changed=True):
                     log.info("upstream %r: tool list changed, %d tools", self.name, len(self.records))
-            except Exception as exc:
+            except Exception as exc:  # any failure means the session is gone
                 self._mark_lost(f"re-listing tools after list_changed failed: {self._describe(exc)}")
 
     async def _watch(self, client: Client, on_tools: ToolsCallback) -> None:
@@ -325,7 +328,7 @@ class MCPBackend:
             if time.monotonic() >= next_probe:
                 try:
                     await self._refresh(client, on_tools, only_if_changed=True)
-                except Exception as exc:
+                except Exception as exc:  # any failure means the session is gone
                     self._mark_lost(f"liveness probe (tools/list) failed: {self._describe(exc)}")
                     return
                 next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
@@ -341,7 +344,7 @@ class MCPBackend:
         except TimeoutError:
             self._mark_lost(f"no answer to a liveness check within {self.ping_timeout_s:g} s (stuck?)")
             return False
-        except Exception as exc:
+        except Exception as exc:  # any failure means the session is gone
             self._mark_lost(f"liveness check failed: {self._describe(exc)}")
             return False
         return True
@@ -398,7 +401,7 @@ class MCPBackend:
         if self.on_status is not None:
             try:
                 await self.on_status(self.name, value)
-            except Exception:
+            except Exception:  # a consumer bug must not cost the connection
                 log.exception("upstream %r: on_status callback failed", self.name)
 
     # -- calls -----------------------------------------------------------------------------------
@@ -442,7 +445,7 @@ class MCPBackend:
                 )
             self._probe_soon()  # transports also report lost connections as JSON-RPC errors
             return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
-        except Exception as exc:
+        except Exception as exc:  # SDK/transport errors vary: one error result
             self._probe_soon()
             return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
@@ -471,7 +474,7 @@ class MCPBackend:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling not supported by the client")
         try:
             return await sampler(params)
-        except Exception as exc:
+        except Exception as exc:  # a client's failure must not cost the upstream
             log.warning("upstream %r: sampling through the client failed: %s", self.name, exc)
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
 

@@ -84,7 +84,7 @@ def param_words(param: str) -> tuple[str, ...]:
     return tuple({"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param))
 
 
-def best_candidate(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile | None:
+def best_candidate(t: ToolProfile, cands: Sequence[tuple[float, ToolProfile]]) -> ToolProfile | None:
     """Highest score; ties broken toward the same source, core tools, fewer inputs, then id (stable)."""
     if not cands:
         return None
@@ -277,13 +277,13 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
     for t in subjects:
         for param in t.params:
             pw = param_words(param)
-            fam = param_family(pw)
-            if fam is None:
+            family = param_family(pw)
+            if family is None:
                 continue
             cands = [
                 (1.0 + (pw[-1] in p.subject_words), p)
-                for p in by_family.get(fam, [])
-                if p.id != t.id and fam not in t.families and _may_default(t, param, p)
+                for p in by_family.get(family, [])
+                if p.id != t.id and family not in t.families and _may_default(t, param, p)
             ]
             best = best_candidate(t, cands)
             if best is not None:
@@ -292,8 +292,8 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
                     best,
                     EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
                     param,
-                    f"{best.id} gives the current {fam} when the user does not say",
-                    f"input {param!r} is a {fam}; {best.id} reports the current {fam}",
+                    f"{best.id} gives the current {family} when the user does not say",
+                    f"input {param!r} is a {family}; {best.id} reports the current {family}",
                     "family_rule/" + ("core" if best.kind == "core" else "optional"),
                 )
 
