@@ -186,3 +186,23 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     )
     reg.ingest("bank", bank, [declared])
     assert [e.origin for e in reg.graph.edges()] == ["declared"]
+
+
+def test_blas_threads_are_pinned_once_per_process(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process-wide setting: made at the first registry opened, not again on reloads or other opens."""
+    import threadpoolctl
+
+    from toolweave.registry import registry as registry_module
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda **kw: calls.append(kw))
+    registry_module._single_threaded_blas.cache_clear()
+    try:
+        first = Registry.open(tmp_path / "a", embedder=shared_embedder)
+        first.ingest("demo", TOOLS, EDGES)  # a write reloads the snapshot
+        Registry.open(tmp_path / "b", embedder=shared_embedder)
+        assert calls == [{"limits": 1, "user_api": "blas"}]
+    finally:
+        registry_module._single_threaded_blas.cache_clear()  # the next registry pins for real

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolweave.commands.options import JsonOption, RegistryOption, settings_for, setup_logging, user_errors
+
+if TYPE_CHECKING:
+    from toolweave.settings import RetrievalSettings
 
 __all__ = ["register"]
 
@@ -64,7 +67,9 @@ def search(
         Console().print(table)
 
 
-def retrieval_params(base, *, method: str | None, top_k: int | None, final_k: int | None):  # type: ignore[no-untyped-def]
+def retrieval_params(
+    base: RetrievalSettings, *, method: str | None, top_k: int | None, final_k: int | None
+) -> RetrievalSettings:
     """The configured retrieval settings with the command line's overrides (validated)."""
     from pydantic import ValidationError
 

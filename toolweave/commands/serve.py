@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -16,6 +14,7 @@ from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
+    from toolweave.server.transports import Transport
 
 __all__ = ["register"]
 
@@ -53,7 +52,6 @@ def serve_command(
 
         if transport not in ("stdio", "http", "sse"):
             raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
-        _prefer_own_environment()
         loaded = load_manifest(manifest)  # a bad manifest still fails here, before the server starts
         settings = loaded.settings_for(settings_for(None), registry=registry)
         if insecure_no_auth:
@@ -73,25 +71,13 @@ def serve_command(
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-            serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
+            serve(gateway, cast("Transport", transport), host=host, port=port)  # checked above
 
 
 def _open_registry(settings: Settings) -> Registry:
     from toolweave.registry import Registry
 
     return Registry.open(settings.home, settings=settings)
-
-
-def _prefer_own_environment() -> None:
-    """Put this interpreter's bin directory first on PATH, for us and for stdio upstreams.
-
-    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv
-    those would resolve to the system's (which lacks the servers installed next to toolweave).
-    """
-    bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    if path.split(os.pathsep)[0] != bin_dir:
-        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
 
 
 def register(app: typer.Typer) -> None:

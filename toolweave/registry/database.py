@@ -30,7 +30,7 @@ import pyarrow as pa
 from pydantic import ValidationError
 
 from toolweave.errors import GraphError, NotARegistryError, RegistryError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, ToolKind
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
@@ -469,14 +469,14 @@ class RegistryDatabase:
 
 
 def graph_from_rows(
-    nodes: Iterable[tuple[str, str, str]], edges: Iterable[DependencyEdge]
+    nodes: Iterable[tuple[str, ToolKind, str]], edges: Iterable[DependencyEdge]
 ) -> DependencyGraph:
     """The in-memory graph (networkx) from tool ``(id, kind, source)`` rows and stored edges. An edge
     naming a missing tool cannot come from a commit (rows and edges commit together): it is skipped
     with a warning rather than failing the open."""
     graph = DependencyGraph()
     for tool_id, kind, source in nodes:
-        graph.add_tool(tool_id, kind, source)  # type: ignore[arg-type]
+        graph.add_tool(tool_id, kind, source)
     problems: list[GraphError] = graph.add_edges(edges)
     if problems:
         log.warning(

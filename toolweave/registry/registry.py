@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
@@ -120,6 +121,7 @@ class Registry:
         self._snap = _Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
         self._edges: tuple[DependencyEdge, ...] = ()
+        _single_threaded_blas()
         self._load_committed()
         self._repair()
 
@@ -592,7 +594,6 @@ class Registry:
                 self._commit("repair")
 
     def _reload(self) -> None:
-        _single_threaded_blas()
         rows = self._table.load_all()
         ids = tuple(r.record.id for r in rows)
         matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
@@ -682,10 +683,12 @@ class Registry:
         return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
 
 
+@cache
 def _single_threaded_blas() -> None:
     """One BLAS thread: the query matrix-vector product is memory-bound (10k x 384 takes 0.5 ms on one
     core), and a multi-threaded BLAS fights onnxruntime's spinning threads for the same cores, which
-    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured)."""
+    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured). A process-wide setting, so it is
+    made once per process (``cache``), at the first registry opened, not on every reload."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")

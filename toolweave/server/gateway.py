@@ -181,6 +181,7 @@ class Gateway:
         ) -> Any:
             return default_options(notification_options or NotificationOptions(tools_changed=True), *a, **k)
 
+        # the SDK has no public way to announce list_changed by default (third-party gap)
         self.server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
 
     # -- lifetime --------------------------------------------------------------------------------------
@@ -452,6 +453,7 @@ class Gateway:
         self.guard = Guard(registry, self.settings.security, self._policy)
         # throughput: concurrent turns share model runs; repeated questions are answered from a cache
         if not isinstance(registry.embedder, QueryBatcher):
+            # QueryBatcher is a drop-in Embedder (its other calls pass through __getattr__)
             registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
         self.metrics.quarantined.set(len(self.guard.held))
         self._registry = registry

@@ -42,9 +42,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import os
+import sys
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -64,7 +67,7 @@ from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_clien
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 
-__all__ = ["MCPBackend", "StatusCallback"]
+__all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -237,13 +240,13 @@ class MCPBackend:
 
         Secrets are interpolated here, on every connect, and live only in these transport objects.
         A stdio server gets the SDK's minimal environment (PATH, HOME, ...) plus the entry's ``env``:
-        variables it needs from ours must be listed there (``TOKEN: ${TOKEN}``).
+        variables it needs from ours must be listed there (``TOKEN: ${TOKEN}``). Its PATH starts with
+        this interpreter's bin directory (``stdio_environment``).
         """
         cfg = self.config.interpolated(self.environ)
         if isinstance(cfg, StdioServer):
-            params = StdioServerParameters(
-                command=cfg.command, args=cfg.args, env=cfg.env or None, cwd=cfg.cwd
-            )
+            env = stdio_environment(cfg.env, os.environ.get("PATH", ""))
+            params = StdioServerParameters(command=cfg.command, args=cfg.args, env=env, cwd=cfg.cwd)
             label = f"upstream {self.name!r}"
             return bounded_stdio_client(
                 params, label=label, max_line_bytes=self.max_result_bytes
@@ -499,3 +502,17 @@ def _dispatcher_closed(client: Client) -> bool:
     we read the dispatcher's flag; if that attribute ever disappears, probes still catch the loss."""
     dispatcher = getattr(client.session, "_dispatcher", None)
     return bool(getattr(dispatcher, "_closed", False))
+
+
+def stdio_environment(env: Mapping[str, str], path: str) -> dict[str, str]:
+    """The extra environment of a stdio upstream: its entry's ``env`` over a PATH (``path``, ours) that
+    starts with this interpreter's bin directory.
+
+    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv those
+    would resolve to the system's, which lacks the servers installed next to toolweave. The spawn looks
+    the command up on the child's PATH, so only the child's environment changes, never the gateway's.
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    if path.split(os.pathsep)[0] != bin_dir:
+        path = os.pathsep.join([bin_dir, path]) if path else bin_dir
+    return {"PATH": path, **env}
