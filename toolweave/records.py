@@ -25,6 +25,8 @@ __all__ = [
     "EdgeOrigin",
     "Hit",
     "QueryVariant",
+    "SearchResults",
+    "SearchScope",
     "ToolKind",
     "ToolRecord",
     "make_tool_id",
@@ -56,6 +58,19 @@ class Hit:
 
     tool_id: str
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """What one registry search covers: the sources left out, and which sides run (vector, full text)."""
+
+    exclude_sources: frozenset[str] = frozenset()
+    vector: bool = True
+    text: bool = True
+
+
+SearchResults = list[tuple[list[Hit], list[Hit]]]
+"""``(vector hits, text hits)`` for each query variant of a search (empty for a side not asked for)."""
 
 
 EdgeOrigin = Literal["declared", "manifest", "inferred"]

@@ -29,7 +29,16 @@ from toolweave.errors import (
     ToolNotFound,
     ToolweaveError,
 )
-from toolweave.records import CONTEXT_WEIGHT, DependencyEdge, EdgeKind, Hit, QueryVariant, ToolRecord
+from toolweave.records import (
+    CONTEXT_WEIGHT,
+    DependencyEdge,
+    EdgeKind,
+    Hit,
+    QueryVariant,
+    SearchResults,
+    SearchScope,
+    ToolRecord,
+)
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
@@ -642,28 +651,25 @@ class Registry:
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
 
     def search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
-        """Vector and full-text hits for each query variant (see ``SearchIndex.search``), computed at once.
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        """Vector and full-text hits for each query variant within ``scope`` (see ``SearchIndex.search``),
+        computed at once.
 
         The full-text searches run on worker threads while this one embeds every distinct text in one
         model run (both release the GIL). A variant with context texts gets the composed vector
         ``v(query) + w * v(previous) + w**2 * v(the one before) ...``: those vectors are usually in the
         embedder's cache, so conversation context costs no second model run over a long text.
         """
+        scope = scope or SearchScope()
+        exclude_sources = scope.exclude_sources
         pending = (
             [self._search_pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
-            if text
+            if scope.text
             else []
         )
         ranked: list[list[Hit]] = [[] for _ in queries]
-        if vector:
+        if scope.vector:
             parts = list(dict.fromkeys(p for q in queries for p in q))
             embedded = dict(zip(parts, self.embedder.embed_queries(parts), strict=True))
             for n, variant in enumerate(queries):
@@ -675,7 +681,7 @@ class Registry:
                     )
                 )
                 ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
-        texts = [f.result() for f in pending] if text else [[] for _ in queries]
+        texts = [f.result() for f in pending] if scope.text else [[] for _ in queries]
         return list(zip(ranked, texts, strict=True))
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:

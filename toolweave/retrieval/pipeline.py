@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.floor import apply_floor
 from toolweave.retrieval.fusion import fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
@@ -27,15 +27,10 @@ class SearchIndex(Protocol):
     """What retrieval needs from a registry."""
 
     def search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
-        """``(vector hits, text hits)`` for each query variant (an empty list for a side not asked for).
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        """``(vector hits, text hits)`` for each query variant, within ``scope`` (default: every source,
+        both sides).
 
         A variant is a query text, optionally followed by context texts: its vector is the normalised
         ``v(query) + sum(CONTEXT_WEIGHT**n * v(context_n))``; its full-text query is the query text alone
@@ -83,12 +78,13 @@ def _first_pass(
     """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
         use_vector = method == "vector"
-        both = index.search(queries, k, exclude_sources, vector=use_vector, text=not use_vector)
+        scope = SearchScope(frozenset(exclude_sources), vector=use_vector, text=not use_vector)
+        both = index.search(queries, k, scope)
         return [
             (vector, {h.tool_id: h.score for h in vector}) if use_vector else (text, {})
             for vector, text in both
         ]
-    both = index.search(queries, max(k, _MIN_POOL), exclude_sources)
+    both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
     return [
         (fuse(vector, text, fusion, alpha), {h.tool_id: h.score for h in vector}) for vector, text in both
     ]
