@@ -193,3 +193,11 @@ def test_cli_commands_are_registered_explicitly() -> None:
     assert not fresh.registered_commands
     search.register(fresh)
     assert [c.name for c in fresh.registered_commands] == ["search"]
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: ``py.typed`` ships in the package (hatch includes package data), so users' type checkers
+    read our annotations; ``make test`` keeps them honest with ``mypy --strict``."""
+    assert (PACKAGE / "py.typed").is_file()
+    makefile = (PACKAGE.parent / "Makefile").read_text(encoding="utf-8")
+    assert "$(BIN)/mypy toolweave" in makefile.split("\ntest:")[1].split("\n\n")[0]
