@@ -104,11 +104,12 @@ def evaluate(
         chosen = [q for q in queries if split is None or q[2] == split]
         if not chosen:
             continue
-        runs = []
+        runs, published = [], []
         for text, gold, _split in chosen:
             ranked = retrieve(text, index, deps, params)
             runs.append(([rec.names[r.tool_id] for r in ranked], gold))
-        out[set_name] = summarize(runs, ks)
+            published.append([rec.names[r.tool_id] for r in ranked if r.publish])
+        out[set_name] = summarize(runs, ks, published)
     return out
 
 

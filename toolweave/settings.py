@@ -70,16 +70,20 @@ class RetrievalSettings(BaseModel):
         "dfs",
         description="Walk order: `dfs` (the paper's) or `weighted` (parent relevance × edge confidence).",
     )
+    # The floor only decides what is published unasked; the ranked list (find_tools, benchmarks' mAP)
+    # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/RESULTS.md).
     floor_relative: Share = Field(
-        0.0,
-        description="Drop search hits below this share of the turn's best hit (0 = off); deps still come.",
+        0.3,
+        description="Publish only search hits at or above this share of the turn's best hit (0 = all); "
+        "their dependencies come along.",
     )
     floor_absolute: Share = Field(
-        0.0, description="Drop search hits whose cosine similarity is below this (0 = off)."
+        0.0,
+        description="Publish only search hits with at least this cosine similarity (0 = off).",
     )
     floor_destructive: Share = Field(
-        0.0,
-        description="Extra relative floor for tools marked destructive (they need a stronger match).",
+        0.3,
+        description="Extra relative floor for tools marked destructive (published only on a stronger match).",
     )
 
 

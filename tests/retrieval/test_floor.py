@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from toolweave.retrieval.floor import apply_floor
-from toolweave.retrieval.results import Hit
+from toolweave.records import EdgeKind
+from toolweave.retrieval.floor import apply_floor, mark_published
+from toolweave.retrieval.results import Hit, RankedTool
 
 HITS = [Hit("best", 10.0), Hit("good", 8.0), Hit("meh", 4.0), Hit("weak", 1.0), Hit("worst", 0.0)]
 COSINE = {"best": 0.7, "good": 0.6, "meh": 0.5, "weak": 0.15, "worst": 0.1}
@@ -27,8 +28,14 @@ def test_absolute_floor_on_cosine_similarity() -> None:
 
 
 def test_the_best_hit_stays_even_below_every_floor() -> None:
-    assert ids(apply_floor(HITS[:1], {"best": 0.01}, relative=0.9, absolute=0.9)) == ["best"]
+    assert ids(apply_floor(HITS, {"best": 0.01}, relative=0.9, absolute=0.9)) == ["best"]
     assert apply_floor([], {}, relative=0.5) == []
+
+
+def test_a_tiny_fleet_is_published_whole() -> None:
+    # two time tools: the weaker one is the turn's weakest candidate (relevance 0), yet relevant
+    two = [Hit("convert_time", 2.0), Hit("get_current_time", 1.0)]
+    assert ids(apply_floor(two, {"convert_time": 0.5, "get_current_time": 0.45}, relative=0.3)) == ids(two)
 
 
 def test_destructive_tools_need_a_stronger_match() -> None:
@@ -37,3 +44,17 @@ def test_destructive_tools_need_a_stronger_match() -> None:
 
     kept = apply_floor(HITS, COSINE, relative=0.35, destructive_extra=0.3, is_destructive=destructive)
     assert ids(kept) == ["best", "good"]  # good: 0.8 >= 0.65; meh: 0.4 < 0.65 though >= 0.35
+
+
+def test_dependencies_are_published_with_the_hit_their_walk_started_from() -> None:
+    kind = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+    ranked = [
+        RankedTool("best", 1, "first_pass", 10.0),
+        RankedTool("login", 2, "dependency", 1.0, via="best", edge_kind=kind),
+        RankedTool("token", 3, "dependency", 1.0, via="login", edge_kind=kind, depth=2),
+        RankedTool("weak", 4, "first_pass", 1.0),
+        RankedTool("weak_dep", 5, "dependency", 1.0, via="weak", edge_kind=kind),
+    ]
+    marked = mark_published(ranked, [Hit("best", 10.0)])
+    assert [r.tool_id for r in marked] == [r.tool_id for r in ranked]
+    assert [r.tool_id for r in marked if r.publish] == ["best", "login", "token"]

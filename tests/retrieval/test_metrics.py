@@ -38,9 +38,27 @@ def test_summarize_means_over_queries() -> None:
     assert out["map@10"] == pytest.approx((1.0 + 0.5) / 2)
     assert out["recall@10"] == pytest.approx(1.0)
     assert out["complete@10"] == pytest.approx(1.0)
-    assert set(out) == {"map@10", "recall@10", "ndcg@10", "complete@10", "returned", "precision"}
+    assert set(out) == {
+        "map@10",
+        "recall@10",
+        "ndcg@10",
+        "complete@10",
+        "returned",
+        "precision",
+        "published_recall",
+    }
     assert out["returned"] == pytest.approx(2.0)
     assert out["precision"] == pytest.approx(0.5)
+    assert out["published_recall"] == pytest.approx(1.0)
+
+
+def test_published_figures_count_only_the_published_tools() -> None:
+    runs = [(["a", "b", "c"], ["a", "c"]), (["x", "y"], ["y"])]
+    out = summarize(runs, (10,), published=[["a", "b"], ["x"]])
+    assert out["map@10"] == summarize(runs, (10,))["map@10"]  # ranking figures use the whole list
+    assert out["returned"] == pytest.approx(1.5)
+    assert out["precision"] == pytest.approx((0.5 + 0.0) / 2)
+    assert out["published_recall"] == pytest.approx((0.5 + 0.0) / 2)
 
 
 def test_precision_of_a_shorter_list() -> None:

@@ -117,15 +117,19 @@ def test_empty_query_is_an_error() -> None:
         retrieve("   ", WordIndex(DOCS, SOURCES), deps, RetrievalSettings())
 
 
-def test_floor_drops_weak_hits_but_keeps_dependencies_of_kept_ones() -> None:
-    docs = {**DOCS, "a__get_quote": "price", "a__get_news": "news"}
+def test_floor_marks_weak_hits_unpublished_but_keeps_dependencies_of_kept_ones() -> None:
+    docs = {**DOCS, "a__get_quote": "price", "a__get_news": "news", "a__get_filing": "company"}
     index = WordIndex(docs, {t: t.split("__")[0] for t in docs})
     query = "stock price of a ticker symbol company news"
-    off = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(top_k=3, floor_relative=0.0))]
+    off = retrieve(query, index, deps, RetrievalSettings(top_k=3, floor_relative=0.0))
     on = retrieve(query, index, deps, RetrievalSettings(top_k=3, floor_relative=0.5))
-    assert {"a__get_quote", "a__get_news"} <= set(off)  # one shared word: weak matches
-    assert [r.tool_id for r in on] == ["a__get_price", "a__get_ticker", "b__net_status"]
-    assert on[2].reason == "dependency"  # matches nothing itself, but the kept tools need it
+    # one shared word each: weak matches (and enough candidates for the floor to apply)
+    assert {"a__get_quote", "a__get_news", "a__get_filing"} <= {r.tool_id for r in off}
+    assert all(r.publish for r in off)  # floor off: everything listed is published
+    assert [r.tool_id for r in on] == [r.tool_id for r in off]  # the floor never cuts the list
+    published = [r for r in on if r.publish]
+    assert [r.tool_id for r in published] == ["a__get_price", "a__get_ticker", "b__net_status"]
+    assert published[2].reason == "dependency"  # matches nothing itself, but the kept tools need it
 
 
 def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:

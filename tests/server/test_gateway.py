@@ -302,3 +302,18 @@ async def test_a_successful_call_keeps_the_turns_request_as_a_usage_example(
         notes.behaviour = "raise"  # a failed call teaches nothing
         assert (await client.call_tool("notes__create_note", {"title": "milk", "body": "2 l"})).is_error
         assert registry.usage_examples("notes__create_note") == []
+
+
+async def test_weak_matches_are_listed_but_not_published(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends)
+    watch = ListChanged()
+    async with connected(gateway, "legacy", watch) as client:
+        doc = structured(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}))
+        flags = {t["name"]: t["published"] for t in doc["tools"]}
+        assert flags["clock__get_current_time"] is True
+        weak = [name for name, published in flags.items() if name.startswith("notes__")]
+        assert weak, doc  # the list is still filled: the notes tools are there, callable via call_tool
+        assert not any(flags[name] for name in weak), flags
+        listed = names(await client.list_tools(cache_mode="bypass"))
+        assert "clock__get_current_time" in listed
+        assert not [name for name in listed if name.startswith("notes__")], listed

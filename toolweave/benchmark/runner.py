@@ -114,6 +114,7 @@ def run_benchmark(
                 raise CatalogError(f"{dataset.name}/{set_name}: no queries in split {split!r}")
             latencies: list[float] = []
             runs: list[tuple[BenchQuery, list[str]]] = []
+            published: list[list[str]] = []
             if replay is not None:  # one batched search per 256 queries, replayed by every run
                 texts = [(clean_query(q.text),) for q in chosen]
                 for start in range(0, len(texts), 256):
@@ -126,9 +127,10 @@ def run_benchmark(
                     ranked = retrieve_tools(registry, query.text, params_)
                     latencies.append((time.perf_counter() - t0) * 1000)
                 runs.append((query, [names[r.tool_id] for r in ranked]))
+                published.append([names[r.tool_id] for r in ranked if r.publish])
                 if progress is not None and (n % 50 == 0 or n == len(chosen)):
                     progress(n, len(chosen))
-            metrics = summarize([(ranked, q.gold) for q, ranked in runs], ks)
+            metrics = summarize([(ranked, q.gold) for q, ranked in runs], ks, published)
             results.append(
                 BenchResult(
                     dataset=dataset.name,

@@ -41,7 +41,10 @@ def bench(
     ] = None,
     floor: Annotated[
         bool,
-        typer.Option("--floor/--no-floor", help="Apply the configured relevance floor (it shortens lists)."),
+        typer.Option(
+            "--floor/--no-floor",
+            help="Apply the configured relevance floor (it decides what is published; lists stay whole).",
+        ),
     ] = True,
     cache: Annotated[
         bool,
@@ -51,8 +54,8 @@ def bench(
     ] = True,
     json_out: JsonOption = False,
 ) -> None:
-    """Score retrieval (mAP, Recall, nDCG, Complete at each K; tools returned per query and their
-    precision; latency p50/p95; index build seconds).
+    """Score retrieval (mAP, Recall, nDCG, Complete at each K; tools published per query, their
+    precision and recall; latency p50/p95; index build seconds).
 
     With no --method the best shipped method is used (grtf). With --json each query file gives one
     JSON line; the last line is a JSON object.
@@ -103,7 +106,10 @@ def _table_line(row: dict[str, object], ks: tuple[int, ...]) -> str:
     quality = "  ".join(
         f"{m}@{k} {row[f'{m}@{k}']:.3f}" for k in ks for m in ("map", "recall", "ndcg", "complete")
     )
-    quality += f"\n  tools/query {row['returned']:.2f}  precision {row['precision']:.3f}"
+    quality += (
+        f"\n  published/query {row['returned']:.2f}  precision {row['precision']:.3f}"
+        f"  recall {row['published_recall']:.3f}"
+    )
     speed = (
         f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
     )

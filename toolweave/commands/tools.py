@@ -34,7 +34,7 @@ def _store(registry: str | None) -> QuarantineStore:
     # read-only check: opening the database would roll back a running gateway's write in progress
     if not RegistryDatabase.exists(home, settings.registry_storage_options):
         raise NotARegistryError(
-            f"{home} is not a toolweave registry (nothing was ever ingested); pass --registry"
+            f"{home} is not a toolweave registry (nothing was ever ingested there); pass --registry"
         )
     return QuarantineStore(home)
 

@@ -2,8 +2,9 @@
 
 AP@K = (1 / min(|gold|, K)) * sum over ranks i ≤ K where item i is gold of (gold hits in top i) / i;
 Recall@K = |gold ∩ top K| / |gold|; nDCG@K with binary gains; Complete@K = every gold tool in the top K.
-With a relevance floor the list may be shorter than K: ``returned`` is the mean list length and
-``precision`` the share of returned tools that are gold.
+The relevance floor never shortens the list; it marks which tools are published. ``returned`` is the
+mean number of tools published per query, ``precision`` the share of them that are gold and
+``published_recall`` the share of gold tools among them (without marks: the whole list).
 """
 
 from __future__ import annotations
@@ -50,13 +51,19 @@ def complete(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
 
 
 def summarize(
-    runs: Sequence[tuple[Sequence[str], Sequence[str]]], ks: Sequence[int] = (10, 20, 30)
+    runs: Sequence[tuple[Sequence[str], Sequence[str]]],
+    ks: Sequence[int] = (10, 20, 30),
+    published: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, float]:
     """Mean of every metric at every K over ``(ranked, gold)`` pairs: keys like ``map@10``, plus
-    ``returned`` (tools per query) and ``precision`` of the whole returned list."""
+    ``returned`` (tools published per query), ``precision`` and ``published_recall`` of the published
+    tools (``published[i]`` of run ``i``; the whole ranked list when not given)."""
+    shown = published if published is not None else [r for r, _ in runs]
+    pairs = list(zip(shown, (g for _, g in runs), strict=True))
     out: dict[str, float] = {
-        "returned": fmean(len(r) for r, _ in runs) if runs else 0.0,
-        "precision": fmean(precision(r, g) for r, g in runs) if runs else 0.0,
+        "returned": fmean(len(p) for p, _ in pairs) if pairs else 0.0,
+        "precision": fmean(precision(p, g) for p, g in pairs) if pairs else 0.0,
+        "published_recall": fmean(recall(p, g, len(p)) for p, g in pairs) if pairs else 0.0,
     }
     for k in ks:
         out[f"map@{k}"] = fmean(average_precision(r, g, k) for r, g in runs) if runs else 0.0

@@ -1,7 +1,8 @@
 """Graph RAG-Tool Fusion end to end, over any index that can search (pure: the index does the I/O).
 
 query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fused per query)
-      → relevance floor → [grtf] walk of the top_k hits' dependencies → top final_k
+      → [grtf] walk of the top_k hits' dependencies → top final_k
+      → relevance floor: marks which tools to publish (the list is not cut)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Protocol
 
 from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
-from toolweave.retrieval.floor import apply_floor
+from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
@@ -122,7 +123,7 @@ def retrieve(
         [variant], index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
     )
     relevance = turn_relevance(hits)
-    hits = apply_floor(
+    kept = apply_floor(
         hits,
         cosine,
         relative=params.floor_relative,
@@ -130,6 +131,17 @@ def retrieve(
         destructive_extra=params.floor_destructive,
         is_destructive=lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True,
     )
+    return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
+
+
+def _ranked(
+    hits: list[Hit],
+    dependencies: DependencyLookup,
+    params: RetrievalSettings,
+    exclude_sources: Collection[str],
+    source_of: Callable[[str], str | None] | None,
+    relevance: dict[str, float],
+) -> list[RankedTool]:
     if params.method != "grtf":
         return [
             RankedTool(h.tool_id, n, "first_pass", h.score) for n, h in enumerate(hits[: params.final_k], 1)

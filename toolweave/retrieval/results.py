@@ -18,6 +18,8 @@ class RankedTool:
     ``reason`` is ``"first_pass"`` for a search hit (``score`` is its first-pass score) or
     ``"dependency"`` for a tool reached by walking the graph from ``via`` along ``edge_kind``
     (``parameter_name`` says which parameter it feeds, when the edge says so), ``depth`` hops away.
+    ``publish`` says whether the tool is strong enough to be published unasked: a search hit above the
+    relevance floor, or a dependency of one (see ``retrieval/floor.py``). The list itself is never cut.
     """
 
     tool_id: str
@@ -28,6 +30,7 @@ class RankedTool:
     edge_kind: EdgeKind | None = None
     parameter_name: str | None = None
     depth: int = 0
+    publish: bool = True
 
     def explain(self) -> str:
         """A short human sentence, for the CLI and for `find_tools` results."""

@@ -669,7 +669,8 @@ class Gateway:
             if (rec := self.registry.find(r.tool_id)) is not None and self.guard.allows(session.identity, rec)
         ][:wanted]
         turn = session.next_turn()
-        change = session.published.select([f.record.id for f in found], turn)
+        # below the relevance floor: listed in the answer (callable via call_tool), not published
+        change = session.published.select([f.record.id for f in found if f.ranked.publish], turn)
         session.add_turn(text)
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
