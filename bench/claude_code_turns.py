@@ -10,7 +10,12 @@ in Tokyo"`` with toolweave as its only MCP server (stdio or streamable HTTP) on 
 request 1 → ``find_tools``; request 2 → the time tool directly if listed (``direct``), else through
 ``call_tool`` (``fallback``); then a final answer. Every model request's tool names are recorded.
 
+``--mcp-list`` instead runs ``claude mcp list`` (its health check: spawn, initialize, tools/list, each
+within Claude Code's own time limits) with toolweave as a project server, ``--runs`` times, from a cold
+gateway start each time.
+
 Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook] [--json]
+       .venv/bin/python bench/claude_code_turns.py --mcp-list [--runs 10]
 Needs node/npm (the runner says so and exits 0 without them).
 """
 
@@ -222,6 +227,7 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
+            ENABLE_TOOL_SEARCH="false",  # toolweave is the tool search (docs/clients.md)
             TOOLWEAVE_LOG_LEVEL="WARNING",
         )
         allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
@@ -264,17 +270,50 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) ->
     raise TimeoutError("the gateway did not listen")
 
 
+def mcp_list_run(claude: str, work: Path, registry: Path) -> dict[str, Any]:
+    """One ``claude mcp list`` with toolweave (stdio, demo manifest) as the project's MCP server."""
+    manifest = REPO / "manifests" / "demo.yaml"
+    serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    (work / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {SERVER: {"type": "stdio", "command": serve[0], "args": serve[1:]}}})
+    )
+    home = work / "home"
+    home.mkdir(exist_ok=True)
+    # a project server needs approval; the user config says it is approved
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {"projects": {str(work): {"enabledMcpjsonServers": [SERVER], "hasTrustDialogAccepted": True}}}
+        )
+    )
+    env = dict(os.environ, HOME=str(home), DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1")
+    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [claude, "mcp", "list"], env=env, cwd=str(work), capture_output=True, text=True, timeout=120
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith(f"{SERVER}:")), "")
+    return {
+        "healthy": "Connected" in line,
+        "line": line[-120:],
+        "seconds": round(time.monotonic() - started, 2),
+        "exit": proc.returncode,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--hook", action="store_true", help="install toolweave's UserPromptSubmit hook")
+    parser.add_argument("--mcp-list", action="store_true", help="health-check with `claude mcp list`")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     claude = claude_binary()
     if claude is None:
         print("claude_code_turns: npm is not installed; skipped", file=sys.stderr)
         return 0
+    if args.mcp_list:
+        return mcp_list_main(claude, args.runs, args.json)
     rows = []
     with tempfile.TemporaryDirectory(prefix="tw-cc-") as tmp:
         registry = Path(tmp) / "registry"  # shared by the runs: only the first one embeds
@@ -299,6 +338,26 @@ def main() -> int:
         ).stdout.strip(),
     }
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
+    return 0
+
+
+def mcp_list_main(claude: str, runs: int, as_json: bool) -> int:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tw-cc-list-") as tmp:
+        registry = Path(tmp) / "registry"
+        for n in range(runs):
+            work = Path(tmp) / f"run{n}"
+            work.mkdir()
+            rows.append(mcp_list_run(claude, work, registry))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    summary = {
+        "bench": "claude_mcp_list",
+        "runs": len(rows),
+        "healthy": sum(r["healthy"] for r in rows),
+        "seconds_p50": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else None,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    print(json.dumps(summary) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
 
 

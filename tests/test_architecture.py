@@ -30,12 +30,13 @@ def modules_under(folder: str) -> list[Path]:
 
 SHARED = {
     "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
-    "redaction", "_lazy",
+    "redaction", "_lazy", "tracing",
 }  # fmt: skip
 """Root modules every layer may import: the records, errors, settings and config values they all speak
 (``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
 pure security rules (access policy, tool-definition scanner, log redaction); ``_lazy``: the lazy-exports
-helper of the package ``__init__``s (importlib only)."""
+helper of the package ``__init__``s (importlib only); ``tracing``: optional OpenTelemetry spans (API only,
+a no-op without it)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).

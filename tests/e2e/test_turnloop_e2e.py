@@ -256,3 +256,31 @@ def check_turn_endpoint(base: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ok"] is True
+
+
+def test_the_hook_waits_for_a_gateway_its_host_is_still_starting(
+    runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host runs its prompt hook while its MCP servers start: the hook must find the socket that
+    appears a moment later, but only wait when a gateway child is really starting."""
+    from toolweave.server.host import find_host_sockets
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
+    private = runtime_dir / "toolweave"
+    private.mkdir(mode=0o700)
+    assert find_host_sockets(iter([os.getpid()]), wait_s=30) == []  # no gateway starting: no wait, none
+    ready = private / "ready"
+    late = (
+        "import os, socket, sys, time; time.sleep(0.5); s = socket.socket(socket.AF_UNIX); "
+        f"s.bind({str(private)!r} + f'/host-{{os.getppid()}}-{{os.getpid()}}.sock'); "
+        f"open({str(ready)!r}, 'w').close(); time.sleep(60)"
+    )
+    # argv names it a stdio `toolweave serve`, as the host's real gateway child would be
+    child = subprocess.Popen([sys.executable, "-c", late, "toolweave", "serve"])
+    try:
+        found = find_host_sockets(iter([os.getpid()]), wait_s=30)
+        assert ready.exists()
+        assert found == [private / f"host-{os.getpid()}-{child.pid}.sock"]
+    finally:
+        child.kill()
+        child.wait()

@@ -174,3 +174,26 @@ async def test_no_usable_runtime_dir_means_no_host_channel_not_a_dead_gateway(
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
     async with host_channel(make_gateway(registry, *backends)) as path:
         assert path is None
+
+
+async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first_list(
+    registry: Any, backends: Any
+) -> None:
+    # Claude Code runs its prompt hook while it still connects to the gateway it just spawned.
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    reports: list[dict[str, Any]] = []
+    async with Client(gateway.server, mode="legacy") as client:
+        for backend in gateway.backends.values():
+            with anyio.fail_after(20):
+                await backend.reported.wait()  # type: ignore[attr-defined]
+        assert not list(gateway.sessions)  # no request yet: the turn has nobody to publish to
+        async with anyio.create_task_group() as tg:
+
+            async def hear() -> None:
+                reports.append(await gateway.hear_turn("what time is it in Tokyo"))
+
+            tg.start_soon(hear)
+            await anyio.sleep(0.05)  # let the turn arrive first (ordering only: it then waits)
+            first = names(await client.list_tools(cache_mode="bypass"))
+    assert "clock__get_current_time" in first  # the very first list carries the turn's tools
+    assert reports[0]["sessions"] and reports[0]["sessions"][0]["tool_list_changed"] is True

@@ -110,7 +110,8 @@ def claude_code_hook() -> None:
         if isinstance(prompt, str) and prompt.strip():
             from toolweave.server.host import find_host_sockets, send_turn
 
-            for path in find_host_sockets():
+            # the host runs this hook while it still starts its MCP servers: wait for ours (bounded)
+            for path in find_host_sockets(wait_s=HOOK_TIMEOUT_S):
                 try:
                     send_turn(path, prompt, timeout_s=HOOK_TIMEOUT_S)
                 except Exception as exc:  # one gateway down: the others still hear it

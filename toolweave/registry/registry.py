@@ -61,6 +61,7 @@ from toolweave.registry.usage import (
     usage_vector,
 )
 from toolweave.settings import Settings
+from toolweave.tracing import span
 
 __all__ = ["IngestSummary", "Registry"]
 
@@ -662,6 +663,10 @@ class Registry:
         embedder's cache, so conversation context costs no second model run over a long text.
         """
         scope = scope or SearchScope()
+        with span("search", variants=len(queries), k=k, vector=scope.vector, text=scope.text):
+            return self._search(queries, k, scope)
+
+    def _search(self, queries: Sequence[QueryVariant], k: int, scope: SearchScope) -> SearchResults:
         exclude_sources = scope.exclude_sources
         pending = (
             [self._search_pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]

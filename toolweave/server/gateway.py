@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -62,9 +63,11 @@ from toolweave.server.notify import Notifier
 from toolweave.server.proxy import Proxy, argument_errors
 from toolweave.server.sessions import Session, SessionStore
 from toolweave.settings import RetrievalSettings, Settings
+from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
+    from toolweave.retrieval.results import RankedTool
 
 __all__ = ["Gateway"]
 
@@ -82,6 +85,9 @@ not answered from a half-connected gateway. Upstreams whose attempt already fail
 REGISTRY_WAIT_S = 30.0
 """How long ``find_tools`` and calls wait for the registry the gateway opens in the background
 (10,000 tools open in a few seconds on a busy 2-core machine); after that they answer ``unavailable``."""
+
+SESSION_WAIT_S = 5.0
+"""How long a host's turn waits for the first client session of a gateway that has none yet."""
 
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries are cut to this many characters before retrieval."""
@@ -129,6 +135,7 @@ class Gateway:
         self.settings = settings
         self.manifest = manifest
         self.backends: dict[str, Backend] = {b.name: b for b in backends}
+        self._pending_turn: _PendingTurn | None = None
         self.sessions = SessionStore(settings.publish.max_tools, tuple(settings.publish.pinned))
         self.notifier = Notifier()
         self.names = NameMap(settings.publish.name_budget, lambda: (t.id for t in self.registry.tools()))
@@ -501,6 +508,8 @@ class Gateway:
     ) -> types.ListToolsResult:
         session = self._session(ctx)
         # Never waits (instant start): tools that arrive later are announced with list_changed.
+        if self._pending_turn is not None and self.is_ready():
+            await self._apply_pending_turn(session)  # the host's turn came first: list its tools now
         tools = self.published_tools(session)
         session.listed()  # releases a find_tools result held until this client has the new list
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
@@ -583,6 +592,12 @@ class Gateway:
             log.exception("could not record metrics/audit for %s", name)
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
+        with span("find_tools", identity=session.identity):
+            return await self._find_tools_traced(session, arguments)
+
+    async def _find_tools_traced(
+        self, session: Session, arguments: Mapping[str, Any]
+    ) -> types.CallToolResult:
         problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
         if problems:
             return _bad_meta_arguments(FIND_TOOLS, problems)
@@ -624,8 +639,10 @@ class Gateway:
                 await self.ready.wait()
         if not self.is_ready():
             raise ServerError(self._start_error or "the tool registry is still opening; try again shortly")
-        sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
         await self._first_connections()
+        sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
+        if not sessions and session_key is None:
+            return await self._turn_for_first_session(text)
         report: dict[str, Any] = {"sessions": []}
         for session in sessions:
             found, changed = await self._retrieve_turn(session, text, self.settings.retrieval)
@@ -638,8 +655,36 @@ class Gateway:
             )
         return report
 
+    async def _turn_for_first_session(self, text: str) -> dict[str, Any]:
+        """A host ran its prompt hook while it still connects to this (stdio) gateway: the turn is for
+        the session about to start. Its first ``tools/list`` applies the turn before it is answered, so
+        that first list already carries the tools (a notice now could reach nobody)."""
+        pending = _PendingTurn(text)
+        self._pending_turn = pending
+        with anyio.move_on_after(SESSION_WAIT_S):
+            await pending.done.wait()
+        if self._pending_turn is pending:
+            self._pending_turn = None
+        return {"sessions": pending.sessions}
+
+    async def _apply_pending_turn(self, session: Session) -> None:
+        pending, self._pending_turn = self._pending_turn, None
+        if pending is None:
+            return
+        found, changed = await self._retrieve_turn(
+            session, pending.text, self.settings.retrieval, announce=False
+        )
+        pending.sessions.append(
+            {
+                "session": session.key,
+                "tool_list_changed": changed,
+                "found": [self.names.name(f.record.id) for f in found],
+            }
+        )
+        pending.done.set()
+
     async def _retrieve_turn(
-        self, session: Session, text: str, params: RetrievalSettings
+        self, session: Session, text: str, params: RetrievalSettings, *, announce: bool = True
     ) -> tuple[list[FoundTool], bool]:
         """One turn of the conversation: retrieve with its context, publish, notify, hold until re-listed."""
         # The same text again must give the same answer, so it is never its own context.
@@ -656,12 +701,7 @@ class Gateway:
         key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
         ranked = await self.find_cache.get(
             key,
-            partial(
-                anyio.to_thread.run_sync,
-                partial(
-                    retrieve_tools, self.registry, text, params, exclude_sources=exclude, context=context
-                ),
-            ),
+            partial(anyio.to_thread.run_sync, partial(self._retrieve, text, params, exclude, context)),
         )
         found = [
             FoundTool(rec, r)
@@ -674,8 +714,17 @@ class Gateway:
         session.add_turn(text)
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
-            await self._notify_and_hold(session)
+            if announce:
+                await self._notify_and_hold(session)
         return found, change.changed
+
+    def _retrieve(
+        self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
+    ) -> list[RankedTool]:
+        """Retrieval over the registry (in a worker thread). The retrieve span holds the registry's search
+        span; what is left of it is fusion, floor and the walk (retrieval itself imports no tracing)."""
+        with span("retrieve", method=params.method, top_k=params.top_k, final_k=params.final_k):
+            return retrieve_tools(self.registry, text, params, exclude_sources=exclude, context=context)
 
     async def _topic_shifted(self, context: list[str], text: str) -> bool:
         """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
@@ -702,6 +751,15 @@ class Gateway:
             log.info("%s did not re-list within %.0f ms of list_changed", session.key, wait_s * 1000)
 
     async def _proxy(
+        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+    ) -> types.CallToolResult:
+        with span("call", tool=name[:128], identity=session.identity) as current:
+            result = await self._proxy_traced(ctx, session, name, arguments)
+            if current is not None:
+                current.set_attribute("toolweave.outcome", _outcome(result))
+            return result
+
+    async def _proxy_traced(
         self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
     ) -> types.CallToolResult:
         record = self._record_named(name)
@@ -750,6 +808,15 @@ class Gateway:
         if change.changed:
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
             await self._notify_and_hold(session)
+
+
+@dataclass
+class _PendingTurn:
+    """A host's turn waiting for the gateway's first client session."""
+
+    text: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _is_session(session: Session, ref: str) -> bool:

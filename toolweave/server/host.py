@@ -25,6 +25,7 @@ import socket
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -109,13 +110,28 @@ def ancestors(pid: int | None = None) -> Iterator[int]:
         current = parent
 
 
-def find_host_sockets(pids: Iterator[int] | None = None) -> list[Path]:
-    """Sockets of the gateways spawned by the nearest ancestor that has any (this user's only)."""
+def find_host_sockets(pids: Iterator[int] | None = None, *, wait_s: float = 0.0) -> list[Path]:
+    """Sockets of the gateways spawned by the nearest ancestor that has any (this user's only).
+
+    With ``wait_s``, when no ancestor has a socket yet but one has a stdio gateway child still starting
+    (a host runs its prompt hook while its MCP servers start), wait up to ``wait_s`` for its socket.
+    Nothing is waited for when no gateway is starting: the hook never slows a host without one.
+    """
+    chain = list(ancestors() if pids is None else pids)
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = _sockets_of_nearest(chain)
+        if found or time.monotonic() >= deadline or not any(_starting_gateways(pid) for pid in chain):
+            return found
+        time.sleep(0.05)
+
+
+def _sockets_of_nearest(chain: list[int]) -> list[Path]:
     directory = runtime_dir(create=False)
     if directory is None:
         return []
     uid = os.getuid()
-    for pid in ancestors() if pids is None else pids:
+    for pid in chain:
         found = []
         for path in sorted(directory.glob(f"host-{pid}-*.sock")):
             try:
@@ -127,6 +143,26 @@ def find_host_sockets(pids: Iterator[int] | None = None) -> list[Path]:
         if found:
             return found
     return []
+
+
+def _starting_gateways(parent: int) -> list[int]:
+    """Children of ``parent`` that are ``toolweave serve`` over stdio (procfs only; elsewhere none)."""
+    children: list[int] = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if _parent_pid(int(entry.name)) != parent:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        words = [Path(a.decode(errors="replace")).name for a in argv if a]
+        if (
+            "serve" in words
+            and any(w.startswith("toolweave") for w in words)
+            and not {"http", "sse"} & set(words)
+        ):
+            children.append(int(entry.name))
+    return children
 
 
 def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import mcp_types as types
 from toolweave.adapters.backend import Backend, Sampler
 from toolweave.records import ToolRecord
 from toolweave.server.errors import error_code_of, to_tool_error_result
+from toolweave.tracing import span
 
 if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshake
     import jsonschema
@@ -160,7 +161,10 @@ class Proxy:
         own: float | None = getattr(backend, "call_timeout_s", None)
         budget = own or self._timeout_s
         try:
-            with anyio.fail_after(budget + _TIMEOUT_MARGIN_S):
+            with (
+                span("upstream", source=tool.source, tool=tool.name),
+                anyio.fail_after(budget + _TIMEOUT_MARGIN_S),
+            ):
                 result = await backend.call(
                     tool, dict(arguments), timeout_s=None if own else self._timeout_s, sampler=sampler
                 )

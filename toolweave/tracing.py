@@ -1,0 +1,41 @@
+"""Optional OpenTelemetry traces: ``find_tools`` → retrieve → search, and call → upstream.
+
+toolweave only uses the OpenTelemetry *API*. Without it installed, or without an SDK configured by the
+deployment (``opentelemetry-sdk`` + an exporter, e.g. through ``opentelemetry-instrument``), every
+span is a no-op costing well under a microsecond, so tracing needs no setting of its own. Span
+attributes carry names, counts and outcomes, never queries or call arguments (they may hold secrets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import ModuleType
+from typing import Any
+
+__all__ = ["TRACER_NAME", "span"]
+
+TRACER_NAME = "toolweave"
+
+_trace: ModuleType | None
+try:
+    from opentelemetry import trace as _trace
+except ImportError:  # tracing is optional: the API is not a dependency
+    _trace = None
+
+Attribute = str | int | float | bool
+
+
+def span(name: str, **attributes: Attribute | None) -> AbstractContextManager[Any]:
+    """A span named ``toolweave.<name>`` around the block (a no-op without OpenTelemetry)."""
+    if _trace is None:
+        return nullcontext()
+    return _span(name, {k: v for k, v in attributes.items() if v is not None})
+
+
+@contextmanager
+def _span(name: str, attributes: dict[str, Attribute]) -> Iterator[Any]:
+    assert _trace is not None
+    tracer = _trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(f"toolweave.{name}", attributes=attributes) as current:
+        yield current
