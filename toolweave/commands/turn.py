@@ -19,10 +19,12 @@ from toolweave.commands.options import user_errors
 
 __all__ = ["register"]
 
-HOOK_TIMEOUT_S = 10.0
-"""The hook waits at most this long per gateway: retrieval plus the client's re-list (at most
-``publish.relist_wait_ms``) take well under a second once the gateway runs; a gateway still loading
-must not hold the user's prompt much longer."""
+HOOK_TIMEOUT_S = 30.0
+"""The hook waits at most this long per gateway. Once the gateway runs, retrieval plus the client's
+re-list (at most ``publish.relist_wait_ms``) take well under a second. The first prompt of a session
+comes while the host is still starting the gateway: opening the registry, connecting the upstreams and
+loading the embedding model took 6-12 s on a busy 2-core machine (measured with Claude Code), and the
+prompt is worth holding that long once, so its first model request already has its tools."""
 
 hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they report each user turn).")
 
