@@ -21,11 +21,13 @@ run: install
 
 test: install
 	$(BIN)/ruff check toolweave tests bench
+	$(BIN)/mypy toolweave
 	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check toolweave tests bench
 	$(BIN)/ruff format --check toolweave tests bench
+	$(BIN)/mypy toolweave
 
 bench: install
 	$(BIN)/python bench/run_all.py

@@ -36,6 +36,7 @@ from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference import infer_edges, propose_edges, rule_of, walkable
 from toolweave.registry.inference.calibration import RULE_CONFIDENCE, smoothed_precision
 from toolweave.registry.registry import Registry
+from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.retrieval.results import Hit
 from toolweave.retrieval.walk import expand_with_dependencies
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace) -> list[dict[str, object]]:
 def _first_pass(
     registry: Registry, queries: Sequence[BenchQuery], params: RetrievalSettings
 ) -> list[list[Hit]]:
-    return [[Hit(r.tool_id, r.score) for r in registry.retrieve(q.text, params)] for q in queries]
+    return [[Hit(r.tool_id, r.score) for r in retrieve_tools(registry, q.text, params)] for q in queries]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,6 +26,7 @@ from toolweave.benchmark import load_dataset
 from toolweave.benchmark.datasets import BenchDataset, BenchQuery
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
+from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -192,7 +193,8 @@ def registry_run(name: str, per_tool: int, weights: Sequence[float], test: bool)
                 for method in METHODS:
                     params = RetrievalSettings(method=method)
                     runs = [
-                        ([names[r.tool_id] for r in reg.retrieve(q.text, params)], q.gold) for q in scored
+                        ([names[r.tool_id] for r in retrieve_tools(reg, q.text, params)], q.gold)
+                        for q in scored
                     ]
                     m = summarize(runs, (10,))
                     line = {

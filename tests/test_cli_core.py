@@ -64,6 +64,9 @@ def test_ingest_then_search_explains_dependencies(tiny_dataset: Path, tmp_path: 
     assert [r["id"] for r in rows[:2]] == ["bank__AddAlarm", "bank__GetUserToken"]
     assert rows[1]["reason"] == "dependency" and rows[1]["via"] == "bank__AddAlarm"
 
+    code, out, err = run("tools", "quarantine", "--registry", reg)  # a real registry: read, not refused
+    assert (code, out.strip()) == (0, "no tools in quarantine"), err
+
 
 def test_bench_prints_metrics_as_json(tiny_dataset: Path) -> None:
     code, out, err = run("bench", str(tiny_dataset), "--json")
@@ -93,12 +96,17 @@ def test_bad_input_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
     assert code == 1 and "no benchmark folder 'no-such-dataset'" in err
     code, _, err = run("search", "x", "--registry", str(tmp_path / "reg2"), "--method", "magic")
     assert code == 1 and "--method" in err
+    code, _, err = run("bench", "no-such-dataset", "--split", "train")
+    assert code == 1 and "--split: expected all, test, examples, got 'train'" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run("tools", "quarantine", "--registry", str(tmp_path / "empty"))
+    assert code == 1 and "is not a toolweave registry" in err
 
 
 def test_errors_from_inside_task_groups_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     import typer
 
-    from toolweave.cli import user_errors
+    from toolweave.commands.options import user_errors
     from toolweave.errors import CatalogError
 
     with pytest.raises(typer.Exit), user_errors():

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from toolweave.registry import Embedder, Registry
+from toolweave.retrieval import retrieve_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.kill9]
 
@@ -70,7 +71,7 @@ def read_state(path: Path, embedder: Embedder) -> State:
     try:
         rows = frozenset((t.id, t.content_hash) for t in reg.tools())
         edges = frozenset(e.model_dump_json() for e in reg.edges())
-        found = tuple(tuple(r.tool_id for r in reg.retrieve(q)[:5]) for q in QUERIES)
+        found = tuple(tuple(r.tool_id for r in retrieve_tools(reg, q)[:5]) for q in QUERIES)
         return rows, edges, found
     finally:
         reg.close()

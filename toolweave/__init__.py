@@ -3,9 +3,9 @@
 The core names load lazily, so `import toolweave` costs nothing until one is used (the server-only
 path should not pay for LanceDB or the embedder, and the reverse)::
 
-    from toolweave import Registry, Settings
+    from toolweave import Registry, Settings, retrieve_tools
     reg = Registry.open()
-    for tool in reg.retrieve("what time is it in Tokyo"):
+    for tool in retrieve_tools(reg, "what time is it in Tokyo"):
         print(tool.rank, tool.tool_id, tool.explain())
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from toolweave.errors import ToolweaveError
     from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
     from toolweave.registry import Embedder, Registry
-    from toolweave.retrieval import RankedTool
+    from toolweave.retrieval import RankedTool, retrieve_tools
     from toolweave.settings import Settings
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Settings",
     "ToolRecord",
     "ToolweaveError",
+    "retrieve_tools",
 ]
 
 _WHERE = {
@@ -42,6 +43,7 @@ _WHERE = {
     "Settings": "toolweave.settings",
     "ToolRecord": "toolweave.records",
     "ToolweaveError": "toolweave.errors",
+    "retrieve_tools": "toolweave.retrieval",
 }
 
 __getattr__ = lazy_exports(__name__, _WHERE)

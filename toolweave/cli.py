@@ -1,24 +1,18 @@
 """The `toolweave` command: a thin typer layer over the library.
 
 Commands build objects from options and call the library; ``ToolweaveError`` becomes a one-line
-message on stderr and exit code 1 here and only here. Nothing but command output goes to stdout.
+message on stderr and exit code 1 (``toolweave.commands.options.user_errors``, the only place).
+Nothing but command output goes to stdout. Each module in ``COMMANDS`` adds its own commands through
+its ``register(app)``: the list below is the whole command line.
 """
 
 from __future__ import annotations
 
-import logging
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated
-
 import typer
 
-from toolweave.errors import ConfigError, ToolweaveError
-from toolweave.settings import Settings
+from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn
 
-__all__ = ["app"]
+__all__ = ["COMMANDS", "app"]
 
 app = typer.Typer(
     name="toolweave",
@@ -28,59 +22,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-RegistryOption = Annotated[
-    str | None,
-    typer.Option(
-        "--registry",
-        help="Registry directory or object-store URI, e.g. s3://bucket/prefix "
-        "(default: $TOOLWEAVE_HOME, else ~/.toolweave).",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+COMMANDS = (bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn)
+"""Command modules, in the order ``toolweave --help`` lists them."""
 
-
-def setup_logging(level: str = "INFO") -> None:
-    """Logs go to stderr: stdout belongs to command output and to the stdio transport."""
-    from toolweave import redaction
-
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    redaction.install()  # secrets in URLs never reach a log, whoever logs them (SDK and httpx included)
-
-
-def settings_for(registry: Path | str | None) -> Settings:
-    """The settings from the environment, with ``--registry`` applied; a bad variable is a ConfigError."""
-    from pydantic import ValidationError
-
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        var = "TOOLWEAVE_" + "__".join(str(p) for p in first["loc"]).upper()
-        raise ConfigError(f"{var}: {first['msg']}") from exc
-    if registry is not None:
-        settings.home = registry  # validated: a URI stays a string, anything else becomes a Path
-    return settings
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn our errors into a clear message and exit code 1 (no traceback for bad input)."""
-    try:
-        yield
-    except ToolweaveError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    except BaseExceptionGroup as group:  # raised inside a task group (the server's lifespan)
-        ours = group.subgroup(ToolweaveError)
-        if ours is None:
-            raise
-        while isinstance(ours, BaseExceptionGroup):
-            ours = ours.exceptions[0]
-        typer.echo(f"error: {ours}", err=True)
-        raise typer.Exit(1) from group
-
-
-# Registering commands: each module adds its own (kept last: they import `app` from here).
-from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn  # noqa: E402, F401
+for _module in COMMANDS:
+    _module.register(app)

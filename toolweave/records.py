@@ -9,16 +9,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolweave.errors import CatalogError
+
 __all__ = [
+    "CONTEXT_WEIGHT",
     "MAX_TOOL_ID_LENGTH",
     "DependencyEdge",
     "EdgeKind",
     "EdgeOrigin",
+    "Hit",
+    "QueryVariant",
+    "SearchResults",
+    "SearchScope",
     "ToolKind",
     "ToolRecord",
     "make_tool_id",
@@ -32,6 +40,39 @@ MAX_TOOL_ID_LENGTH = 64
 DOCUMENT_VERSION = 2  # 2: examples left out of the document, kept as usage vectors (Tool2Vec)
 
 ToolKind = Literal["core", "regular"]
+
+QueryVariant = tuple[str, ...]
+"""A query text, optionally followed by context texts (earlier requests of the conversation): what
+retrieval asks the registry to search for."""
+
+CONTEXT_WEIGHT = 0.5
+"""Weight of the latest context text's vector in a variant's composed vector (the query itself weighs 1);
+each older one weighs this factor less again (0.5, 0.25, 0.125, ...). The registry composes the vector,
+retrieval decides what a variant holds: both read this one constant."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A first-pass candidate: a tool id and its score (higher is better); the registry's searches
+    return these and retrieval ranks them."""
+
+    tool_id: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """What one registry search covers: the sources left out, and which sides run (vector, full text)."""
+
+    exclude_sources: frozenset[str] = frozenset()
+    vector: bool = True
+    text: bool = True
+
+
+SearchResults = list[tuple[list[Hit], list[Hit]]]
+"""``(vector hits, text hits)`` for each query variant of a search (empty for a side not asked for)."""
+
+
 EdgeOrigin = Literal["declared", "manifest", "inferred"]
 
 
@@ -158,4 +199,4 @@ def make_tool_id(source: str, name: str, taken: set[str] | None = None) -> str:
         candidate = f"{base[: MAX_TOOL_ID_LENGTH - width - 1].rstrip('_')}_{digest[:width]}"
         if taken is None or candidate not in taken:
             return candidate
-    raise ValueError(f"cannot make a unique id for tool {name!r} of {source!r}")
+    raise CatalogError(f"cannot make a unique id for tool {name!r} of {source!r}: listed more than 5 times?")

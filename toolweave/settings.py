@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +23,7 @@ __all__ = [
     "RetrievalSettings",
     "SecuritySettings",
     "Settings",
+    "Share",
     "default_home",
     "settings_reference",
 ]
@@ -37,6 +38,10 @@ def default_home() -> Path:
     """``$TOOLWEAVE_HOME``, else ``~/.toolweave``."""
     env = os.environ.get("TOOLWEAVE_HOME")
     return Path(env).expanduser() if env else Path.home() / ".toolweave"
+
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A weight, share or confidence: 0 to 1."""
 
 
 class RetrievalSettings(BaseModel):
@@ -54,8 +59,8 @@ class RetrievalSettings(BaseModel):
     edge_kinds: tuple[EdgeKind, ...] = Field(
         tuple(EdgeKind), description="Which dependency kinds the walk follows."
     )
-    hybrid_alpha: float = Field(
-        0.8, ge=0.0, le=1.0, description="Weight of the vector score in `convex` fusion (1 = vector only)."
+    hybrid_alpha: Share = Field(
+        0.8, description="Weight of the vector score in `convex` fusion (1 = vector only)."
     )
     fusion: Literal["zscore", "rrf", "convex"] = Field(
         "zscore",
@@ -67,23 +72,17 @@ class RetrievalSettings(BaseModel):
     )
     # The floor only decides what is published unasked; the ranked list (find_tools, benchmarks' mAP)
     # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/RESULTS.md).
-    floor_relative: float = Field(
+    floor_relative: Share = Field(
         0.3,
-        ge=0.0,
-        le=1.0,
         description="Publish only search hits at or above this share of the turn's best hit (0 = all); "
         "their dependencies come along.",
     )
-    floor_absolute: float = Field(
+    floor_absolute: Share = Field(
         0.0,
-        ge=0.0,
-        le=1.0,
         description="Publish only search hits with at least this cosine similarity (0 = off).",
     )
-    floor_destructive: float = Field(
+    floor_destructive: Share = Field(
         0.3,
-        ge=0.0,
-        le=1.0,
         description="Extra relative floor for tools marked destructive (published only on a stronger match).",
     )
 
@@ -183,10 +182,8 @@ class Settings(BaseSettings):
     embedding_batch_size: int = Field(
         16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
     )
-    usage_weight: float = Field(
+    usage_weight: Share = Field(
         0.7,
-        ge=0.0,
-        le=1.0,
         description="Tool2Vec: weight of a tool's usage vector (mean of its example queries) against its "
         "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
     )
@@ -195,10 +192,8 @@ class Settings(BaseSettings):
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",
     )
-    infer_min_confidence: float = Field(
+    infer_min_confidence: Share = Field(
         0.5,
-        ge=0.0,
-        le=1.0,
         description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
     )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")

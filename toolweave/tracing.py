@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import ModuleType
 from typing import Any
 
 __all__ = ["TRACER_NAME", "span"]
 
 TRACER_NAME = "toolweave"
 
+_trace: ModuleType | None
 try:
     from opentelemetry import trace as _trace
 except ImportError:  # tracing is optional: the API is not a dependency
-    _trace = None  # type: ignore[assignment]
+    _trace = None
 
 Attribute = str | int | float | bool
 

@@ -16,6 +16,7 @@ from toolweave.registry.database import EDGE_TABLE, RegistryDatabase
 from toolweave.registry.documents import tool_document
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.store import StoredTool, ToolTable
+from toolweave.retrieval import retrieve_tools
 
 pytestmark = pytest.mark.integration
 
@@ -226,7 +227,7 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     ]
     after = Registry.open(reg.path, embedder=shared_embedder)
     assert state(after) == committed
-    assert after.retrieve("share price of Apple")[0].tool_id == "demo__get_stock_price"
+    assert retrieve_tools(after, "share price of Apple")[0].tool_id == "demo__get_stock_price"
 
 
 def test_compaction_is_committed_so_reopening_rolls_nothing_back(

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from toolweave.cli import app
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
+from toolweave.retrieval import retrieve_tools
 from toolweave.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -71,7 +72,7 @@ def test_a_registry_lives_in_a_bucket(s3: dict[str, str], shared_embedder: Embed
     reg = Registry.open(settings=settings, embedder=shared_embedder)
     reg.ingest("demo", TOOLS, [EDGE])
     again = Registry.open(settings=settings, embedder=shared_embedder)
-    ranked = again.retrieve("What is Apple's share price?")
+    ranked = retrieve_tools(again, "What is Apple's share price?")
     assert [r.tool_id for r in ranked][:2] == ["demo__get_stock_price", "demo__get_stock_ticker"]
     assert again.text_hits("weather forecast", 1)[0].tool_id == "demo__get_weather"
     assert set(again.edges()) == {EDGE}

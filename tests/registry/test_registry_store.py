@@ -11,6 +11,7 @@ from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, 
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
+from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings
 
 pytestmark = pytest.mark.integration
@@ -51,28 +52,32 @@ def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
 
 
 def test_retrieves_the_tool_and_what_it_depends_on(reg: Registry) -> None:
-    ranked = reg.retrieve("What is Apple's share price right now?", RetrievalSettings(top_k=1, final_k=5))
+    ranked = retrieve_tools(
+        reg, "What is Apple's share price right now?", RetrievalSettings(top_k=1, final_k=5)
+    )
     assert [r.tool_id for r in ranked][:3] == [
         "demo__get_stock_price",
         "demo__get_stock_ticker",
         "demo__check_connectivity",
     ]
     assert ranked[1].reason == "dependency" and ranked[1].parameter_name == "ticker"
-    bm25 = reg.retrieve("weather forecast city", RetrievalSettings(method="bm25", final_k=2))
+    bm25 = retrieve_tools(reg, "weather forecast city", RetrievalSettings(method="bm25", final_k=2))
     assert bm25[0].tool_id == "demo__get_weather"
 
 
 def test_query_syntax_in_user_text_is_just_words(reg: Registry) -> None:
     bm25 = RetrievalSettings(method="bm25")
     for text in ['the "weather" in Paris', 'weather: city AND (forecast "unclosed']:
-        assert reg.retrieve(text, bm25)[0].tool_id == "demo__get_weather"  # no phrase/field query error
-    assert reg.retrieve("it's 5 o'clock ~ * ?", bm25) == []  # no word in common: nothing, and no error
+        assert (
+            retrieve_tools(reg, text, bm25)[0].tool_id == "demo__get_weather"
+        )  # no phrase/field query error
+    assert retrieve_tools(reg, "it's 5 o'clock ~ * ?", bm25) == []  # no word in common: nothing, and no error
 
 
 def test_conversation_context_steers_an_ambiguous_follow_up(reg: Registry) -> None:
     vector = RetrievalSettings(method="vector", final_k=3)
-    stocks = reg.retrieve("and for Apple?", vector, context=["What is Tesla's share price?"])
-    weather = reg.retrieve("and for Apple?", vector, context=["Will it rain in Paris tomorrow?"])
+    stocks = retrieve_tools(reg, "and for Apple?", vector, context=["What is Tesla's share price?"])
+    weather = retrieve_tools(reg, "and for Apple?", vector, context=["Will it rain in Paris tomorrow?"])
     assert stocks[0].tool_id == "demo__get_stock_price"
     assert weather[0].tool_id == "demo__get_weather"
 
@@ -83,7 +88,7 @@ def test_reopening_reads_tools_vectors_and_graph_from_disk(reg: Registry, shared
     assert again.get("demo__check_connectivity").kind == "core"
     assert len(list(again.graph.edges())) == 2
     assert (
-        again.retrieve("send a message by e-mail", RetrievalSettings(method="vector"))[0].tool_id
+        retrieve_tools(again, "send a message by e-mail", RetrievalSettings(method="vector"))[0].tool_id
         == "demo__send_email"
     )
 
@@ -110,7 +115,7 @@ def test_replace_source_drops_missing_tools_and_their_edges(reg: Registry) -> No
 
 def test_exclude_sources_hides_an_upstream(reg: Registry) -> None:
     reg.ingest("other", [tool("stock_quote", "Stock price quote for a ticker.", source="other")])
-    ids = [r.tool_id for r in reg.retrieve("stock price", exclude_sources={"other"})]
+    ids = [r.tool_id for r in retrieve_tools(reg, "stock price", exclude_sources={"other"})]
     assert ids and not any(i.startswith("other__") for i in ids)
 
 
@@ -181,3 +186,23 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     )
     reg.ingest("bank", bank, [declared])
     assert [e.origin for e in reg.graph.edges()] == ["declared"]
+
+
+def test_blas_threads_are_pinned_once_per_process(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process-wide setting: made at the first registry opened, not again on reloads or other opens."""
+    import threadpoolctl
+
+    from toolweave.registry import registry as registry_module
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda **kw: calls.append(kw))
+    registry_module._single_threaded_blas.cache_clear()
+    try:
+        first = Registry.open(tmp_path / "a", embedder=shared_embedder)
+        first.ingest("demo", TOOLS, EDGES)  # a write reloads the snapshot
+        Registry.open(tmp_path / "b", embedder=shared_embedder)
+        assert calls == [{"limits": 1, "user_api": "blas"}]
+    finally:
+        registry_module._single_threaded_blas.cache_clear()  # the next registry pins for real

@@ -12,6 +12,7 @@ from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
 from toolweave.registry.usage import UsageExample, fuse_usage, merge_examples
+from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings, Settings
 
 VECTOR = RetrievalSettings(method="vector", final_k=5, top_k=5)
@@ -34,7 +35,7 @@ EXAMPLES = ("transfer money from checking to savings", "move cash into my saving
 
 
 def rank_of(reg: Registry, tool_id: str, query: str = QUERY) -> int:
-    ids = [r.tool_id for r in reg.retrieve(query, VECTOR)]
+    ids = [r.tool_id for r in retrieve_tools(reg, query, VECTOR)]
     return ids.index(tool_id) if tool_id in ids else len(ids)
 
 

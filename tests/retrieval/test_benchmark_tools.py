@@ -11,7 +11,7 @@ import pytest
 from toolweave.benchmark.embedding_cache import CachedEmbedder, default_cache_path
 from toolweave.benchmark.recorded import RECORD_DEPTH, RecordedGraph, RecordedIndex
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, SearchScope
 from toolweave.registry.embeddings import Embedder
 from toolweave.retrieval import retrieve
 from toolweave.retrieval.results import Hit
@@ -79,9 +79,9 @@ class ListIndex:
     def __init__(self) -> None:
         self.searches = 0
 
-    def search(self, queries, k, exclude_sources=(), *, vector=True, text=True):  # type: ignore[no-untyped-def]
+    def search(self, queries, k, scope=None):  # type: ignore[no-untyped-def]
         self.searches += 1
-        assert k == RECORD_DEPTH and vector and text  # records both sides, deep enough for any run
+        assert k == RECORD_DEPTH and scope is None  # records both sides, deep enough for any run
         return [([Hit("a", 0.9), Hit("b", 0.5)], [Hit("b", 7.0), Hit("c", 2.0)]) for _ in queries]
 
     def find(self, tool_id: str) -> object | None:
@@ -102,6 +102,6 @@ def test_recorded_index_searches_once_and_replays_every_method() -> None:
     assert out["vector"] == ["a", "b"] and out["bm25"] == ["b", "c"]
     assert out["hybrid"] == ["a", "b", "c"] and out["grtf"] == ["a", "d", "b", "c"]
     with pytest.raises(RetrievalError, match="exclude"):
-        index.search([("q",)], 10, exclude_sources={"x"})
+        index.search([("q",)], 10, SearchScope(exclude_sources=frozenset({"x"})))
     with pytest.raises(RetrievalError, match="without a live index"):
         RecordedIndex().search([("new",)], 10)

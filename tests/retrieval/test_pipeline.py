@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 import pytest
 
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
@@ -37,18 +37,13 @@ class WordIndex:
         return self._score(query, k, exclude_sources, "set")
 
     def search(
-        self,
-        queries: Sequence[tuple[str, ...]],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
+        self, queries: Sequence[tuple[str, ...]], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        scope = scope or SearchScope()
         return [
             (
-                self.vector_hits(" ".join(q), k, exclude_sources) if vector else [],
-                self.text_hits(q[0], k, exclude_sources) if text else [],
+                self.vector_hits(" ".join(q), k, scope.exclude_sources) if scope.vector else [],
+                self.text_hits(q[0], k, scope.exclude_sources) if scope.text else [],
             )
             for q in queries
         ]

@@ -9,14 +9,12 @@ replays.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, Hit, QueryVariant, SearchResults, SearchScope
 from toolweave.retrieval.pipeline import SearchIndex
-from toolweave.retrieval.query import QueryVariant
-from toolweave.retrieval.results import Hit
 
 __all__ = ["RECORD_DEPTH", "RecordedGraph", "RecordedIndex"]
 
@@ -44,15 +42,10 @@ class RecordedIndex:
             self.hits[query] = both
 
     def search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
-        if exclude_sources:
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        scope = scope or SearchScope()
+        if scope.exclude_sources:
             raise RetrievalError("a recorded index cannot exclude sources")
         if k > RECORD_DEPTH:
             raise RetrievalError(f"recorded {RECORD_DEPTH} candidates per retriever, {k} asked")
@@ -60,7 +53,7 @@ class RecordedIndex:
         out = []
         for query in queries:
             vector_hits, text_hits = self.hits[query]
-            out.append((vector_hits[:k] if vector else [], text_hits[:k] if text else []))
+            out.append((vector_hits[:k] if scope.vector else [], text_hits[:k] if scope.text else []))
         return out
 
     def find(self, tool_id: str) -> object | None:

@@ -1,6 +1,6 @@
 """The retrieval benchmark: build a fresh registry from a dataset, run its queries, score them.
 
-Latency is measured per query around ``Registry.retrieve`` (query embedding included, index build
+Latency is measured per query around ``retrieve_tools`` (query embedding included, index build
 excluded); the index build is timed on its own (``index_s``). Embeddings come from the disk cache
 (``embedding_cache``) unless an embedder is given. ``share_first_pass`` records each query's first pass
 once and replays it for every parameter set (``recorded``): five methods for the price of one, but
@@ -26,7 +26,7 @@ from toolweave.errors import CatalogError
 from toolweave.records import ToolRecord
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.registry import Registry
-from toolweave.retrieval import retrieve
+from toolweave.retrieval import retrieve, retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.retrieval.query import clean_query
 from toolweave.settings import RetrievalSettings, Settings
@@ -124,7 +124,7 @@ def run_benchmark(
                     ranked = retrieve(query.text, replay, registry.dependencies, params_)
                 else:
                     t0 = time.perf_counter()
-                    ranked = registry.retrieve(query.text, params_)
+                    ranked = retrieve_tools(registry, query.text, params_)
                     latencies.append((time.perf_counter() - t0) * 1000)
                 runs.append((query, [names[r.tool_id] for r in ranked]))
                 published.append([names[r.tool_id] for r in ranked if r.publish])

@@ -1,4 +1,5 @@
-"""CLI commands, one module per area. Importing a module registers its commands on ``toolweave.cli.app``.
+"""CLI commands, one module per area, each with a ``register(app)`` that ``toolweave.cli`` calls (listed in
+its ``COMMANDS``); shared options and error handling live in ``commands.options``.
 
 Heavy libraries (lancedb, fastembed, mcp) are imported inside command bodies so `toolweave --help`
 stays fast.

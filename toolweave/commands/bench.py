@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 
-from toolweave.cli import JsonOption, app, setup_logging, user_errors
+from toolweave.commands.options import JsonOption, setup_logging, user_errors
 from toolweave.commands.search import MethodOption, retrieval_params
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("bench")
 def bench(
     dataset: Annotated[
         str, typer.Argument(help="A folder under ../shared/datasets (e.g. toollinkos) or a path.")
@@ -67,14 +66,13 @@ def bench(
 
         from toolweave.benchmark import load_dataset, run_benchmark
         from toolweave.benchmark.embedding_cache import CachedEmbedder
+        from toolweave.benchmark.runner import GraphChoice, SplitChoice
         from toolweave.errors import ConfigError
         from toolweave.registry.embeddings import Embedder
         from toolweave.settings import RetrievalSettings
 
-        if split not in ("all", "test", "examples"):
-            raise ConfigError(f"--split: expected all, test or examples, got {split!r}")
-        if graph not in ("declared", "inferred", "none"):
-            raise ConfigError(f"--graph: expected declared, inferred or none, got {graph!r}")
+        split_choice = cast("SplitChoice", _choice("--split", split, get_args(SplitChoice)))
+        graph_choice = cast("GraphChoice", _choice("--graph", graph, get_args(GraphChoice)))
         ks = tuple(sorted(set(at or (10, 20, 30))))
         if any(k < 1 for k in ks):
             raise ConfigError(f"--at: cut-offs must be at least 1, got {list(ks)}")
@@ -89,11 +87,11 @@ def bench(
         results = run_benchmark(
             data,
             params,
-            split=split,
-            graph=graph,
+            split=split_choice,
+            graph=graph_choice,
             examples=examples,
             embedder=embedder,
-            ks=ks,  # type: ignore[arg-type]
+            ks=ks,
         )
         for result in results:
             row = result.as_json()
@@ -116,3 +114,17 @@ def _table_line(row: dict[str, object], ks: tuple[int, ...]) -> str:
         f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
     )
     return f"{head}\n  {quality}\n  {speed}"
+
+
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``allowed`` (a ``Literal``'s values: typer has no Literal options)."""
+    from toolweave.errors import ConfigError
+
+    if value not in allowed:
+        raise ConfigError(f"{option}: expected {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("bench")(bench)

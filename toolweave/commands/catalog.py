@@ -7,15 +7,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolweave.cli import JsonOption, RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.commands.options import JsonOption, RegistryOption, settings_for, setup_logging, user_errors
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("ingest-catalog")
 def ingest_catalog(
     files: Annotated[
         list[Path],
@@ -66,7 +65,6 @@ def ingest_catalog(
             typer.echo(str(summary))
 
 
-@app.command("reindex")
 def reindex(
     registry: RegistryOption = None,
     model: Annotated[
@@ -92,3 +90,9 @@ def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("ingest-catalog")(ingest_catalog)
+    app.command("reindex")(reindex)

@@ -6,12 +6,9 @@ from typing import Annotated
 
 import typer
 
-from toolweave.cli import app
-
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("settings")
 def settings(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="Print the table docs/settings.md holds.")
@@ -28,3 +25,8 @@ def settings(
         return
     for name, env, default, description in rows:
         typer.echo(f"{name} ({env}, default {default}): {description}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("settings")(settings)

@@ -9,20 +9,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from toolweave.cli import JsonOption, RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.commands.options import JsonOption, RegistryOption, settings_for, setup_logging, user_errors
 
 if TYPE_CHECKING:
     from toolweave.records import DependencyEdge, ToolRecord
     from toolweave.registry.graph import DependencyGraph
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 graph_app = typer.Typer(
     name="graph",
     help="See the dependency graph (declared, manifest and inferred edges) and export it.",
     no_args_is_help=True,
 )
-app.add_typer(graph_app, name="graph")
 
 FORMATS = ("graphml", "json", "html")
 
@@ -180,7 +179,6 @@ def export(
             typer.echo(f"wrote {output} ({len(graph)} tools in the registry)", err=True)
 
 
-@app.command("bench-graph")
 def bench_graph(
     dataset: Annotated[
         str, typer.Argument(help="A folder under ../shared/datasets (e.g. toollinkos) or a path.")
@@ -238,3 +236,9 @@ def bench_graph(
                 acc = _cell(k["kind_accuracy"], 8)
                 typer.echo(f"{kind:34s} {k['gold']:5d} {k['predicted']:5d} {cells} {acc}")
         typer.echo(json.dumps(doc))
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.add_typer(graph_app, name="graph")
+    app.command("bench-graph")(bench_graph)

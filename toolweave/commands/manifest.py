@@ -15,10 +15,10 @@ from typing import Annotated, Any
 
 import typer
 
-from toolweave.cli import app, user_errors
+from toolweave.commands.options import user_errors
 from toolweave.errors import ConfigError
 
-__all__ = ["claude_config_to_manifest"]
+__all__ = ["claude_config_to_manifest", "register"]
 
 _SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|PASS|KEY|PRIVATE|CREDENTIAL|AUTH|PAT\b)", re.I)
 _SECRET_SHAPE = re.compile(
@@ -133,7 +133,6 @@ def claude_config_to_manifest(
     return {"servers": servers}, needed
 
 
-@app.command("import-claude-config")
 def import_claude_config(
     file: Annotated[Path, typer.Argument(help="claude_desktop_config.json or .mcp.json to convert.")],
     output: Annotated[
@@ -169,3 +168,8 @@ def import_claude_config(
             typer.echo("export these environment variables before `toolweave serve`:", err=True)
             for var, why in needed.items():
                 typer.echo(f"  export {var}=...   # {why}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("import-claude-config")(import_claude_config)

@@ -8,12 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from toolweave.cli import JsonOption, app, user_errors
+from toolweave.commands.options import JsonOption, user_errors
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("openapi")
 def openapi_command(
     spec: Annotated[str, typer.Argument(help="OpenAPI 2.0 / 3.0 / 3.1 document: a path or an http(s) URL.")],
     json_output: JsonOption = False,
@@ -105,3 +104,8 @@ def _wire_tool(tool: Any) -> dict[str, Any]:
     if tool.output_schema is not None:
         out["outputSchema"] = tool.output_schema
     return out
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("openapi")(openapi_command)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolweave.cli import JsonOption, RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.commands.options import JsonOption, RegistryOption, settings_for, setup_logging, user_errors
 
-__all__: list[str] = []
+if TYPE_CHECKING:
+    from toolweave.settings import RetrievalSettings
+
+__all__ = ["register"]
 
 MethodOption = Annotated[
     str | None,
@@ -16,7 +19,6 @@ MethodOption = Annotated[
 ]
 
 
-@app.command("search")
 def search(
     query: Annotated[str, typer.Argument(help="What the user wants to do.")],
     top_k: Annotated[
@@ -33,11 +35,12 @@ def search(
         import json
 
         from toolweave.registry import Registry
+        from toolweave.retrieval import retrieve_tools
 
         settings = settings_for(registry)
         params = retrieval_params(settings.retrieval, method=method, top_k=top_k, final_k=final_k)
         reg = Registry.open(settings.home, settings=settings)
-        ranked = reg.retrieve(query, params)
+        ranked = retrieve_tools(reg, query, params)
         if json_out:
             rows = [
                 {
@@ -64,7 +67,9 @@ def search(
         Console().print(table)
 
 
-def retrieval_params(base, *, method: str | None, top_k: int | None, final_k: int | None):  # type: ignore[no-untyped-def]
+def retrieval_params(
+    base: RetrievalSettings, *, method: str | None, top_k: int | None, final_k: int | None
+) -> RetrievalSettings:
     """The configured retrieval settings with the command line's overrides (validated)."""
     from pydantic import ValidationError
 
@@ -79,3 +84,8 @@ def retrieval_params(base, *, method: str | None, top_k: int | None, final_k: in
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"--{field.replace('_', '-')}: {first['msg']}") from exc
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("search")(search)

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from toolweave.cli import RegistryOption, app, settings_for, setup_logging, user_errors
+from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
+    from toolweave.server.transports import Transport
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 
-@app.command("serve")
 def serve_command(
     manifest: Annotated[
         Path, typer.Option("--manifest", "-m", help="Manifest YAML: upstream servers, catalogs, settings.")
@@ -54,7 +52,6 @@ def serve_command(
 
         if transport not in ("stdio", "http", "sse"):
             raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
-        _prefer_own_environment()
         loaded = load_manifest(manifest)  # a bad manifest still fails here, before the server starts
         settings = loaded.settings_for(settings_for(None), registry=registry)
         if insecure_no_auth:
@@ -74,7 +71,7 @@ def serve_command(
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-            serve(gateway, transport, host=host, port=port)  # type: ignore[arg-type]
+            serve(gateway, cast("Transport", transport), host=host, port=port)  # checked above
 
 
 def _open_registry(settings: Settings) -> Registry:
@@ -83,13 +80,6 @@ def _open_registry(settings: Settings) -> Registry:
     return Registry.open(settings.home, settings=settings)
 
 
-def _prefer_own_environment() -> None:
-    """Put this interpreter's bin directory first on PATH, for us and for stdio upstreams.
-
-    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv
-    those would resolve to the system's (which lacks the servers installed next to toolweave).
-    """
-    bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    if path.split(os.pathsep)[0] != bin_dir:
-        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.command("serve")(serve_command)

@@ -8,28 +8,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from toolweave.cli import JsonOption, RegistryOption, app, settings_for, user_errors
+from toolweave.commands.options import JsonOption, RegistryOption, settings_for, user_errors
 
-__all__: list[str] = []
+if TYPE_CHECKING:
+    from toolweave.registry.quarantine import QuarantineStore
+
+__all__ = ["register"]
 
 tools_app = typer.Typer(
     name="tools", help="Review tool definitions held in quarantine.", no_args_is_help=True
 )
-app.add_typer(tools_app, name="tools")
 
 
-def _store(registry: Path | None):  # type: ignore[no-untyped-def]
+def _store(registry: str | None) -> QuarantineStore:
     from toolweave.errors import NotARegistryError
-    from toolweave.registry.database import RegistryDatabase
+    from toolweave.registry.database import RegistryDatabase, is_uri
     from toolweave.registry.quarantine import QuarantineStore
 
-    home = Path(settings_for(registry).home).expanduser()
-    # opening checks what the location holds (and raises for a foreign directory) without creating it
-    if not home.is_dir() or RegistryDatabase.open(home).head is None:
+    settings = settings_for(registry)
+    home = settings.home if is_uri(settings.home) else Path(settings.home).expanduser()
+    # read-only check: opening the database would roll back a running gateway's write in progress
+    if not RegistryDatabase.exists(home, settings.registry_storage_options):
         raise NotARegistryError(
             f"{home} is not a toolweave registry (nothing was ever ingested there); pass --registry"
         )
@@ -70,3 +73,8 @@ def approve_command(
             typer.echo(f"approved {tool_id}")
         for tool_id in sorted(set(ids) - set(released)):
             typer.echo(f"{tool_id} was not held")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.add_typer(tools_app, name="tools")

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import typer
 
-from toolweave.cli import app, user_errors
+from toolweave.commands.options import user_errors
 
-__all__: list[str] = []
+__all__ = ["register"]
 
 HOOK_TIMEOUT_S = 30.0
 """The hook waits at most this long per gateway. Once the gateway runs, retrieval plus the client's
@@ -27,7 +27,6 @@ loading the embedding model took 6-12 s on a busy 2-core machine (measured with 
 prompt is worth holding that long once, so its first model request already has its tools."""
 
 hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they report each user turn).")
-app.add_typer(hook_app, name="hook")
 
 
 def _post_turn(url: str, text: str, session: str | None, timeout_s: float) -> dict[str, Any]:
@@ -56,7 +55,6 @@ def _post_turn(url: str, text: str, session: str | None, timeout_s: float) -> di
         raise ServerError(f"cannot reach a gateway at {url}: {exc}") from exc
 
 
-@app.command("turn")
 def turn_command(
     text: Annotated[str, typer.Argument(help="The user's turn (prompt), as the host received it.")],
     url: Annotated[
@@ -123,3 +121,9 @@ def claude_code_hook() -> None:
     except Exception as exc:  # never break the user's prompt
         print(f"toolweave hook: {exc}", file=sys.stderr)
     raise typer.Exit(0)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the ``toolweave`` app (called by ``toolweave.cli``)."""
+    app.add_typer(hook_app, name="hook")
+    app.command("turn")(turn_command)

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pydantic import ValidationError
 
 from toolweave.errors import GraphError, NotARegistryError, RegistryError
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, ToolKind
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
@@ -110,6 +111,22 @@ class RegistryDatabase:
         """Set by migrating an old registry whose rows outlived its graph file: edges must be re-inferred."""
 
     # -- opening -------------------------------------------------------------------------------------
+    @classmethod
+    def exists(cls, location: RegistryLocation, storage_options: Mapping[str, str] | None = None) -> bool:
+        """Whether ``location`` holds a registry (committed, or in the old layout). Read-only: unlike
+        ``open`` nothing is rolled back or migrated, so it is safe while a gateway is writing."""
+        import lancedb
+
+        if not is_uri(location):
+            location = Path(location).expanduser()
+            if not location.is_dir():
+                return False
+            if (location / LEGACY_META_FILE).exists():
+                return True
+        with lance_errors(f"opening {location}", "registry"):
+            db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
+        return COMMIT_TABLE in cls(location, db, None)._table_names()
+
     @classmethod
     def open(
         cls, location: RegistryLocation, storage_options: Mapping[str, str] | None = None
@@ -346,7 +363,10 @@ class RegistryDatabase:
     def load_edges(self) -> list[DependencyEdge]:
         with lance_errors("reading", EDGE_TABLE):
             rows = self._ensure(EDGE_TABLE, _EDGE_SCHEMA).to_arrow().to_pylist()
-        return [DependencyEdge.model_validate(row) for row in rows]
+        try:
+            return [DependencyEdge.model_validate(row) for row in rows]
+        except ValidationError as exc:
+            raise RegistryError(f"{EDGE_TABLE}: a stored dependency edge does not decode: {exc}") from exc
 
     def save_overrides(self, overrides: GraphOverrides | None) -> None:
         rows: list[dict[str, Any]] = []
@@ -449,14 +469,14 @@ class RegistryDatabase:
 
 
 def graph_from_rows(
-    nodes: Iterable[tuple[str, str, str]], edges: Iterable[DependencyEdge]
+    nodes: Iterable[tuple[str, ToolKind, str]], edges: Iterable[DependencyEdge]
 ) -> DependencyGraph:
     """The in-memory graph (networkx) from tool ``(id, kind, source)`` rows and stored edges. An edge
     naming a missing tool cannot come from a commit (rows and edges commit together): it is skipped
     with a warning rather than failing the open."""
     graph = DependencyGraph()
     for tool_id, kind, source in nodes:
-        graph.add_tool(tool_id, kind, source)  # type: ignore[arg-type]
+        graph.add_tool(tool_id, kind, source)
     problems: list[GraphError] = graph.add_edges(edges)
     if problems:
         log.warning(

@@ -85,7 +85,7 @@ class Embedder:
                 self._model = TextEmbedding(self.model_name, **kwargs)
             except EmbeddingError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
                 raise EmbeddingError(
                     f"cannot load embedding model {self.model_name!r}: {exc}. Models other than the default "
                     f"({DEFAULT_EMBEDDING_MODEL}) must already be in the fastembed cache ({self._cache_dir})"
@@ -104,7 +104,7 @@ class Embedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         try:
             rows = list(model.embed([texts[i] for i in order], batch_size=batch_size))
-        except Exception as exc:
+        except Exception as exc:  # onnxruntime raises many types: mapped once
             raise EmbeddingError(f"embedding with {self.model_name!r} failed: {exc}") from exc
         matrix = np.empty((len(texts), len(rows[0])), dtype=np.float32)
         matrix[order] = np.asarray(rows, dtype=np.float32)
@@ -135,4 +135,4 @@ class Embedder:
 def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32, copy=False)
+    return np.asarray(matrix / norms, dtype=np.float32)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
+from pydantic import ValidationError
 
 from toolweave.errors import GraphError
 from toolweave.records import DependencyEdge, EdgeKind, ToolKind
@@ -45,7 +46,7 @@ class DependencyGraph:
         return tool_id in self._g
 
     def __len__(self) -> int:
-        return self._g.number_of_nodes()
+        return int(self._g.number_of_nodes())
 
     def kind(self, tool_id: str) -> ToolKind:
         kind: ToolKind = self._g.nodes[tool_id].get("kind", "regular")
@@ -125,9 +126,12 @@ class DependencyGraph:
         if doc.get("format") != _FORMAT:
             raise GraphError(f"{where}: not a toolweave graph (format {doc.get('format')!r})")
         graph = cls()
-        for node in doc.get("nodes", []):
-            graph.add_tool(node["id"], node.get("kind", "regular"), node.get("source", ""))
-        problems = graph.add_edges(DependencyEdge.model_validate(e) for e in doc.get("edges", []))
+        try:
+            for node in doc.get("nodes", []):
+                graph.add_tool(node["id"], node.get("kind", "regular"), node.get("source", ""))
+            problems = graph.add_edges(DependencyEdge.model_validate(e) for e in doc.get("edges", []))
+        except (KeyError, TypeError, AttributeError, ValidationError) as exc:  # a hand-edited or damaged file
+            raise GraphError(f"{where}: malformed dependency graph: {exc!r}") from exc
         if problems:
             raise GraphError(f"{where}: {problems[0]}")
         return graph
@@ -156,4 +160,6 @@ class DependencyGraph:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise GraphError(f"{path}: cannot read the dependency graph: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise GraphError(f"{path}: not a toolweave graph (a JSON {type(doc).__name__}, not an object)")
         return cls.from_json(doc, where=str(path))

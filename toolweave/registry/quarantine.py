@@ -99,7 +99,7 @@ class HeldTool:
 class QuarantineStore:
     """The quarantine table of the registry in ``directory``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path | str) -> None:
         import lancedb
 
         self._lock = threading.Lock()
@@ -117,7 +117,7 @@ class QuarantineStore:
     def refresh(self) -> bool:
         """Re-read the table if another process (``toolweave tools approve``) changed it; True if so."""
         with self._lock, lance_errors("read", "quarantine table"):
-            self._table.checkout_latest()
+            self._table.checkout_latest()  # type: ignore[no-untyped-call]  # lancedb leaves it unannotated
             version = self._table.version
             if version == self._version:
                 return False

@@ -3,7 +3,8 @@
 A registry is one LanceDB database (``toolweave.registry.database``): the tool table, the edge and
 override tables and the commit record naming the versions that belong together, so a crash never
 leaves half an ingest. ``Registry`` is the one door to it: ingest (hash-based, incremental), look-ups and
-retrieval. Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
+the searches retrieval runs over it (``toolweave.retrieval.retrieve_tools``; the registry never imports
+retrieval). Reads are served from in-memory snapshots (ids, vectors, records; dependency edges) that
 are swapped whole after each write, so searches never see half an ingest and need no lock.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 
@@ -27,7 +29,16 @@ from toolweave.errors import (
     ToolNotFound,
     ToolweaveError,
 )
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import (
+    CONTEXT_WEIGHT,
+    DependencyEdge,
+    EdgeKind,
+    Hit,
+    QueryVariant,
+    SearchResults,
+    SearchScope,
+    ToolRecord,
+)
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
@@ -49,10 +60,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.retrieval.pipeline import retrieve as run_retrieval
-from toolweave.retrieval.query import CONTEXT_WEIGHT, QueryVariant
-from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.settings import RetrievalSettings, Settings
+from toolweave.settings import Settings
 from toolweave.tracing import span
 
 __all__ = ["IngestSummary", "Registry"]
@@ -123,6 +131,7 @@ class Registry:
         self._snap = _Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
         self._edges: tuple[DependencyEdge, ...] = ()
+        _single_threaded_blas()
         self._load_committed()
         self._repair()
 
@@ -220,6 +229,10 @@ class Registry:
 
     def find(self, tool_id: str) -> ToolRecord | None:
         return self._snap.records.get(tool_id)
+
+    def source_of(self, tool_id: str) -> str | None:
+        """The source ``tool_id`` came from (None for an unknown tool)."""
+        return self._snap.sources.get(tool_id)
 
     def tools(self, source: str | None = None) -> list[ToolRecord]:
         snap = self._snap
@@ -591,7 +604,6 @@ class Registry:
                 self._commit("repair")
 
     def _reload(self) -> None:
-        _single_threaded_blas()
         rows = self._table.load_all()
         ids = tuple(r.record.id for r in rows)
         matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
@@ -640,40 +652,29 @@ class Registry:
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
 
     def search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
-        """Vector and full-text hits for each query variant (see ``SearchIndex.search``), computed at once.
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        """Vector and full-text hits for each query variant within ``scope`` (see ``SearchIndex.search``),
+        computed at once.
 
         The full-text searches run on worker threads while this one embeds every distinct text in one
         model run (both release the GIL). A variant with context texts gets the composed vector
         ``v(query) + w * v(previous) + w**2 * v(the one before) ...``: those vectors are usually in the
         embedder's cache, so conversation context costs no second model run over a long text.
         """
-        with span("search", variants=len(queries), k=k, vector=vector, text=text):
-            return self._search(queries, k, exclude_sources, vector=vector, text=text)
+        scope = scope or SearchScope()
+        with span("search", variants=len(queries), k=k, vector=scope.vector, text=scope.text):
+            return self._search(queries, k, scope)
 
-    def _search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str],
-        *,
-        vector: bool,
-        text: bool,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
+    def _search(self, queries: Sequence[QueryVariant], k: int, scope: SearchScope) -> SearchResults:
+        exclude_sources = scope.exclude_sources
         pending = (
             [self._search_pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
-            if text
+            if scope.text
             else []
         )
         ranked: list[list[Hit]] = [[] for _ in queries]
-        if vector:
+        if scope.vector:
             parts = list(dict.fromkeys(p for q in queries for p in q))
             embedded = dict(zip(parts, self.embedder.embed_queries(parts), strict=True))
             for n, variant in enumerate(queries):
@@ -685,40 +686,20 @@ class Registry:
                     )
                 )
                 ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
-        texts = [f.result() for f in pending] if text else [[] for _ in queries]
+        texts = [f.result() for f in pending] if scope.text else [[] for _ in queries]
         return list(zip(ranked, texts, strict=True))
-
-    def retrieve(
-        self,
-        query: str,
-        params: RetrievalSettings | None = None,
-        *,
-        exclude_sources: Collection[str] = (),
-        context: Sequence[str] = (),
-    ) -> list[RankedTool]:
-        """Graph RAG-Tool Fusion over this registry (see ``toolweave.retrieval.pipeline``)."""
-        params = params or self.settings.retrieval
-        # the retrieve span holds the search span; what is left of it is fusion, floor and the walk
-        with span("retrieve", method=params.method, top_k=params.top_k, final_k=params.final_k):
-            return run_retrieval(
-                query,
-                self,
-                self.dependencies,
-                params,
-                exclude_sources=frozenset(exclude_sources),
-                context=context,
-                source_of=self._snap.sources.get,
-            )
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
         """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
         return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
 
 
+@cache
 def _single_threaded_blas() -> None:
     """One BLAS thread: the query matrix-vector product is memory-bound (10k x 384 takes 0.5 ms on one
     core), and a multi-threaded BLAS fights onnxruntime's spinning threads for the same cores, which
-    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured)."""
+    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured). A process-wide setting, so it is
+    made once per process (``cache``), at the first registry opened, not on every reload."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")

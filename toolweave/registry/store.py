@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from pydantic import ValidationError
 
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
@@ -106,10 +107,15 @@ class ToolTable:
         vectors = np.asarray(
             arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
         ).reshape(arrow.num_rows, self._dim)
-        return [
-            StoredTool(ToolRecord.model_validate_json(rec), h, vectors[i])
-            for i, (rec, h) in enumerate(zip(records, hashes, strict=True))
-        ]
+        try:
+            return [
+                StoredTool(ToolRecord.model_validate_json(rec), h, vectors[i])
+                for i, (rec, h) in enumerate(zip(records, hashes, strict=True))
+            ]
+        except ValidationError as exc:
+            raise RegistryError(
+                f"tool table {self.name}: a stored tool record does not decode: {exc}"
+            ) from exc
 
     def text_search(self, query: str, limit: int) -> list[tuple[str, float]]:
         """BM25 over the tool documents (LanceDB full-text index).
@@ -123,7 +129,8 @@ class ToolTable:
             return []
         with lance_errors("full-text search"):
             rows = (
-                self._table.search(MatchQuery(query, _FTS_COLUMN), query_type="fts")
+                # lancedb's kw_only Field defaults are invisible to pydantic's mypy plugin (third-party gap)
+                self._table.search(MatchQuery(query, _FTS_COLUMN), query_type="fts")  # type: ignore[call-arg]
                 .select(["id", "_score"])
                 .limit(limit)
                 .to_arrow()

@@ -10,7 +10,7 @@ from toolweave._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolweave.retrieval.fusion import convex_fusion
-    from toolweave.retrieval.pipeline import SearchIndex, first_pass, retrieve
+    from toolweave.retrieval.pipeline import SearchIndex, ToolIndex, first_pass, retrieve, retrieve_tools
     from toolweave.retrieval.results import Hit, RankedTool
     from toolweave.retrieval.walk import expand_with_dependencies
 
@@ -18,10 +18,12 @@ __all__ = [
     "Hit",
     "RankedTool",
     "SearchIndex",
+    "ToolIndex",
     "convex_fusion",
     "expand_with_dependencies",
     "first_pass",
     "retrieve",
+    "retrieve_tools",
 ]
 
 __getattr__ = lazy_exports(
@@ -31,6 +33,8 @@ __getattr__ = lazy_exports(
         "SearchIndex": "toolweave.retrieval.pipeline",
         "first_pass": "toolweave.retrieval.pipeline",
         "retrieve": "toolweave.retrieval.pipeline",
+        "retrieve_tools": "toolweave.retrieval.pipeline",
+        "ToolIndex": "toolweave.retrieval.pipeline",
         "Hit": "toolweave.retrieval.results",
         "RankedTool": "toolweave.retrieval.results",
         "expand_with_dependencies": "toolweave.retrieval.walk",

@@ -1,7 +1,7 @@
 """Graph RAG-Tool Fusion end to end, over any index that can search (pure: the index does the I/O).
 
 query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fused per query)
-      → optional rerank → [grtf] walk of the top_k hits' dependencies → top final_k
+      → [grtf] walk of the top_k hits' dependencies → top final_k
       → relevance floor: marks which tools to publish (the list is not cut)
 """
 
@@ -11,17 +11,15 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from toolweave.errors import RetrievalError
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
-from toolweave.settings import RetrievalMethod, RetrievalSettings
+from toolweave.settings import RetrievalMethod, RetrievalSettings, Settings
 
-__all__ = ["Reranker", "SearchIndex", "first_pass", "retrieve"]
-
-Reranker = Callable[[str, list[Hit]], list[Hit]]
-"""Hook: reorder first-pass hits (e.g. a cross-encoder or an LLM); must return a subset of them."""
+__all__ = ["SearchIndex", "ToolIndex", "first_pass", "retrieve", "retrieve_tools"]
 
 _MIN_POOL = 30  # first-pass candidates per retriever before fusion: fusion needs overlap to work
 
@@ -30,15 +28,10 @@ class SearchIndex(Protocol):
     """What retrieval needs from a registry."""
 
     def search(
-        self,
-        queries: Sequence[QueryVariant],
-        k: int,
-        exclude_sources: Collection[str] = (),
-        *,
-        vector: bool = True,
-        text: bool = True,
-    ) -> list[tuple[list[Hit], list[Hit]]]:
-        """``(vector hits, text hits)`` for each query variant (an empty list for a side not asked for).
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        """``(vector hits, text hits)`` for each query variant, within ``scope`` (default: every source,
+        both sides).
 
         A variant is a query text, optionally followed by context texts: its vector is the normalised
         ``v(query) + sum(CONTEXT_WEIGHT**n * v(context_n))``; its full-text query is the query text alone
@@ -47,6 +40,17 @@ class SearchIndex(Protocol):
         ...
 
     def find(self, tool_id: str) -> object | None: ...
+
+
+class ToolIndex(SearchIndex, Protocol):
+    """A whole registry as retrieval sees it (read-only): search, the walkable dependency edges, each
+    tool's source, and the settings it was opened with (their ``retrieval`` part is the default)."""
+
+    settings: Settings
+
+    def dependencies(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]: ...
+
+    def source_of(self, tool_id: str) -> str | None: ...
 
 
 def first_pass(
@@ -75,12 +79,13 @@ def _first_pass(
     """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
         use_vector = method == "vector"
-        both = index.search(queries, k, exclude_sources, vector=use_vector, text=not use_vector)
+        scope = SearchScope(frozenset(exclude_sources), vector=use_vector, text=not use_vector)
+        both = index.search(queries, k, scope)
         return [
             (vector, {h.tool_id: h.score for h in vector}) if use_vector else (text, {})
             for vector, text in both
         ]
-    both = index.search(queries, max(k, _MIN_POOL), exclude_sources)
+    both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
     return [
         (fuse(vector, text, fusion, alpha), {h.tool_id: h.score for h in vector}) for vector, text in both
     ]
@@ -94,7 +99,6 @@ def retrieve(
     *,
     exclude_sources: Collection[str] = frozenset(),
     context: Sequence[str] = (),
-    rerank: Reranker | None = None,
     source_of: Callable[[str], str | None] | None = None,
 ) -> list[RankedTool]:
     """The ranked tools for ``query``: first-pass hits, and for ``grtf`` their dependencies.
@@ -106,7 +110,6 @@ def retrieve(
         params: method, k (``top_k``), K (``final_k``), ``d_limit``, edge kinds, hybrid alpha.
         exclude_sources: sources whose tools must not be returned (e.g. a disconnected upstream).
         context: earlier requests of the same conversation, oldest first.
-        rerank: optional hook applied to the first-pass candidates.
         source_of: tool id → source, needed to keep excluded sources out of dependency walks.
     """
     text = clean_query(query)
@@ -119,8 +122,6 @@ def retrieve(
     ((hits, cosine),) = _first_pass(
         [variant], index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
     )
-    if rerank is not None:
-        hits = rerank(text, hits)
     relevance = turn_relevance(hits)
     kept = apply_floor(
         hits,
@@ -164,4 +165,25 @@ def _ranked(
         keep=keep,
         order=params.walk_order,
         relevance=relevance,
+    )
+
+
+def retrieve_tools(
+    index: ToolIndex,
+    query: str,
+    params: RetrievalSettings | None = None,
+    *,
+    exclude_sources: Collection[str] = (),
+    context: Sequence[str] = (),
+) -> list[RankedTool]:
+    """Graph RAG-Tool Fusion over a registry: ``retrieve`` with the registry's own dependency look-up,
+    sources and (when ``params`` is None) retrieval settings."""
+    return retrieve(
+        query,
+        index,
+        index.dependencies,
+        params or index.settings.retrieval,
+        exclude_sources=frozenset(exclude_sources),
+        context=context,
+        source_of=index.source_of,
     )

@@ -5,14 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from toolweave.records import CONTEXT_WEIGHT, QueryVariant  # shared with the registry, which composes vectors
+
 __all__ = ["CONTEXT_WEIGHT", "MAX_CONTEXT", "QueryVariant", "clean_query", "contextual_query"]
 
-QueryVariant = tuple[str, ...]
-"""A query text, optionally followed by context texts (earlier requests of the conversation)."""
-
-CONTEXT_WEIGHT = 0.5
-"""Weight of the latest context text's vector in a variant's composed vector (the query itself weighs 1);
-each older one weighs this factor less again (0.5, 0.25, 0.125, ...)."""
 
 MAX_CONTEXT = 4
 """Context texts (earlier requests, most recent first) that join a query."""

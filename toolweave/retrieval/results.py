@@ -1,21 +1,14 @@
-"""What retrieval returns: ranked tools and why each is there."""
+"""What retrieval returns: ranked tools and why each is there (``Hit``, a first-pass candidate, is the
+registry's search result: defined in ``toolweave.records``, re-exported here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from toolweave.records import EdgeKind
+from toolweave.records import EdgeKind, Hit
 
 __all__ = ["Hit", "RankedTool"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A first-pass candidate: a tool id and its score (higher is better)."""
-
-    tool_id: str
-    score: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +24,7 @@ class RankedTool:
 
     tool_id: str
     rank: int
-    reason: Literal["first_pass", "dependency", "context"]
+    reason: Literal["first_pass", "dependency"]
     score: float
     via: str | None = None
     edge_kind: EdgeKind | None = None
@@ -43,7 +36,5 @@ class RankedTool:
         """A short human sentence, for the CLI and for `find_tools` results."""
         if self.reason == "first_pass":
             return f"search hit (score {self.score:.3f})"
-        if self.reason == "context":
-            return "used earlier in this conversation"
         param = f", parameter {self.parameter_name}" if self.parameter_name else ""
         return f"dependency of {self.via} ({self.edge_kind}{param})"

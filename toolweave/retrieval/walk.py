@@ -59,14 +59,17 @@ def expand_with_dependencies(
         out.append(tool)
         weights.append(weight)
 
-    for hit in hits[:top_k]:
-        if len(out) >= limit:
-            break
+    def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
             emit(
                 RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score),
                 relevance.get(hit.tool_id, 0.0),
             )
+
+    for hit in hits[:top_k]:
+        if len(out) >= limit:
+            break
+        emit_hit(hit)
         path_weight = {hit.tool_id: relevance.get(hit.tool_id, 0.0)}
         for edge, depth in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
             weight = path_weight.get(edge.tool, 0.0) * edge.confidence
@@ -87,11 +90,7 @@ def expand_with_dependencies(
     for hit in hits[top_k:]:
         if len(out) >= limit:
             break
-        if hit.tool_id not in seen:
-            emit(
-                RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score),
-                relevance.get(hit.tool_id, 0.0),
-            )
+        emit_hit(hit)
     if order == "weighted":
         ranked = sorted(range(len(out)), key=lambda n: (-weights[n], n))
         out = [replace(out[n], rank=rank) for rank, n in enumerate(ranked[:final_k], 1)]

@@ -247,7 +247,7 @@ def identity_of_request(request: Any) -> Identity | None:
 def _bearer(scope: Scope) -> str | None:
     for key, value in scope.get("headers", ()):
         if key == b"authorization":
-            text = value.decode("latin-1")
+            text = bytes(value).decode("latin-1")
             if text[:7].lower() == "bearer " and text[7:].strip():
                 return text[7:].strip()
             return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,6 +42,7 @@ from toolweave.manifest import (
 from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.batching import QueryBatcher
+from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
 from toolweave.server.errors import to_tool_error_result
@@ -66,6 +67,7 @@ from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
+    from toolweave.retrieval.results import RankedTool
 
 __all__ = ["Gateway"]
 
@@ -186,6 +188,7 @@ class Gateway:
         ) -> Any:
             return default_options(notification_options or NotificationOptions(tools_changed=True), *a, **k)
 
+        # the SDK has no public way to announce list_changed by default (third-party gap)
         self.server.create_initialization_options = with_list_changed  # type: ignore[method-assign]
 
     # -- lifetime --------------------------------------------------------------------------------------
@@ -242,7 +245,7 @@ class Gateway:
                 await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
             self._refresh_stale_sources()
             self._warn_if_empty()
-        except Exception as exc:
+        except Exception as exc:  # any start failure is reported, never fatal
             self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
             log.error("%s; find_tools and calls will answer with this error", self._start_error)
             log.debug("background start failed", exc_info=True)
@@ -378,7 +381,7 @@ class Gateway:
         try:
             await anyio.to_thread.run_sync(self.registry.add_edges, ready)
             self.find_cache.clear()
-        except Exception:
+        except Exception:  # manifest edges are optional: never fatal
             log.exception("could not add manifest dependency edges")
 
     async def _republish(self, source: str, *, removed: set[str], changed: set[str], added: set[str]) -> None:
@@ -457,6 +460,7 @@ class Gateway:
         self.guard = Guard(registry, self.settings.security, self._policy)
         # throughput: concurrent turns share model runs; repeated questions are answered from a cache
         if not isinstance(registry.embedder, QueryBatcher):
+            # QueryBatcher is a drop-in Embedder (its other calls pass through __getattr__)
             registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]
         self.metrics.quarantined.set(len(self.guard.held))
         self._registry = registry
@@ -584,7 +588,7 @@ class Gateway:
                     latency_s=elapsed,
                     arguments=args,
                 )
-        except Exception:
+        except Exception:  # bookkeeping must never fail the call
             log.exception("could not record metrics/audit for %s", name)
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
@@ -697,10 +701,7 @@ class Gateway:
         key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
         ranked = await self.find_cache.get(
             key,
-            partial(
-                anyio.to_thread.run_sync,
-                partial(self.registry.retrieve, text, params, exclude_sources=exclude, context=context),
-            ),
+            partial(anyio.to_thread.run_sync, partial(self._retrieve, text, params, exclude, context)),
         )
         found = [
             FoundTool(rec, r)
@@ -716,6 +717,14 @@ class Gateway:
             if announce:
                 await self._notify_and_hold(session)
         return found, change.changed
+
+    def _retrieve(
+        self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
+    ) -> list[RankedTool]:
+        """Retrieval over the registry (in a worker thread). The retrieve span holds the registry's search
+        span; what is left of it is fusion, floor and the walk (retrieval itself imports no tracing)."""
+        with span("retrieve", method=params.method, top_k=params.top_k, final_k=params.final_k):
+            return retrieve_tools(self.registry, text, params, exclude_sources=exclude, context=context)
 
     async def _topic_shifted(self, context: list[str], text: str) -> bool:
         """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
@@ -861,6 +870,6 @@ def _sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
             )
         except Exception as exc:  # the client refused or failed: tell the upstream, keep going
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")
-        return result  # type: ignore[return-value]
+        return result
 
     return sample

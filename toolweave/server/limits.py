@@ -157,6 +157,7 @@ async def bounded_stdio_server(
     ``stdin``/``stdout`` default to the process's (stdout is then claimed by the SDK as usual)."""
     lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
     out = anyio.wrap_file(TextIOWrapper(stdout, encoding="utf-8")) if stdout is not None else None
+    # the SDK annotates anyio's file type; it only iterates lines, which _BoundedLines gives
     async with stdio_server(stdin=lines, stdout=out) as (sdk_read, write):  # type: ignore[arg-type]
         relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
 

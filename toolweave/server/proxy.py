@@ -189,7 +189,7 @@ def _name_tool(result: types.CallToolResult, tool_id: str) -> types.CallToolResu
     """Backends build their error results without the gateway's tool id; fill it in."""
     if error_code_of(result) is None:
         return result
-    error = dict(result.structured_content["error"])  # type: ignore[index]
+    error = dict(result.structured_content["error"])
     if error.get("tool"):
         return result
     error["tool"] = tool_id

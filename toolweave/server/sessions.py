@@ -68,7 +68,7 @@ def _client_key(ctx: ServerRequestContext[Any, Any], *, authenticated: bool) -> 
         key = conn.state.get(_STATE_KEY)
         if key is None:
             key = conn.state[_STATE_KEY] = f"conn-{next(_counter)}"
-        return key
+        return str(key)
     explicit = (ctx.meta or {}).get(SESSION_META_KEY)
     if isinstance(explicit, str) and explicit:
         return f"client-{explicit}"

@@ -15,6 +15,7 @@ from mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
 
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend
+from toolweave.adapters.mcp.backend import stdio_environment
 from toolweave.manifest import HttpServer, SseServer, StdioServer
 from toolweave.records import ToolRecord
 
@@ -110,6 +111,24 @@ async def test_mcp_server_time_over_stdio() -> None:
         assert {t.id for t in h.reports[-1]} == {"time__get_current_time", "time__convert_time"}
         result = await backend.call(h.tool("get_current_time"), {"timezone": "UTC"}, timeout_s=10)
         assert not result.is_error and "UTC" in text(result)
+
+
+async def test_a_bare_command_installed_beside_toolweave_runs_without_an_activated_venv(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`command: mcp-server-time` finds the server installed next to toolweave although PATH lacks its
+    bin directory; only the child's PATH has it first: the gateway's own environment is left alone."""
+    bin_dir = os.path.dirname(sys.executable)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    backend = MCPBackend(
+        "time", stdio("--local-timezone", "UTC", command="mcp-server-time"), connect_timeout_s=20
+    )
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available, timeout=25)
+        assert "time__get_current_time" in {t.id for t in h.reports[-1]}
+    assert os.environ["PATH"] == "/usr/bin:/bin"
+    assert stdio_environment({}, "/usr/bin")["PATH"] == f"{bin_dir}:/usr/bin"
+    assert stdio_environment({"PATH": "/mine"}, "/usr/bin") == {"PATH": "/mine"}  # the entry's own PATH wins
 
 
 async def test_http_upstream_list_change_kill_restart(http_upstream: HttpUpstream) -> None:

@@ -16,6 +16,7 @@ from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference import infer_edges, rule_of, walkable
 from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.registry.registry import Registry
+from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -69,7 +70,7 @@ def test_registry_keeps_weak_edges_for_the_graph_but_retrieval_does_not_walk_the
     assert ("k__schedule_reminder", "k__make_timestamp") in stored  # shown by `toolweave graph`
     assert [e.depends_on for e in reg.dependencies("k__schedule_reminder")] == []
     assert [e.depends_on for e in reg.dependencies("k__list_invoices")] == ["k__login"]
-    ranked = reg.retrieve("remind me to call mum tomorrow", RetrievalSettings(top_k=1, final_k=2))
+    ranked = retrieve_tools(reg, "remind me to call mum tomorrow", RetrievalSettings(top_k=1, final_k=2))
     assert ranked and not any(r.reason == "dependency" for r in ranked)
 
     # a deployment that trusts every inferred edge says so with the setting
@@ -124,7 +125,7 @@ def test_api_bank_inferred_graph_is_not_worse_than_no_graph(
 
     def score(method: str) -> float:
         params = RetrievalSettings(method=method)  # type: ignore[arg-type]
-        runs = [([names[r.tool_id] for r in reg.retrieve(q.text, params)], q.gold) for q in queries]
+        runs = [([names[r.tool_id] for r in retrieve_tools(reg, q.text, params)], q.gold) for q in queries]
         return summarize(runs, (10,))["map@10"]
 
     assert score("grtf") >= score("hybrid") - 0.005  # hybrid = grtf without a graph

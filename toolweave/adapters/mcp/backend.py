@@ -42,9 +42,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import os
+import sys
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -64,7 +67,7 @@ from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_clien
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 
-__all__ = ["MCPBackend", "StatusCallback"]
+__all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +170,12 @@ class MCPBackend:
                 reason = self._lost_reason or "connection closed"
             except ConfigError as exc:
                 reason = str(exc)
-            except Exception as exc:
+            except Exception as exc:  # any failure of one connection: reconnect
                 reason = self._describe(exc)
             finally:
                 self._client = None
                 await self._set_available(False)
-            up_for = None if self._connected_at is None else time.monotonic() - self._connected_at
+            up_for = self._uptime()
             if up_for is not None and up_for >= self.healthy_after_s:
                 backoff = self.backoff_initial_s
             self.last_error = reason
@@ -182,6 +185,10 @@ class MCPBackend:
             )
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self.backoff_max_s)
+
+    def _uptime(self) -> float | None:
+        """Seconds the last connection stayed up (None: it never connected)."""
+        return None if self._connected_at is None else time.monotonic() - self._connected_at
 
     async def _serve_once(self, on_tools: ToolsCallback) -> None:
         """One connection: connect, list, report, then keep in sync until it is lost."""
@@ -233,13 +240,13 @@ class MCPBackend:
 
         Secrets are interpolated here, on every connect, and live only in these transport objects.
         A stdio server gets the SDK's minimal environment (PATH, HOME, ...) plus the entry's ``env``:
-        variables it needs from ours must be listed there (``TOKEN: ${TOKEN}``).
+        variables it needs from ours must be listed there (``TOKEN: ${TOKEN}``). Its PATH starts with
+        this interpreter's bin directory (``stdio_environment``).
         """
         cfg = self.config.interpolated(self.environ)
         if isinstance(cfg, StdioServer):
-            params = StdioServerParameters(
-                command=cfg.command, args=cfg.args, env=cfg.env or None, cwd=cfg.cwd
-            )
+            env = stdio_environment(cfg.env, os.environ.get("PATH", ""))
+            params = StdioServerParameters(command=cfg.command, args=cfg.args, env=env, cwd=cfg.cwd)
             label = f"upstream {self.name!r}"
             return bounded_stdio_client(
                 params, label=label, max_line_bytes=self.max_result_bytes
@@ -286,8 +293,7 @@ class MCPBackend:
         self.records = records
         try:
             await on_tools(self.name, records, [])
-        except Exception:
-            # The consumer's failure (registry, embedding) must not cost us the connection.
+        except Exception:  # the consumer's failure (registry, embedding) must not cost the connection
             log.exception("upstream %r: on_tools callback failed for %d tools", self.name, len(records))
 
     async def _refresher(
@@ -304,7 +310,7 @@ class MCPBackend:
             try:
                 if await self._refresh(client, on_tools, only_if_changed=True):
                     log.info("upstream %r: tool list changed, %d tools", self.name, len(self.records))
-            except Exception as exc:
+            except Exception as exc:  # any failure means the session is gone
                 self._mark_lost(f"re-listing tools after list_changed failed: {self._describe(exc)}")
 
     async def _watch(self, client: Client, on_tools: ToolsCallback) -> None:
@@ -325,7 +331,7 @@ class MCPBackend:
             if time.monotonic() >= next_probe:
                 try:
                     await self._refresh(client, on_tools, only_if_changed=True)
-                except Exception as exc:
+                except Exception as exc:  # any failure means the session is gone
                     self._mark_lost(f"liveness probe (tools/list) failed: {self._describe(exc)}")
                     return
                 next_probe = time.monotonic() + (self.probe_interval_s or math.inf)
@@ -341,7 +347,7 @@ class MCPBackend:
         except TimeoutError:
             self._mark_lost(f"no answer to a liveness check within {self.ping_timeout_s:g} s (stuck?)")
             return False
-        except Exception as exc:
+        except Exception as exc:  # any failure means the session is gone
             self._mark_lost(f"liveness check failed: {self._describe(exc)}")
             return False
         return True
@@ -398,7 +404,7 @@ class MCPBackend:
         if self.on_status is not None:
             try:
                 await self.on_status(self.name, value)
-            except Exception:
+            except Exception:  # a consumer bug must not cost the connection
                 log.exception("upstream %r: on_status callback failed", self.name)
 
     # -- calls -----------------------------------------------------------------------------------
@@ -442,7 +448,7 @@ class MCPBackend:
                 )
             self._probe_soon()  # transports also report lost connections as JSON-RPC errors
             return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
-        except Exception as exc:
+        except Exception as exc:  # SDK/transport errors vary: one error result
             self._probe_soon()
             return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
@@ -471,7 +477,7 @@ class MCPBackend:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling not supported by the client")
         try:
             return await sampler(params)
-        except Exception as exc:
+        except Exception as exc:  # a client's failure must not cost the upstream
             log.warning("upstream %r: sampling through the client failed: %s", self.name, exc)
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
 
@@ -496,3 +502,17 @@ def _dispatcher_closed(client: Client) -> bool:
     we read the dispatcher's flag; if that attribute ever disappears, probes still catch the loss."""
     dispatcher = getattr(client.session, "_dispatcher", None)
     return bool(getattr(dispatcher, "_closed", False))
+
+
+def stdio_environment(env: Mapping[str, str], path: str) -> dict[str, str]:
+    """The extra environment of a stdio upstream: its entry's ``env`` over a PATH (``path``, ours) that
+    starts with this interpreter's bin directory.
+
+    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv those
+    would resolve to the system's, which lacks the servers installed next to toolweave. The spawn looks
+    the command up on the child's PATH, so only the child's environment changes, never the gateway's.
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    if path.split(os.pathsep)[0] != bin_dir:
+        path = os.pathsep.join([bin_dir, path]) if path else bin_dir
+    return {"PATH": path, **env}

@@ -139,12 +139,12 @@ class OpenAPIBackend:
                 logger.warning("openapi %s: skipped %s", self.name, problem)
             try:
                 await on_tools(self.name, tools, edges)
-            except Exception:
+            except Exception:  # a consumer bug must not end this backend
                 logger.exception("openapi %s: reporting tools failed", self.name)
             if self.on_status is not None:
                 try:
                     await self.on_status(self.name, True)
-                except Exception:
+                except Exception:  # a consumer bug must not end this backend
                     logger.exception("openapi %s: on_status callback failed", self.name)
             try:
                 await asyncio.Event().wait()

@@ -169,7 +169,7 @@ def build_request(
             "set base_url in the source config"
         )
     params = backend.get("parameters") or []
-    query: list[tuple[str, str]] = []
+    query: list[tuple[str, str | int | float | bool | None]] = []  # httpx's query value types
     headers: dict[str, str] = {}
     cookies: dict[str, str] = {}
     known = {p["property"] for p in params}

@@ -33,7 +33,7 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _BaseLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _JsonishLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _JsonishLoader(_BaseLoader):  # type: ignore[misc]  # the base is chosen at run time (C or Python)
     """SafeLoader whose timestamps stay strings (dates in examples must stay JSON-serialisable)."""
 
 

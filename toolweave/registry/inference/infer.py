@@ -113,10 +113,10 @@ def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
     # A 2-cycle of "needs" edges is a contradiction (except read/change pairs of one state, which are
     # indirect both ways): keep the more confident direction.
     for a, b in list(best):
-        e, back = best.get((a, b)), best.get((b, a))
-        if e is None or back is None or EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON in (e.kind, back.kind):
+        forth, back = best.get((a, b)), best.get((b, a))
+        if forth is None or back is None or EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON in (forth.kind, back.kind):
             continue
-        loser = (b, a) if (e.confidence, b) >= (back.confidence, a) else (a, b)
+        loser = (b, a) if (forth.confidence, b) >= (back.confidence, a) else (a, b)
         del best[loser]
     # a tool's edges come most confident first: retrieval walks dependencies in this order
     return sorted(best.values(), key=lambda e: (e.tool, -e.confidence, e.depends_on))

@@ -7,7 +7,7 @@ edges, ``depends_on`` fields or queries: ``ToolRecord`` carries none of those.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -61,7 +61,7 @@ def _join_auth(ws: list[str]) -> list[str]:
     return out
 
 
-def param_family(param_words: list[str]) -> str | None:
+def param_family(param_words: Sequence[str]) -> str | None:
     """The value family of a parameter from its head word: ``start_year`` → ``date``."""
     if not param_words:
         return None

@@ -84,7 +84,7 @@ def param_words(param: str) -> tuple[str, ...]:
     return tuple({"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param))
 
 
-def best_candidate(t: ToolProfile, cands: list[tuple[float, ToolProfile]]) -> ToolProfile | None:
+def best_candidate(t: ToolProfile, cands: Sequence[tuple[float, ToolProfile]]) -> ToolProfile | None:
     """Highest score; ties broken toward the same source, core tools, fewer inputs, then id (stable)."""
     if not cands:
         return None
@@ -277,13 +277,13 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
     for t in subjects:
         for param in t.params:
             pw = param_words(param)
-            fam = param_family(pw)
-            if fam is None:
+            family = param_family(pw)
+            if family is None:
                 continue
             cands = [
                 (1.0 + (pw[-1] in p.subject_words), p)
-                for p in by_family.get(fam, [])
-                if p.id != t.id and fam not in t.families and _may_default(t, param, p)
+                for p in by_family.get(family, [])
+                if p.id != t.id and family not in t.families and _may_default(t, param, p)
             ]
             best = best_candidate(t, cands)
             if best is not None:
@@ -292,8 +292,8 @@ def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
                     best,
                     EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
                     param,
-                    f"{best.id} gives the current {fam} when the user does not say",
-                    f"input {param!r} is a {fam}; {best.id} reports the current {fam}",
+                    f"{best.id} gives the current {family} when the user does not say",
+                    f"input {param!r} is a {family}; {best.id} reports the current {family}",
                     "family_rule/" + ("core" if best.kind == "core" else "optional"),
                 )
 
@@ -459,28 +459,28 @@ def state_pair_rule(
             setters.setdefault((p.source, key(p)), []).append(p)
     for t in subjects:
         k = (t.source, key(t))
+        state = " ".join(k[1])
         if t.is_setter:
-            for r in readers.get(k, []):
-                yield inferred_edge(
-                    t,
-                    r,
-                    EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
-                    None,
-                    f"read the current {' '.join(k[1])} before changing it",
-                    f"setter/reader pair on {' '.join(k[1])!r}",
-                    "state_pair_rule/setter",
-                )
+            partners, role, reason = (
+                readers.get(k, []),
+                "setter",
+                f"read the current {state} before changing it",
+            )
         elif t.verb in ("get", "check", "read") and not t.required:
-            for s in setters.get(k, []):
-                yield inferred_edge(
-                    t,
-                    s,
-                    EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
-                    None,
-                    f"change {' '.join(k[1])} if the reading is not what is needed",
-                    f"setter/reader pair on {' '.join(k[1])!r}",
-                    "state_pair_rule/reader",
-                )
+            partners, role = setters.get(k, []), "reader"
+            reason = f"change {state} if the reading is not what is needed"
+        else:
+            continue
+        for partner in partners:
+            yield inferred_edge(
+                t,
+                partner,
+                EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
+                None,
+                reason,
+                f"setter/reader pair on {state!r}",
+                f"state_pair_rule/{role}",
+            )
 
 
 def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
@@ -527,22 +527,7 @@ def connectivity_rule(
 
     Evidence of the tool itself; the fleet-wide default is ``connectivity_prior_rule``.
     """
-    online = _network_users(universe, prior=False)
-    if online is None:
-        return
-    reader, dependent = online
-    for t in subjects:
-        said = _says_online(t)
-        if dependent(t) and (said or t.is_auth):
-            yield inferred_edge(
-                t,
-                reader,
-                EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                None,
-                f"uses the network; {reader.id} tells whether it is up",
-                f"network words {sorted(said)[:4]}" + (" (authentication)" if t.is_auth else ""),
-                "connectivity_rule",
-            )
+    return _network_edges(subjects, universe, prior=False)
 
 
 def connectivity_prior_rule(
@@ -551,21 +536,37 @@ def connectivity_prior_rule(
     """In a fleet that shows it, the other (non-local) tools need the network too: a weak prior whose
     calibrated confidence decides whether retrieval may use it. A fleet where at most
     ``FLEET_PRIOR_SHARE`` of the tools mention the network gets none, whatever its tools are called."""
-    online = _network_users(universe, prior=True)
+    return _network_edges(subjects, universe, prior=True)
+
+
+def _network_edges(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], *, prior: bool
+) -> Iterator[DependencyEdge]:
+    """Edges to the connectivity reader: from tools that say they use the network (or log in), or
+    (``prior``) from the fleet's other tools."""
+    online = _network_users(universe, prior=prior)
     if online is None:
         return
     reader, dependent = online
     for t in subjects:
-        if dependent(t) and not _says_online(t) and not t.is_auth:
-            yield inferred_edge(
-                t,
-                reader,
-                EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                None,
-                f"most tools of this fleet use the network; {reader.id} tells whether it is up",
-                "fleet prior",
-                "connectivity_prior_rule",
-            )
+        said = _says_online(t)
+        own_evidence = bool(said or t.is_auth)
+        if not dependent(t) or own_evidence == prior:  # the prior covers just the tools without evidence
+            continue
+        if prior:
+            reason, evidence = "most tools of this fleet use the network", "fleet prior"
+        else:
+            reason = "uses the network"
+            evidence = f"network words {sorted(said)[:4]}" + (" (authentication)" if t.is_auth else "")
+        yield inferred_edge(
+            t,
+            reader,
+            EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
+            None,
+            f"{reason}; {reader.id} tells whether it is up",
+            evidence,
+            "connectivity_prior_rule" if prior else "connectivity_rule",
+        )
 
 
 RULES: tuple[Rule, ...] = (

@@ -135,18 +135,18 @@ def producer_rule(
     for t in subjects:
         formats = dict(t.formats)
         for param in t.params:
-            kind = param_kind(param, formats.get(param))
-            if kind is None:
+            takes = param_kind(param, formats.get(param))
+            if takes is None:
                 continue
             # qualified values match both ways: a live stream's URL feeds only an input that says so, and
             # a polygon's coordinates come only from a tool that says polygon
             context = set(param_words(param)) | set(t.name_words)
             head = _head(param_words(param))
             # "<event>_at" names the event, not whose timestamp it is
-            wanted = set() if head[-1] == "at" else set(head) - kind.words - _GENERIC
+            wanted = set() if head[-1] == "at" else set(head) - takes.words - _GENERIC
             cands = [
                 (score + 0.5 * (p.source == t.source), why, p)
-                for score, why, qualifiers, p in producers.get(kind.name, [])
+                for score, why, qualifiers, p in producers.get(takes.name, [])
                 if p.id != t.id
                 and not is_sibling(t, p)
                 and qualifiers <= context
@@ -167,7 +167,7 @@ def producer_rule(
                 best,
                 EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
                 param,
-                f"{best.id} produces the {kind.name} that {param} takes",
-                f"input {param!r} holds a {kind.name}; {best.id} {why}",
+                f"{best.id} produces the {takes.name} that {param} takes",
+                f"input {param!r} holds a {takes.name}; {best.id} {why}",
                 "producer_rule",
             )
