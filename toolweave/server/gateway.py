@@ -41,7 +41,6 @@ from toolweave.manifest import (
 )
 from toolweave.policy import Policy
 from toolweave.records import DependencyEdge, ToolRecord
-from toolweave.registry.batching import QueryBatcher
 from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
@@ -459,6 +458,8 @@ class Gateway:
         """The registry is open: its guard (quarantine beside it) and the query batcher come with it."""
         self.guard = Guard(registry, self.settings.security, self._policy)
         # throughput: concurrent turns share model runs; repeated questions are answered from a cache
+        from toolweave.registry.batching import QueryBatcher  # numpy: after the handshake
+
         if not isinstance(registry.embedder, QueryBatcher):
             # QueryBatcher is a drop-in Embedder (its other calls pass through __getattr__)
             registry.embedder = QueryBatcher(registry.embedder)  # type: ignore[assignment]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
 from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import ToolRecord
-from toolweave.registry import Registry
-from toolweave.registry.quarantine import QuarantineStore
 from toolweave.settings import SecuritySettings
+
+if TYPE_CHECKING:  # LanceDB, pyarrow, networkx: imported with the registry, after the handshake
+    from toolweave.registry import Registry
 
 __all__ = ["Guard"]
 
@@ -32,6 +34,8 @@ class Guard:
         self.registry = registry
         self.security = security
         self.policy = policy
+        from toolweave.registry.quarantine import QuarantineStore
+
         self.quarantine = QuarantineStore(registry.path)
         self.held: frozenset[str] = self.quarantine.held_ids()
 
