@@ -227,7 +227,6 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
-            ENABLE_TOOL_SEARCH="false",  # toolweave is the tool search (docs/clients.md)
             TOOLWEAVE_LOG_LEVEL="WARNING",
         )
         allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
@@ -306,8 +305,15 @@ def main() -> int:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--hook", action="store_true", help="install toolweave's UserPromptSubmit hook")
     parser.add_argument("--mcp-list", action="store_true", help="health-check with `claude mcp list`")
+    parser.add_argument(
+        "--no-tool-search",
+        action="store_true",
+        help="ENABLE_TOOL_SEARCH=false (else Claude Code's default)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.no_tool_search:
+        os.environ["ENABLE_TOOL_SEARCH"] = "false"
     claude = claude_binary()
     if claude is None:
         print("claude_code_turns: npm is not installed; skipped", file=sys.stderr)
@@ -328,6 +334,7 @@ def main() -> int:
         "bench": "claude_code_turns",
         "transport": args.transport,
         "hook": args.hook,
+        "tool_search": os.environ.get("ENABLE_TOOL_SEARCH", "default"),
         "runs": len(rows),
         "outcomes": dict(counts),
         "first_request_has_tool": sum(bool(r["first_request_has_tool"]) for r in rows),

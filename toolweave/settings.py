@@ -109,6 +109,11 @@ class PublishSettings(BaseModel):
         le=128,
         description="Longest published name; longer ids get a shorter one (`mcp__toolweave__` + 48 = 64)",
     )
+    always_load: bool = Field(
+        True,
+        description='Mark published tools `_meta["anthropic/alwaysLoad"]`: Claude Code never defers them '
+        "behind its own tool search (toolweave is the tool search).",
+    )
 
 
 class SecuritySettings(BaseModel):

@@ -317,3 +317,14 @@ async def test_weak_matches_are_listed_but_not_published(registry: Any, backends
         listed = names(await client.list_tools(cache_mode="bypass"))
         assert "clock__get_current_time" in listed
         assert not [name for name in listed if name.startswith("notes__")], listed
+
+
+@pytest.mark.parametrize("always_load", [True, False])
+async def test_published_tools_ask_claude_code_not_to_defer_them(
+    registry: Any, backends: Any, always_load: bool
+) -> None:
+    gateway = make_gateway(registry, *backends, pinned=("notes__create_note",), always_load=always_load)
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        listed = (await client.list_tools(cache_mode="bypass")).tools
+    assert [t.name for t in listed] == ["find_tools", "call_tool", "notes__create_note"]
+    assert all(bool((t.meta or {}).get("anthropic/alwaysLoad")) is always_load for t in listed), listed

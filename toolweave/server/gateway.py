@@ -48,6 +48,7 @@ from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.guard import Guard
 from toolweave.server.meta_tools import (
+    ALWAYS_LOAD,
     CALL_TOOL,
     FIND_TOOLS,
     MAX_K,
@@ -55,6 +56,7 @@ from toolweave.server.meta_tools import (
     find_tools_result,
     meta_tools,
     to_mcp_tool,
+    with_meta,
 )
 from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.names import NameMap
@@ -470,15 +472,19 @@ class Gateway:
         self.metrics.quarantined.set(len(self.guard.held))
 
     def published_tools(self, session: Session) -> list[types.Tool]:
-        excluded = self.excluded_sources()
         tools = meta_tools()
-        if not self.is_ready():  # pinned tools follow with list_changed once the registry is open
-            return tools
-        for tool_id in session.published.ids():
-            record = self.registry.find(tool_id)
-            if record is None or record.source in excluded or not self.guard.allows(session.identity, record):
-                continue
-            tools.append(self._mcp_tool(record))
+        if self.is_ready():  # pinned tools follow with list_changed once the registry is open
+            excluded = self.excluded_sources()
+            for tool_id in session.published.ids():
+                record = self.registry.find(tool_id)
+                if record is None or record.source in excluded:
+                    continue
+                if self.guard.allows(session.identity, record):
+                    tools.append(self._mcp_tool(record))
+        if self.settings.publish.always_load:
+            # Claude Code 2.1 otherwise shows the model only the names of MCP tools, behind its own
+            # ToolSearch: neither find_tools nor a tool just published would be callable next step.
+            tools = [with_meta(tool, ALWAYS_LOAD) for tool in tools]
         return tools
 
     def _mcp_tool(self, record: ToolRecord) -> types.Tool:

@@ -18,6 +18,7 @@ from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
 
 __all__ = [
+    "ALWAYS_LOAD",
     "CALL_TOOL",
     "FIND_TOOLS",
     "META_TOOL_NAMES",
@@ -25,6 +26,7 @@ __all__ = [
     "find_tools_result",
     "meta_tools",
     "to_mcp_tool",
+    "with_meta",
 ]
 
 FIND_TOOLS = "find_tools"
@@ -93,6 +95,15 @@ def meta_tools() -> list[types.Tool]:
             input_schema=_CALL_TOOL_SCHEMA,
         ),
     ]
+
+
+ALWAYS_LOAD = {"anthropic/alwaysLoad": True}
+"""Tool ``_meta`` that keeps Claude Code from deferring a tool behind its own tool search."""
+
+
+def with_meta(tool: types.Tool, meta: dict[str, Any]) -> types.Tool:
+    """``tool`` with ``meta`` merged into its ``_meta`` (a copy; the original is shared and cached)."""
+    return tool.model_copy(update={"meta": {**(tool.meta or {}), **meta}})
 
 
 def to_mcp_tool(record: ToolRecord, name: str | None = None) -> types.Tool:
