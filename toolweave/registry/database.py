@@ -292,10 +292,14 @@ class RegistryDatabase:
         return record
 
     # -- tables --------------------------------------------------------------------------------------
-    def tool_table(self) -> ToolTable:
+    def _committed(self) -> CommitRecord:
         if self.head is None:
             raise RegistryError(f"registry {self.location} is not created yet")
-        return ToolTable(self._db, self.head.tools_table, self.head.dim)
+        return self.head
+
+    def tool_table(self) -> ToolTable:
+        head = self._committed()
+        return ToolTable(self._db, head.tools_table, head.dim)
 
     def new_tool_table(self, dim: int) -> ToolTable:
         """An empty tool table beside the committed one (for a reindex), named after the next generation."""
@@ -304,9 +308,8 @@ class RegistryDatabase:
         return ToolTable(self._db, name, dim)
 
     def usage_table(self) -> UsageTable:
-        if self.head is None:
-            raise RegistryError(f"registry {self.location} is not created yet")
-        return UsageTable(self._db, self.head.usage_table, self.head.dim)
+        head = self._committed()
+        return UsageTable(self._db, head.usage_table, head.dim)
 
     def new_usage_table(self, dim: int) -> UsageTable:
         """An empty usage table beside the committed one (for a reindex)."""
