@@ -190,10 +190,23 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
         async with anyio.create_task_group() as tg:
 
             async def hear() -> None:
-                reports.append(await gateway.hear_turn("what time is it in Tokyo"))
+                reports.append(await gateway.hear_turn("what time is it in Tokyo", first_session=True))
 
             tg.start_soon(hear)
             await anyio.sleep(0.05)  # let the turn arrive first (ordering only: it then waits)
             first = names(await client.list_tools(cache_mode="bypass"))
     assert "clock__get_current_time" in first  # the very first list carries the turn's tools
     assert reports[0]["sessions"] and reports[0]["sessions"][0]["tool_list_changed"] is True
+
+
+async def test_a_turn_for_nobody_is_not_given_to_whoever_connects_next(registry: Any, backends: Any) -> None:
+    # On HTTP the turn endpoint is not tied to one client: a turn with no session must not reach the next
+    # client that happens to connect (that could be somebody else's conversation).
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with Client(gateway.server, mode="legacy") as client:
+        for backend in gateway.backends.values():
+            with anyio.fail_after(20):
+                await backend.reported.wait()  # type: ignore[attr-defined]
+        report = await gateway.hear_turn("what time is it in Tokyo")
+        assert report == {"sessions": []}
+        assert "clock__get_current_time" not in names(await client.list_tools(cache_mode="bypass"))

@@ -632,12 +632,16 @@ class Gateway:
             name_of=self.names.name,
         )
 
-    async def hear_turn(self, text: str, session_key: str | None = None) -> dict[str, Any]:
+    async def hear_turn(
+        self, text: str, session_key: str | None = None, *, first_session: bool = False
+    ) -> dict[str, Any]:
         """A host reports the user's turn: retrieve on the conversation, publish and notify each chosen
         session before the model's first request, and return once each has re-listed (bounded by
         ``publish.relist_wait_ms``). ``session_key`` picks one: an ``Mcp-Session-Id``, the
         ``_meta["io.toolweave/session"]`` value a 2026-era client sends, or a gateway session key;
-        without it, every session (a stdio gateway has exactly one)."""
+        without it, every session (a stdio gateway has exactly one). ``first_session``: with no session
+        yet, the turn is for the first one to come (only for the host that spawned this stdio gateway:
+        on HTTP that could be anybody's)."""
         text = text.strip()[:MAX_QUERY_CHARS]
         if not text:
             raise ServerError("the turn text is empty")
@@ -648,7 +652,7 @@ class Gateway:
             raise ServerError(self._start_error or "the tool registry is still opening; try again shortly")
         await self._first_connections()
         sessions = [s for s in self.sessions if session_key is None or _is_session(s, session_key)]
-        if not sessions and session_key is None:
+        if not sessions and session_key is None and first_session:
             return await self._turn_for_first_session(text)
         report: dict[str, Any] = {"sessions": []}
         for session in sessions:

@@ -189,15 +189,17 @@ def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: f
     return answer
 
 
-async def answer_turn(gateway: Gateway, request: Any) -> dict[str, Any]:
-    """One host request (parsed JSON) answered: the shared core of the socket and the HTTP route."""
+async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False) -> dict[str, Any]:
+    """One host request (parsed JSON) answered: the shared core of the socket and the HTTP route.
+    ``own_host``: the request comes from the host that spawned this (stdio) gateway, so a turn that
+    arrives before its client session is meant for that session (see ``Gateway.hear_turn``)."""
     if not isinstance(request, dict) or not isinstance(request.get("turn"), str):
         return {"ok": False, "error": 'expected a JSON object with a string "turn"'}
     session = request.get("session")
     if session is not None and not isinstance(session, str):
         return {"ok": False, "error": '"session" must be a string'}
     try:
-        report = await gateway.hear_turn(request["turn"], session)
+        report = await gateway.hear_turn(request["turn"], session, first_session=own_host)
     except Exception as exc:  # a host's request never takes the gateway down
         log.warning("host turn failed: %s: %s", type(exc).__name__, exc)
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -233,7 +235,7 @@ async def host_channel(gateway: Gateway, host_pid: int | None = None) -> AsyncIt
                     except json.JSONDecodeError:
                         answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
                     else:
-                        answer = await answer_turn(gateway, request)
+                        answer = await answer_turn(gateway, request, own_host=True)
                     await stream.send(json.dumps(answer).encode() + b"\n")
             except Exception:  # a broken client connection: nothing to answer
                 log.debug("host channel connection failed", exc_info=True)
