@@ -56,7 +56,6 @@ from toolweave.server.meta_tools import (
     find_tools_result,
     meta_tools,
     to_mcp_tool,
-    with_meta,
 )
 from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.names import NameMap
@@ -150,6 +149,9 @@ class Gateway:
         self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
         self._tool_cache: dict[str, tuple[ToolRecord, types.Tool]] = {}
+        # Claude Code 2.1 otherwise shows the model only the names of MCP tools, behind its own
+        # ToolSearch: neither find_tools nor a tool just published would be callable next step.
+        self._tool_meta = dict(ALWAYS_LOAD) if settings.publish.always_load else None
         # security (server/auth.py, guard.py, audit.py, metrics.py)
         security = settings.security
         self._policy = manifest.access_policy if manifest else Policy()
@@ -472,19 +474,15 @@ class Gateway:
         self.metrics.quarantined.set(len(self.guard.held))
 
     def published_tools(self, session: Session) -> list[types.Tool]:
-        tools = meta_tools()
-        if self.is_ready():  # pinned tools follow with list_changed once the registry is open
-            excluded = self.excluded_sources()
-            for tool_id in session.published.ids():
-                record = self.registry.find(tool_id)
-                if record is None or record.source in excluded:
-                    continue
-                if self.guard.allows(session.identity, record):
-                    tools.append(self._mcp_tool(record))
-        if self.settings.publish.always_load:
-            # Claude Code 2.1 otherwise shows the model only the names of MCP tools, behind its own
-            # ToolSearch: neither find_tools nor a tool just published would be callable next step.
-            tools = [with_meta(tool, ALWAYS_LOAD) for tool in tools]
+        tools = meta_tools(self._tool_meta)
+        if not self.is_ready():  # pinned tools follow with list_changed once the registry is open
+            return tools
+        excluded = self.excluded_sources()
+        for tool_id in session.published.ids():
+            record = self.registry.find(tool_id)
+            if record is None or record.source in excluded or not self.guard.allows(session.identity, record):
+                continue
+            tools.append(self._mcp_tool(record))
         return tools
 
     def _mcp_tool(self, record: ToolRecord) -> types.Tool:
@@ -492,7 +490,8 @@ class Gateway:
         # replaced on change, so "same object" means "same tool" (no hashing on every tools/list).
         cached = self._tool_cache.get(record.id)
         if cached is None or cached[0] is not record:
-            cached = self._tool_cache[record.id] = (record, to_mcp_tool(record, self.names.name(record.id)))
+            tool = to_mcp_tool(record, self.names.name(record.id), self._tool_meta)
+            cached = self._tool_cache[record.id] = (record, tool)
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:

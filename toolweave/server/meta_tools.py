@@ -26,7 +26,6 @@ __all__ = [
     "find_tools_result",
     "meta_tools",
     "to_mcp_tool",
-    "with_meta",
 ]
 
 FIND_TOOLS = "find_tools"
@@ -70,8 +69,8 @@ _CALL_TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-def meta_tools() -> list[types.Tool]:
-    """The meta-tools, always published first."""
+def meta_tools(meta: dict[str, Any] | None = None) -> list[types.Tool]:
+    """The meta-tools, always published first (``meta``: their ``_meta``)."""
     return [
         types.Tool(
             name=FIND_TOOLS,
@@ -84,6 +83,7 @@ def meta_tools() -> list[types.Tool]:
             ),
             input_schema=_FIND_TOOLS_SCHEMA,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+            meta=meta,
         ),
         types.Tool(
             name=CALL_TOOL,
@@ -93,6 +93,7 @@ def meta_tools() -> list[types.Tool]:
                 "Works for tools that are not in your current tool list."
             ),
             input_schema=_CALL_TOOL_SCHEMA,
+            meta=meta,
         ),
     ]
 
@@ -101,13 +102,11 @@ ALWAYS_LOAD = {"anthropic/alwaysLoad": True}
 """Tool ``_meta`` that keeps Claude Code from deferring a tool behind its own tool search."""
 
 
-def with_meta(tool: types.Tool, meta: dict[str, Any]) -> types.Tool:
-    """``tool`` with ``meta`` merged into its ``_meta`` (a copy; the original is shared and cached)."""
-    return tool.model_copy(update={"meta": {**(tool.meta or {}), **meta}})
-
-
-def to_mcp_tool(record: ToolRecord, name: str | None = None) -> types.Tool:
-    """A registry record as the MCP tool the client sees, published as ``name`` (default: its id)."""
+def to_mcp_tool(
+    record: ToolRecord, name: str | None = None, meta: dict[str, Any] | None = None
+) -> types.Tool:
+    """A registry record as the MCP tool the client sees, published as ``name`` (default: its id),
+    with ``meta`` as its ``_meta``."""
     return types.Tool(
         name=name or record.id,
         title=record.title or None,
@@ -115,6 +114,7 @@ def to_mcp_tool(record: ToolRecord, name: str | None = None) -> types.Tool:
         input_schema=record.input_schema,
         output_schema=record.output_schema,
         annotations=types.ToolAnnotations.model_validate(record.annotations) if record.annotations else None,
+        meta=meta,
     )
 
 
