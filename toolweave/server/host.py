@@ -121,7 +121,7 @@ def find_host_sockets(pids: Iterator[int] | None = None, *, wait_s: float = 0.0)
     deadline = time.monotonic() + wait_s
     while True:
         found = _sockets_of_nearest(chain)
-        if found or time.monotonic() >= deadline or not any(_starting_gateways(pid) for pid in chain):
+        if found or time.monotonic() >= deadline or not _parents_of_starting_gateways() & set(chain):
             return found
         time.sleep(0.05)
 
@@ -145,24 +145,22 @@ def _sockets_of_nearest(chain: list[int]) -> list[Path]:
     return []
 
 
-def _starting_gateways(parent: int) -> list[int]:
-    """Children of ``parent`` that are ``toolweave serve`` over stdio (procfs only; elsewhere none)."""
-    children: list[int] = []
+def _parents_of_starting_gateways() -> set[int]:
+    """Parents of running stdio ``toolweave serve`` processes, in one pass over /proc (procfs only;
+    elsewhere none, so nothing is waited for)."""
+    parents: set[int] = set()
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            if _parent_pid(int(entry.name)) != parent:
-                continue
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
+        except OSError:
             continue
-        words = [Path(a.decode(errors="replace")).name for a in argv if a]
-        if (
-            "serve" in words
-            and any(w.startswith("toolweave") for w in words)
-            and not {"http", "sse"} & set(words)
-        ):
-            children.append(int(entry.name))
-    return children
+        words = {Path(a.decode(errors="replace")).name for a in argv if a}
+        stdio_serve = "serve" in words and not {"http", "sse"} & words
+        if stdio_serve and any(w.startswith("toolweave") for w in words):
+            parent = _parent_pid(int(entry.name))
+            if parent is not None:
+                parents.add(parent)
+    return parents
 
 
 def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
