@@ -12,7 +12,7 @@ to offer), and dependencies walked from kept hits are kept with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from toolweave.retrieval.fusion import turn_relevance
@@ -34,15 +34,17 @@ def apply_floor(
     absolute: float = 0.0,
     destructive_extra: float = 0.0,
     is_destructive: Callable[[str], bool] | None = None,
+    relevance: Mapping[str, float] | None = None,
 ) -> list[Hit]:
     """``hits`` (best first) without those below the floor; the first hit is always kept.
 
     ``cosine`` is each candidate's cosine similarity to the query (from the vector list); a tool the
     vector side did not list is judged by the weakest listed similarity, which is above its own.
+    ``relevance``: ``turn_relevance(hits)`` when the caller already has it.
     """
     if len(hits) < MIN_CANDIDATES or (relative <= 0 and absolute <= 0):
         return list(hits)
-    relevance = turn_relevance(hits)
+    relevance = relevance or turn_relevance(hits)
     weakest = min(cosine.values()) if cosine else 1.0
     kept = [hits[0]]
     for hit in hits[1:]:

@@ -130,6 +130,7 @@ def retrieve(
         absolute=params.floor_absolute,
         destructive_extra=params.floor_destructive,
         is_destructive=lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True,
+        relevance=relevance,
     )
     return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
 
