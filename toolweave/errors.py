@@ -15,6 +15,7 @@ the MCP SDK, YAML/JSON parsers) are translated once, at the edge that talks to t
     ├── RegistryError               the tool registry cannot do what was asked
     │   ├── NotARegistryError       the directory holds something that is not a toolweave registry
     │   ├── ModelMismatchError      the registry was built with another embedding model
+    │   ├── RegistryBusyError       another process is writing the registry (writer lease, commit race)
     │   ├── EmbeddingError          the embedding model cannot be loaded or run
     │   ├── ToolNotFound            no tool with that id
     │   └── GraphError              the dependency graph is inconsistent (unknown tool, bad edge)
@@ -34,6 +35,7 @@ __all__ = [
     "ModelMismatchError",
     "NotARegistryError",
     "OpenAPISpecError",
+    "RegistryBusyError",
     "RegistryError",
     "RetrievalError",
     "ServerError",
@@ -88,6 +90,10 @@ class NotARegistryError(RegistryError):
 
 class ModelMismatchError(RegistryError):
     """The registry's vectors were made by another embedding model than the one configured."""
+
+
+class RegistryBusyError(RegistryError):
+    """Another process holds the registry's writer lease, or committed first (see registry/lease.py)."""
 
 
 class EmbeddingError(RegistryError):

@@ -180,6 +180,25 @@ class Settings(BaseSettings):
         description="LanceDB object-store options for a URI registry (JSON; e.g. `aws_endpoint`, "
         "`aws_region`, `allow_http`); credentials come from the environment (`AWS_ACCESS_KEY_ID`, ...).",
     )
+    registry_poll_s: float = Field(
+        2.0,
+        gt=0,
+        le=5,
+        description="How often a gateway checks whether another process committed a newer registry "
+        "generation (one small read) and, if so, reloads it and re-publishes to its sessions.",
+    )
+    registry_lease_s: float = Field(
+        30.0,
+        ge=5,
+        description="Writer lease time-to-live: a writer that dies holds the registry at most this long "
+        "(renewed every third of it while writing). Keep it well above the clock skew between replicas.",
+    )
+    registry_follow_sources: bool = Field(
+        True,
+        description="Connect to sources another replica recorded in the registry that this manifest lacks "
+        "(specs with unexpanded `${VARS}`, filled from this process's environment). Whoever can write the "
+        "registry can then make this gateway start those upstreams: protect it like the manifest.",
+    )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
         description="fastembed model name. The default runs offline; others must be in the fastembed cache.",

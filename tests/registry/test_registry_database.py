@@ -212,7 +212,9 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     assert lancedb.connect(str(reg.path)).list_tables().tables == [
         "commit",
         "edges",
+        "lease",
         "overrides",
+        "sources",
         "tools",
         "usage",
     ]
@@ -221,7 +223,9 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     assert sorted(lancedb.connect(str(reg.path)).list_tables().tables) == [
         "commit",
         "edges",
+        "lease",
         "overrides",
+        "sources",
         "tools_g2",
         "usage_g2",
     ]

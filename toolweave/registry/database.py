@@ -10,9 +10,12 @@ the committed one and restores (``Table.restore``) whatever is ahead: a crash at
 state or the new one, never rows without their edges or index. A reindex writes a new tool table beside
 the old; the commit record switching to it is the swap.
 
-Readers detect a newer state cheaply: ``generation()`` reads the one-row commit table (for replicas,
-which may reload when it changes). Recovery assumes one writer per registry at a time.
-See docs/registry.md.
+Many processes may share one database (gateway replicas): only the holder of the writer lease
+(``toolweave.registry.lease``) writes or recovers, and the commit record is written with a
+compare-and-set on its generation, so a writer that lost its lease cannot overwrite a newer commit.
+Everyone else reads the table versions the commit record names, never a writer's work in progress.
+Readers detect a newer state cheaply: ``generation()`` reads the one-row commit table.
+See docs/registry.md ("Replicas").
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ from typing import Any
 import pyarrow as pa
 from pydantic import ValidationError
 
-from toolweave.errors import GraphError, NotARegistryError, RegistryError
+from toolweave.errors import GraphError, NotARegistryError, RegistryBusyError, RegistryError
 from toolweave.records import DependencyEdge, EdgeKind, ToolKind
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
+from toolweave.registry.lease import LEASE_TABLE, WriterLease
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
+from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
 from toolweave.registry.usage import USAGE_TABLE, UsageTable
 
@@ -101,10 +106,14 @@ class CommitRecord:
 class RegistryDatabase:
     """The LanceDB database of one registry. ``open`` connects, migrates and recovers."""
 
-    def __init__(self, location: RegistryLocation, db: Any, head: CommitRecord | None) -> None:
+    def __init__(
+        self, location: RegistryLocation, db: Any, head: CommitRecord | None, lease_s: float = 30.0
+    ) -> None:
         self.location = location
         self._db = db
         self.head = head
+        self.lease = WriterLease(db, lease_s)
+        """Only its holder writes or recovers (see ``toolweave.registry.lease``)."""
         self._handles: dict[str, Any] = {}
         """Open edge/override table handles: each sees its own writes (and versions) without re-opening."""
         self.graph_lost = False
@@ -129,11 +138,18 @@ class RegistryDatabase:
 
     @classmethod
     def open(
-        cls, location: RegistryLocation, storage_options: Mapping[str, str] | None = None
+        cls,
+        location: RegistryLocation,
+        storage_options: Mapping[str, str] | None = None,
+        *,
+        lease_s: float = 30.0,
     ) -> RegistryDatabase:
         """Connect to ``location``; roll back writes no commit names; migrate a ``graph.json`` registry.
 
-        ``head`` is None for a new (empty) registry: ``create`` makes it.
+        Recovery needs the writer lease: while another process holds it (its write is in progress,
+        not interrupted), nothing is rolled back and the committed versions are read; the next
+        write, under the lease, recovers. ``head`` is None for a new (empty) registry: ``create``
+        makes it (under the lease).
         """
         import lancedb
 
@@ -143,9 +159,30 @@ class RegistryDatabase:
                 raise NotARegistryError(f"{location} is a file, not a registry directory")
         with lance_errors(f"opening {location}", "registry"):
             db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
-        out = cls(location, db, None)
-        out.head = out._recover()
+        out = cls(location, db, None, lease_s)
+        names = out._table_names()
+        if LEASE_TABLE not in names:  # never written by a lease holder: a new, old-layout or foreign location
+            out.head = out._recover()
+            return out
+        if not out.lease.try_acquire():  # a live writer is at work: read what is committed
+            out.head = out._read_head() if COMMIT_TABLE in names else None
+            return out
+        try:
+            out.head = out._recover()
+        finally:
+            out.lease.release()
         return out
+
+    def recover(self) -> CommitRecord | None:
+        """Re-read the commit record and roll back what no commit names. Only under the lease."""
+        self.head = self._recover()
+        return self.head
+
+    def reread_head(self) -> CommitRecord:
+        """Re-read the commit record (a follower that saw a newer generation); nothing is written."""
+        self._handles.clear()
+        self.head = self._read_head()
+        return self.head
 
     def _table_names(self) -> set[str]:
         with lance_errors("listing tables", "registry"):
@@ -194,7 +231,9 @@ class RegistryDatabase:
         ours = {
             n
             for n in names
-            if _TOOL_TABLE.match(n) or _USAGE_TABLE.match(n) or n in (EDGE_TABLE, OVERRIDE_TABLE)
+            if _TOOL_TABLE.match(n)
+            or _USAGE_TABLE.match(n)
+            or n in (EDGE_TABLE, OVERRIDE_TABLE, SOURCE_TABLE, LEASE_TABLE)
         }
         # other tables (the quarantine, ...) keep their own state beside ours: no reason to refuse
         foreign: list[str] = []
@@ -207,7 +246,7 @@ class RegistryDatabase:
                 f"{self.location} is not a toolweave registry (no commit record; it holds "
                 f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
             )
-        for name in ours:  # a registry whose very first commit never happened
+        for name in ours - {LEASE_TABLE}:  # a registry whose very first commit never happened
             self.drop(name)
         return None
 
@@ -238,6 +277,10 @@ class RegistryDatabase:
         if self.head is not None:
             self.head = self._recover()
 
+    def committed_generation(self) -> int:
+        """The generation this handle last read or wrote (no I/O)."""
+        return self._committed().generation
+
     def generation(self) -> int:
         """The committed generation as stored now (another process may have committed since open)."""
         return self._read_head().generation
@@ -263,6 +306,7 @@ class RegistryDatabase:
             tools_table: tools.version if tools is not None else self._open(tools_table).version,
             EDGE_TABLE: self._ensure(EDGE_TABLE, _EDGE_SCHEMA).version,
             OVERRIDE_TABLE: self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).version,
+            SOURCE_TABLE: self._ensure(SOURCE_TABLE, SOURCE_SCHEMA).version,
         }
         if usage is not None:
             versions[usage_table] = usage.version
@@ -277,18 +321,30 @@ class RegistryDatabase:
             action=action or base.action,
             **changes,
         )
-        self.head = self._write_head(record)
+        self.head = self._write_head(record, expected=self.head.generation if self.head else None)
         return self.head
 
-    def _write_head(self, record: CommitRecord) -> CommitRecord:
+    def _write_head(self, record: CommitRecord, expected: int | None) -> CommitRecord:
+        """Write the one-row commit record. Over an existing one, a compare-and-set on ``expected``
+        (the generation this write built on): a newer commit by another process makes it fail."""
         record = replace(record, committed_at=time.time())
-        row = pa.table(
-            {"generation": [record.generation], "record": [json.dumps(asdict(record), sort_keys=True)]},
-            schema=_COMMIT_SCHEMA,
-        )
+        encoded = json.dumps(asdict(record), sort_keys=True)
+        if expected is None or COMMIT_TABLE not in self._table_names():
+            row = pa.table({"generation": [record.generation], "record": [encoded]}, schema=_COMMIT_SCHEMA)
+            with lance_errors("writing the commit record", "registry"):
+                # create_table(mode="overwrite") replaces the one row in one atomic table version
+                self._db.create_table(COMMIT_TABLE, row, mode="overwrite")
+            return record
         with lance_errors("writing the commit record", "registry"):
-            # create_table(mode="overwrite") replaces the one row in one atomic table version
-            self._db.create_table(COMMIT_TABLE, row, mode="overwrite")
+            result = self._open(COMMIT_TABLE).update(
+                where=f"generation = {int(expected)}",
+                values={"generation": record.generation, "record": encoded},
+            )
+        if int(result.rows_updated) != 1:
+            raise RegistryBusyError(
+                f"registry {self.location}: another process committed generation > {expected} during this "
+                "write (its writer lease expired?); the write is rolled back"
+            )
         return record
 
     # -- tables --------------------------------------------------------------------------------------
@@ -298,8 +354,9 @@ class RegistryDatabase:
         return self.head
 
     def tool_table(self) -> ToolTable:
+        """The committed tool table, at its committed version (writable when that is the latest)."""
         head = self._committed()
-        return ToolTable(self._db, head.tools_table, head.dim)
+        return ToolTable(self._db, head.tools_table, head.dim, head.versions.get(head.tools_table))
 
     def new_tool_table(self, dim: int) -> ToolTable:
         """An empty tool table beside the committed one (for a reindex), named after the next generation."""
@@ -309,7 +366,7 @@ class RegistryDatabase:
 
     def usage_table(self) -> UsageTable:
         head = self._committed()
-        return UsageTable(self._db, head.usage_table, head.dim)
+        return UsageTable(self._db, head.usage_table, head.dim, head.versions.get(head.usage_table))
 
     def new_usage_table(self, dim: int) -> UsageTable:
         """An empty usage table beside the committed one (for a reindex)."""
@@ -358,14 +415,31 @@ class RegistryDatabase:
         with lance_errors(f"writing {len(rows)} rows", name):
             table.add(pa.Table.from_pylist(rows, schema=schema), mode="overwrite")
 
+    def _committed_rows(self, name: str, schema: pa.Schema) -> list[dict[str, Any]]:
+        """The rows of table ``name`` at its committed version (never a writer's work in progress);
+        what this process wrote since, when it is the writer (its handle)."""
+        with lance_errors("reading", name):
+            if name in self._handles:
+                return list(self._handles[name].to_arrow().to_pylist())
+            version = self.head.versions.get(name) if self.head is not None else None
+            if version is None:  # a table the commit does not name yet (older registries): empty
+                return []
+            return list(self._db.open_table(name, version=version).to_arrow().to_pylist())
+
+    def save_sources(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the source table (not yet committed)."""
+        self._replace_rows(SOURCE_TABLE, SOURCE_SCHEMA, rows)
+
+    def load_sources(self) -> list[dict[str, Any]]:
+        return self._committed_rows(SOURCE_TABLE, SOURCE_SCHEMA)
+
     # -- edges and overrides -------------------------------------------------------------------------
     def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
         """Replace the edge table (not yet committed: ``commit`` makes it count)."""
         self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, [e.model_dump(mode="json") for e in edges])
 
     def load_edges(self) -> list[DependencyEdge]:
-        with lance_errors("reading", EDGE_TABLE):
-            rows = self._ensure(EDGE_TABLE, _EDGE_SCHEMA).to_arrow().to_pylist()
+        rows = self._committed_rows(EDGE_TABLE, _EDGE_SCHEMA)
         try:
             return [DependencyEdge.model_validate(row) for row in rows]
         except ValidationError as exc:
@@ -391,8 +465,7 @@ class RegistryDatabase:
 
     def load_overrides(self) -> GraphOverrides | None:
         """The committed manifest overrides, or None when none were ever set."""
-        with lance_errors("reading", OVERRIDE_TABLE):
-            rows = self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).to_arrow().to_pylist()
+        rows = self._committed_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA)
         if not rows:
             return None
         out = GraphOverrides()

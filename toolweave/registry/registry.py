@@ -51,6 +51,7 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
+from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import StoredTool
 from toolweave.registry.usage import (
     UsageExample,
@@ -69,6 +70,10 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _COMPACT_EVERY = 50
+LEASE_WAIT_S = 300.0
+"""How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
+USAGE_LEASE_WAIT_S = 2.0
+"""A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
 
 
 @dataclass
@@ -131,6 +136,9 @@ class Registry:
         self._snap = _Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
         self._edges: tuple[DependencyEdge, ...] = ()
+        self._sources: tuple[SourceSpec, ...] = ()
+        self._loaded_generation = -1
+        """The committed generation the snapshot shows (``refresh`` compares it with the stored one)."""
         _single_threaded_blas()
         self._load_committed()
         self._repair()
@@ -155,11 +163,16 @@ class Registry:
         settings = settings or Settings()
         location = path if path is not None else settings.home
         embedder = embedder or Embedder(settings.embedding_model)
-        database = RegistryDatabase.open(location, settings.registry_storage_options)
+        database = RegistryDatabase.open(
+            location, settings.registry_storage_options, lease_s=settings.registry_lease_s
+        )
         head = database.head
         if head is None:
-            database.create(embedder.model_id, embedder.dim)
-        elif head.embedding_model != embedder.model_id:
+            with database.lease.held(LEASE_WAIT_S):
+                head = database.recover()  # another process may have created it meanwhile
+                if head is None:
+                    head = database.create(embedder.model_id, embedder.dim)
+        if head.embedding_model != embedder.model_id:
             built = head.embedding_model
             raise ModelMismatchError(
                 f"registry {location} was built with embedding model {built!r}, but {embedder.model_id!r} "
@@ -183,9 +196,19 @@ class Registry:
         swap. Until then the old registry is intact (and an interrupted reindex leaves it usable).
         """
         settings = settings or Settings()
-        database = RegistryDatabase.open(path, settings.registry_storage_options)
+        database = RegistryDatabase.open(
+            path, settings.registry_storage_options, lease_s=settings.registry_lease_s
+        )
         if database.head is None:
             raise NotARegistryError(f"{path} is not a toolweave registry (nothing was ever ingested there)")
+        with database.lease.held(LEASE_WAIT_S):
+            database.recover()
+            return Registry._reindex(database, embedder, settings, progress)
+
+    @staticmethod
+    def _reindex(
+        database: RegistryDatabase, embedder: Embedder, settings: Settings, progress: Progress | None
+    ) -> int:
         old, old_usage = database.tool_table(), database.usage_table()
         rows = old.load_all()
         with_examples = settings.usage_weight <= 0
@@ -264,48 +287,57 @@ class Registry:
         started = time.perf_counter()
         summary = IngestSummary(source=source)
         with self._write_lock:
+            self._check_batch(source, tools)
+            if not self._would_change(source, tools, edges, replace_source) and self._current():
+                # an upstream re-listing what the registry holds (every replica's upstreams do): no
+                # lease, no write
+                ids = {t.id for t in tools}
+                summary.unchanged = len(tools)
+                summary.edges = sum(1 for e in self._edges if e.tool in ids)
+                summary.seconds = time.perf_counter() - started
+                return summary
+        with self._write_lock, self._writer():
             snap = self._snap
             incoming = self._check_batch(source, tools)
             existing = {i for i, s in snap.sources.items() if s == source}
             removed = existing - incoming.keys() if replace_source else set()
             known = (set(snap.ids) - removed) | incoming.keys()
             self._check_edges(edges, known)
-            # checks first: bad input raises before anything changes (no rollback needed)
-            with self._rollback_on_error():
-                changed: list[ToolRecord] = []
-                for tool in incoming.values():
-                    old = snap.hashes.get(tool.id)
-                    if old == tool.content_hash:
-                        summary.unchanged += 1
-                        continue
-                    changed.append(tool)
-                    if old is None:
-                        summary.added += 1
-                    else:
-                        summary.updated += 1
-                summary.removed = len(removed)
+            # checks first: bad input raises before anything is written (the rollback only reloads)
+            changed: list[ToolRecord] = []
+            for tool in incoming.values():
+                old = snap.hashes.get(tool.id)
+                if old == tool.content_hash:
+                    summary.unchanged += 1
+                    continue
+                changed.append(tool)
+                if old is None:
+                    summary.added += 1
+                else:
+                    summary.updated += 1
+            summary.removed = len(removed)
 
-                documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
-                vectors = self._embed(documents, progress)
-                summary.embedded = len(changed)
-                rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
-                self._table.upsert(rows, documents)
-                self._table.delete_ids(removed)
-                self._sync_examples(changed, removed)
-                if rows or removed:
-                    self._table.rebuild_text_index()
+            documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
+            vectors = self._embed(documents, progress)
+            summary.embedded = len(changed)
+            rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+            self._table.upsert(rows, documents)
+            self._table.delete_ids(removed)
+            self._sync_examples(changed, removed)
+            if rows or removed:
+                self._table.rebuild_text_index()
 
-                graph_changed = self._update_graph(
-                    source, incoming.values(), removed, edges, tools_changed=bool(rows)
-                )
-                if rows or removed:
-                    self._reload()
-                if self.settings.infer_dependencies and (rows or removed or graph_changed):
-                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                    self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
-                summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
-                if graph_changed or rows or removed:
-                    self._commit(f"ingest {source}")
+            graph_changed = self._update_graph(
+                source, incoming.values(), removed, edges, tools_changed=bool(rows)
+            )
+            if rows or removed:
+                self._reload()
+            if self.settings.infer_dependencies and (rows or removed or graph_changed):
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
+            summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
+            if graph_changed or rows or removed:
+                self._commit(f"ingest {source}")
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -330,15 +362,21 @@ class Registry:
         """
         with self._write_lock:
             self._private = frozenset(names)
-            purged = {
-                tool_id: [e for e in examples if e.origin != "call"]
-                for tool_id, examples in self._usage_by_tool.items()
-                if self._is_private(tool_id) and any(e.origin == "call" for e in examples)
-            }
-            if purged:
-                with self._rollback_on_error():
+            if not self._private_calls():
+                return
+            with self._writer():
+                purged = self._private_calls()
+                if purged:
                     self._write_usage(purged)
                     self._commit_usage()
+
+    def _private_calls(self) -> dict[str, list[UsageExample]]:
+        """Tool id → its examples without recorded calls, for private tools that have recorded calls."""
+        return {
+            tool_id: [e for e in examples if e.origin != "call"]
+            for tool_id, examples in self._usage_by_tool.items()
+            if self._is_private(tool_id) and any(e.origin == "call" for e in examples)
+        }
 
     def record_usage(self, tool_id: str, query: str) -> bool:
         """Keep ``query`` (the request that led to a successful call of ``tool_id``) as a usage example.
@@ -355,7 +393,7 @@ class Registry:
             return False
         try:
             vector = self.embedder.embed_query(query)
-            with self._write_lock, self._rollback_on_error():
+            with self._write_lock, self._writer(USAGE_LEASE_WAIT_S):
                 new = UsageExample(tool_id, query, "call", now_ns(), vector)
                 merged = merge_examples(self._usage_by_tool.get(tool_id, []), [new], self.settings.usage_cap)
                 self._write_usage({tool_id: merged})
@@ -524,7 +562,8 @@ class Registry:
         """
         with self._write_lock:
             self._check_edges(edges, set(self._snap.ids))
-        with self._write_lock, self._rollback_on_error():
+        with self._write_lock, self._writer():
+            self._check_edges(edges, set(self._snap.ids))  # again: another process may have removed some
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(self._graph, [e for e in edges if e.origin != "inferred"])
             merge_inferred(self._graph, inferred, self.overrides)
@@ -533,7 +572,7 @@ class Registry:
 
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
         """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
-        with self._write_lock, self._rollback_on_error():
+        with self._write_lock, self._writer():
             self.overrides = overrides
             report = apply_overrides(self._graph, overrides)
             self._db.save_overrides(overrides)
@@ -546,12 +585,14 @@ class Registry:
         self._db.save_edges(self._graph.edges())
         self._compact_now_and_then()
         self._db.commit(action=action, tools=self._table, usage=self._usage)
+        self._loaded_generation = self._db.committed_generation()
         self._publish_graph()
 
     def _commit_usage(self) -> None:
         """Commit usage examples alone (the edges did not change: no need to rewrite them)."""
         self._compact_now_and_then()
         self._db.commit(action="usage", tools=self._table, usage=self._usage)
+        self._loaded_generation = self._db.committed_generation()
 
     def generation(self) -> int:
         """The registry's committed generation as stored now: another process's commit raises it."""
@@ -581,6 +622,8 @@ class Registry:
         self._usage = self._db.usage_table()
         self._usage_by_tool = self._usage.load_all()
         self.overrides = self._db.load_overrides()
+        self._sources = tuple(SourceSpec(**row) for row in self._db.load_sources())
+        self._loaded_generation = self._db.committed_generation()
         self._reload()
         self._graph = graph_from_rows(
             ((r.id, r.kind, r.source) for r in self._snap.records.values()), self._db.load_edges()
@@ -591,7 +634,10 @@ class Registry:
         """What an older version's crash could leave: no full-text index, or rows whose graph file was
         lost (migrated registries). Rebuilt from the rows and committed, never reported "unchanged"."""
         repairs: list[str] = []
-        with self._write_lock, self._rollback_on_error():
+        if not self._needs_repair():
+            self._db.graph_lost = False
+            return
+        with self._write_lock, self._writer():
             if len(self) and not self._table.has_text_index:
                 self._table.rebuild_text_index()
                 repairs.append("full-text index rebuilt")
@@ -602,6 +648,91 @@ class Registry:
             if repairs:
                 log.warning("registry %s: %s", self.path, "; ".join(repairs))
                 self._commit("repair")
+
+    def _needs_repair(self) -> bool:
+        no_index = bool(len(self)) and not self._table.has_text_index
+        return no_index or (self._db.graph_lost and self.settings.infer_dependencies)
+
+    # -- many processes on one registry (docs/registry.md, "Replicas") --------------------------------
+    @contextmanager
+    def _writer(self, wait_s: float = LEASE_WAIT_S) -> Iterator[None]:
+        """A write: hold the writer lease (another process's write finishes first), catch up with what
+        other processes committed, and roll back on error. Call it with ``_write_lock`` held."""
+        with self._db.lease.held(wait_s), self._rollback_on_error():
+            self._catch_up()
+            yield
+
+    def _catch_up(self) -> None:
+        """Under the lease: roll back what a dead writer left uncommitted, and load what others
+        committed since this snapshot, so this write builds on the newest registry."""
+        head = self._db.recover()
+        if head is None:
+            raise RegistryError(f"registry {self.path} lost its commit record")
+        if head.generation != self._loaded_generation:
+            self._load_committed()
+        else:  # same state: handles opened at an older committed version may be read-only
+            self._table.writable()
+            self._usage.writable()
+
+    def _current(self) -> bool:
+        """Whether the snapshot shows the newest committed generation (one small read)."""
+        return self._db.generation() == self._loaded_generation
+
+    def _would_change(
+        self, source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge], replace_source: bool
+    ) -> bool:
+        """Whether ingesting would change anything in this snapshot (the common re-listing does not)."""
+        snap = self._snap
+        ids = {t.id for t in tools}
+        if any(snap.hashes.get(t.id) != t.content_hash for t in tools):
+            return True
+        if replace_source and any(s == source and i not in ids for i, s in snap.sources.items()):
+            return True
+        return set(edges) != {e for e in self._edges if e.origin == "declared" and e.tool in ids}
+
+    def refresh(self) -> bool:
+        """Load the newest committed generation when another process committed one (a follower polls
+        this); False, after reading one small row, when nothing changed."""
+        if self._current():
+            return False
+        with self._write_lock:
+            head = self._db.reread_head()
+            if head.generation == self._loaded_generation:
+                return False
+            if head.embedding_model != self.embedder.model_id:
+                log.error(
+                    "registry %s was re-indexed with %s by another process; restart with that model",
+                    self.path,
+                    head.embedding_model,
+                )
+                return False
+            self._load_committed()
+        log.info("registry %s: loaded generation %d (%s)", self.path, head.generation, head.action)
+        return True
+
+    def source_specs(self) -> tuple[SourceSpec, ...]:
+        """The committed connection specs of sources (as some replica's manifest wrote them)."""
+        return self._sources
+
+    def set_source_specs(self, specs: Sequence[SourceSpec]) -> None:
+        """Record ``specs`` (replacing those of the same names; others stay): replicas whose manifests
+        lack a source learn from them how to reach it. Writes only when something changed."""
+        with self._write_lock:
+            if not self._sources_change(specs):
+                return
+            with self._writer():
+                if not self._sources_change(specs):
+                    return
+                merged = {s.name: s for s in self._sources} | {s.name: s for s in specs}
+                self._db.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
+                self._compact_now_and_then()
+                self._db.commit(action="sources", tools=self._table, usage=self._usage)
+                self._sources = tuple(SourceSpec(**row) for row in self._db.load_sources())
+                self._loaded_generation = self._db.committed_generation()
+
+    def _sources_change(self, specs: Sequence[SourceSpec]) -> bool:
+        have = {s.name: s for s in self._sources}
+        return any(have.get(s.name) != s for s in specs)
 
     def _reload(self) -> None:
         rows = self._table.load_all()

@@ -64,7 +64,7 @@ def tool_schema(dim: int) -> pa.Schema:
 class ToolTable:
     """The tool table ``name`` of an open LanceDB database (created empty when missing)."""
 
-    def __init__(self, db: Any, name: str, dim: int) -> None:
+    def __init__(self, db: Any, name: str, dim: int, version: int | None = None) -> None:
         self.name = name
         self._dim = dim
         self._schema = tool_schema(dim)
@@ -73,7 +73,16 @@ class ToolTable:
                 self._table = db.open_table(name)
             except ValueError:  # LanceDB's "table not found"
                 self._table = db.create_table(name, schema=self._schema)
+            if version is not None and int(self._table.version) != version:
+                # another process is writing a newer version: read the committed one
+                self._table.checkout(version)
         self._fts_ready = self._has_fts_index()
+
+    def writable(self) -> None:
+        """Back to the latest version (a handle opened at a committed version that was not the
+        latest is read-only). Only under the writer lease, after recovery: then latest = committed."""
+        with lance_errors("checking out the latest version"):
+            self._table.checkout_latest()
 
     # -- versions ------------------------------------------------------------------------------------
     @property

@@ -94,7 +94,7 @@ class UsageTable:
     commit is rolled back with everything else, and a reindex swaps in a re-embedded copy.
     """
 
-    def __init__(self, db: Any, name: str, dim: int) -> None:
+    def __init__(self, db: Any, name: str, dim: int, version: int | None = None) -> None:
         self.name = name
         self._dim = dim
         self._schema = usage_schema(dim)
@@ -103,6 +103,13 @@ class UsageTable:
                 self._table = db.open_table(name)
             except ValueError:  # LanceDB's "table not found"
                 self._table = db.create_table(name, schema=self._schema)
+            if version is not None and int(self._table.version) != version:
+                self._table.checkout(version)  # another process is writing: read the committed version
+
+    def writable(self) -> None:
+        """Back to the latest version (see ``ToolTable.writable``)."""
+        with lance_errors("checking out the latest version", "usage table"):
+            self._table.checkout_latest()
 
     @property
     def version(self) -> int:
