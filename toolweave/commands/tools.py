@@ -36,7 +36,7 @@ def _store(registry: str | None) -> QuarantineStore:
         raise NotARegistryError(
             f"{home} is not a toolweave registry (nothing was ever ingested there); pass --registry"
         )
-    return QuarantineStore(home)
+    return QuarantineStore(home, settings.registry_storage_options)
 
 
 @tools_app.command("quarantine")

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,16 +99,14 @@ class HeldTool:
 class QuarantineStore:
     """The quarantine table of the registry in ``directory``."""
 
-    def __init__(self, directory: Path | str) -> None:
+    def __init__(self, directory: Path | str, storage_options: Mapping[str, str] | None = None) -> None:
         import lancedb
 
         self._lock = threading.Lock()
         with lance_errors("open", "quarantine table"):
-            self._db = lancedb.connect(str(directory))
-            if TABLE_NAME in self._db.table_names():
-                self._table = self._db.open_table(TABLE_NAME)
-            else:
-                self._table = self._db.create_table(TABLE_NAME, schema=_SCHEMA)
+            self._db = lancedb.connect(str(directory), storage_options=dict(storage_options or {}) or None)
+            # exist_ok: replicas sharing the registry may create it at the same moment
+            self._table = self._db.create_table(TABLE_NAME, schema=_SCHEMA, exist_ok=True)
         self._rows: dict[str, dict[str, Any]] = {}
         self._version = -1
         self.refresh()

@@ -261,6 +261,10 @@ class Registry:
         snap = self._snap
         return [snap.records[i] for i in snap.ids if source is None or snap.sources[i] == source]
 
+    def content_hashes(self) -> dict[str, str]:
+        """Tool id → content hash, as of the last completed write or reload (never changed in place)."""
+        return self._snap.hashes
+
     def sources(self) -> list[str]:
         return sorted(set(self._snap.sources.values()))
 

@@ -148,6 +148,7 @@ class Gateway:
         self._ever_available: set[str] = set()
         self._stale_sources: set[str] = set()
         self._started_at = time.monotonic()
+        self._tasks: anyio.abc.TaskGroup | None = None  # running()'s: backends added later start there
         self._tool_cache: dict[str, tuple[ToolRecord, types.Tool]] = {}
         # Claude Code 2.1 otherwise shows the model only the names of MCP tools, behind its own
         # ToolSearch: neither find_tools nor a tool just published would be callable next step.
@@ -206,6 +207,7 @@ class Gateway:
         owner task in the background; stop them all on exit."""
         try:
             async with anyio.create_task_group() as tg:
+                self._tasks = tg
                 tg.start_soon(self._start)
                 # Upstreams connect while the registry opens; their first tool lists wait for it.
                 for backend in self.backends.values():
@@ -234,6 +236,8 @@ class Gateway:
         """The background start. Any failure is logged and answered by every later find_tools/call."""
         started = time.perf_counter()
         stage = "the tool registry could not be opened"
+        from toolweave.server import replica  # builds backends: not before the handshake
+
         try:
             if self._open_registry is not None:
                 # abandon_on_cancel: a client that leaves during the start must not wait for it
@@ -246,6 +250,8 @@ class Gateway:
                 # add / remove / pin, also over edges saved by earlier runs; kept for every later ingest
                 await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
                 await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
+            stage = "the manifest's sources could not be shared with other replicas"
+            await replica.share_sources(self)
             self._refresh_stale_sources()
             self._warn_if_empty()
         except Exception as exc:  # any start failure is reported, never fatal
@@ -266,6 +272,7 @@ class Gateway:
         await self._registry_opened()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.guard.watch, self._quarantine_changed)
+            tg.start_soon(replica.follow_registry, self)  # commits of other replicas on this registry
             await self._warm_up()
 
     async def _registry_opened(self) -> None:
@@ -395,10 +402,30 @@ class Gateway:
             if dropped.changed or (changed & ids) or (added & pinned):
                 await self.notifier.tools_changed(session)
 
+    # -- replicas (server/replica.py) ------------------------------------------------------------------
+    def add_backend(self, backend: Backend) -> None:
+        """Serve a source another replica shared: its owner task starts beside the others."""
+        if self._tasks is None or backend.name in self.backends:
+            return
+        self.backends[backend.name] = backend  # the proxy reads this same mapping
+        self._available[backend.name] = False
+        self._tasks.start_soon(self._run_backend, backend)
+
+    def refresh_stale_sources(self) -> None:
+        self._refresh_stale_sources()
+
+    def add_shared_catalogs(self, sources: set[str]) -> None:
+        """Catalog sources another replica ingested: their tools are served here too."""
+        self._catalog_sources |= sources
+
+    async def republish(self, *, removed: set[str], changed: set[str], added: set[str]) -> None:
+        """Tell sessions whose published set another replica's commit changed."""
+        await self._republish("", removed=removed, changed=changed, added=added)
+
     async def _watch_availability(self) -> None:
         # Polling backs up ``backend_status``: a Backend is not obliged to report its status.
         while True:
-            for name in self.backends:
+            for name in list(self.backends):  # a replica may add a shared source meanwhile
                 await self.backend_status(name)
             await anyio.sleep(AVAILABILITY_POLL_S)
 

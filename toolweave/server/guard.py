@@ -36,7 +36,7 @@ class Guard:
         self.policy = policy
         from toolweave.registry.quarantine import QuarantineStore
 
-        self.quarantine = QuarantineStore(registry.path)
+        self.quarantine = QuarantineStore(registry.path, registry.settings.registry_storage_options)
         self.held: frozenset[str] = self.quarantine.held_ids()
 
     def rules(self, identity: str) -> IdentityPolicy:

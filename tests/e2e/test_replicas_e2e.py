@@ -1,0 +1,261 @@
+"""Two `toolweave serve --transport http` replicas on one `s3://` registry (moto's S3 server on
+127.0.0.1): an upstream added through one is found and called through the other; ingests running in
+both at once leave one row per tool and a consistent graph; kill -9 of a replica in the middle of an
+ingest loses nothing committed and the survivor keeps serving. docs/registry.md, "Replicas"."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.net import free_port, wait_port
+
+from .conftest import TOOLWEAVE, UPSTREAMS, stop
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+moto_server = pytest.importorskip(
+    "moto.server", reason="moto[server] is not installed (pip install -e '.[dev]'): no S3-compatible server"
+)
+REGISTRY = "s3://registry/replicas"
+SECRET = "s3cr3t-token-value"
+DEADLINE_S = 60.0  # generous: both replicas start, embed and poll on a busy 2-core machine
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    import boto3
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="registry")
+        yield {"aws_endpoint": endpoint, "aws_region": "us-east-1", "allow_http": "true"}
+    finally:
+        server.stop()
+
+
+def catalog(path: Path, prefix: str, count: int) -> Path:
+    """A tools.jsonl catalog: ``count`` tools, each after the first depending on the first."""
+    lines = [
+        {
+            "name": f"{prefix}_op{n}",
+            "description": f"Operation {n} of the {prefix} service: handles {prefix} records number {n}.",
+            **({"depends_on": [f"{prefix}_op0"]} if n else {}),
+        }
+        for n in range(count)
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def manifest(path: Path, catalogs: dict[str, Path], *, upstream: bool = False) -> Path:
+    text = "publish:\n  max_tools: 12\n"
+    if upstream:  # a stdio upstream whose env names a secret by ${VAR}: only the reference is shared
+        text += (
+            f"servers:\n  dyn:\n    command: {sys.executable}\n"
+            f'    args: ["{UPSTREAMS / "dynamic.py"}", stdio]\n'
+            "    env:\n      DYN_TOKEN: ${DYN_TOKEN}\n"
+        )
+    if catalogs:
+        text += "catalogs:\n" + "".join(f"  - path: {p}\n    source: {s}\n" for s, p in catalogs.items())
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+class Replica:
+    def __init__(self, manifest: Path, s3: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.flags = ["--transport", "http", "--port", str(self.port)]
+        self.log = log
+        env = dict(os.environ)
+        env.update(
+            TOOLWEAVE_LOG_LEVEL="INFO",
+            TOOLWEAVE_REGISTRY_STORAGE_OPTIONS=json.dumps(s3),
+            TOOLWEAVE_REGISTRY_LEASE_S="5",  # a killed writer holds the registry this long at most
+            DYN_TOKEN=SECRET,
+        )
+        with log.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", REGISTRY, *self.flags],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+            )
+
+    def wait_up(self) -> None:
+        try:
+            wait_port(self.port, self.proc, timeout=60)
+        except Exception:
+            raise RuntimeError(f"replica did not start:\n{self.logs()}") from None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def poll(check: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
+    end = time.monotonic() + deadline_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+        time.sleep(0.2)
+
+
+async def found(replica: Replica, query: str) -> list[str]:
+    async with Client(replica.url, mode="legacy") as client:
+        result = await client.call_tool("find_tools", {"query": query})
+        assert result.structured_content is not None, result
+        # an error answer (the registry still opening) finds nothing yet
+        return [t["name"] for t in result.structured_content.get("tools", [])]
+
+
+async def poll_async(check: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
+    import anyio
+
+    end = time.monotonic() + deadline_s
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+        await anyio.sleep(0.2)
+
+
+def open_registry(s3: dict[str, str]) -> Any:
+    from toolweave.registry import Registry
+    from toolweave.settings import Settings
+
+    return Registry.open(settings=Settings(home=REGISTRY, registry_storage_options=s3))
+
+
+def rows_per_tool(s3: dict[str, str]) -> Counter[str]:
+    import lancedb
+
+    registry = open_registry(s3)
+    name = registry._db.head.tools_table
+    table = lancedb.connect(REGISTRY, storage_options=s3).open_table(name)
+    return Counter(table.to_arrow().column("id").to_pylist())
+
+
+async def test_an_upstream_added_through_one_replica_is_found_and_called_through_the_other(
+    s3: dict[str, str], tmp_path: Path
+) -> None:
+    shared = catalog(tmp_path / "shared.jsonl", "shared", 8)
+    first = Replica(
+        manifest(
+            tmp_path / "a.yaml",
+            {"cat_a": catalog(tmp_path / "a.jsonl", "alpha", 8), "shared": shared},
+            upstream=True,
+        ),
+        s3,
+        tmp_path / "a.log",
+    )
+    second = Replica(
+        manifest(tmp_path / "b.yaml", {"cat_b": catalog(tmp_path / "b.jsonl", "beta", 8), "shared": shared}),
+        s3,
+        tmp_path / "b.log",
+    )
+    try:
+        first.wait_up()
+        second.wait_up()
+
+        async def echo_found() -> bool:
+            return "dyn__echo" in await found(second, "echo the text back")
+
+        await poll_async(echo_found, f"the second replica finds dyn__echo:\n{second.logs()[-3000:]}")
+        async with Client(second.url, mode="legacy") as client:
+            result = await client.call_tool("call_tool", {"name": "dyn__echo", "arguments": {"text": "hi"}})
+            assert not result.is_error, result
+            assert "hi" in "".join(getattr(c, "text", "") for c in result.content)
+        assert "beta_op3" in " ".join(await found(first, "operation 3 of the beta service"))
+
+        # both ingested `shared` at start (concurrently): one row per tool, a consistent graph
+        rows = rows_per_tool(s3)
+        assert set(rows.values()) == {1}, rows
+        expected = {
+            f"{s}__{p}_op{n}"
+            for s, p in (("cat_a", "alpha"), ("cat_b", "beta"), ("shared", "shared"))
+            for n in range(8)
+        }
+        assert expected <= set(rows)
+        registry = open_registry(s3)
+        assert all(registry.find(e.tool) and registry.find(e.depends_on) for e in registry.edges())
+        for source, prefix in (("cat_a", "alpha"), ("cat_b", "beta"), ("shared", "shared")):
+            assert {
+                (e.tool, e.depends_on)
+                for e in registry.edges()
+                if e.origin == "declared" and e.tool.startswith(source)
+            } == {(f"{source}__{prefix}_op{n}", f"{source}__{prefix}_op0") for n in range(1, 8)}
+        # the upstream's spec is shared with its ${VAR} reference, never the value
+        specs = {s.name: s.spec for s in registry.source_specs()}
+        assert "${DYN_TOKEN}" in specs["dyn"] and SECRET not in json.dumps(specs)
+        assert first.proc.poll() is None and second.proc.poll() is None
+    finally:
+        stop(first.proc)
+        stop(second.proc)
+
+
+async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
+    s3: dict[str, str], tmp_path: Path
+) -> None:
+    base = catalog(tmp_path / "base.jsonl", "base", 6)
+    survivor = Replica(manifest(tmp_path / "s.yaml", {"base": base}), s3, tmp_path / "s.log")
+    survivor.wait_up()
+    try:
+
+        async def base_found() -> bool:
+            return "base__base_op2" in await found(survivor, "operation 2 of the base service")
+
+        await poll_async(base_found, "the survivor serves its catalog")
+        victim = Replica(
+            manifest(tmp_path / "v.yaml", {"bulk": catalog(tmp_path / "bulk.jsonl", "bulk", 300)}),
+            s3,
+            tmp_path / "v.log",
+        )
+        import lancedb
+
+        from toolweave.registry.lease import WriterLease
+
+        lease = WriterLease(lancedb.connect(REGISTRY, storage_options=s3), ttl_s=5)
+        poll(
+            lambda: f":{victim.proc.pid}:" in lease.state()[0], "the victim takes the writer lease to ingest"
+        )
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(10)
+
+        assert "base__base_op2" in await found(survivor, "operation 2 of the base service")
+        async with Client(survivor.url, mode="legacy") as client:
+            listed = await client.list_tools()
+            assert {"find_tools", "call_tool"} <= {t.name for t in listed.tools}
+        registry = open_registry(s3)  # once the dead lease expired: its leftovers are rolled back
+        bulk = [t for t in registry.tools() if t.source == "bulk"]
+        assert len(bulk) in (0, 300)  # never half an ingest
+        assert {f"base__base_op{n}" for n in range(6)} <= {t.id for t in registry.tools()}
+        rows = rows_per_tool(s3)
+        assert set(rows.values()) == {1}
+        assert survivor.proc.poll() is None
+    finally:
+        stop(survivor.proc)

@@ -1,0 +1,144 @@
+"""A gateway as one of many replicas on a shared registry (docs/registry.md, "Replicas").
+
+Two duties, both cheap when nothing changes:
+
+- **Share how to reach this manifest's upstreams.** At start, each MCP server and OpenAPI source of the
+  manifest is recorded in the registry's committed ``sources`` table exactly as written (``${VARS}``
+  unexpanded). A spec holding a literal header or environment value is not shared: it may be a secret,
+  and a secret must never reach the registry.
+- **Follow other replicas.** Every ``Settings.registry_poll_s`` the committed generation is read (one
+  small row). When another process committed, the registry reloads its snapshot, sources this manifest
+  lacks get a backend built from their shared spec (with this process's environment), and sessions
+  whose published tools changed hear ``list_changed``; ``find_tools`` sees the new tools at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from toolweave.adapters.factory import build_backends
+from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
+from toolweave.adapters.openapi.config import OpenAPISourceConfig
+
+if TYPE_CHECKING:
+    from toolweave.registry.sources import SourceSpec
+    from toolweave.server.gateway import Gateway
+
+__all__ = ["follow_registry", "share_sources"]
+
+log = logging.getLogger(__name__)
+
+_MCP = "mcp"
+_OPENAPI = "openapi"
+_CATALOG = "catalog"
+"""A static catalog has nothing to connect to: shared so that other replicas serve (find) its tools."""
+
+
+def _literal_values(config: BaseModel) -> list[str]:
+    """Keys of header / env values written literally (not as ``${VAR}``): possibly secrets."""
+    values: dict[str, str] = {}
+    if isinstance(config, StdioServer):
+        values = config.env
+    elif isinstance(config, HttpServer | SseServer):
+        values = config.headers
+    return sorted(k for k, v in values.items() if "${" not in v)
+
+
+def manifest_specs(gateway: Gateway) -> list[SourceSpec]:
+    """The shareable specs of the gateway's manifest (those without literal header/env values)."""
+    from toolweave.registry.sources import SourceSpec  # with the registry: after the handshake
+
+    manifest = gateway.manifest
+    if manifest is None:
+        return []
+    configs: list[tuple[str, str, BaseModel]] = [
+        (name, _MCP, config) for name, config in manifest.enabled_servers().items()
+    ]
+    configs += [(config.name, _OPENAPI, config) for config in manifest.openapi.values()]
+    specs = [SourceSpec(c.source, _CATALOG, "{}") for c in manifest.catalogs]
+    for name, kind, config in configs:
+        literal = _literal_values(config)
+        if literal:
+            log.warning(
+                "source %s is not shared with other replicas: %s written literally (may be secrets; "
+                "use ${VARS})",
+                name,
+                ", ".join(literal),
+            )
+            continue
+        specs.append(SourceSpec(name, kind, config.model_dump_json()))
+    return specs
+
+
+async def share_sources(gateway: Gateway) -> None:
+    """Record this manifest's sources in the registry for other replicas (a write only if new), and
+    serve those other replicas shared."""
+    specs = manifest_specs(gateway)
+    if specs:
+        await anyio.to_thread.run_sync(gateway.registry.set_source_specs, specs)
+    adopt_shared_sources(gateway)
+
+
+async def follow_registry(gateway: Gateway) -> None:
+    """Poll the registry for commits of other processes, forever (run it in the gateway's task group).
+    A failed poll (object store unreachable) keeps the last snapshot serving and tries again."""
+    while True:
+        await anyio.sleep(gateway.settings.registry_poll_s)
+        try:
+            await poll_once(gateway)
+        except Exception:  # the store is down or a reload failed: serve what we have, retry next poll
+            log.warning("could not check the registry for newer versions", exc_info=True)
+
+
+async def poll_once(gateway: Gateway) -> bool:
+    """Reload when another process committed; re-publish what changed. False when nothing did."""
+    registry = gateway.registry
+    before = registry.content_hashes()
+    if not await anyio.to_thread.run_sync(registry.refresh):
+        return False
+    after = registry.content_hashes()
+    gateway.find_cache.clear()
+    adopt_shared_sources(gateway)
+    await gateway.republish(
+        removed=set(before) - set(after),
+        changed={i for i, h in after.items() if before.get(i) not in (None, h)},
+        added=set(after) - set(before),
+    )
+    return True
+
+
+def adopt_shared_sources(gateway: Gateway) -> None:
+    """Serve what other replicas shared: their catalogs' tools, and (``registry_follow_sources``) a
+    backend for each upstream this gateway has none for."""
+    specs = gateway.registry.source_specs()
+    gateway.add_shared_catalogs({s.name for s in specs if s.kind == _CATALOG})
+    if gateway.settings.registry_follow_sources:
+        connect_shared_sources(gateway, specs)
+    gateway.refresh_stale_sources()
+
+
+def connect_shared_sources(gateway: Gateway, specs: tuple[SourceSpec, ...]) -> None:
+    """Start a backend for each shared upstream this gateway has none for."""
+    servers: dict[str, StdioServer | HttpServer | SseServer] = {}
+    openapi: list[OpenAPISourceConfig] = []
+    for spec in specs:
+        if spec.name in gateway.backends or spec.kind == _CATALOG:
+            continue
+        try:
+            if spec.kind == _MCP:
+                servers[spec.name] = TypeAdapter(ServerConfig).validate_json(spec.spec)
+            elif spec.kind == _OPENAPI:
+                openapi.append(OpenAPISourceConfig.model_validate_json(spec.spec))
+            else:
+                log.warning("shared source %s has an unknown kind %r; skipped", spec.name, spec.kind)
+        except ValidationError as exc:  # written by another version, or damaged: never fatal
+            log.warning("shared source %s has an unusable spec; skipped: %s", spec.name, exc)
+    if not servers and not openapi:
+        return
+    for backend in build_backends(servers, openapi, gateway.settings, on_status=gateway.backend_status):
+        log.info("connecting to %s, shared by another replica", backend.name)
+        gateway.add_backend(backend)
