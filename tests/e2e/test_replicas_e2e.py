@@ -20,34 +20,23 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from tests.s3 import moto_bucket
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.replicas]
 
 moto_server = pytest.importorskip(
     "moto.server", reason="moto[server] is not installed (pip install -e '.[dev]'): no S3-compatible server"
 )
 REGISTRY = "s3://registry/replicas"
 SECRET = "s3cr3t-token-value"
-DEADLINE_S = 60.0  # generous: both replicas start, embed and poll on a busy 2-core machine
+DEADLINE_S = 180.0  # generous: both replicas start, embed and poll on a busy 2-core machine
 
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    import boto3
-
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="registry")
-        yield {"aws_endpoint": endpoint, "aws_region": "us-east-1", "allow_http": "true"}
-    finally:
-        server.stop()
+    yield from moto_bucket(monkeypatch)
 
 
 def catalog(path: Path, prefix: str, count: int) -> Path:
@@ -87,7 +76,7 @@ class Replica:
         env.update(
             TOOLWEAVE_LOG_LEVEL="INFO",
             TOOLWEAVE_REGISTRY_STORAGE_OPTIONS=json.dumps(s3),
-            TOOLWEAVE_REGISTRY_LEASE_S="5",  # a killed writer holds the registry this long at most
+            TOOLWEAVE_REGISTRY_LEASE_S="10",  # a killed writer holds the registry this long at most
             DYN_TOKEN=SECRET,
         )
         with log.open("wb") as err:
@@ -239,7 +228,7 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
 
         from toolweave.registry.lease import WriterLease
 
-        lease = WriterLease(lancedb.connect(REGISTRY, storage_options=s3), ttl_s=5)
+        lease = WriterLease(lancedb.connect(REGISTRY, storage_options=s3), ttl_s=10)
         poll(
             lambda: f":{victim.proc.pid}:" in lease.state()[0], "the victim takes the writer lease to ingest"
         )

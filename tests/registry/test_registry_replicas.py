@@ -145,3 +145,18 @@ def test_concurrent_writer_processes_leave_one_row_per_tool_and_a_consistent_gra
         declared = {(e.tool, e.depends_on) for e in registry.edges() if e.origin == "declared"}
         assert {(f"{source}__t{n}", f"{source}__t0") for n in range(1, 6)} <= declared
     assert all(registry.find(e.tool) and registry.find(e.depends_on) for e in registry.edges())
+
+
+def test_a_writer_that_lost_its_lease_cannot_commit(tmp_path: Path, shared_embedder: Embedder) -> None:
+    writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    writer.ingest("demo", TOOLS[:1])
+    lease = writer._db.lease
+    rival = WriterLease(lancedb.connect(str(tmp_path / "reg")), ttl_s=30)
+    with pytest.raises(RegistryBusyError, match="lease was lost"), writer._write_lock, writer._writer():
+        lease._set(f"holder = '{lease.holder}'", lease.holder, time.time() - 1)  # it overran its TTL
+        assert rival.try_acquire()
+        writer.add_edges([])  # a nested write: it commits, and must be refused
+    rival.release()
+    again = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+    assert again._db.head is not None and again._db.head.action != "add edges"
+    assert {t.id for t in again.tools()} == {TOOLS[0].id}

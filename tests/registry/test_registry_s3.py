@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.s3 import moto_bucket
 from toolweave.cli import app
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
@@ -25,20 +26,7 @@ moto_server = pytest.importorskip(
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """A bucket on a fresh moto server; credentials in the environment, as LanceDB reads them."""
-    import boto3
-
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test-key")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="registry")
-        yield {"aws_endpoint": endpoint, "aws_region": "us-east-1", "allow_http": "true"}
-    finally:
-        server.stop()
+    yield from moto_bucket(monkeypatch)
 
 
 TOOLS = [

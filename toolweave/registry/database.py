@@ -327,6 +327,8 @@ class RegistryDatabase:
     def _write_head(self, record: CommitRecord, expected: int | None) -> CommitRecord:
         """Write the one-row commit record. Over an existing one, a compare-and-set on ``expected``
         (the generation this write built on): a newer commit by another process makes it fail."""
+        if self.lease.holding:
+            self.lease.verify()
         record = replace(record, committed_at=time.time())
         encoded = json.dumps(asdict(record), sort_keys=True)
         if expected is None or COMMIT_TABLE not in self._table_names():

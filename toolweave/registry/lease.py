@@ -63,6 +63,8 @@ class WriterLease:
         self.holder = holder or new_holder_id()
         self._table: Any = None
         self._depth = 0
+        self.holding = False
+        """Whether this process took the lease and has not given it back (commits then verify it)."""
         self._renewer: threading.Thread | None = None
         self._stop = threading.Event()
         self.lost = False
@@ -104,6 +106,16 @@ class WriterLease:
             raise RegistryError(f"damaged writer lease ({len(rows)} rows)")
         return str(rows[0]["holder"]), float(rows[0]["expires_at"])
 
+    def verify(self) -> None:
+        """Raise unless this holder still holds the lease (checked right before a commit: a holder
+        that overran its TTL must not commit over what the next holder wrote)."""
+        holder, expires_at = self.state()
+        if self.lost or holder != self.holder or expires_at <= time.time():
+            raise RegistryBusyError(
+                f"the registry writer lease was lost to {holder or 'nobody'} during this write (it ran "
+                f"past {self.ttl_s:.0f} s without a renewal); the write is rolled back"
+            )
+
     def held_by_other(self) -> bool:
         """Whether another process holds the lease and it has not expired (its write is in progress)."""
         holder, expires_at = self.state()
@@ -114,9 +126,10 @@ class WriterLease:
         me = sql_string(self.holder)
         now = time.time()
         try:
-            return self._set(
+            self.holding = self._set(
                 f"holder = '' OR holder = {me} OR expires_at < {now!r}", self.holder, now + self.ttl_s
             )
+            return self.holding
         except RegistryError:  # Lance gives up on a hot row ("too many concurrent writers"): try later
             log.debug("writer lease attempt failed", exc_info=True)
             return False
@@ -136,6 +149,7 @@ class WriterLease:
             delay = min(delay * 2, _POLL_S[1])
 
     def release(self) -> None:
+        self.holding = False
         try:
             self._set(f"holder = {sql_string(self.holder)}", "", 0.0)
         except RegistryError:  # the lease expires by itself
