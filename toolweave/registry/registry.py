@@ -300,48 +300,49 @@ class Registry:
                 summary.edges = sum(1 for e in self._edges if e.tool in ids)
                 summary.seconds = time.perf_counter() - started
                 return summary
-        with self._write_lock, self._writer():
+        with self._write_lock, self._writer(rollback=False):
             snap = self._snap
             incoming = self._check_batch(source, tools)
             existing = {i for i, s in snap.sources.items() if s == source}
             removed = existing - incoming.keys() if replace_source else set()
             known = (set(snap.ids) - removed) | incoming.keys()
             self._check_edges(edges, known)
-            # checks first: bad input raises before anything is written (the rollback only reloads)
-            changed: list[ToolRecord] = []
-            for tool in incoming.values():
-                old = snap.hashes.get(tool.id)
-                if old == tool.content_hash:
-                    summary.unchanged += 1
-                    continue
-                changed.append(tool)
-                if old is None:
-                    summary.added += 1
-                else:
-                    summary.updated += 1
-            summary.removed = len(removed)
+            # checks first: bad input raises before anything changes (no rollback needed)
+            with self._rollback_on_error():
+                changed: list[ToolRecord] = []
+                for tool in incoming.values():
+                    old = snap.hashes.get(tool.id)
+                    if old == tool.content_hash:
+                        summary.unchanged += 1
+                        continue
+                    changed.append(tool)
+                    if old is None:
+                        summary.added += 1
+                    else:
+                        summary.updated += 1
+                summary.removed = len(removed)
 
-            documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
-            vectors = self._embed(documents, progress)
-            summary.embedded = len(changed)
-            rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
-            self._table.upsert(rows, documents)
-            self._table.delete_ids(removed)
-            self._sync_examples(changed, removed)
-            if rows or removed:
-                self._table.rebuild_text_index()
+                documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
+                vectors = self._embed(documents, progress)
+                summary.embedded = len(changed)
+                rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+                self._table.upsert(rows, documents)
+                self._table.delete_ids(removed)
+                self._sync_examples(changed, removed)
+                if rows or removed:
+                    self._table.rebuild_text_index()
 
-            graph_changed = self._update_graph(
-                source, incoming.values(), removed, edges, tools_changed=bool(rows)
-            )
-            if rows or removed:
-                self._reload()
-            if self.settings.infer_dependencies and (rows or removed or graph_changed):
-                # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
-            summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
-            if graph_changed or rows or removed:
-                self._commit(f"ingest {source}")
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(rows)
+                )
+                if rows or removed:
+                    self._reload()
+                if self.settings.infer_dependencies and (rows or removed or graph_changed):
+                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                    self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
+                summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
+                if graph_changed or rows or removed:
+                    self._commit(f"ingest {source}")
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -659,12 +660,17 @@ class Registry:
 
     # -- many processes on one registry (docs/registry.md, "Replicas") --------------------------------
     @contextmanager
-    def _writer(self, wait_s: float = LEASE_WAIT_S) -> Iterator[None]:
+    def _writer(self, wait_s: float = LEASE_WAIT_S, *, rollback: bool = True) -> Iterator[None]:
         """A write: hold the writer lease (another process's write finishes first), catch up with what
-        other processes committed, and roll back on error. Call it with ``_write_lock`` held."""
-        with self._db.lease.held(wait_s), self._rollback_on_error():
+        other processes committed, and (``rollback``) roll back on error. Call it with ``_write_lock``
+        held. ``ingest`` checks its input first and rolls back only what follows."""
+        with self._db.lease.held(wait_s):
             self._catch_up()
-            yield
+            if not rollback:
+                yield
+                return
+            with self._rollback_on_error():
+                yield
 
     def _catch_up(self) -> None:
         """Under the lease: roll back what a dead writer left uncommitted, and load what others
