@@ -169,6 +169,8 @@ def test_kill_9_during_ingest_and_reindex_never_loses_committed_state(
     tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONWARNINGS", "ignore:lancedb fork support:RuntimeWarning")
+    # a killed run holds the writer lease until it expires; the next run waits that long to recover
+    monkeypatch.setenv("TOOLWEAVE_REGISTRY_LEASE_S", "5")
     registry = tmp_path / "reg"
     cat_a = write_catalog(tmp_path / "a.jsonl", "a")
     cat_b = write_catalog(tmp_path / "b.jsonl", "b")
