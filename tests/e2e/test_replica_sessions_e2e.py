@@ -16,6 +16,7 @@ from tests.redis_server import PASSWORD, RedisServer, running_redis
 from toolweave.server.sessions import SESSION_META_KEY
 
 from .conftest import Upstream, start_http_gateway, stop
+from .watch import ListChanged, watching
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -91,6 +92,12 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
             listed = [t.name for t in (await on_a.list_tools(cache_mode="bypass", meta=tab)).tools]
             assert added_on_b - set(published)  # B did add something
             assert added_on_b <= set(listed)
+
+            # a 2026 client listening on B hears a change its session got through A (pub/sub -> notice)
+            watch = ListChanged()
+            async with watching(on_b, watch):
+                await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+                await watch.wait(timeout=15)
     finally:
         stop(a.proc)
         stop(b.proc)

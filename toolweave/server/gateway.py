@@ -180,7 +180,7 @@ class Gateway:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            on_subscriptions_listen=self.notifier.listen,
+            on_subscriptions_listen=self._listen,
         )
         # Advertise tools.listChanged on every transport: the streamable-HTTP session manager calls
         # create_initialization_options() without arguments, so the default itself must change.
@@ -523,6 +523,12 @@ class Gateway:
         session.listed()  # releases a find_tools result held until this client has the new list
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        await self._session(ctx)  # held here, so a change another replica makes reaches this stream
+        return await self.notifier.listen(ctx, params)
 
     async def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
         identity = identity_of_request(ctx.request)
