@@ -13,6 +13,7 @@ import pytest
 
 from tests.redis_server import PASSWORD, RedisServer, running_redis
 from tests.server.test_sessions import MODERN, connection, ctx
+from toolweave.errors import ConfigError
 from toolweave.server.sessions import SESSION_META_KEY, Session, SessionStore
 from toolweave.server.shared_sessions import NAMESPACE, RedisSessions, display_url
 
@@ -50,6 +51,13 @@ async def eventually(condition: Callable[[], bool], timeout_s: float = 15.0) -> 
 def test_logged_url_has_no_credentials() -> None:
     assert display_url("redis://user:pw@cache.internal:6380/2?password=x") == "redis://cache.internal:6380/2"
     assert display_url("rediss://:pw@10.0.0.5/0") == "rediss://10.0.0.5/0"
+
+
+def test_a_url_that_is_not_redis_stops_the_start_without_showing_its_password() -> None:
+    with pytest.raises(ConfigError, match="redis://") as raised:
+        RedisSessions("http://:hunter2@cache.internal:6379/0", TTL_S)
+    assert "hunter2" not in str(raised.value)
+    assert "cache.internal" in str(raised.value)
 
 
 async def test_set_and_context_published_on_one_replica_are_served_by_another(

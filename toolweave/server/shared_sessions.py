@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from toolweave.errors import ConfigError
 from toolweave.redaction import redact
 
 __all__ = ["NAMESPACE", "RedisSessions", "SharedSessions", "display_url", "state_key"]
@@ -44,6 +45,7 @@ IO_TIMEOUT_S = 0.5
 RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 """Backoff bounds between attempts while Redis is unreachable."""
+SCHEMES = ("redis", "rediss", "unix")
 
 
 def display_url(url: str) -> str:
@@ -88,6 +90,11 @@ class RedisSessions:
 
     def __init__(self, url: str, ttl_s: float) -> None:
         self.where = display_url(url)
+        if (urlsplit(url).scheme if "://" in url else "") not in SCHEMES:
+            # a typo must stop the start with a clear message, not degrade forever (no credentials in it)
+            raise ConfigError(
+                f"session_store_url: expected redis://, rediss:// or unix:// URL, got {self.where!r}"
+            )
         self._url = url
         self._ttl_ms = max(1, int(ttl_s * 1000))
         self._replica = uuid.uuid4().hex  # own announcements are ignored
