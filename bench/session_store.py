@@ -12,8 +12,10 @@ same seeded query sequence in each:
   requests alternately to A and B: the worst case, every request meets a copy the other replica made
   stale (one GET) before its write-through.
 
-``--sessions`` sessions run concurrently, ``--turns`` find_tools calls each. Prints JSON: p50/p95 per
-configuration, errors, machine. Latency figures depend on the machine's load: say so when recording them.
+``--sessions`` sessions run concurrently, ``--turns`` find_tools calls each, the configurations
+interleaved ``--repeat`` times. Prints JSON: p50/p95 and gateway CPU-ms per request for each round of each
+configuration, the store's own write/read round trip, errors, machine. Latency figures depend on the
+machine's load: say so when recording them.
 
 Usage: .venv/bin/python bench/session_store.py [--sessions 8] [--turns 40]
 """
@@ -39,7 +41,7 @@ from mcp import Client
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the loopback helpers of tests/net.py
 from gateway_bench import TOOLLINKOS, TOOLWEAVE, catalog_manifest, machine, pct
-from load_bench import all_queries
+from load_bench import all_queries, cpu_seconds
 
 from tests.net import free_port, wait_port
 
@@ -109,6 +111,30 @@ async def run_load(urls: list[str], sessions: int, turns: int, seed: int, tag: s
     }
 
 
+async def store_round_trips(url: str, n: int = 300) -> dict[str, Any]:
+    """The store's own cost, without a gateway: one write-through (SET + PUBLISH, pipelined) and one
+    read of a 40-tool session, as a replica pays them."""
+    from toolweave.server.publishing import PublishedSet
+    from toolweave.server.sessions import Session
+    from toolweave.server.shared_sessions import RedisSessions
+
+    shared = RedisSessions(url, 60)
+    session = Session("client-bench", PublishedSet(40))
+    session.published.select([f"source__tool_{i}" for i in range(40)], session.next_turn())
+    for text in all_queries()[:5]:
+        session.add_turn(text)
+    writes, reads = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await shared.save("bench", session.state())
+        t1 = time.perf_counter()
+        await shared.load("bench")
+        writes.append((t1 - t0) * 1000)
+        reads.append((time.perf_counter() - t1) * 1000)
+    await shared.aclose()
+    return {"write_p50_ms": round(pct(writes, 0.5), 2), "read_p50_ms": round(pct(reads, 0.5), 2)}
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     redis_bin = shutil.which("redis-server")
     if redis_bin is None:
@@ -131,7 +157,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         ]
         try:
             wait_port(redis_port, redis, timeout=20)
-            for name, url, replicas in configs:
+            results["store_round_trips"] = await store_round_trips(store_url)
+            # interleaved repeats: on a loaded machine the load drifts between configurations
+            for rep, (name, url, replicas) in ((r, c) for r in range(args.repeat) for c in configs):
                 gateways = [
                     start_gateway(manifest, registry, work / f"{name}-{i}.log", url) for i in range(replicas)
                 ]
@@ -139,7 +167,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     for _proc, gateway_url in gateways:
                         await wait_ready(gateway_url)
                     urls = [u for _p, u in gateways]
-                    results[name] = await run_load(urls, args.sessions, args.turns, args.seed, name)
+                    cpu0 = sum(cpu_seconds(proc.pid) for proc, _u in gateways)
+                    figures = await run_load(urls, args.sessions, args.turns, args.seed, f"{name}-{rep}")
+                    cpu = sum(cpu_seconds(proc.pid) for proc, _u in gateways) - cpu0
+                    figures["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(1, figures["requests"]), 1)
+                    results.setdefault(name, []).append(figures)
                 finally:
                     for proc, _url in gateways:
                         proc.terminate()
@@ -157,6 +189,7 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=8, help="concurrent client sessions")
     parser.add_argument("--turns", type=int, default=40, help="find_tools calls per session")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=2, help="rounds over the three configurations")
     if not TOOLLINKOS.is_dir():
         sys.exit(f"needs {TOOLLINKOS}")
     print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))
