@@ -18,7 +18,7 @@ import logging
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, BinaryIO, Literal
 
 import anyio
@@ -202,18 +202,22 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
                     wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
                     if wire.get("result") == sent:
                         continue
-                    if method == "tools/list" and "result" in wire:
-                        changed = types.JSONRPCNotification(
-                            jsonrpc="2.0", method="notifications/tools/list_changed"
+                    if method != "tools/list" or "result" not in wire:
+                        log.error(
+                            "the early answer to %s differs from the SDK's: %s != %s", method, sent, wire
                         )
-                        await write.send(SessionMessage(changed))
                         continue
-                    log.error("the early answer to %s differs from the SDK's: %s != %s", method, sent, wire)
-                    continue
+                    item = SessionMessage(
+                        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+                    )
                 await write.send(item)
 
+    async def relay_until_closed() -> None:
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the client left
+            await relay()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(relay)
+        tg.start_soon(relay_until_closed)
         async with send:
             yield send
 
