@@ -22,7 +22,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as SDK_HANDSHAKE_VERSI
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
 from toolweave.server import handshake
-from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.transports import _serve_stdio
 from toolweave.settings import PublishSettings, Settings
@@ -252,8 +252,6 @@ def test_a_line_split_across_reads_and_the_handover_keep_every_byte() -> None:
 def test_the_prefixed_reader_reads_the_prefix_then_the_stream(tmp_path: Path) -> None:
     rest = tmp_path / "rest"
     rest.write_bytes(b'rt"}\nnext\n')
-    from toolweave.server.early import Handover
-
     with rest.open("rb") as stream:
         reader = Handover(b"one\n" + b"x" * 10 + b'\n{"pa').reader(stream)
         assert reader.readline(100) == b"one\n"
