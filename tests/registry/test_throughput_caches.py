@@ -86,3 +86,11 @@ def test_an_ingest_invalidates_cached_full_text_answers(reg: Registry) -> None:
     assert [h.tool_id for h in reg.text_hits("umbrella", 5)] == ["demo__rain_alert"]
     reg.ingest("demo", TOOLS)  # removed again: its cached hit must go with it
     assert [h.tool_id for h in reg.text_hits("umbrella", 5)] == []
+
+
+def test_cached_queries_answers_only_from_the_cache(shared_embedder: Embedder) -> None:
+    texts = ["a question nobody asked before 7f3a", "and its follow-up 7f3a"]
+    assert shared_embedder.cached_queries(texts) is None  # never runs the model itself
+    embedded = shared_embedder.embed_queries(texts)
+    cached = shared_embedder.cached_queries(texts)
+    assert cached is not None and all(a is b for a, b in zip(cached, embedded, strict=True))

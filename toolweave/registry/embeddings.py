@@ -154,6 +154,13 @@ class Embedder:
             self._query_cache.popitem(last=False)
         return out
 
+    def cached_queries(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """The vectors of ``texts`` if every one is in the query cache, else None; never runs the model
+        and never reorders the cache, so the event loop may call it while a worker thread embeds."""
+        cache = self._query_cache
+        vectors = [cache.get(t) for t in texts]
+        return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
+
     def _embed_new_queries(self, texts: list[str]) -> np.ndarray:
         # A subclass that puts its own cache in front of embed_documents (the benchmarks' disk caches)
         # gets its queries through it as before; otherwise the single-threaded query instance runs.

@@ -740,10 +740,16 @@ class Gateway:
         """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
         turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
         ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
-        try:
-            vectors = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [*context, text])
-        except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
-            return False
+        texts = [*context, text]
+        # Usually every text was embedded before (the context by earlier turns, a repeated question by
+        # earlier sessions): then no worker-thread hop, which costs more than the arithmetic.
+        embedder = self.registry.embedder
+        vectors = embedder.cached_queries(texts)
+        if vectors is None:
+            try:
+                vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
+            except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
+                return False
         *earlier, latest = vectors
         return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
 
