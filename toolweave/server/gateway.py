@@ -52,6 +52,7 @@ from toolweave.server.meta_tools import (
     CALL_TOOL,
     FIND_TOOLS,
     MAX_K,
+    META_INPUT_SCHEMAS,
     FoundTool,
     find_tools_result,
     meta_tools,
@@ -495,9 +496,8 @@ class Gateway:
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
-        for meta in meta_tools():
-            if meta.name == name:
-                return meta.input_schema
+        if (schema := META_INPUT_SCHEMAS.get(name)) is not None:
+            return schema
         record = self._record_named(name) if self.is_ready() else None
         return record.input_schema if record else None
 

@@ -21,6 +21,7 @@ __all__ = [
     "ALWAYS_LOAD",
     "CALL_TOOL",
     "FIND_TOOLS",
+    "META_INPUT_SCHEMAS",
     "META_TOOL_NAMES",
     "FoundTool",
     "find_tools_result",
@@ -97,6 +98,9 @@ def meta_tools(meta: dict[str, Any] | None = None) -> list[types.Tool]:
         ),
     ]
 
+
+META_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {FIND_TOOLS: _FIND_TOOLS_SCHEMA, CALL_TOOL: _CALL_TOOL_SCHEMA}
+"""The meta-tools' input schemas by name (looked up on every call: no Tool objects built for that)."""
 
 ALWAYS_LOAD = {"anthropic/alwaysLoad": True}
 """Tool ``_meta`` that keeps Claude Code from deferring a tool behind its own tool search."""
