@@ -12,8 +12,9 @@ as plain JSON-RPC over HTTP with httpx: ``initialize`` (handshake era: the answe
 ``Mcp-Session-Id``), ``notifications/initialized``, then ``tools/call find_tools`` on that session, each
 answer read whole (SSE event or JSON) and checked. Both run on the same cores as the gateway; 50 SDK
 clients spend ~10-12 CPU-ms per request (the raw client ~5), which the gateway then lacks, so ``raw``
-measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream and never re-lists: like a client that ignores list_changed,
-its first changed answer waits ``publish.relist_wait_ms`` and later ones are not held.
+measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream and never
+re-lists: like a client that ignores list_changed, its first changed answer waits
+``publish.relist_wait_ms`` and later ones are not held.
 
 Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
 (user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
