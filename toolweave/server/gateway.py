@@ -52,6 +52,7 @@ from toolweave.server.meta_tools import (
     CALL_TOOL,
     FIND_TOOLS,
     MAX_K,
+    META_INPUT_SCHEMAS,
     FoundTool,
     find_tools_result,
     meta_tools,
@@ -485,9 +486,8 @@ class Gateway:
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
-        for meta in meta_tools():
-            if meta.name == name:
-                return meta.input_schema
+        if (schema := META_INPUT_SCHEMAS.get(name)) is not None:
+            return schema
         record = self._record_named(name) if self.is_ready() else None
         return record.input_schema if record else None
 
@@ -737,10 +737,16 @@ class Gateway:
         """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
         turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
         ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
-        try:
-            vectors = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [*context, text])
-        except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
-            return False
+        texts = [*context, text]
+        # Usually every text was embedded before (the context by earlier turns, a repeated question by
+        # earlier sessions): then no worker-thread hop, which costs more than the arithmetic.
+        embedder = self.registry.embedder
+        vectors = embedder.cached_queries(texts)
+        if vectors is None:
+            try:
+                vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
+            except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
+                return False
         *earlier, latest = vectors
         return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
 

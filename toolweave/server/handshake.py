@@ -21,6 +21,7 @@ __all__ = [
     "HANDSHAKE_PROTOCOL_VERSIONS",
     "INSTRUCTIONS",
     "MAX_K",
+    "META_INPUT_SCHEMAS",
     "SERVER_NAME",
     "initialize_result",
     "meta_tool_definitions",
@@ -105,6 +106,10 @@ _META_TOOLS: tuple[dict[str, Any], ...] = (
         "inputSchema": _CALL_TOOL_SCHEMA,
     },
 )
+
+
+META_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {FIND_TOOLS: _FIND_TOOLS_SCHEMA, CALL_TOOL: _CALL_TOOL_SCHEMA}
+"""The meta-tools' input schemas by name (looked up on every call: no Tool objects built for that)."""
 
 
 def meta_tool_definitions(meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:

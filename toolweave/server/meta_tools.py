@@ -16,13 +16,21 @@ import mcp_types as types
 
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
-from toolweave.server.handshake import ALWAYS_LOAD, CALL_TOOL, FIND_TOOLS, MAX_K, meta_tool_definitions
+from toolweave.server.handshake import (
+    ALWAYS_LOAD,
+    CALL_TOOL,
+    FIND_TOOLS,
+    MAX_K,
+    META_INPUT_SCHEMAS,
+    meta_tool_definitions,
+)
 
 __all__ = [
     "ALWAYS_LOAD",
     "CALL_TOOL",
     "FIND_TOOLS",
     "MAX_K",
+    "META_INPUT_SCHEMAS",
     "META_TOOL_NAMES",
     "FoundTool",
     "find_tools_result",
