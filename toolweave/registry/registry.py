@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -60,6 +60,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
+from toolweave.registry.vector_index import VectorIndexParams, ann_search, refresh, vectors_of
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -69,6 +70,8 @@ log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 _COMPACT_EVERY = 50
+_UNCOMMITTED_SLACK = 16
+"""Extra ANN hits asked for: rows an ingest wrote but has not committed yet are dropped from them."""
 
 
 @dataclass
@@ -107,6 +110,13 @@ class _Snapshot:
     usage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Rows (of ``ids``) of the tools that have a usage vector, in ``usage_matrix`` order."""
     usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
+    ann: bool = False
+    """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        """Tool id → its row (of ``ids``), built on first use (the ANN path's Tool2Vec fusion)."""
+        return {tool_id: n for n, tool_id in enumerate(self.ids)}
 
 
 class Registry:
@@ -126,6 +136,8 @@ class Registry:
         self._write_lock = threading.RLock()
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
+        self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
+        self._index_queued = False
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
         self._snap = _Snapshot()
@@ -134,6 +146,7 @@ class Registry:
         _single_threaded_blas()
         self._load_committed()
         self._repair()
+        self._refresh_vector_index_later()
 
     # -- opening -------------------------------------------------------------------------------------
     @classmethod
@@ -210,13 +223,20 @@ class Registry:
         return len(rows)
 
     def close(self) -> None:
-        """Stop the search thread (every write is already committed)."""
+        """Stop the search thread (every write is already committed); a vector index build under way
+        finishes and commits first (an interrupted one would only be rolled back at the next open)."""
         self._search_pool.shutdown(wait=False)
+        self._index_pool.shutdown(wait=True, cancel_futures=True)
 
     # -- look-ups ------------------------------------------------------------------------------------
     @property
     def graph(self) -> DependencyGraph:
         return self._graph
+
+    @property
+    def uses_vector_index(self) -> bool:
+        """Whether vectors are searched through the ANN index (``Settings.vector_index_threshold``)."""
+        return self._snap.ann
 
     def __len__(self) -> int:
         return len(self._snap.ids)
@@ -242,8 +262,11 @@ class Registry:
         return sorted(set(self._snap.sources.values()))
 
     def vectors(self) -> dict[str, np.ndarray]:
-        """Tool id → unit vector, for graph inference and diagnostics."""
+        """Tool id → unit vector, for graph inference and diagnostics (read from the table when the
+        registry is large enough to keep no matrix)."""
         snap = self._snap
+        if snap.ann:
+            return self._table.load_vectors()
         return {tool_id: snap.matrix[i] for i, tool_id in enumerate(snap.ids)}
 
     # -- writes --------------------------------------------------------------------------------------
@@ -306,6 +329,8 @@ class Registry:
                 summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
                 if graph_changed or rows or removed:
                     self._commit(f"ingest {source}")
+            if rows or removed:
+                self._refresh_vector_index_later()
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -604,9 +629,10 @@ class Registry:
                 self._commit("repair")
 
     def _reload(self) -> None:
-        rows = self._table.load_all()
+        ann = self._table.count() >= self.settings.vector_index_threshold
+        rows = self._table.load_all(with_vectors=not ann)
         ids = tuple(r.record.id for r in rows)
-        matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
+        matrix = np.stack([r.vector for r in rows]) if rows and not ann else np.zeros((0, 1), np.float32)
         names = tuple(sorted({r.record.source for r in rows}))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
@@ -620,6 +646,7 @@ class Registry:
             source_names=names,
             usage_rows=usage_rows,
             usage_matrix=usage_matrix,
+            ann=ann,
         )
         for r in rows:  # graph nodes follow the rows (the graph is rebuilt from them at open)
             if r.record.id not in self._graph:
@@ -630,6 +657,8 @@ class Registry:
         snap = self._snap
         if not snap.ids or k <= 0:
             return []
+        if snap.ann:
+            return self._ann_rank(snap, query_vector, k, exclude_sources)
         scores = snap.matrix @ query_vector
         if snap.usage_rows.size and self._usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
@@ -641,6 +670,75 @@ class Registry:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def _ann_rank(
+        self, snap: _Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
+    ) -> list[Hit]:
+        """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
+        params = VectorIndexParams(self.settings.vector_index_ef, self.settings.vector_index_refine)
+        # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
+        found = ann_search(self._table, query_vector, k + _UNCOMMITTED_SLACK, params, exclude_sources)
+        scores = {i: s for i, s in found if i in snap.sources}
+        if snap.usage_rows.size and self._usage_on:
+            scores = self._fuse_usage_candidates(snap, query_vector, scores, k, exclude_sources)
+        best = sorted(scores.items(), key=lambda item: -item[1])[:k]
+        return [Hit(tool_id, score) for tool_id, score in best]
+
+    def _fuse_usage_candidates(
+        self,
+        snap: _Snapshot,
+        query_vector: np.ndarray,
+        scores: dict[str, float],
+        k: int,
+        exclude_sources: Collection[str],
+    ) -> dict[str, float]:
+        """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
+        vectors match best (text cosines read from the table) are fused as ``_rank`` fuses every tool.
+        The usage scores are scaled to the candidates' text scores, not every tool's (an approximation
+        the in-memory path does not make)."""
+        usage_scores = snap.usage_matrix @ query_vector
+        best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]
+        wanted = [snap.ids[r] for r in best_usage if snap.ids[r] not in scores]
+        wanted = [i for i in wanted if snap.sources[i] not in exclude_sources]
+        scores |= {i: float(v @ query_vector) for i, v in vectors_of(self._table, wanted).items()}
+        ids = list(scores)
+        values = np.fromiter(scores.values(), np.float64, len(ids))
+        rows = np.fromiter((snap.row_of[i] for i in ids), np.int64, len(ids))
+        at = np.minimum(np.searchsorted(snap.usage_rows, rows), snap.usage_rows.size - 1)
+        has_usage = snap.usage_rows[at] == rows
+        fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], self.settings.usage_weight)
+        return dict(zip(ids, values.tolist(), strict=True))
+
+    def refresh_vector_index(self) -> str:
+        """Bring a large registry's ANN index up to date with its rows now, and commit it: ``built``,
+        ``merged`` (new rows added to it), ``current`` or ``none`` (below the size threshold). Ingests
+        schedule this on a background thread; searches meanwhile search the rows the index lacks flat."""
+        with self._write_lock:
+            self._index_queued = False
+            if not self._snap.ann:
+                return "none"
+            with self._rollback_on_error():
+                done = refresh(self._table)
+                if done != "current":
+                    self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
+            log.info("registry %s: vector index %s (%d tools)", self.path, done, len(self))
+            return done
+
+    def _refresh_vector_index_later(self) -> None:
+        if not self._snap.ann or self._index_queued:
+            return
+        self._index_queued = True
+        try:
+            self._index_pool.submit(self._refresh_vector_index_logged)
+        except RuntimeError:  # closed: the next open refreshes it
+            self._index_queued = False
+
+    def _refresh_vector_index_logged(self) -> None:
+        try:
+            self.refresh_vector_index()
+        except ToolweaveError:
+            # rolled back already; searches stay complete (rows no index covers are searched flat)
+            log.warning("registry %s: refreshing the vector index failed", self.path, exc_info=True)
 
     def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
         """BM25 over tool documents through LanceDB's full-text index."""

@@ -91,22 +91,27 @@ class ToolTable:
     def has_text_index(self) -> bool:
         return self._fts_ready
 
+    @property
+    def lance(self) -> Any:
+        """The LanceDB table (for ``toolweave.registry.vector_index``, the other module that queries it)."""
+        return self._table
+
     # -- reads ---------------------------------------------------------------------------------------
     def count(self) -> int:
         with lance_errors("counting rows"):
             return int(self._table.count_rows())
 
-    def load_all(self) -> list[StoredTool]:
-        """Every row, decoded. At gateway scale (≤ ~10k tools) this fits easily in memory."""
+    def load_all(self, *, with_vectors: bool = True) -> list[StoredTool]:
+        """Every row, decoded; without vectors (an empty one per row) for registries searched through
+        the vector index, which must not hold every vector in memory."""
+        columns = None if with_vectors else ["record", "content_hash"]
         with lance_errors("reading the table"):
-            arrow = self._table.to_arrow()
+            arrow = self._table.to_arrow() if columns is None else self._select(columns)
         if arrow.num_rows == 0:
             return []
         records = arrow.column("record").to_pylist()
         hashes = arrow.column("content_hash").to_pylist()
-        vectors = np.asarray(
-            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
-        ).reshape(arrow.num_rows, self._dim)
+        vectors = self.decode_vectors(arrow) if with_vectors else np.zeros((arrow.num_rows, 0), np.float32)
         try:
             return [
                 StoredTool(ToolRecord.model_validate_json(rec), h, vectors[i])
@@ -116,6 +121,21 @@ class ToolTable:
             raise RegistryError(
                 f"tool table {self.name}: a stored tool record does not decode: {exc}"
             ) from exc
+
+    def load_vectors(self) -> dict[str, np.ndarray]:
+        """Tool id → vector, read from the table (for dependency inference when no matrix is held)."""
+        with lance_errors("reading the vectors"):
+            arrow = self._select(["id", "vector"])
+        return dict(zip(arrow.column("id").to_pylist(), self.decode_vectors(arrow), strict=True))
+
+    def _select(self, columns: list[str]) -> pa.Table:
+        return self._table.search().select(columns).limit(None).to_arrow()
+
+    def decode_vectors(self, arrow: pa.Table) -> np.ndarray:
+        """The ``vector`` column of ``arrow`` as a rows x dim float32 matrix."""
+        return np.asarray(
+            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
+        ).reshape(arrow.num_rows, self._dim)
 
     def text_search(self, query: str, limit: int) -> list[tuple[str, float]]:
         """BM25 over the tool documents (LanceDB full-text index).
