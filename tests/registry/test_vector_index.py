@@ -185,3 +185,21 @@ def test_an_index_build_that_is_not_committed_is_rolled_back(
     assert again._db.head is not None and again._db.head.action == "recover"
     assert not index_state(again._table).exists
     assert {q: vector_ids(again, q) for q in QUERIES[:5]} == expected
+
+
+def test_usage_examples_lift_a_tool_through_the_ann_path_as_through_the_matrix(tmp_path: Path) -> None:
+    query = "book a table for two tonight"
+    tops = []
+    target = ""
+    for name, threshold in (("exact", 10_000), ("large", 100)):
+        settings = Settings(home=tmp_path / name, vector_index_threshold=threshold, infer_dependencies=False)
+        reg = Registry.open(tmp_path / name, embedder=HashEmbedder(), settings=settings)
+        reg.ingest("a", tools("a", 150))
+        assert reg.uses_vector_index is (name == "large")
+        # the tool whose text is farthest from the query: only its usage vector can bring it up
+        target = target or vector_ids(reg, query, k=150)[-1]
+        assert target not in vector_ids(reg, query, k=30)
+        assert reg.record_usage(target, query)
+        tops.append(vector_ids(reg, query, k=5))
+        reg.close()
+    assert tops[0][0] == tops[1][0] == target
