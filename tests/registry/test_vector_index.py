@@ -21,6 +21,7 @@ from toolweave.errors import RegistryError
 from toolweave.records import SearchScope, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.database import RegistryDatabase
+from toolweave.registry.store import CompactRecords
 from toolweave.registry.vector_index import index_state
 from toolweave.settings import Settings
 
@@ -109,8 +110,12 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
     ((hits, _),) = large.search([(QUERIES[0],)], 5, SearchScope(text=False))
     ((want, _),) = exact.search([(QUERIES[0],)], 5, SearchScope(text=False))
     assert [h.score for h in hits] == pytest.approx([h.score for h in want], abs=1e-4)
-    # ... and no vector is held in memory
+    # ... and no vector is held in memory, nor decoded records (decoded on access instead)
     assert large._snap.matrix.size == 0
+    assert isinstance(large._snap.records, CompactRecords)
+    assert large.get("a__t3") == exact.get("a__t3")
+    assert large.tools("b") == exact.tools("b")
+    assert large.graph.nx_graph.nodes(data=True) == exact.graph.nx_graph.nodes(data=True)
 
 
 def test_below_the_threshold_nothing_changes(exact: Registry) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -37,6 +37,7 @@ from toolweave.records import (
     QueryVariant,
     SearchResults,
     SearchScope,
+    ToolKind,
     ToolRecord,
 )
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
@@ -51,7 +52,7 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
-from toolweave.registry.store import StoredTool
+from toolweave.registry.store import CompactRecords, StoredTool
 from toolweave.registry.usage import (
     UsageExample,
     UsageTable,
@@ -101,7 +102,8 @@ class _Snapshot:
 
     ids: tuple[str, ...] = ()
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
-    records: dict[str, ToolRecord] = field(default_factory=dict)
+    records: Mapping[str, ToolRecord] = field(default_factory=dict)
+    """Decoded records; ``CompactRecords`` (decoded on access) above the vector-index threshold."""
     hashes: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -607,9 +609,7 @@ class Registry:
         self._usage_by_tool = self._usage.load_all()
         self.overrides = self._db.load_overrides()
         self._reload()
-        self._graph = graph_from_rows(
-            ((r.id, r.kind, r.source) for r in self._snap.records.values()), self._db.load_edges()
-        )
+        self._graph = graph_from_rows(self._nodes(), self._db.load_edges())
         self._publish_graph()
 
     def _repair(self) -> None:
@@ -630,27 +630,44 @@ class Registry:
 
     def _reload(self) -> None:
         ann = self._table.count() >= self.settings.vector_index_threshold
-        rows = self._table.load_all(with_vectors=not ann)
-        ids = tuple(r.record.id for r in rows)
-        matrix = np.stack([r.vector for r in rows]) if rows and not ann else np.zeros((0, 1), np.float32)
-        names = tuple(sorted({r.record.source for r in rows}))
+        records: Mapping[str, ToolRecord]
+        if ann:  # neither vectors nor decoded records in memory: see docs/registry.md "Large registries"
+            id_list, source_list, hash_list, records = self._table.load_compact()
+            matrix = np.zeros((0, 1), np.float32)
+        else:
+            rows = self._table.load_all()
+            id_list = [r.record.id for r in rows]
+            source_list = [r.record.source for r in rows]
+            hash_list = [r.content_hash for r in rows]
+            records = {r.record.id: r.record for r in rows}
+            matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), np.float32)
+        ids = tuple(id_list)
+        names = tuple(sorted(set(source_list)))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
         self._snap = _Snapshot(
             ids=ids,
             matrix=matrix,
-            records={r.record.id: r.record for r in rows},
-            hashes={r.record.id: r.content_hash for r in rows},
-            sources={r.record.id: r.record.source for r in rows},
-            source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
+            records=records,
+            hashes=dict(zip(ids, hash_list, strict=True)),
+            sources=dict(zip(ids, source_list, strict=True)),
+            source_codes=np.fromiter((code[s] for s in source_list), np.int32, len(ids)),
             source_names=names,
             usage_rows=usage_rows,
             usage_matrix=usage_matrix,
             ann=ann,
         )
-        for r in rows:  # graph nodes follow the rows (the graph is rebuilt from them at open)
-            if r.record.id not in self._graph:
-                self._graph.add_tool(r.record.id, r.record.kind, r.record.source)
+        for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
+            if tool_id not in self._graph:
+                self._graph.add_tool(tool_id, kind, source)
+
+    def _nodes(self) -> Iterator[tuple[str, ToolKind, str]]:
+        """``(id, kind, source)`` of every tool, without decoding compact records."""
+        snap = self._snap
+        records = snap.records
+        for tool_id in snap.ids:
+            kind = records.kinds[tool_id] if isinstance(records, CompactRecords) else records[tool_id].kind
+            yield tool_id, kind, snap.sources[tool_id]
 
     # -- search --------------------------------------------------------------------------------------
     def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
