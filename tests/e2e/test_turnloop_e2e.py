@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,4 +282,21 @@ def test_the_hook_waits_for_a_gateway_its_host_is_still_starting(
         assert found == [private / f"host-{os.getpid()}-{child.pid}.sock"]
     finally:
         child.kill()
+        child.wait()
+
+
+def test_a_finished_child_of_the_host_is_no_gateway_to_wait_for() -> None:
+    """A zombie child has an empty command line, like a process mid-exec; only the latter may be a
+    gateway starting, so a zombie must not keep the hook waiting."""
+    from toolweave.server.host import _parents_of_starting_gateways
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    stat = Path(f"/proc/{child.pid}/stat")
+    try:
+        deadline = time.monotonic() + 30
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not yet reaped
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.02)
+        assert os.getpid() not in _parents_of_starting_gateways()
+    finally:
         child.wait()

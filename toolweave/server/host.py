@@ -82,20 +82,12 @@ def runtime_dir(*, create: bool) -> Path | None:
 
 
 def _parent_pid(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return int(text[text.rindex(")") + 2 :].split()[1])  # after "(comm) STATE", comm may hold spaces
-    except FileNotFoundError:
-        if not Path("/proc/self").exists():  # macOS and other systems without procfs
-            try:
-                out = subprocess.run(
-                    ["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=2
-                ).stdout
-                return int(out.strip())
-            except (OSError, ValueError, subprocess.SubprocessError):
-                return None
-        return None
-    except (OSError, ValueError, IndexError):
+    if Path("/proc/self").exists():
+        return _state_and_parent(pid)[1]
+    try:  # macOS and other systems without procfs
+        out = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=2)
+        return int(out.stdout.strip())
+    except (OSError, ValueError, subprocess.SubprocessError):
         return None
 
 
@@ -147,7 +139,12 @@ def _sockets_of_nearest(chain: list[int]) -> list[Path]:
 
 def _parents_of_starting_gateways() -> set[int]:
     """Parents of running stdio ``toolweave serve`` processes, in one pass over /proc (procfs only;
-    elsewhere none, so nothing is waited for)."""
+    elsewhere none, so nothing is waited for).
+
+    A process whose command line is still empty is mid-``exec`` (the kernel sets it up last), so it may
+    be a gateway its host has just spawned: it counts too, for the few milliseconds that lasts. Zombies
+    also have an empty command line and never become anything: they do not count.
+    """
     parents: set[int] = set()
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -156,11 +153,20 @@ def _parents_of_starting_gateways() -> set[int]:
             continue
         words = {Path(a.decode(errors="replace")).name for a in argv if a}
         stdio_serve = "serve" in words and not {"http", "sse"} & words
-        if stdio_serve and any(w.startswith("toolweave") for w in words):
-            parent = _parent_pid(int(entry.name))
-            if parent is not None:
+        if (stdio_serve and any(w.startswith("toolweave") for w in words)) or not words:
+            state, parent = _state_and_parent(int(entry.name))
+            if parent is not None and (words or state not in ("Z", "X", None)):
                 parents.add(parent)
     return parents
+
+
+def _state_and_parent(pid: int) -> tuple[str | None, int | None]:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        state, ppid = text[text.rindex(")") + 2 :].split()[:2]  # after "(comm)", comm may hold spaces
+        return state, int(ppid)
+    except (OSError, ValueError, IndexError):
+        return None, None
 
 
 def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
