@@ -241,9 +241,13 @@ def registry_dir(size: int, mode: str) -> Path:
     return OUT / f"registry-{size}-{mode}"
 
 
-def build(size: int, mode: str) -> dict[str, Any]:
+def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = True) -> dict[str, Any]:
     """Ingest the fleet source by source into a fresh registry (vectors ready: the registry's own
-    work is timed), then build the vector index (what the background refresh does) and time it."""
+    work is timed), then build the vector index (what the background refresh does) and time it.
+
+    ``resume``: start from a copy of that (smaller fleet's) registry and ingest only the sources it
+    lacks; ``infer=False``: without dependency inference (its cost grows with the registry on every
+    ingest: see bench/RESULTS.md)."""
     import shutil
 
     from toolweave.registry import Registry
@@ -252,7 +256,13 @@ def build(size: int, mode: str) -> dict[str, Any]:
     embedder, cats, info = prepare(size, mode)
     path = registry_dir(size, mode)
     shutil.rmtree(path, ignore_errors=True)
-    reg = Registry.open(path, embedder=embedder, settings=Settings(home=path))  # type: ignore[arg-type]
+    if resume is not None:
+        shutil.copytree(resume, path)
+    settings = Settings(home=path, infer_dependencies=infer)
+    reg = Registry.open(path, embedder=embedder, settings=settings)  # type: ignore[arg-type]
+    present = set(reg.sources())
+    cats = [c for c in cats if c.source not in present]
+    start_tools = len(reg)
     reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
     started = time.perf_counter()
     for catalog in cats:
@@ -262,6 +272,7 @@ def build(size: int, mode: str) -> dict[str, Any]:
     index = reg.refresh_vector_index()
     index_s = time.perf_counter() - started
     tools = len(reg)
+    ingested = tools - start_tools
     reg.close()
     (path / "built.json").write_text(json.dumps(info))
     return {
@@ -269,7 +280,10 @@ def build(size: int, mode: str) -> dict[str, Any]:
         "registry_tools": tools,
         "sources": len(cats),
         "ingest_s": round(ingest_s, 1),
-        "ingest_tools_per_s": round(tools / ingest_s, 1),
+        "ingested": ingested,
+        "resumed_from_tools": start_tools,
+        "dependency_inference": infer,
+        "ingest_tools_per_s": round(ingested / ingest_s, 1),
         "vector_index": index,
         "vector_index_build_s": round(index_s, 1),
         "peak_rss_mb_building": peak_rss_mb(),
@@ -428,10 +442,12 @@ if __name__ == "__main__":
         "--threshold", type=int, action="append", help="vector_index_threshold for a measure run (repeatable)"
     )
     parser.add_argument("--rebuild", action="store_true", help="ingest again even if the registry exists")
+    parser.add_argument("--resume", type=Path, help="build: start from a copy of this registry")
+    parser.add_argument("--no-infer", action="store_true", help="build: without dependency inference")
     parser.add_argument("--step", choices=("build", "measure"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.step == "build":
-        print(json.dumps(build(ns.size[0], ns.vectors)))
+        print(json.dumps(build(ns.size[0], ns.vectors, resume=ns.resume, infer=not ns.no_infer)))
     elif ns.step == "measure":
         threshold = ns.threshold[0] if ns.threshold else None
         print(json.dumps(measure(ns.size[0], ns.vectors, ns.queries, threshold)))
