@@ -243,6 +243,16 @@ class Settings(BaseSettings):
     ping_timeout_s: float = Field(
         5.0, gt=0, description="An upstream that does not answer a liveness check this fast is reconnected."
     )
+    session_store_url: str = Field(
+        "",
+        description="Redis URL (`redis://[:password@]host:6379/0`, `rediss://` for TLS) where replicas share "
+        "2026-era HTTP sessions' published sets and context; empty: sessions live in this process only.",
+    )
+    session_ttl_s: float = Field(
+        86_400.0,
+        gt=0,
+        description="A session kept in Redis expires this long after its last change, in seconds.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Log level; logs always go to stderr."
     )

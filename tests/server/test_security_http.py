@@ -19,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp import Client
 
+from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port, wait_port
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from toolweave.errors import ConfigError
@@ -391,3 +392,20 @@ def test_metrics_on_a_separate_port_for_stdio() -> None:
     families = {f.name: f for f in text_string_to_metric_families(text)}
     sample = next(s for s in families["toolweave_calls"].samples if s.name == "toolweave_calls_total")
     assert sample.labels == {"tool": "t", "outcome": "ok"} and sample.value == 3
+
+
+async def test_an_authenticated_2026_client_hears_list_changed_on_its_listen_stream(registry: Any) -> None:
+    """The listen stream and the session are keyed alike (identity included), so the notice reaches it."""
+    digest = hashlib.sha256(b"alice-secret-token").hexdigest()
+    gateway, _notes = make_gateway(
+        registry, SecuritySettings(auth="tokens", tokens={"alice": f"sha256:{digest}"})
+    )
+    port = free_port()
+    with serving(http_app(gateway, "127.0.0.1", port), port, gateway):
+        async with mcp_client(f"http://127.0.0.1:{port}/mcp", "http", "alice-secret-token") as client:
+            assert client.protocol_version == "2026-07-28"
+            watch = ListChanged()
+            async with watching(client, watch):
+                found = doc(await client.call_tool("find_tools", {"query": "what time is it"}))
+                assert found["tool_list_changed"]
+                await watch.wait(timeout=10)

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import mcp_types as types
+import pytest
 
 from toolweave.server.sessions import SESSION_META_KEY, SessionStore, session_key
 
@@ -58,9 +59,10 @@ def test_2026_http_explicit_key_then_client_info_and_peer() -> None:
     assert session_key(ctx(MODERN, connection(), None, None)) == "http-anonymous@local"
 
 
-def test_unbound_sessions_are_capped_least_recently_seen_first() -> None:
+@pytest.mark.anyio
+async def test_unbound_sessions_are_capped_least_recently_seen_first() -> None:
     store = SessionStore(max_tools=5, pinned=(), max_sessions=2)
     for tab in ("a", "b", "a", "c"):
-        store.for_request(ctx(MODERN, connection(), {SESSION_META_KEY: tab}))
+        await store.for_request(ctx(MODERN, connection(), {SESSION_META_KEY: tab}))
     assert store.get("client-b") is None
     assert store.get("client-a") is not None and store.get("client-c") is not None

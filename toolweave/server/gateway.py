@@ -136,7 +136,7 @@ class Gateway:
         self.manifest = manifest
         self.backends: dict[str, Backend] = {b.name: b for b in backends}
         self._pending_turn: _PendingTurn | None = None
-        self.sessions = SessionStore(settings.publish.max_tools, tuple(settings.publish.pinned))
+        self.sessions = SessionStore.from_settings(settings)
         self.notifier = Notifier()
         self.names = NameMap(settings.publish.name_budget, lambda: (t.id for t in self.registry.tools()))
         self.proxy = Proxy(
@@ -180,7 +180,7 @@ class Gateway:
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
-            on_subscriptions_listen=self.notifier.listen,
+            on_subscriptions_listen=self._listen,
         )
         # Advertise tools.listChanged on every transport: the streamable-HTTP session manager calls
         # create_initialization_options() without arguments, so the default itself must change.
@@ -211,6 +211,7 @@ class Gateway:
                 for backend in self.backends.values():
                     tg.start_soon(self._run_backend, backend)
                 tg.start_soon(self._watch_availability)
+                tg.start_soon(self.sessions.watch, self.notifier.tools_changed)  # other replicas' changes
                 try:
                     yield self
                 finally:
@@ -392,6 +393,8 @@ class Gateway:
         for session in self.sessions:
             ids = set(session.published.ids())
             dropped = session.published.discard(removed & ids)
+            if dropped.changed:
+                await self.sessions.commit(session)
             if dropped.changed or (changed & ids) or (added & pinned):
                 await self.notifier.tools_changed(session)
 
@@ -512,7 +515,7 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        session = self._session(ctx)
+        session = await self._session(ctx)
         # Never waits (instant start): tools that arrive later are announced with list_changed.
         if self._pending_turn is not None and self.is_ready():
             await self._apply_pending_turn(session)  # the host's turn came first: list its tools now
@@ -521,9 +524,15 @@ class Gateway:
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 
-    def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        await self._session(ctx)  # held here, so a change another replica makes reaches this stream
+        return await self.notifier.listen(ctx, params)
+
+    async def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
         identity = identity_of_request(ctx.request)
-        return self.sessions.for_request(
+        return await self.sessions.for_request(
             ctx, identity.name if identity else None, self.settings.security.default_identity
         )
 
@@ -535,7 +544,7 @@ class Gateway:
         arguments = params.arguments if params.arguments is not None else {}
         result: types.CallToolResult | None = None
         try:
-            session = self._session(ctx)
+            session = await self._session(ctx)
             if (not_ready := await self._wait_ready(params.name)) is not None:
                 return not_ready
             if params.name == FIND_TOOLS:
@@ -722,6 +731,7 @@ class Gateway:
         # below the relevance floor: listed in the answer (callable via call_tool), not published
         change = session.published.select([f.record.id for f in found if f.ranked.publish], turn)
         session.add_turn(text)
+        await self.sessions.commit(session)  # before the notice: the re-list may reach another replica
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
             if announce:
@@ -796,6 +806,7 @@ class Gateway:
         session.published.touch(record.id, turn)
         # Arguments are neither kept nor logged: they may hold secrets.
         result = await self.proxy.call(record, arguments, sampler=_sampler_for(ctx))
+        await self.sessions.commit(session)
         if not result.is_error:
             if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
                 await anyio.to_thread.run_sync(self.registry.record_usage, record.id, session.queries[-1])
@@ -816,6 +827,7 @@ class Gateway:
         ]
         change = session.published.suggest(dependents[: params.final_k], turn)
         if change.changed:
+            await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
             await self._notify_and_hold(session)
 

@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
+from toolweave.server.auth import identity_of_request
 from toolweave.server.sessions import Session, session_key
 
 __all__ = ["Notifier"]
@@ -43,7 +44,8 @@ class Notifier:
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """The server's ``on_subscriptions_listen``: attach the stream to its session's bus."""
-        key = session_key(ctx)
+        identity = identity_of_request(ctx.request)  # part of every session's key, as in the store
+        key = session_key(ctx, identity.name if identity else None)
         entry = self._by_key.get(key)
         if entry is None:
             bus = InMemorySubscriptionBus()

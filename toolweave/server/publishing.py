@@ -98,6 +98,18 @@ class PublishedSet:
             del self._relevant_at[tool_id]
         return PublishChange(evicted=tuple(gone))
 
+    def state(self) -> list[list[str | int]]:
+        """The set as plain data (``[tool id, turn]`` in publication order), for a shared session store."""
+        return [[tool_id, turn] for tool_id, turn in self._relevant_at.items()]
+
+    def restore(self, state: Iterable[Sequence[object]]) -> None:
+        """Replace the set with one saved by ``state()`` (malformed entries are skipped)."""
+        self._relevant_at = {
+            str(entry[0]): int(entry[1])
+            for entry in state
+            if len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], int)
+        }
+
     def _evict(self, protect: set[str]) -> list[str]:
         over = len(self._relevant_at) - self.max_tools
         if over <= 0:

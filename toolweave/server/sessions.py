@@ -17,6 +17,12 @@ How a session is recognised across requests depends on the protocol era (see ``d
 
 An authenticated caller's identity (``server/auth.py``) is part of every key, so two identities never
 share a session; for them the 2026-era HTTP fallback is identity + client app, never the peer address.
+
+**Replicas** (``session_store_url``, ``shared_sessions.py``): 2026-era HTTP sessions (``client-`` and
+``http-`` keys) can be kept in Redis as well, so any replica serves them; their state is written
+through on change (``commit``) and re-read when another replica changed it. Handshake-era and duplex
+2026 sessions (``conn-``, ``stream-``) name one connection to one process, and their counters are
+per process: they are never shared.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +39,8 @@ from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.server.publishing import PublishedSet
+from toolweave.server.shared_sessions import RedisSessions, SharedSessions, state_key
+from toolweave.settings import Settings
 
 __all__ = ["RECENT_TURNS", "SESSION_META_KEY", "Session", "SessionStore", "session_key"]
 
@@ -39,6 +48,8 @@ SESSION_META_KEY = "io.toolweave/session"
 """Optional ``_meta`` key a 2026-era HTTP client may send to get a session of its own."""
 
 _STATE_KEY = "toolweave.session"
+_SHAREABLE = ("client-", "http-")
+"""Key kinds that name no connection, so may move between replicas (2026-era HTTP)."""
 MAX_SESSIONS = 256
 RECENT_TURNS = 5
 """Turns (find_tools queries and host-reported user prompts) kept as the conversation's context."""
@@ -115,6 +126,25 @@ class Session:
     """False once a notice went unanswered by a re-list within the wait: do not hold its results again
     (set back to True when it does re-list after a notice)."""
     _relisted: anyio.Event | None = None
+    shared: str | None = None
+    """This session's key in the shared store (``state_key``); None: it lives in this process only."""
+    stale: bool = True
+    """Another replica may have changed it since this process last read or wrote the shared copy."""
+    dirty: bool = False
+    """Changed here while the shared store was unreachable: written (winning) once it is back."""
+    _stored: dict[str, Any] | None = None
+
+    def state(self) -> dict[str, Any]:
+        """What other replicas need: published set, turn counter, conversation context (plain data)."""
+        return {"published": self.published.state(), "turn": self.turn, "queries": list(self.queries)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take over a state another replica saved (connection-bound bookkeeping stays as it is)."""
+        self.published.restore(state.get("published") or [])
+        turn = state.get("turn")
+        self.turn = turn if isinstance(turn, int) else self.turn
+        self.queries.clear()
+        self.queries.extend(str(q) for q in state.get("queries") or [])
 
     def next_turn(self) -> int:
         self.turn += 1
@@ -159,13 +189,32 @@ class Session:
 
 
 class SessionStore:
-    """Sessions by key; connection-bound ones end with their connection, the rest are LRU-capped."""
+    """Sessions by key; connection-bound ones end with their connection, the rest are LRU-capped.
 
-    def __init__(self, max_tools: int, pinned: tuple[str, ...], max_sessions: int = MAX_SESSIONS) -> None:
+    With ``shared`` (Redis), shareable sessions are also kept there: read when first met or after
+    another replica changed them, written through by ``commit``. Without it, everything is local.
+    """
+
+    def __init__(
+        self,
+        max_tools: int,
+        pinned: tuple[str, ...],
+        max_sessions: int = MAX_SESSIONS,
+        shared: SharedSessions | None = None,
+    ) -> None:
         self._max_tools = max_tools
         self._pinned = pinned
         self._max_sessions = max_sessions
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._shared = shared
+        self._by_state_key: dict[str, Session] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SessionStore:
+        """In-process sessions, shared through Redis too when ``session_store_url`` is set."""
+        url = settings.session_store_url
+        shared = RedisSessions(url, settings.session_ttl_s) if url else None
+        return cls(settings.publish.max_tools, tuple(settings.publish.pinned), shared=shared)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -176,7 +225,7 @@ class SessionStore:
     def get(self, key: str) -> Session | None:
         return self._sessions.get(key)
 
-    def for_request(
+    async def for_request(
         self, ctx: ServerRequestContext[Any, Any], identity: str | None = None, default_identity: str = ""
     ) -> Session:
         """The request's session, created on first sight (``identity``: the authenticated caller)."""
@@ -185,10 +234,16 @@ class SessionStore:
         if session is None:
             session = Session(key, PublishedSet(self._max_tools, self._pinned))
             session.identity = identity or default_identity
+            client_key = key[len(identity) + 1 :] if identity is not None else key
+            if self._shared is not None and client_key.startswith(_SHAREABLE):
+                session.shared = state_key(key)
+                self._by_state_key[session.shared] = session
             self._sessions[key] = session
             self._trim()
         else:
             self._sessions.move_to_end(key)
+        if session.shared is not None and session.stale:
+            await self._refresh(session)
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and not session.bound:
             conn = _connection(ctx)
             session.connection = conn
@@ -196,11 +251,67 @@ class SessionStore:
             conn.exit_stack.callback(self.drop, key)
         return session
 
+    async def _refresh(self, session: Session) -> None:
+        """Read ``session`` from the shared store; local changes it missed win and are written."""
+        assert self._shared is not None and session.shared is not None
+        reachable, state = await self._shared.load(session.shared)
+        if not reachable:
+            return  # stays stale: re-read once the store is back
+        session.stale = False
+        if session.dirty or (state is None and session.turn > 0):
+            # changed here while the store was away, or the store lost it (restart, expiry)
+            await self.commit(session)
+        elif state is not None:
+            session.restore(state)
+            session._stored = session.state()
+
+    async def commit(self, session: Session) -> None:
+        """Write ``session`` through to the shared store if it changed (no-op for local sessions)."""
+        if self._shared is None or session.shared is None:
+            return
+        state = session.state()
+        if state == session._stored and not session.dirty:
+            return
+        if await self._shared.save(session.shared, state):
+            session._stored, session.dirty = state, False
+        else:
+            session.dirty = True
+
+    async def watch(self, on_changed: Callable[[Session], Awaitable[None]] | None = None) -> None:
+        """Follow changes other replicas make (runs until cancelled; returns at once without a shared
+        store). ``on_changed(session)``: a session held here changed its published set elsewhere."""
+        if self._shared is None:
+            return
+
+        async def changed(state_key: str) -> None:
+            session = self._by_state_key.get(state_key)
+            if session is None:
+                return
+            session.stale = True
+            if on_changed is None:
+                return
+            before = session.published.ids()
+            await self._refresh(session)
+            if session.published.ids() != before:
+                await on_changed(session)
+
+        def lost() -> None:
+            for session in self._by_state_key.values():
+                session.stale = True
+
+        try:
+            await self._shared.watch(changed, lost)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._shared.aclose()
+
     def drop(self, key: str) -> None:
-        self._sessions.pop(key, None)
+        session = self._sessions.pop(key, None)
+        if session is not None and session.shared is not None:
+            self._by_state_key.pop(session.shared, None)
 
     def _trim(self) -> None:
         # Only unbound (2026-era HTTP) sessions pile up without an end; bound ones end with their connection.
         unbound = [k for k, s in self._sessions.items() if not s.bound]
         for key in unbound[: max(0, len(unbound) - self._max_sessions)]:
-            del self._sessions[key]
+            self.drop(key)

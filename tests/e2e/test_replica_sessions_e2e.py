@@ -1,0 +1,105 @@
+"""Two `toolweave serve --transport http` replicas on one registry share 2026-era sessions through a real
+redis-server (issue 10.3): a set published through one is listed by the other, context included."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.redis_server import PASSWORD, RedisServer, running_redis
+from toolweave.server.sessions import SESSION_META_KEY
+
+from .conftest import Upstream, start_http_gateway, stop
+from .watch import ListChanged, watching
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    yield from running_redis(tmp_path)
+
+
+def manifest(path: Path, dyn_url: str) -> Path:
+    path.write_text(
+        f"""
+servers:
+  time:
+    command: {sys.executable}
+    args: [-m, mcp_server_time, --local-timezone, UTC]
+  dyn:
+    url: {dyn_url}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def doc(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.structured_content is not None, result
+    return result.structured_content
+
+
+def score_of(found: dict[str, Any], name: str) -> float:
+    why = next(t["why"] for t in found["tools"] if t["name"] == name)  # "search hit (score 1.489)"
+    return float(why.rsplit(" ", 1)[1].rstrip(")"))
+
+
+async def test_a_session_moves_between_replicas_with_its_set_and_context(
+    redis_server: RedisServer,
+    upstream: Upstream,
+    registry_copy: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TOOLWEAVE_SESSION_STORE_URL", redis_server.url)
+    spec = manifest(tmp_path / "manifest.yaml", upstream.url)
+    a = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
+    b = start_http_gateway(spec, registry_copy, tmp_path / "b.log")
+    tab = {SESSION_META_KEY: "e2e-tab"}
+    try:
+        async with Client(a.url) as on_a, Client(b.url) as on_b:
+            assert on_a.protocol_version == on_b.protocol_version == "2026-07-28"
+            for client in (on_a, on_b):  # both replicas ready (a find_tools waits for the registry)
+                await client.call_tool("find_tools", {"query": "warm up"}, meta={SESSION_META_KEY: "warm-up"})
+            first = doc(await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))
+            assert first["tool_list_changed"]
+            published = [t["name"] for t in first["tools"] if t["published"]]
+            assert "time__get_current_time" in published
+
+            listed = [t.name for t in (await on_b.list_tools(cache_mode="bypass", meta=tab)).tools]
+            assert set(published) <= set(listed)
+            assert [t.name for t in (await on_b.list_tools(cache_mode="bypass")).tools] == [
+                "find_tools",
+                "call_tool",
+            ]  # a client without the session key has its own, empty set
+
+            # the follow-up on B is retrieved with A's turn as context: the time tool ranks higher than
+            # for a session without that context
+            follow_up = {"query": "and what about in Paris"}
+            carried = doc(await on_b.call_tool("find_tools", follow_up, meta=tab))
+            fresh = doc(await on_b.call_tool("find_tools", follow_up, meta={SESSION_META_KEY: "other"}))
+            assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")
+
+            # and back on A (which held an older copy): B's additions are listed there too
+            added_on_b = {t["name"] for t in carried["tools"] if t["published"]}
+            listed = [t.name for t in (await on_a.list_tools(cache_mode="bypass", meta=tab)).tools]
+            assert added_on_b - set(published)  # B did add something
+            assert added_on_b <= set(listed)
+
+            # a 2026 client listening on B hears a change its session got through A (pub/sub -> notice)
+            watch = ListChanged()
+            async with watching(on_b, watch):
+                await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+                await watch.wait(timeout=15)
+    finally:
+        stop(a.proc)
+        stop(b.proc)
+    for gateway in (a, b):
+        assert PASSWORD not in gateway.logs()
