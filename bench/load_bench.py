@@ -6,11 +6,23 @@ A real ``toolweave serve --transport http`` process on 127.0.0.1 with the ToolLi
 ``--seconds`` passed. Queries are drawn at random (seeded) from a pool of ``--pool`` distinct queries;
 ``--pool 0`` means every request gets a query never asked before (no cache hits possible).
 
+Two load clients (``--client``): ``sdk`` runs ``--sessions`` full MCP SDK clients (one ``Client`` each,
+with its standalone GET stream); ``raw`` (the default) is one asyncio process speaking the same protocol
+as plain JSON-RPC over HTTP with httpx: ``initialize`` (handshake era: the answer names the session in
+``Mcp-Session-Id``), ``notifications/initialized``, then ``tools/call find_tools`` on that session, each
+answer read whole (SSE event or JSON) and checked. Both run on the same cores as the gateway; 50 SDK
+clients spend ~10-12 CPU-ms per request (the raw client ~5), which the gateway then lacks, so ``raw``
+measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream and never
+re-lists: like a client that ignores list_changed, its first changed answer waits
+``publish.relist_wait_ms`` and later ones are not held.
+
 Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
 (user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
 request bounds the throughput of an idle machine (2 cores / CPU-ms). The load average is recorded.
+``--registry DIR`` keeps the registry between runs (the first start embeds the catalog).
 
-Usage: .venv/bin/python bench/load_bench.py [--sessions 50] [--requests 3000] [--seconds 120] [--pool 300]
+Usage: .venv/bin/python bench/load_bench.py [--client raw|sdk] [--sessions 50] [--requests 3000]
+       [--seconds 120] [--pool 300] [--registry DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -56,18 +69,72 @@ async def wait_ready(url: str, timeout: float) -> None:
                 httpx2.AsyncClient(timeout=600) as http,
                 Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
             ):
-                await client.call_tool("find_tools", {"query": "warm up"})
-                return
+                result = await client.call_tool("find_tools", {"query": "warm up"})
+                if not result.is_error:  # "unavailable" while the registry still opens or embeds
+                    return
         except Exception:
             if time.monotonic() > deadline:
                 raise
-            await anyio.sleep(1)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} did not answer find_tools within {timeout:.0f} s")
+        await anyio.sleep(1)
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` and its threads (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+PROTOCOL_VERSION = "2025-11-25"  # handshake era: one Mcp-Session-Id per client
+
+
+class RawSession:
+    """One MCP session as plain JSON-RPC over HTTP (see the module docstring)."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str) -> None:
+        self._http = http
+        self._url = url
+        self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        self._next_id = 0
+
+    async def start(self) -> None:
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "toolweave-load-bench", "version": "1"},
+        }
+        response = await self._post("initialize", params)
+        self._headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+        self._headers["Mcp-Protocol-Version"] = PROTOCOL_VERSION
+        _result(response, "initialize")
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        sent = await self._http.post(self._url, json=notice, headers=self._headers)
+        sent.raise_for_status()
+
+    async def find_tools(self, query: str) -> dict[str, Any]:
+        params = {"name": "find_tools", "arguments": {"query": query}}
+        return _result(await self._post("tools/call", params), "tools/call")
+
+    async def _post(self, method: str, params: dict[str, Any]) -> httpx.Response:
+        self._next_id += 1
+        body = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        response = await self._http.post(self._url, json=body, headers=self._headers)
+        response.raise_for_status()
+        return response
+
+
+def _result(response: httpx.Response, method: str) -> dict[str, Any]:
+    """The JSON-RPC result of ``response`` (a JSON body or an SSE stream whose last message answers)."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        messages = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    else:
+        messages = [response.json()]
+    answer = next((m for m in reversed(messages) if "id" in m), None)
+    if answer is None or "result" not in answer:
+        raise RuntimeError(f"{method}: no result in {response.text[:200]!r}")
+    result: dict[str, Any] = answer["result"]
+    return result
 
 
 async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -80,6 +147,7 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
     errors = 0
     issued = 0
     started = time.perf_counter()
+    client_cpu = time.process_time()
     deadline = started + args.seconds
 
     def next_query() -> str | None:
@@ -91,7 +159,22 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
             return next(fresh, None)
         return rng.choice(pool)
 
-    async def session() -> None:
+    async def raw_session() -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(timeout=120) as http:
+            client = RawSession(http, url)
+            await client.start()
+            while (query := next_query()) is not None:
+                t0 = time.perf_counter()
+                try:
+                    result = await client.find_tools(query)
+                    if result.get("isError") or not (result.get("structuredContent") or {}).get("tools"):
+                        errors += 1
+                except Exception:
+                    errors += 1
+                latencies.append(time.perf_counter() - t0)
+
+    async def sdk_session() -> None:
         nonlocal errors
         async with (
             httpx2.AsyncClient(timeout=120) as http,
@@ -109,10 +192,12 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
     async with anyio.create_task_group() as tg:
         for _ in range(args.sessions):
-            tg.start_soon(session)
+            tg.start_soon(raw_session if args.client == "raw" else sdk_session)
     elapsed = time.perf_counter() - started
+    client_cpu = time.process_time() - client_cpu
     ms = [x * 1000 for x in latencies]
     return {
+        "client": args.client,
         "sessions": args.sessions,
         "requests": len(latencies),
         "errors": errors,
@@ -122,19 +207,21 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
         "p50_ms": round(pct(ms, 0.50), 1),
         "p95_ms": round(pct(ms, 0.95), 1),
         "p99_ms": round(pct(ms, 0.99), 1),
+        "client_cpu_ms_per_request": round(client_cpu * 1000 / max(1, len(latencies)), 1),
     }
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="toolweave-load-") as tmp:
         work = Path(tmp)
+        registry = args.registry or work / "registry"
         manifest = catalog_manifest(work, "toollinkos", 0)
         port = free_port()
         log = (work / "gateway.log").open("wb")
         env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
         if args.no_cache:
             env["TOOLWEAVE_SECURITY__FIND_CACHE_SIZE"] = "0"
-        cmd = [TOOLWEAVE, "serve", "-m", str(manifest), "--registry", str(work / "registry")]
+        cmd = [TOOLWEAVE, "serve", "-m", str(manifest), "--registry", str(registry)]
         proc = subprocess.Popen([*cmd, "--transport", "http", "--port", str(port)], stderr=log, env=env)
         url = f"http://127.0.0.1:{port}/mcp"
         try:
@@ -154,11 +241,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--client", choices=["raw", "sdk"], default="raw", help="load client (see above)")
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--requests", type=int, default=3000, help="find_tools calls in all (upper bound)")
     parser.add_argument("--seconds", type=float, default=120, help="stop issuing after this long")
     parser.add_argument("--pool", type=int, default=300, help="distinct queries to draw from; 0 = all fresh")
     parser.add_argument("--no-cache", action="store_true", help="disable the find_tools cache")
+    parser.add_argument("--registry", type=Path, help="registry directory kept between runs")
     if not TOOLLINKOS.is_dir():
         sys.exit(f"needs {TOOLLINKOS}")
     print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))

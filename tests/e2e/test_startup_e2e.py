@@ -4,7 +4,12 @@ when its registry cannot be opened, and says why on stderr and in every find_too
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -49,3 +54,123 @@ async def test_registry_of_another_model_is_reported_not_hung(tmp_path: Path, mo
     logs = (tmp_path / "gateway.log").read_text()
     errors = [line for line in logs.splitlines() if " ERROR " in line and "could not be opened" in line]
     assert errors and "acme/other-embedder" in errors[0], logs[-3000:]
+
+
+# The gateway process with the MCP SDK's import held at a gate until the test opens it: whatever it
+# answers before that, it answered without the SDK.
+GATED_SERVE = """
+import os, sys, time
+GATE = sys.argv.pop()
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        if name in ("mcp", "mcp_types"):
+            sys.meta_path.remove(self)
+            deadline = time.monotonic() + 600  # longer than the test waits for any answer
+            while not os.path.exists(GATE) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return None
+sys.meta_path.insert(0, Gate())
+from toolweave.__main__ import main
+main()
+"""
+
+
+class RawClient:
+    """JSON-RPC lines over a gateway process's stdin/stdout, each read bounded by a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        self.proc.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = self.lines.get(timeout=120)
+        assert line, "the gateway closed stdout"
+        message: dict[str, Any] = json.loads(line)  # stdout carries JSON-RPC and nothing else
+        return message
+
+
+def mismatched_registry(tmp_path: Path) -> Path:
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    (registry / "registry.json").write_text(
+        json.dumps({"format": "toolweave-registry/1", "embedding_model": "acme/other-embedder", "dim": 384})
+    )
+    return registry
+
+
+def test_handshake_and_first_list_are_answered_before_the_sdk_is_imported(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("publish: {always_load: false}\n")
+    gate = tmp_path / "sdk-may-load"
+    args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "gateway.log").open("wb"),
+        env=gateway_env(),
+    )
+    client = RawClient(proc)
+    try:
+        hello = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        }
+        client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+        answer = client.receive()
+        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2025-06-18"
+        assert answer["result"]["capabilities"] == {"tools": {"listChanged": True}}
+        client.send(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        )
+        listed = client.receive()["result"]["tools"]
+        assert [t["name"] for t in listed] == ["find_tools", "call_tool"]
+        assert all("_meta" not in t for t in listed)  # the manifest's settings were applied
+        gate.touch()  # now the SDK loads and takes the session over
+        call = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
+        client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
+        found = client.receive()  # the SDK's own replies to 1 and 2 never reach the client
+        assert found["id"] == 3 and found["result"]["isError"], found
+        assert "ModelMismatchError" in found["result"]["content"][0]["text"]
+    finally:
+        gate.touch()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, (tmp_path / "gateway.log").read_text()[-3000:]
+
+
+def test_a_bad_manifest_still_fails_with_its_location_and_exit_code_1(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text("servers:\n  time:\n    command: 42\n    bogus: true\n")
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n"
+    done = subprocess.run(
+        [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(tmp_path / "registry")],
+        input=request.encode(),
+        capture_output=True,
+        env=gateway_env(),
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr.decode()[-3000:]
+    assert f"{manifest}:4:" in done.stderr.decode() and "bogus" in done.stderr.decode()
+    for line in done.stdout.splitlines():  # at most the early handshake answer: JSON-RPC only
+        assert json.loads(line)["id"] == 1

@@ -87,3 +87,10 @@ async def test_find_cache_coalesces_and_clears() -> None:
     cache.clear()
     await cache.get("a", lambda: compute("a"))
     assert computed[-1] == "a" and len(computed) == 5
+
+
+def test_http_transports_run_on_uvloop_when_installed() -> None:
+    from toolweave.server.transports import _loop_options
+
+    pytest.importorskip("uvloop")
+    assert _loop_options() == {"use_uvloop": True}

@@ -14,6 +14,7 @@ from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
+    from toolweave.server.early import EarlyFront
     from toolweave.server.transports import Transport
 
 __all__ = ["register"]
@@ -44,11 +45,8 @@ def serve_command(
     Logs go to stderr; with stdio, stdout carries the MCP protocol and nothing else.
     """
     with user_errors():
-        from toolweave.adapters.factory import build_backends
         from toolweave.errors import ConfigError
         from toolweave.manifest import load_manifest
-        from toolweave.server.gateway import Gateway
-        from toolweave.server.transports import serve
 
         if transport not in ("stdio", "http", "sse"):
             raise ConfigError(f"--transport: unknown transport {transport!r}; expected stdio, http or sse")
@@ -58,6 +56,12 @@ def serve_command(
             security = settings.security.model_copy(update={"insecure_no_auth": True})
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
+        early = _early_front(transport, settings)
+        # The MCP SDK comes with these: imported once the early front can answer tools/list too.
+        from toolweave.adapters.factory import build_backends
+        from toolweave.server.gateway import Gateway
+        from toolweave.server.transports import serve
+
         gateways: list[Gateway] = []
 
         async def on_status(source: str, available: bool) -> None:
@@ -71,7 +75,22 @@ def serve_command(
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-            serve(gateway, cast("Transport", transport), host=host, port=port)  # checked above
+            serve(gateway, cast("Transport", transport), host=host, port=port, early=early)  # checked above
+
+
+def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
+    """The front ``toolweave.__main__`` started, told how to answer ``tools/list`` (meta-tools, by the
+    settings) until the gateway takes over; None when there is none (in-process runs, other transports)."""
+    from toolweave.server import early, handshake
+
+    front = early.claim()
+    if front is None:
+        return None
+    if transport != "stdio":  # not reached: __main__ starts a front for stdio only
+        front.hand_over()
+        return None
+    front.offer_tools_list(handshake.tools_list_result(settings.publish.always_load))
+    return front
 
 
 def _open_registry(settings: Settings) -> Registry:

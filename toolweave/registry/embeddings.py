@@ -26,9 +26,16 @@ from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
 
-__all__ = ["Embedder"]
+__all__ = ["QUERY_THREADS", "Embedder"]
 
 log = logging.getLogger(__name__)
+
+QUERY_THREADS = 1
+"""Queries are embedded by a second, single-threaded instance of the model. A query batch is small, and
+onnxruntime's multi-threaded runs spin on every core while they wait: on 2 cores a single query cost
+~35 CPU-ms with the default threads and ~15 with one (same vectors, bit for bit; measured, loaded
+machine), and under many concurrent sessions the spare core serves requests instead of spinning.
+Documents (ingest: large batches) keep every core."""
 
 
 class Embedder:
@@ -37,7 +44,8 @@ class Embedder:
     Args:
         model_name: a fastembed model name; the default needs no network.
         cache_dir: where fastembed keeps (or finds) downloaded models. Defaults to a temp dir.
-        threads: onnxruntime intra-op threads (None = all cores).
+        threads: onnxruntime intra-op threads for documents (None = all cores).
+        query_threads: intra-op threads of the model instance that embeds queries (see ``QUERY_THREADS``).
     """
 
     def __init__(
@@ -47,11 +55,14 @@ class Embedder:
         cache_dir: Path | None = None,
         threads: int | None = None,
         query_cache_size: int = 1024,
+        query_threads: int | None = QUERY_THREADS,
     ) -> None:
         self.model_name = model_name
         self._cache_dir = cache_dir or Path(tempfile.gettempdir()) / "toolweave-fastembed"
         self._threads = threads
         self._model: TextEmbedding | None = None
+        self._query_threads = query_threads
+        self._query_model: TextEmbedding | None = None
         self._dim: int | None = None
         self._lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -70,27 +81,37 @@ class Embedder:
 
     def _load(self) -> TextEmbedding:
         with self._lock:
-            if self._model is not None:
-                return self._model
-            # Offline by default: never let fastembed or huggingface_hub reach for the network.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from fastembed import TextEmbedding
-
-            kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": self._threads}
-            try:
-                spec = OFFLINE_MODELS.get(self.model_name)
-                if spec is not None:
-                    register_offline_model(spec)
-                    kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
-                self._model = TextEmbedding(self.model_name, **kwargs)
-            except EmbeddingError:
-                raise
-            except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
-                raise EmbeddingError(
-                    f"cannot load embedding model {self.model_name!r}: {exc}. Models other than the default "
-                    f"({DEFAULT_EMBEDDING_MODEL}) must already be in the fastembed cache ({self._cache_dir})"
-                ) from exc
+            if self._model is None:
+                self._model = self._new_model(self._threads)
             return self._model
+
+    def _load_for_queries(self) -> TextEmbedding:
+        if self._query_threads == self._threads:
+            return self._load()
+        with self._lock:
+            if self._query_model is None:
+                self._query_model = self._new_model(self._query_threads)
+            return self._query_model
+
+    def _new_model(self, threads: int | None) -> TextEmbedding:
+        # Offline by default: never let fastembed or huggingface_hub reach for the network.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from fastembed import TextEmbedding
+
+        kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": threads}
+        try:
+            spec = OFFLINE_MODELS.get(self.model_name)
+            if spec is not None:
+                register_offline_model(spec)
+                kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
+            return TextEmbedding(self.model_name, **kwargs)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
+            raise EmbeddingError(
+                f"cannot load embedding model {self.model_name!r}: {exc}. Models other than the default "
+                f"({DEFAULT_EMBEDDING_MODEL}) must already be in the fastembed cache ({self._cache_dir})"
+            ) from exc
 
     def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         """Unit-normalised float32 vectors, one row per text.
@@ -98,9 +119,11 @@ class Embedder:
         Texts are embedded shortest first and put back in order: a batch is padded to its longest
         text, so batching texts of similar length cuts the work by half or more.
         """
+        return self._run(self._load(), texts, batch_size)
+
+    def _run(self, model: TextEmbedding, texts: Sequence[str], batch_size: int) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        model = self._load()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         try:
             rows = list(model.embed([texts[i] for i in order], batch_size=batch_size))
@@ -120,7 +143,7 @@ class Embedder:
         (a batch of two costs far less than two runs)."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
         if missing:
-            for text, vec in zip(missing, self.embed_documents(missing), strict=True):
+            for text, vec in zip(missing, self._embed_new_queries(missing), strict=True):
                 vec.setflags(write=False)
                 self._query_cache[text] = vec
         out = []
@@ -130,6 +153,20 @@ class Embedder:
         while len(self._query_cache) > self._query_cache_size:
             self._query_cache.popitem(last=False)
         return out
+
+    def cached_queries(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """The vectors of ``texts`` if every one is in the query cache, else None; never runs the model
+        and never reorders the cache, so the event loop may call it while a worker thread embeds."""
+        cache = self._query_cache
+        vectors = [cache.get(t) for t in texts]
+        return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
+
+    def _embed_new_queries(self, texts: list[str]) -> np.ndarray:
+        # A subclass that puts its own cache in front of embed_documents (the benchmarks' disk caches)
+        # gets its queries through it as before; otherwise the single-threaded query instance runs.
+        if type(self).embed_documents is not Embedder.embed_documents:
+            return self.embed_documents(texts)
+        return self._run(self._load_for_queries(), texts, batch_size=16)
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -112,6 +113,8 @@ class _Snapshot:
     usage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Rows (of ``ids``) of the tools that have a usage vector, in ``usage_matrix`` order."""
     usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
+    text_hits: _TextHitCache = field(default_factory=lambda: _TextHitCache(TEXT_HIT_CACHE_SIZE))
+    """BM25 answers by (query, limit) for this snapshot's rows: a new snapshot starts empty."""
     ann: bool = False
     """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
 
@@ -119,6 +122,35 @@ class _Snapshot:
     def row_of(self) -> dict[str, int]:
         """Tool id → its row (of ``ids``), built on first use (the ANN path's Tool2Vec fusion)."""
         return {tool_id: n for n, tool_id in enumerate(self.ids)}
+
+
+TEXT_HIT_CACHE_SIZE = 4096
+"""Full-text answers kept per snapshot. A find_tools miss of the gateway's cache is usually a known query
+in a new conversation context: its vector comes from the embedder's cache and its BM25 hits from here
+(the full-text query is the query text alone, whatever the context), which leaves ~1 CPU-ms of the
+~5 a LanceDB full-text query costs."""
+
+
+class _TextHitCache:
+    """A thread-safe LRU of full-text answers (the searches run on the registry's worker threads)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[str, int], list[tuple[str, float]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> list[tuple[str, float]] | None:
+        with self._lock:
+            hits = self._items.get(key)
+            if hits is not None:
+                self._items.move_to_end(key)
+            return hits
+
+    def put(self, key: tuple[str, int], hits: list[tuple[str, float]]) -> None:
+        with self._lock:
+            self._items[key] = hits
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
 
 
 class Registry:
@@ -761,9 +793,14 @@ class Registry:
         """BM25 over tool documents through LanceDB's full-text index."""
         if k <= 0:
             return []
-        sources = self._snap.sources
+        snap = self._snap  # answers cached on the snapshot: its swap after a write invalidates them
+        sources = snap.sources
         extra = k * 2 if exclude_sources else 0
-        hits = self._table.text_search(query, k + extra)
+        key = (query, k + extra)
+        hits = snap.text_hits.get(key)
+        if hits is None:
+            hits = self._table.text_search(query, k + extra)
+            snap.text_hits.put(key, hits)
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
 
     def search(

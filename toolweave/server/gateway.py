@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,11 +46,13 @@ from toolweave.server.auth import identity_of_request
 from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.guard import Guard
+from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
 from toolweave.server.meta_tools import (
     ALWAYS_LOAD,
     CALL_TOOL,
     FIND_TOOLS,
     MAX_K,
+    META_INPUT_SCHEMAS,
     FoundTool,
     find_tools_result,
     meta_tools,
@@ -101,19 +102,6 @@ TOPIC_SHIFT_BELOW = 0.08
 they stop being retrieval context. With the default MiniLM, unrelated requests score about -0.05-0.05
 and follow-ups 0.09-0.3 ("find flights to Rome" / "what's the weather there": 0.094)."""
 
-INSTRUCTIONS = (
-    "This server is a gateway to many tools. It starts with two: find_tools(query) searches every "
-    "connected tool and returns the ones a task needs (with their input schemas and dependencies), and "
-    "call_tool(name, arguments) runs any of them. Found tools are also added to your tool list."
-)
-
-
-def _version() -> str:
-    try:
-        return version("toolweave")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0.0.0"
-
 
 class Gateway:
     """Serve ``registry``'s tools through ``backends`` to MCP clients, one published set per session."""
@@ -125,7 +113,7 @@ class Gateway:
         settings: Settings,
         *,
         manifest: Manifest | None = None,
-        name: str = "toolweave",
+        name: str = SERVER_NAME,
     ) -> None:
         # An opener is called in the background start (and the registry closed on the way out).
         self._open_registry = registry if callable(registry) else None
@@ -174,7 +162,7 @@ class Gateway:
         """Set once the background start is over: registry open, catalogs ingested (or it failed)."""
         self.server: Server[Any] = Server(
             name,
-            version=_version(),
+            version=server_version(),
             instructions=INSTRUCTIONS,
             lifespan=self._lifespan,
             get_tool_input_schema=self._input_schema,
@@ -498,9 +486,8 @@ class Gateway:
         return cached[1]
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
-        for meta in meta_tools():
-            if meta.name == name:
-                return meta.input_schema
+        if (schema := META_INPUT_SCHEMAS.get(name)) is not None:
+            return schema
         record = self._record_named(name) if self.is_ready() else None
         return record.input_schema if record else None
 
@@ -750,10 +737,16 @@ class Gateway:
         """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
         turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
         ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
-        try:
-            vectors = await anyio.to_thread.run_sync(self.registry.embedder.embed_queries, [*context, text])
-        except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
-            return False
+        texts = [*context, text]
+        # Usually every text was embedded before (the context by earlier turns, a repeated question by
+        # earlier sessions): then no worker-thread hop, which costs more than the arithmetic.
+        embedder = self.registry.embedder
+        vectors = embedder.cached_queries(texts)
+        if vectors is None:
+            try:
+                vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
+            except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
+                return False
         *earlier, latest = vectors
         return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
 

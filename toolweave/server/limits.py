@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from io import TextIOWrapper
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import anyio
 import mcp_types as types
@@ -98,10 +98,16 @@ def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
     return replay
 
 
+class LineSource(Protocol):
+    """Where stdin lines come from: the process's stdin, or the early front's prefix before it."""
+
+    def readline(self, limit: int = -1, /) -> bytes: ...
+
+
 class _BoundedLines:
     """The client's stdin as text lines of at most ``max_bytes``; longer ones become a marker line."""
 
-    def __init__(self, buffer: BinaryIO, max_bytes: int) -> None:
+    def __init__(self, buffer: LineSource, max_bytes: int) -> None:
         self._buffer = buffer
         self._max = max_bytes
 
@@ -150,7 +156,7 @@ def _reply(request_id: types.RequestId | None, code: int, message: str) -> Sessi
 
 @asynccontextmanager
 async def bounded_stdio_server(
-    max_bytes: int, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+    max_bytes: int, stdin: LineSource | None = None, stdout: BinaryIO | None = None
 ) -> AsyncGenerator[tuple[Any, Any], None]:
     """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
 

@@ -16,11 +16,21 @@ import mcp_types as types
 
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
+from toolweave.server.handshake import (
+    ALWAYS_LOAD,
+    CALL_TOOL,
+    FIND_TOOLS,
+    MAX_K,
+    META_INPUT_SCHEMAS,
+    meta_tool_definitions,
+)
 
 __all__ = [
     "ALWAYS_LOAD",
     "CALL_TOOL",
     "FIND_TOOLS",
+    "MAX_K",
+    "META_INPUT_SCHEMAS",
     "META_TOOL_NAMES",
     "FoundTool",
     "find_tools_result",
@@ -28,78 +38,16 @@ __all__ = [
     "to_mcp_tool",
 ]
 
-FIND_TOOLS = "find_tools"
-CALL_TOOL = "call_tool"
 META_TOOL_NAMES = frozenset({FIND_TOOLS, CALL_TOOL})
-MAX_K = 50
 QUERY_ECHO_CHARS = 200
 """The answer repeats the query only as this long a prefix: a 1 MB query must not make a 2 MB answer
 (HTTP clients cap one SSE event at 1 MB)."""
 
-_FIND_TOOLS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "minLength": 1,
-            "description": "What you want to do, in plain words (e.g. 'what time is it in Tokyo').",
-        },
-        "k": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_K,
-            "description": "How many tools to return at most (default: the gateway's setting).",
-        },
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
-
-_CALL_TOOL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "description": "Tool name as returned by find_tools."},
-        "arguments": {
-            "type": "object",
-            "description": "Arguments for that tool, matching the input_schema find_tools returned.",
-        },
-    },
-    "required": ["name"],
-    "additionalProperties": False,
-}
-
 
 def meta_tools(meta: dict[str, Any] | None = None) -> list[types.Tool]:
-    """The meta-tools, always published first (``meta``: their ``_meta``)."""
-    return [
-        types.Tool(
-            name=FIND_TOOLS,
-            title="Find tools",
-            description=(
-                "Search all tools available through this gateway for the ones a task needs, plus the tools "
-                "they depend on. Returns each tool's name, description, full input schema and why it was "
-                "chosen; the chosen tools are also added to this session's tool list. Call them directly, "
-                "or through call_tool if your client does not refresh its tool list."
-            ),
-            input_schema=_FIND_TOOLS_SCHEMA,
-            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
-            meta=meta,
-        ),
-        types.Tool(
-            name=CALL_TOOL,
-            title="Call a tool",
-            description=(
-                "Run any tool found with find_tools by its name, with arguments matching its input schema. "
-                "Works for tools that are not in your current tool list."
-            ),
-            input_schema=_CALL_TOOL_SCHEMA,
-            meta=meta,
-        ),
-    ]
-
-
-ALWAYS_LOAD = {"anthropic/alwaysLoad": True}
-"""Tool ``_meta`` that keeps Claude Code from deferring a tool behind its own tool search."""
+    """The meta-tools, always published first (``meta``: their ``_meta``). Defined as wire JSON in
+    ``server/handshake.py``, which the early front also answers from."""
+    return [types.Tool.model_validate(tool, by_name=False) for tool in meta_tool_definitions(meta)]
 
 
 def to_mcp_tool(

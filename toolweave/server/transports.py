@@ -13,11 +13,13 @@ otherwise. Both HTTP apps also serve Prometheus ``/metrics`` (behind the same au
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
+import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, Literal
+from contextlib import asynccontextmanager, suppress
+from typing import Any, BinaryIO, Literal
 
 import anyio
 from starlette.applications import Starlette
@@ -27,6 +29,7 @@ from starlette.routing import Mount, Route
 
 from toolweave.errors import ConfigError, ServerError
 from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
+from toolweave.server.early import EarlyFront, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
@@ -153,13 +156,70 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
-async def _serve_stdio(gateway: Gateway) -> None:
+async def _serve_stdio(
+    gateway: Gateway,
+    early: EarlyFront | None = None,
+    *,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+) -> None:
+    """Serve one client on the process's stdin/stdout (or the given streams, for tests)."""
+    # What the early front already read is read first; its answered requests are replayed under private
+    # ids, so the SDK's session state is what it would be had it answered them itself.
+    handover = early.hand_over() if early is not None else None
+    lines = handover.reader(stdin or sys.stdin.buffer) if handover is not None else stdin
+    max_bytes = gateway.settings.max_request_bytes
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
     async with (
-        bounded_stdio_server(gateway.settings.max_request_bytes) as (read, write),
+        bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
+        _without_early_replies(write, handover) as write,
         host_channel(gateway),
     ):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
+
+
+@asynccontextmanager
+async def _without_early_replies(write: Any, handover: Handover | None) -> AsyncIterator[Any]:
+    """``write``, minus the SDK's replies to requests the early front answered. Each is compared with
+    the answer sent: a ``tools/list`` that changed since (a host's turn was applied) is followed by
+    ``list_changed``, so the client re-lists; any other difference is a bug, logged."""
+    if handover is None or not handover.answered:
+        yield write
+        return
+    import mcp_types as types
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    pending = dict(handover.answered)
+    send, receive = create_context_streams[SessionMessage](0)
+
+    async def relay() -> None:
+        async with receive:
+            async for item in receive:
+                message = item.message
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in pending:
+                    method, sent = pending.pop(str(message.id))
+                    wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+                    if wire.get("result") == sent:
+                        continue
+                    if method != "tools/list" or "result" not in wire:
+                        log.error(
+                            "the early answer to %s differs from the SDK's: %s != %s", method, sent, wire
+                        )
+                        continue
+                    item = SessionMessage(
+                        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
+                    )
+                await write.send(item)
+
+    async def relay_until_closed() -> None:
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the client left
+            await relay()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay_until_closed)
+        async with send:
+            yield send
 
 
 async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> None:
@@ -171,17 +231,35 @@ async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> Non
     await server.serve()
 
 
-def serve(gateway: Gateway, transport: Transport, *, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP)."""
+def serve(
+    gateway: Gateway,
+    transport: Transport,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    early: EarlyFront | None = None,
+) -> None:
+    """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
+    ``early``: the stdio front that answered the handshake so far (``server/early.py``)."""
     if transport == "stdio":
         gateway.metrics.serve_port(gateway.settings.security.metrics_port)
-        anyio.run(_serve_stdio, gateway)
+        anyio.run(_serve_stdio, gateway, early)
         return
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
     check_exposure(host, gateway.settings.security)
     _check_port(host, port)
-    if transport == "http":
-        anyio.run(_serve_uvicorn, http_app(gateway, host, port), host, port, "/mcp")
-    else:
-        anyio.run(_serve_uvicorn, sse_app(gateway, host, port), host, port, "/sse")
+    app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
+    path = "/mcp" if transport == "http" else "/sse"
+    anyio.run(_serve_uvicorn, app, host, port, path, backend_options=_loop_options())
+
+
+def _loop_options() -> dict[str, bool]:
+    """uvloop when installed (a dependency): under 50 concurrent sessions the event loop and the HTTP
+    layer are most of a cached find_tools' CPU time, and uvloop (with uvicorn's httptools parser, which
+    uvicorn picks by itself) roughly halves that part."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}

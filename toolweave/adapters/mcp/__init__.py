@@ -1,8 +1,26 @@
-"""Upstream MCP servers (stdio, streamable HTTP, SSE) as toolweave backends."""
+"""Upstream MCP servers (stdio, streamable HTTP, SSE) as toolweave backends.
 
-from __future__ import annotations
+Names load on first use (``toolweave._lazy``): the manifest imports ``adapters.mcp.config`` without
+paying for the MCP SDK, so ``toolweave serve`` loads its settings before the SDK is imported.
+"""
 
-from toolweave.adapters.mcp.backend import MCPBackend, StatusCallback
-from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
+from typing import TYPE_CHECKING
+
+from toolweave._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from toolweave.adapters.mcp.backend import MCPBackend, StatusCallback
+    from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 
 __all__ = ["MCPBackend", "StatusCallback", "error_result", "finish_result", "tools_to_records"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "MCPBackend": "toolweave.adapters.mcp.backend",
+        "StatusCallback": "toolweave.adapters.mcp.backend",
+        "error_result": "toolweave.adapters.mcp.convert",
+        "finish_result": "toolweave.adapters.mcp.convert",
+        "tools_to_records": "toolweave.adapters.mcp.convert",
+    },
+)
