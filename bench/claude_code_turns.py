@@ -321,7 +321,7 @@ def main() -> int:
     if args.mcp_list:
         return mcp_list_main(claude, args.runs, args.json)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tw-cc-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-cc-", ignore_cleanup_errors=True) as tmp:
         registry = Path(tmp) / "registry"  # shared by the runs: only the first one embeds
         for n in range(args.runs):
             work = Path(tmp) / f"run{n}"
@@ -350,7 +350,7 @@ def main() -> int:
 
 def mcp_list_main(claude: str, runs: int, as_json: bool) -> int:
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tw-cc-list-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-cc-list-", ignore_cleanup_errors=True) as tmp:
         registry = Path(tmp) / "registry"
         for n in range(runs):
             work = Path(tmp) / f"run{n}"
