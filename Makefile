@@ -29,8 +29,9 @@ lint: install
 	$(BIN)/ruff format --check toolweave tests bench
 	$(BIN)/mypy toolweave
 
+# `make bench SCALE_SIZE=10000` runs bench/scale.py at that fleet size only (default: 10k, 50k, 100k)
 bench: install
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(if $(SCALE_SIZE),--scale-size $(SCALE_SIZE))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -6,6 +6,7 @@ which failed. A runner whose data is absent (../shared beside the repository) sa
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +19,23 @@ RUNNERS = [
     ["gateway_bench.py"],
     ["startup.py"],
     ["graph_inference.py"],
+    ["scale.py"],
 ]
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--scale-size",
+        type=int,
+        action="append",
+        help="scale.py fleet size (repeatable; default: 10k, 50k, 100k)",
+    )
+    ns = parser.parse_args()
     failed = []
     for runner, *args in RUNNERS:
+        if runner == "scale.py":
+            args += [a for n in ns.scale_size or [] for a in ("--size", str(n))]
         path = HERE / runner
         if not path.exists():
             print(f"== {runner}: not present, skipped", flush=True)

@@ -212,6 +212,20 @@ class Settings(BaseSettings):
         "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
     )
     usage_cap: int = Field(32, ge=1, description="Usage examples kept per tool (newest first, one per text).")
+    vector_index_threshold: int = Field(
+        20_000,
+        ge=1,
+        description="Registries of at least this many tools search vectors through a LanceDB ANN index "
+        "(IVF-HNSW-SQ, refreshed in the background) instead of holding every vector in memory.",
+    )
+    vector_index_ef: int = Field(
+        200,
+        ge=1,
+        description="ANN search breadth (HNSW ef): higher finds more of the exact top hits, but slower.",
+    )
+    vector_index_refine: int = Field(
+        4, ge=1, description="ANN candidates per hit re-scored with the full vectors (LanceDB refine_factor)."
+    )
     infer_dependencies: bool = Field(
         True,
         description="Infer dependency edges at ingest for tools whose source declares none (incremental).",

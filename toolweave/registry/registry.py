@@ -14,11 +14,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from toolweave.records import (
     QueryVariant,
     SearchResults,
     SearchScope,
+    ToolKind,
     ToolRecord,
 )
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
@@ -53,7 +54,7 @@ from toolweave.registry.overrides import (
     merge_inferred,
 )
 from toolweave.registry.sources import SourceSpec
-from toolweave.registry.store import StoredTool
+from toolweave.registry.store import CompactRecords, StoredTool
 from toolweave.registry.usage import (
     UsageExample,
     UsageTable,
@@ -62,6 +63,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
+from toolweave.registry.vector_index import VectorIndexParams, ann_search, refresh, vectors_of
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -75,6 +77,8 @@ LEASE_WAIT_S = 300.0
 """How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
 USAGE_LEASE_WAIT_S = 2.0
 """A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
+_UNCOMMITTED_SLACK = 16
+"""Extra ANN hits asked for: rows an ingest wrote but has not committed yet are dropped from them."""
 
 
 @dataclass
@@ -104,7 +108,8 @@ class _Snapshot:
 
     ids: tuple[str, ...] = ()
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
-    records: dict[str, ToolRecord] = field(default_factory=dict)
+    records: Mapping[str, ToolRecord] = field(default_factory=dict)
+    """Decoded records; ``CompactRecords`` (decoded on access) above the vector-index threshold."""
     hashes: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -115,6 +120,13 @@ class _Snapshot:
     usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
     text_hits: _TextHitCache = field(default_factory=lambda: _TextHitCache(TEXT_HIT_CACHE_SIZE))
     """BM25 answers by (query, limit) for this snapshot's rows: a new snapshot starts empty."""
+    ann: bool = False
+    """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
+
+    @cached_property
+    def row_of(self) -> dict[str, int]:
+        """Tool id → its row (of ``ids``), built on first use (the ANN path's Tool2Vec fusion)."""
+        return {tool_id: n for n, tool_id in enumerate(self.ids)}
 
 
 TEXT_HIT_CACHE_SIZE = 4096
@@ -163,6 +175,8 @@ class Registry:
         self._write_lock = threading.RLock()
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
+        self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
+        self._index_queued = False
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
         self._snap = _Snapshot()
@@ -174,6 +188,7 @@ class Registry:
         _single_threaded_blas()
         self._load_committed()
         self._repair()
+        self._refresh_vector_index_later()
 
     # -- opening -------------------------------------------------------------------------------------
     @classmethod
@@ -265,13 +280,20 @@ class Registry:
         return len(rows)
 
     def close(self) -> None:
-        """Stop the search thread (every write is already committed)."""
+        """Stop the search thread (every write is already committed); a vector index build under way
+        finishes and commits first (an interrupted one would only be rolled back at the next open)."""
         self._search_pool.shutdown(wait=False)
+        self._index_pool.shutdown(wait=True, cancel_futures=True)
 
     # -- look-ups ------------------------------------------------------------------------------------
     @property
     def graph(self) -> DependencyGraph:
         return self._graph
+
+    @property
+    def uses_vector_index(self) -> bool:
+        """Whether vectors are searched through the ANN index (``Settings.vector_index_threshold``)."""
+        return self._snap.ann
 
     def __len__(self) -> int:
         return len(self._snap.ids)
@@ -301,8 +323,11 @@ class Registry:
         return sorted(set(self._snap.sources.values()))
 
     def vectors(self) -> dict[str, np.ndarray]:
-        """Tool id → unit vector, for graph inference and diagnostics."""
+        """Tool id → unit vector, for graph inference and diagnostics (read from the table when the
+        registry is large enough to keep no matrix)."""
         snap = self._snap
+        if snap.ann:
+            return self._table.load_vectors()
         return {tool_id: snap.matrix[i] for i, tool_id in enumerate(snap.ids)}
 
     # -- writes --------------------------------------------------------------------------------------
@@ -375,6 +400,8 @@ class Registry:
                 summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
                 if graph_changed or rows or removed:
                     self._commit(f"ingest {source}")
+            if rows or removed:
+                self._refresh_vector_index_later()
         summary.seconds = time.perf_counter() - started
         log.info("ingested %s", summary)
         return summary
@@ -662,9 +689,7 @@ class Registry:
         self._sources = tuple(SourceSpec(**row) for row in self._db.load_sources())
         self._loaded_generation = self._db.committed_generation()
         self._reload()
-        self._graph = graph_from_rows(
-            ((r.id, r.kind, r.source) for r in self._snap.records.values()), self._db.load_edges()
-        )
+        self._graph = graph_from_rows(self._nodes(), self._db.load_edges())
         self._publish_graph()
 
     def _repair(self) -> None:
@@ -777,32 +802,53 @@ class Registry:
         return any(have.get(s.name) != s for s in specs)
 
     def _reload(self) -> None:
-        rows = self._table.load_all()
-        ids = tuple(r.record.id for r in rows)
-        matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), dtype=np.float32)
-        names = tuple(sorted({r.record.source for r in rows}))
+        ann = self._table.count() >= self.settings.vector_index_threshold
+        records: Mapping[str, ToolRecord]
+        if ann:  # neither vectors nor decoded records in memory: see docs/registry.md "Large registries"
+            id_list, source_list, hash_list, records = self._table.load_compact()
+            matrix = np.zeros((0, 1), np.float32)
+        else:
+            rows = self._table.load_all()
+            id_list = [r.record.id for r in rows]
+            source_list = [r.record.source for r in rows]
+            hash_list = [r.content_hash for r in rows]
+            records = {r.record.id: r.record for r in rows}
+            matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), np.float32)
+        ids = tuple(id_list)
+        names = tuple(sorted(set(source_list)))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
         self._snap = _Snapshot(
             ids=ids,
             matrix=matrix,
-            records={r.record.id: r.record for r in rows},
-            hashes={r.record.id: r.content_hash for r in rows},
-            sources={r.record.id: r.record.source for r in rows},
-            source_codes=np.fromiter((code[r.record.source] for r in rows), np.int32, len(rows)),
+            records=records,
+            hashes=dict(zip(ids, hash_list, strict=True)),
+            sources=dict(zip(ids, source_list, strict=True)),
+            source_codes=np.fromiter((code[s] for s in source_list), np.int32, len(ids)),
             source_names=names,
             usage_rows=usage_rows,
             usage_matrix=usage_matrix,
+            ann=ann,
         )
-        for r in rows:  # graph nodes follow the rows (the graph is rebuilt from them at open)
-            if r.record.id not in self._graph:
-                self._graph.add_tool(r.record.id, r.record.kind, r.record.source)
+        for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
+            if tool_id not in self._graph:
+                self._graph.add_tool(tool_id, kind, source)
+
+    def _nodes(self) -> Iterator[tuple[str, ToolKind, str]]:
+        """``(id, kind, source)`` of every tool, without decoding compact records."""
+        snap = self._snap
+        records = snap.records
+        for tool_id in snap.ids:
+            kind = records.kinds[tool_id] if isinstance(records, CompactRecords) else records[tool_id].kind
+            yield tool_id, kind, snap.sources[tool_id]
 
     # -- search --------------------------------------------------------------------------------------
     def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
         snap = self._snap
         if not snap.ids or k <= 0:
             return []
+        if snap.ann:
+            return self._ann_rank(snap, query_vector, k, exclude_sources)
         scores = snap.matrix @ query_vector
         if snap.usage_rows.size and self._usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
@@ -814,6 +860,76 @@ class Registry:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def _ann_rank(
+        self, snap: _Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
+    ) -> list[Hit]:
+        """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
+        params = VectorIndexParams(self.settings.vector_index_ef, self.settings.vector_index_refine)
+        # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
+        found = ann_search(self._table, query_vector, k + _UNCOMMITTED_SLACK, params, exclude_sources)
+        scores = {i: s for i, s in found if i in snap.sources}
+        if snap.usage_rows.size and self._usage_on:
+            scores = self._fuse_usage_candidates(snap, query_vector, scores, k, exclude_sources)
+        best = sorted(scores.items(), key=lambda item: -item[1])[:k]
+        return [Hit(tool_id, score) for tool_id, score in best]
+
+    def _fuse_usage_candidates(
+        self,
+        snap: _Snapshot,
+        query_vector: np.ndarray,
+        scores: dict[str, float],
+        k: int,
+        exclude_sources: Collection[str],
+    ) -> dict[str, float]:
+        """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
+        vectors match best (text cosines read from the table) are fused as ``_rank`` fuses every tool.
+        The usage scores are scaled to the candidates' text scores, not every tool's (an approximation
+        the in-memory path does not make)."""
+        usage_scores = snap.usage_matrix @ query_vector
+        best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]
+        wanted = [snap.ids[r] for r in best_usage if snap.ids[r] not in scores]
+        wanted = [i for i in wanted if snap.sources[i] not in exclude_sources]
+        scores |= {i: float(v @ query_vector) for i, v in vectors_of(self._table, wanted).items()}
+        ids = list(scores)
+        values = np.fromiter(scores.values(), np.float64, len(ids))
+        rows = np.fromiter((snap.row_of[i] for i in ids), np.int64, len(ids))
+        at = np.minimum(np.searchsorted(snap.usage_rows, rows), snap.usage_rows.size - 1)
+        has_usage = snap.usage_rows[at] == rows
+        fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], self.settings.usage_weight)
+        return dict(zip(ids, values.tolist(), strict=True))
+
+    def refresh_vector_index(self) -> str:
+        """Bring a large registry's ANN index up to date with its rows now, and commit it: ``built``,
+        ``merged`` (new rows added to it), ``current`` or ``none`` (below the size threshold). Ingests
+        schedule this on a background thread; searches meanwhile search the rows the index lacks flat."""
+        with self._write_lock:
+            self._index_queued = False
+            if not self._snap.ann:
+                return "none"
+            with self._writer():  # the lease: another replica may be writing this registry
+                done = refresh(self._table)
+                if done != "current":
+                    self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
+                    self._loaded_generation = self._db.committed_generation()
+            log.info("registry %s: vector index %s (%d tools)", self.path, done, len(self))
+            return done
+
+    def _refresh_vector_index_later(self) -> None:
+        if not self._snap.ann or self._index_queued:
+            return
+        self._index_queued = True
+        try:
+            self._index_pool.submit(self._refresh_vector_index_logged)
+        except RuntimeError:  # closed: the next open refreshes it
+            self._index_queued = False
+
+    def _refresh_vector_index_logged(self) -> None:
+        try:
+            self.refresh_vector_index()
+        except ToolweaveError:
+            # rolled back already; searches stay complete (rows no index covers are searched flat)
+            log.warning("registry %s: refreshing the vector index failed", self.path, exc_info=True)
 
     def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
         """BM25 over tool documents through LanceDB's full-text index."""

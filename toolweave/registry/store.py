@@ -8,7 +8,9 @@ a table version); which version counts is decided by the registry's commit recor
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +20,9 @@ import pyarrow as pa
 from pydantic import ValidationError
 
 from toolweave.errors import RegistryError
-from toolweave.records import ToolRecord
+from toolweave.records import ToolKind, ToolRecord
 
-__all__ = ["StoredTool", "ToolTable", "lance_errors", "sql_string"]
+__all__ = ["CompactRecords", "StoredTool", "ToolTable", "lance_errors", "sql_string"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,11 @@ class ToolTable:
     def has_text_index(self) -> bool:
         return self._fts_ready
 
+    @property
+    def lance(self) -> Any:
+        """The LanceDB table (for ``toolweave.registry.vector_index``, the other module that queries it)."""
+        return self._table
+
     # -- reads ---------------------------------------------------------------------------------------
     def count(self) -> int:
         with lance_errors("counting rows"):
@@ -113,9 +120,7 @@ class ToolTable:
             return []
         records = arrow.column("record").to_pylist()
         hashes = arrow.column("content_hash").to_pylist()
-        vectors = np.asarray(
-            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
-        ).reshape(arrow.num_rows, self._dim)
+        vectors = self.decode_vectors(arrow)
         try:
             return [
                 StoredTool(ToolRecord.model_validate_json(rec), h, vectors[i])
@@ -125,6 +130,34 @@ class ToolTable:
             raise RegistryError(
                 f"tool table {self.name}: a stored tool record does not decode: {exc}"
             ) from exc
+
+    def load_compact(self) -> tuple[list[str], list[str], list[str], CompactRecords]:
+        """``(ids, sources, content hashes, records)`` without vectors or documents, the records left as
+        stored JSON (``CompactRecords``): for registries too large to hold decoded."""
+        with lance_errors("reading the table"):
+            arrow = self._select(["id", "source", "kind", "content_hash", "record"])
+        ids = arrow.column("id").to_pylist()
+        kind_of: dict[str, ToolKind] = {"core": "core", "regular": "regular"}
+        kinds = {
+            i: kind_of.get(k, "regular") for i, k in zip(ids, arrow.column("kind").to_pylist(), strict=True)
+        }
+        records = CompactRecords(dict(zip(ids, arrow.column("record").to_pylist(), strict=True)), kinds)
+        return ids, arrow.column("source").to_pylist(), arrow.column("content_hash").to_pylist(), records
+
+    def load_vectors(self) -> dict[str, np.ndarray]:
+        """Tool id → vector, read from the table (for dependency inference when no matrix is held)."""
+        with lance_errors("reading the vectors"):
+            arrow = self._select(["id", "vector"])
+        return dict(zip(arrow.column("id").to_pylist(), self.decode_vectors(arrow), strict=True))
+
+    def _select(self, columns: list[str]) -> pa.Table:
+        return self._table.search().select(columns).limit(None).to_arrow()
+
+    def decode_vectors(self, arrow: pa.Table) -> np.ndarray:
+        """The ``vector`` column of ``arrow`` as a rows x dim float32 matrix."""
+        return np.asarray(
+            arrow.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False), dtype=np.float32
+        ).reshape(arrow.num_rows, self._dim)
 
     def text_search(self, query: str, limit: int) -> list[tuple[str, float]]:
         """BM25 over the tool documents (LanceDB full-text index).
@@ -206,3 +239,41 @@ class ToolTable:
 
 def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+class CompactRecords(Mapping[str, ToolRecord]):
+    """Tool id → record, kept as the stored JSON and decoded on access (the most recently used ones
+    stay decoded). For registries above the vector-index threshold: decoded records take ~6 KB each in
+    Python objects, their JSON a fraction of that, and a search touches only the few tools it returns."""
+
+    def __init__(self, stored: dict[str, str], kinds: dict[str, ToolKind], keep: int = 4096) -> None:
+        self._stored = stored
+        self.kinds = kinds
+        self._decoded: OrderedDict[str, ToolRecord] = OrderedDict()
+        self._keep = keep
+        self._lock = threading.Lock()
+
+    def __getitem__(self, tool_id: str) -> ToolRecord:
+        with self._lock:
+            record = self._decoded.get(tool_id)
+            if record is not None:
+                self._decoded.move_to_end(tool_id)
+                return record
+        try:
+            record = ToolRecord.model_validate_json(self._stored[tool_id])
+        except ValidationError as exc:
+            raise RegistryError(f"stored tool record {tool_id!r} does not decode: {exc}") from exc
+        with self._lock:
+            self._decoded[tool_id] = record
+            while len(self._decoded) > self._keep:
+                self._decoded.popitem(last=False)
+        return record
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self._stored
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)

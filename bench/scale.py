@@ -1,0 +1,455 @@
+"""Scale benchmark (issue 10, item 4): synthetic fleets of 10k, 50k and 100k tools built from the
+datasets' tools; ingest rate, find_tools retrieval p50/p95 (the real pipeline), recall@30 of the ANN
+first pass against exact search, and the process's RSS.
+
+    .venv/bin/python bench/scale.py --size 10000 --size 100000      # default: 10k, 50k and 100k
+    .venv/bin/python bench/scale.py --warm-only --size 100000      # only fill the embedding cache
+
+The fleet: every dataset's tools (ToolLinkOS, API-Bank, MetaTool, Seal-Tools, OpenAPI links), the
+synthetic domain x action x object tools of ``gateway_bench.synthetic_tools`` (up to 10k), then
+per-domain variants of the normalized datasets' tools ("Billing: <description>", their declared
+edges renamed along; one source per four domains, ~17k tools) until the size is reached. Fleets are nested:
+the 10k fleet is the start of the 50k one.
+
+Embeddings: the real embedder behind the benchmark's disk cache (``CachedEmbedder``, keyed by
+sha256(model, document text)). ``--warm-only`` (or the first run) times the embedding of the texts
+the cache lacks: that is the embedding rate. The ingest rate is then measured into a fresh registry
+with every vector from the cache, so it times the registry's own work (rows, full-text index,
+dependency inference, commits, ANN index); both are reported, with what was cached.
+
+Each size runs in its own process (RSS is the process's, measured after opening the registry and
+after the queries). Needs ../shared/datasets beside the repository (skipped without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from gateway_bench import ACTIONS, DOMAINS, TOOLLINKOS, machine, pct, synthetic_tools  # noqa: E402
+
+DATASETS = HERE.parent.parent / "shared" / "datasets"
+NORMALIZED = ("api_bank", "metatool", "seal_tools", "openapi_links")
+OUT = HERE / "out" / "scale"
+SIZES = (10_000, 50_000, 100_000)
+SYNTHETIC_MAX = 10_000
+RECALL_K = 30
+DOMAINS_PER_SOURCE = 4
+
+
+def _rows(dataset: str) -> list[dict[str, Any]]:
+    with (DATASETS / dataset / "tools.jsonl").open() as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _variant(row: dict[str, Any], domain: str) -> dict[str, Any]:
+    """``row`` as the ``domain`` team's copy of the tool: its own name, a description naming the domain,
+    declared dependencies renamed to the same copy's tools."""
+    out = dict(row, name=f"{domain}_{row['name']}", description=f"{domain.title()}: {row['description']}")
+    out["depends_on"] = [f"{domain}_{d}" for d in row.get("depends_on") or []]
+    out.pop("depends_on_detail", None)
+    return out
+
+
+def fleet_folders(size: int) -> Iterator[tuple[str, Path]]:
+    """``(source, catalog folder)`` of the ``size``-tool fleet, written under bench/out/scale once."""
+    yield "toollinkos", TOOLLINKOS
+    count = len(json.loads((TOOLLINKOS / "core_tools.json").read_text()))
+    count += len(json.loads((TOOLLINKOS / "regular_tools.json").read_text()))
+    for name in NORMALIZED:
+        yield name, DATASETS / name
+        count += len(_rows(name))
+    synth = min(SYNTHETIC_MAX, size - count)
+    if synth > 0:
+        yield "synth", _write(f"synth-{synth}", synthetic_tools(synth))
+        count += synth
+    # Few, large variant sources: every ingest re-reads the whole registry (snapshot, full-text index,
+    # inference), so a fleet cut into many small sources would time that, not the per-tool work.
+    for group in range(0, len(DOMAINS), DOMAINS_PER_SOURCE):
+        if count >= size:
+            return
+        domains = DOMAINS[group : group + DOMAINS_PER_SOURCE]
+        rows = [_variant(r, d) for d in domains for name in NORMALIZED for r in _rows(name)][: size - count]
+        names = {r["name"] for r in rows}
+        for r in rows:  # a cut-off copy keeps only edges inside itself
+            r["depends_on"] = [d for d in r["depends_on"] if d in names]
+        yield f"variants-{domains[0]}", _write(f"variants-{domains[0]}-{len(rows)}", rows)
+        count += len(rows)
+
+
+def _write(name: str, rows: list[dict[str, Any]]) -> Path:
+    folder = OUT / "fleet" / name
+    if not (folder / "tools.jsonl").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "tools.jsonl.tmp"
+        with tmp.open("w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+        tmp.rename(folder / "tools.jsonl")
+    return folder
+
+
+def catalogs(size: int) -> list[Any]:
+    from toolweave.registry import load_catalog
+
+    return [
+        load_catalog([folder], source, require_description=False) for source, folder in fleet_folders(size)
+    ]
+
+
+# -- vectors -------------------------------------------------------------------------------------------
+def cached_embedder() -> Any:
+    from toolweave.benchmark.embedding_cache import CachedEmbedder
+    from toolweave.registry import Embedder
+
+    return CachedEmbedder(Embedder(), OUT / "embeddings.sqlite")
+
+
+def composition(tool: Any) -> tuple[str, str] | None:
+    """``(base text, domain)`` a fleet tool was made from, or None for a dataset's own tool: a variant
+    is ``(its dataset tool's document, domain)``, a synthetic tool ``("<action> <object>", domain)``."""
+    from toolweave.registry.documents import tool_document
+
+    source = tool.source
+    if source == "synth":
+        domain, verb, obj = tool.name.split("_", 2)
+        return f"{dict(ACTIONS)[verb]} {obj}", domain
+    if source.startswith("variants-"):
+        domain = tool.name.split("_", 1)[0]
+        base = tool.model_copy(update={"name": tool.name.removeprefix(f"{domain}_")})
+        description = tool.description.removeprefix(f"{domain.title()}: ")
+        return tool_document(
+            base.model_copy(update={"description": description}), with_examples=False
+        ), domain
+    return None
+
+
+class FleetEmbedder:
+    """Document vectors of a fleet looked up by text (filled by ``prepare``); queries (and any text it
+    was not prepared for) go to the real embedder. Has the ``Embedder`` surface the registry uses."""
+
+    def __init__(self, real: Any, vectors: dict[str, Any]) -> None:
+        self.real = real
+        self.vectors = vectors
+        self.model_name = real.model_name
+
+    @property
+    def model_id(self) -> str:
+        return str(self.real.model_id)
+
+    @property
+    def dim(self) -> int:
+        return int(self.real.dim)
+
+    def embed_documents(self, texts: Any, batch_size: int = 16) -> Any:
+        import numpy as np
+
+        missing = [t for t in texts if t not in self.vectors]
+        if missing:
+            self.vectors.update(zip(missing, self.real.embed_documents(missing, batch_size), strict=True))
+        return np.stack([self.vectors[t] for t in texts])
+
+    def embed_queries(self, texts: Any) -> Any:
+        return self.real.embed_queries(texts)
+
+    def embed_query(self, text: str) -> Any:
+        return self.real.embed_query(text)
+
+
+def prepare(size: int, mode: str) -> tuple[FleetEmbedder, list[Any], dict[str, Any]]:
+    """The fleet's catalogs and an embedder holding every document's vector.
+
+    ``real``: every document through the real embedder behind the disk cache (what is not cached is
+    embedded now, and timed). ``composed``: the datasets' own tools are embedded for real (cached);
+    a variant or synthetic tool gets ``normalise(v(base text) + beta * v(domain))`` from real vectors
+    of its parts, with ``beta`` fitted on a sample of real variant embeddings (the report gives the
+    fit's mean cosine to the real vectors). Composed vectors let the 100k figures be taken where
+    embedding 100k documents would take hours (a loaded shared machine).
+    """
+    import numpy as np
+
+    from toolweave.registry.documents import tool_document
+
+    cached = cached_embedder()
+    cats = catalogs(size)
+    docs = {tool_document(t, with_examples=False): t for c in cats for t in c.tools}
+    info: dict[str, Any] = {"tools": sum(len(c.tools) for c in cats), "vectors": mode}
+    started = time.perf_counter()
+    if mode == "real":
+        texts = list(docs)
+        vectors = dict(zip(texts, _embed_chunked(cached, texts), strict=True))
+    else:
+        parts = {t: composition(tool) for t, tool in docs.items()}
+        own = [t for t, part in parts.items() if part is None]
+        bases = list(dict.fromkeys(p[0] for p in parts.values() if p is not None))
+        domains = list(dict.fromkeys(p[1] for p in parts.values() if p is not None))
+        vectors = dict(zip(own, _embed_chunked(cached, own), strict=True))
+        base_v = dict(zip(bases, _embed_chunked(cached, bases), strict=True))
+        domain_v = dict(zip(domains, cached.embed_documents([d.title() for d in domains]), strict=True))
+        beta, fit = _fit_beta(cached, parts, base_v, domain_v)
+        info |= {"beta": beta, "composed_vs_real_mean_cosine": fit}
+        for text, part in parts.items():
+            if part is not None:
+                v = base_v[part[0]] + beta * domain_v[part[1]]
+                vectors[text] = (v / np.linalg.norm(v)).astype(np.float32)
+    seconds = time.perf_counter() - started
+    info |= {
+        "embedded_now": cached.misses,
+        "from_cache": cached.hits,
+        "embed_seconds": round(seconds, 1),
+        "embed_docs_per_s": round(cached.misses / seconds, 1) if cached.misses else None,
+    }
+    return FleetEmbedder(cached, vectors), cats, info
+
+
+def _embed_chunked(embedder: Any, texts: list[str]) -> list[Any]:
+    out: list[Any] = []
+    for start in range(0, len(texts), 1024):
+        out.extend(embedder.embed_documents(texts[start : start + 1024]))
+        print(f"embedded {min(start + 1024, len(texts))}/{len(texts)}", file=sys.stderr, flush=True)
+    return out
+
+
+def _fit_beta(cached: Any, parts: dict[str, Any], base_v: dict[str, Any], domain_v: dict[str, Any]) -> Any:
+    """The ``beta`` whose composed vectors come closest (mean cosine) to real embeddings of 48 variants."""
+    import numpy as np
+
+    sample = [t for t, p in parts.items() if p is not None][:: max(1, len(parts) // 48)][:48]
+    real = cached.embed_documents(sample)
+    best = (0.0, -1.0)
+    for beta in np.arange(0.0, 1.01, 0.05):
+        composed = np.stack([base_v[parts[t][0]] + beta * domain_v[parts[t][1]] for t in sample])
+        composed /= np.linalg.norm(composed, axis=1, keepdims=True)
+        fit = float(np.mean(np.sum(composed * real, axis=1)))
+        best = max(best, (fit, float(beta)), key=lambda x: x[0])
+    return round(best[1], 2), round(best[0], 3)
+
+
+# -- building and measuring ----------------------------------------------------------------------------
+def registry_dir(size: int, mode: str) -> Path:
+    return OUT / f"registry-{size}-{mode}"
+
+
+def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = True) -> dict[str, Any]:
+    """Ingest the fleet source by source into a fresh registry (vectors ready: the registry's own
+    work is timed), then build the vector index (what the background refresh does) and time it.
+
+    ``resume``: start from a copy of that (smaller fleet's) registry and ingest only the sources it
+    lacks; ``infer=False``: without dependency inference (its cost grows with the registry on every
+    ingest: see bench/RESULTS.md)."""
+    import shutil
+
+    from toolweave.registry import Registry
+    from toolweave.settings import Settings
+
+    embedder, cats, info = prepare(size, mode)
+    path = registry_dir(size, mode)
+    shutil.rmtree(path, ignore_errors=True)
+    if resume is not None:
+        shutil.copytree(resume, path)
+    settings = Settings(home=path, infer_dependencies=infer)
+    reg = Registry.open(path, embedder=embedder, settings=settings)  # type: ignore[arg-type]
+    present = set(reg.sources())
+    cats = [c for c in cats if c.source not in present]
+    start_tools = len(reg)
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
+    started = time.perf_counter()
+    for catalog in cats:
+        print(reg.ingest(catalog.source, catalog.tools, catalog.edges), file=sys.stderr, flush=True)
+    ingest_s = time.perf_counter() - started
+    started = time.perf_counter()
+    index = reg.refresh_vector_index()
+    index_s = time.perf_counter() - started
+    tools = len(reg)
+    ingested = tools - start_tools
+    reg.close()
+    (path / "built.json").write_text(json.dumps(info))
+    return {
+        **info,
+        "registry_tools": tools,
+        "sources": len(cats),
+        "ingest_s": round(ingest_s, 1),
+        "ingested": ingested,
+        "resumed_from_tools": start_tools,
+        "dependency_inference": infer,
+        "ingest_tools_per_s": round(ingested / ingest_s, 1),
+        "vector_index": index,
+        "vector_index_build_s": round(index_s, 1),
+        "peak_rss_mb_building": peak_rss_mb(),
+    }
+
+
+def bench_queries(n: int) -> list[str]:
+    """ToolLinkOS requests of the ``examples`` split (never ``test``)."""
+    rows = json.loads((TOOLLINKOS / "instances.json").read_text())
+    split = json.loads((TOOLLINKOS / "split.json").read_text())
+    return [rows[i]["user_query"] for i in split["examples"][:n]]
+
+
+def measure(size: int, mode: str, n: int, threshold: int | None) -> dict[str, Any]:
+    """In a fresh process: open the registry, time ``find_tools`` retrieval (the real pipeline) and the
+    vector first pass alone, recall@30 of the ANN first pass against exact search, RSS."""
+    import numpy as np
+
+    from toolweave.registry import Embedder, Registry
+    from toolweave.registry.vector_index import VectorIndexParams, ann_search, index_state
+    from toolweave.retrieval import retrieve_tools
+    from toolweave.settings import Settings
+
+    path = registry_dir(size, mode)
+    settings = Settings(home=path)
+    if threshold is not None:
+        settings = Settings(home=path, vector_index_threshold=threshold)
+    base_rss = rss_mb()
+    embedder = Embedder()
+    embedder.embed_query("warm the model up")
+    model_rss = rss_mb()
+    started = time.perf_counter()
+    reg = Registry.open(path, embedder=embedder, settings=settings)
+    open_s = time.perf_counter() - started
+    if reg.uses_vector_index:
+        reg.refresh_vector_index()  # a threshold lowered for this run: index first (no-op otherwise)
+    state = index_state(reg._table)
+    open_rss = rss_mb()
+    qs = bench_queries(n)
+    for q in qs[:5]:
+        retrieve_tools(reg, q)
+    ms = []
+    for q in qs:
+        t0 = time.perf_counter()
+        retrieve_tools(reg, q)
+        ms.append((time.perf_counter() - t0) * 1000)
+    vector_ms = []
+    for q in qs:  # the vector first pass alone (query embedding cached by now)
+        t0 = time.perf_counter()
+        reg.search([(q,)], RECALL_K, _vector_scope())
+        vector_ms.append((time.perf_counter() - t0) * 1000)
+    rss_after = rss_mb()
+    out: dict[str, Any] = {
+        "tools": len(reg),
+        "uses_vector_index": reg.uses_vector_index,
+        "index_rows": [state.indexed, state.unindexed],
+        "open_s": round(open_s, 1),
+        "queries": len(qs),
+        "find_tools_p50_ms": round(statistics.median(ms), 1),
+        "find_tools_p95_ms": round(pct(ms, 0.95), 1),
+        "vector_pass_p50_ms": round(statistics.median(vector_ms), 1),
+        "vector_pass_p95_ms": round(pct(vector_ms, 0.95), 1),
+        "rss_mb_python_and_libs": base_rss,
+        "rss_mb_with_model": model_rss,
+        "rss_mb_registry_open": open_rss,
+        "rss_mb_after_queries": rss_after,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    # exact search needs every vector in memory: after the RSS figures
+    vectors = reg._table.load_vectors()
+    ids = list(vectors)
+    matrix = np.stack([vectors[i] for i in ids])
+    params = VectorIndexParams(settings.vector_index_ef, settings.vector_index_refine)
+    recalls = []
+    for q in qs:
+        qv = embedder.embed_query(q)
+        exact = {ids[i] for i in np.argsort(-(matrix @ qv))[:RECALL_K]}
+        found = {i for i, _ in ann_search(reg._table, qv, RECALL_K, params)}
+        recalls.append(len(found & exact) / RECALL_K)
+    out["ann_recall_at_30"] = round(float(np.mean(recalls)), 4)
+    out["ann_recall_at_30_min"] = round(float(np.min(recalls)), 4)
+    reg.close()
+    return out
+
+
+def _vector_scope() -> Any:
+    from toolweave.records import SearchScope
+
+    return SearchScope(vector=True, text=False)
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    """One step in a fresh process (so RSS is that step's), its last stdout line as JSON."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    with (OUT / "steps.log").open("a") as log:  # the step's progress, to follow a long build
+        proc = subprocess.run(
+            [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=log, text=True
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args}: exit {proc.returncode}; see {OUT / 'steps.log'}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main(ns: argparse.Namespace) -> int:
+    if not TOOLLINKOS.exists():
+        print(f"skipped: {TOOLLINKOS} is absent", file=sys.stderr)
+        return 0
+    report: dict[str, Any] = {"machine": machine()}
+    for size in ns.size or SIZES:
+        key = f"{size}-{ns.vectors}"
+        row: dict[str, Any] = {}
+        if ns.rebuild or not (registry_dir(size, ns.vectors) / "built.json").exists():
+            row["build"] = _child(["--step", "build", "--size", str(size), "--vectors", ns.vectors])
+        for threshold in ns.threshold or [None]:
+            extra = [] if threshold is None else ["--threshold", str(threshold)]
+            step = [
+                "--step",
+                "measure",
+                "--size",
+                str(size),
+                "--vectors",
+                ns.vectors,
+                "--queries",
+                str(ns.queries),
+            ]
+            row[f"measure_threshold_{threshold or 'default'}"] = _child(step + extra)
+        report[key] = row
+        print(json.dumps({key: row}), flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    with (OUT / "results.jsonl").open("a") as f:
+        f.write(json.dumps(report) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--size", type=int, action="append", help="fleet size (repeatable; default 10k 50k 100k)"
+    )
+    parser.add_argument("--vectors", choices=("real", "composed"), default="real", help="see prepare()")
+    parser.add_argument("--queries", type=int, default=200, help="timed find_tools calls per size")
+    parser.add_argument(
+        "--threshold", type=int, action="append", help="vector_index_threshold for a measure run (repeatable)"
+    )
+    parser.add_argument("--rebuild", action="store_true", help="ingest again even if the registry exists")
+    parser.add_argument("--resume", type=Path, help="build: start from a copy of this registry")
+    parser.add_argument("--no-infer", action="store_true", help="build: without dependency inference")
+    parser.add_argument("--step", choices=("build", "measure"), help=argparse.SUPPRESS)
+    ns = parser.parse_args()
+    if ns.step == "build":
+        print(json.dumps(build(ns.size[0], ns.vectors, resume=ns.resume, infer=not ns.no_infer)))
+    elif ns.step == "measure":
+        threshold = ns.threshold[0] if ns.threshold else None
+        print(json.dumps(measure(ns.size[0], ns.vectors, ns.queries, threshold)))
+    else:
+        sys.exit(main(ns))

@@ -1,0 +1,209 @@
+"""Large registries: above ``vector_index_threshold`` tools the vector first pass goes through a LanceDB
+ANN index (no in-memory matrix), finds what exact search finds, sees rows ingested after the index was
+built, and an index build that never got committed is rolled back.
+
+Real LanceDB on disk; the vectors come from a deterministic fake embedder (random unit vectors per
+text), since what is tested is our use of the index, not the model: a few hundred tools then cost
+milliseconds to embed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import toolweave.registry.registry as registry_module
+from toolweave.errors import RegistryError
+from toolweave.records import SearchScope, ToolRecord
+from toolweave.registry import Embedder, Registry
+from toolweave.registry.database import RegistryDatabase
+from toolweave.registry.store import CompactRecords
+from toolweave.registry.vector_index import index_state
+from toolweave.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+DIM = 32
+TOOLS = 300
+
+
+class HashEmbedder(Embedder):
+    """A random unit vector per text, seeded by the text: same text, same vector."""
+
+    def __init__(self) -> None:
+        super().__init__("hash-embedder")
+        self._dim = DIM
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        rows = [
+            np.random.default_rng(int.from_bytes(hashlib.sha256(t.encode()).digest()[:8])).standard_normal(
+                DIM
+            )
+            for t in texts
+        ]
+        matrix = np.asarray(rows, dtype=np.float32).reshape(len(texts), DIM)
+        return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def tools(source: str, n: int, start: int = 0) -> list[ToolRecord]:
+    return [
+        ToolRecord(id=f"{source}__t{i}", source=source, name=f"t{i}", description=f"tool {i} of {source}")
+        for i in range(start, start + n)
+    ]
+
+
+def open_registry(path: Path, threshold: int) -> Registry:
+    # usage vectors off: these tests compare the text-vector first pass alone
+    settings = Settings(home=path, vector_index_threshold=threshold, infer_dependencies=False, usage_weight=0)
+    return Registry.open(path, embedder=HashEmbedder(), settings=settings)
+
+
+def vector_ids(reg: Registry, query: str, k: int = 10, exclude: frozenset[str] = frozenset()) -> list[str]:
+    ((hits, _),) = reg.search([(query,)], k, SearchScope(exclude, text=False))
+    return [h.tool_id for h in hits]
+
+
+QUERIES = [f"find something about topic {n}" for n in range(20)]
+
+
+@pytest.fixture
+def exact(tmp_path: Path) -> Registry:
+    reg = open_registry(tmp_path / "exact", threshold=10_000)
+    reg.ingest("a", tools("a", TOOLS // 2))
+    reg.ingest("b", tools("b", TOOLS // 2))
+    return reg
+
+
+@pytest.fixture
+def large(tmp_path: Path) -> Registry:
+    reg = open_registry(tmp_path / "large", threshold=100)
+    # refreshed here, not in the background: a late background refresh would race the tests
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]
+    reg.ingest("a", tools("a", TOOLS // 2))
+    reg.ingest("b", tools("b", TOOLS // 2))
+    assert reg.refresh_vector_index() == "built"
+    return reg
+
+
+def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_search_finds(
+    exact: Registry, large: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real = registry_module.ann_search
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry_module, "ann_search", counted)
+    assert large.uses_vector_index and not exact.uses_vector_index
+    assert index_state(large._table).indexed == TOOLS  # the index covers every row
+    for query in QUERIES:
+        assert vector_ids(large, query) == vector_ids(exact, query)
+        assert vector_ids(large, query, exclude=frozenset({"a"})) == vector_ids(
+            exact, query, exclude=frozenset({"a"})
+        )
+    assert len(calls) == 2 * len(QUERIES)  # every vector search of the large registry went to the index
+    # the scores are exact cosines (re-scored with the full vectors), as the relevance floor expects
+    ((hits, _),) = large.search([(QUERIES[0],)], 5, SearchScope(text=False))
+    ((want, _),) = exact.search([(QUERIES[0],)], 5, SearchScope(text=False))
+    assert [h.score for h in hits] == pytest.approx([h.score for h in want], abs=1e-4)
+    # ... and no vector is held in memory, nor decoded records (decoded on access instead)
+    assert large._snap.matrix.size == 0
+    assert isinstance(large._snap.records, CompactRecords)
+    assert large.get("a__t3") == exact.get("a__t3")
+    assert large.tools("b") == exact.tools("b")
+    assert large.graph.nx_graph.nodes(data=True) == exact.graph.nx_graph.nodes(data=True)
+
+
+def test_below_the_threshold_nothing_changes(exact: Registry) -> None:
+    assert exact.refresh_vector_index() == "none"
+    assert not index_state(exact._table).exists
+    assert exact._snap.matrix.shape == (TOOLS, DIM)
+
+
+def test_a_new_ingest_is_found_before_the_index_is_refreshed(large: Registry) -> None:
+    new = ToolRecord(id="c__fresh", source="c", name="fresh", description="freshly added tool")
+    large.ingest("c", [new])
+    assert index_state(large._table).unindexed == 1  # the index does not cover it yet...
+    # ... yet it is found: its own document is the closest text to it
+    from toolweave.registry.documents import tool_document
+
+    assert vector_ids(large, tool_document(new, with_examples=False), k=3)[0] == "c__fresh"
+    assert large.refresh_vector_index() == "merged"
+    assert index_state(large._table).unindexed == 0
+    assert vector_ids(large, tool_document(new, with_examples=False), k=3)[0] == "c__fresh"
+
+
+def test_the_background_refresh_indexes_an_ingest_and_commits_it(tmp_path: Path) -> None:
+    reg = open_registry(tmp_path / "reg", threshold=100)
+    reg.ingest("a", tools("a", 150))
+    reg.close()  # waits for the background build
+    db = RegistryDatabase.open(tmp_path / "reg")
+    assert db.head is not None and db.head.action == "vector index built"
+    assert index_state(db.tool_table()).indexed == 150
+
+
+def test_an_index_build_that_is_not_committed_is_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "reg"
+    reg = open_registry(path, threshold=100)
+    monkeypatch.setattr(reg, "_refresh_vector_index_later", lambda: None)
+    reg.ingest("a", tools("a", 150))
+    committed = reg._db.head
+    assert committed is not None
+    expected = {q: vector_ids(reg, q) for q in QUERIES[:5]}
+    real_commit = reg._db.commit
+
+    def crash(*args: object, action: str = "", **kwargs: object) -> object:
+        if action.startswith("vector index"):
+            raise RegistryError("simulated crash between the index build and its commit")
+        return real_commit(*args, action=action, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reg._db, "commit", crash)
+    with pytest.raises(RegistryError, match="simulated crash"):
+        reg.refresh_vector_index()
+    # in this process: back to the committed rows (restored as a new, committed version), no index
+    head = reg._db.head
+    assert head is not None and head.action == "recover"
+    assert reg._table.version == head.versions[head.tools_table] > committed.versions[committed.tools_table]
+    assert not index_state(reg._table).exists
+    assert {q: vector_ids(reg, q) for q in QUERIES[:5]} == expected
+
+    # a process that died the same way (index written, commit never made): the next open rolls it back
+    import lancedb
+    from lancedb.index import HnswSq
+
+    from toolweave.registry.store import ToolTable
+
+    ToolTable(lancedb.connect(str(path)), committed.tools_table, DIM).lance.create_index(
+        "vector", config=HnswSq(distance_type="cosine"), replace=True
+    )
+    monkeypatch.undo()
+    again = open_registry(path, threshold=10_000)  # no refresh at open: see the rolled-back state
+    assert again._db.head is not None and again._db.head.action == "recover"
+    assert not index_state(again._table).exists
+    assert {q: vector_ids(again, q) for q in QUERIES[:5]} == expected
+
+
+def test_usage_examples_lift_a_tool_through_the_ann_path_as_through_the_matrix(tmp_path: Path) -> None:
+    query = "book a table for two tonight"
+    tops = []
+    target = ""
+    for name, threshold in (("exact", 10_000), ("large", 100)):
+        settings = Settings(home=tmp_path / name, vector_index_threshold=threshold, infer_dependencies=False)
+        reg = Registry.open(tmp_path / name, embedder=HashEmbedder(), settings=settings)
+        reg.ingest("a", tools("a", 150))
+        assert reg.uses_vector_index is (name == "large")
+        # the tool whose text is farthest from the query: only its usage vector can bring it up
+        target = target or vector_ids(reg, query, k=150)[-1]
+        assert target not in vector_ids(reg, query, k=30)
+        assert reg.record_usage(target, query)
+        tops.append(vector_ids(reg, query, k=5))
+        reg.close()
+    assert tops[0][0] == tops[1][0] == target

@@ -1,0 +1,129 @@
+"""Approximate nearest-neighbour search over the tool table, for registries too large for a matrix.
+
+Below ``Settings.vector_index_threshold`` tools the registry scores every vector in an in-memory numpy
+matrix (exact, and faster than any index at that size). Above it the matrix is not held at all: the
+vector first pass asks LanceDB, through an IVF-HNSW-SQ index on the tool table's ``vector`` column
+(cosine), and re-ranks the index's candidates with their full vectors (``refine_factor``), so the
+scores it returns are exact cosines of the tools it finds.
+
+Rows written after the index was built are still found: LanceDB searches rows no index covers flat
+and merges them with the index's results. The registry refreshes the index in the background after
+ingests (``refresh``: an incremental merge of the new rows, or a full rebuild once the table has
+outgrown what the index was trained on); each refresh is one table version that a registry commit
+must name, like every other write (see ``toolweave.registry.database``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from toolweave.registry.store import ToolTable, lance_errors, sql_string
+
+__all__ = ["IndexState", "VectorIndexParams", "ann_search", "index_state", "refresh", "vectors_of"]
+
+log = logging.getLogger(__name__)
+
+VECTOR_COLUMN = "vector"
+INDEX_NAME = f"{VECTOR_COLUMN}_idx"
+_REBUILD_GROWTH = 2.0
+"""Rebuild (re-train) once the table holds this many times the rows the index was trained on:
+incremental merges keep the old partitions and graph, whose quality drifts as the data grows."""
+
+
+@dataclass(frozen=True)
+class VectorIndexParams:
+    """How the index is searched (see ``Settings.vector_index_*``)."""
+
+    ef: int = 200
+    """HNSW search breadth: candidates kept while walking the graph (higher: better recall, slower)."""
+    refine_factor: int = 4
+    """Candidates re-scored with the full vectors: ``k * refine_factor`` (corrects quantisation error)."""
+
+
+@dataclass(frozen=True)
+class IndexState:
+    indexed: int
+    unindexed: int
+
+    @property
+    def exists(self) -> bool:
+        return self.indexed > 0
+
+
+def index_state(table: ToolTable) -> IndexState:
+    """How many rows the vector index covers and how many it does not (no index: ``indexed == 0``)."""
+    with lance_errors("reading the vector index statistics"):
+        if not any(VECTOR_COLUMN in idx.columns for idx in table.lance.list_indices()):
+            return IndexState(0, table.count())
+        stats = table.lance.index_stats(INDEX_NAME)
+    if stats is None:
+        return IndexState(0, table.count())
+    return IndexState(int(stats.num_indexed_rows), int(stats.num_unindexed_rows))
+
+
+def refresh(table: ToolTable) -> Literal["built", "merged", "current"]:
+    """Bring the vector index up to date with the rows: build it (none yet, or the table has outgrown
+    it) or merge the unindexed rows into it. Writes a new table version (uncommitted: the caller
+    commits it like any other write)."""
+    from lancedb.index import HnswSq
+
+    state = index_state(table)
+    rows = state.indexed + state.unindexed
+    if state.exists and state.unindexed == 0:
+        return "current"
+    if state.exists and rows < state.indexed * _REBUILD_GROWTH:
+        with lance_errors("adding new rows to the vector index"):
+            table.lance.optimize()  # merges unindexed rows into the existing index (and compacts)
+        return "merged"
+    # One IVF partition per ~100k rows: HNSW needs few partitions, and each is one graph in memory.
+    config = HnswSq(distance_type="cosine", num_partitions=max(1, rows // 100_000))
+    with lance_errors(f"building the vector index over {rows} tools"):
+        table.lance.create_index(VECTOR_COLUMN, config=config, replace=True)
+    return "built"
+
+
+def ann_search(
+    table: ToolTable,
+    query: np.ndarray,
+    k: int,
+    params: VectorIndexParams,
+    exclude_sources: Collection[str] = (),
+) -> list[tuple[str, float]]:
+    """The ``k`` tools closest to ``query`` (a unit vector) as ``(id, cosine)``, best first.
+
+    Uses the index where there is one and searches the rows it does not cover flat; without an index
+    this is an exact (flat) search of the whole table.
+    """
+    if k <= 0:
+        return []
+    search = (
+        table.lance.search(query.astype(np.float32), vector_column_name=VECTOR_COLUMN)
+        .distance_type("cosine")
+        .ef(max(params.ef, k))
+        .refine_factor(params.refine_factor)
+        .select(["id", "_distance"])
+        .limit(k)
+    )
+    if exclude_sources:
+        quoted = ", ".join(sql_string(s) for s in sorted(exclude_sources))
+        search = search.where(f"source NOT IN ({quoted})", prefilter=True)
+    with lance_errors("vector search"):
+        rows = search.to_arrow()
+    ids = rows.column("id").to_pylist()
+    distances = rows.column("_distance").to_pylist()
+    return [(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+
+
+def vectors_of(table: ToolTable, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """The stored vectors of ``ids`` (the ones that exist), read from the table."""
+    if not ids:
+        return {}
+    quoted = ", ".join(sql_string(i) for i in ids)
+    with lance_errors(f"reading {len(ids)} vectors"):
+        rows = table.lance.search().where(f"id IN ({quoted})").select(["id", VECTOR_COLUMN]).to_arrow()
+    return dict(zip(rows.column("id").to_pylist(), table.decode_vectors(rows), strict=True))
