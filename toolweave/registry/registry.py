@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cache
 
 import numpy as np
 
@@ -53,6 +52,7 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
+from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import CompactRecords, StoredTool
 from toolweave.registry.usage import (
@@ -102,62 +102,6 @@ class IngestSummary:
         )
 
 
-@dataclass(frozen=True)
-class _Snapshot:
-    """Everything a search reads, replaced whole after each write."""
-
-    ids: tuple[str, ...] = ()
-    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
-    records: Mapping[str, ToolRecord] = field(default_factory=dict)
-    """Decoded records; ``CompactRecords`` (decoded on access) above the vector-index threshold."""
-    hashes: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    source_codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
-    """Row → index into ``source_names``: excluding sources is one ``np.isin`` per query."""
-    source_names: tuple[str, ...] = ()
-    usage_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    """Rows (of ``ids``) of the tools that have a usage vector, in ``usage_matrix`` order."""
-    usage_matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.float32))
-    text_hits: _TextHitCache = field(default_factory=lambda: _TextHitCache(TEXT_HIT_CACHE_SIZE))
-    """BM25 answers by (query, limit) for this snapshot's rows: a new snapshot starts empty."""
-    ann: bool = False
-    """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
-
-    @cached_property
-    def row_of(self) -> dict[str, int]:
-        """Tool id → its row (of ``ids``), built on first use (the ANN path's Tool2Vec fusion)."""
-        return {tool_id: n for n, tool_id in enumerate(self.ids)}
-
-
-TEXT_HIT_CACHE_SIZE = 4096
-"""Full-text answers kept per snapshot. A find_tools miss of the gateway's cache is usually a known query
-in a new conversation context: its vector comes from the embedder's cache and its BM25 hits from here
-(the full-text query is the query text alone, whatever the context), which leaves ~1 CPU-ms of the
-~5 a LanceDB full-text query costs."""
-
-
-class _TextHitCache:
-    """A thread-safe LRU of full-text answers (the searches run on the registry's worker threads)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[tuple[str, int], list[tuple[str, float]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> list[tuple[str, float]] | None:
-        with self._lock:
-            hits = self._items.get(key)
-            if hits is not None:
-                self._items.move_to_end(key)
-            return hits
-
-    def put(self, key: tuple[str, int], hits: list[tuple[str, float]]) -> None:
-        with self._lock:
-            self._items[key] = hits
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
 class Registry:
     """A tool registry (a local directory or an object-store URI). Open it with ``Registry.open(path)``."""
 
@@ -179,7 +123,7 @@ class Registry:
         self._index_queued = False
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
-        self._snap = _Snapshot()
+        self._snap = Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
         self._edges: tuple[DependencyEdge, ...] = ()
         self._sources: tuple[SourceSpec, ...] = ()
@@ -818,7 +762,7 @@ class Registry:
         names = tuple(sorted(set(source_list)))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
-        self._snap = _Snapshot(
+        self._snap = Snapshot(
             ids=ids,
             matrix=matrix,
             records=records,
@@ -862,7 +806,7 @@ class Registry:
         return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
     def _ann_rank(
-        self, snap: _Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
+        self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
     ) -> list[Hit]:
         """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
         params = VectorIndexParams(self.settings.vector_index_ef, self.settings.vector_index_refine)
@@ -876,7 +820,7 @@ class Registry:
 
     def _fuse_usage_candidates(
         self,
-        snap: _Snapshot,
+        snap: Snapshot,
         query_vector: np.ndarray,
         scores: dict[str, float],
         k: int,
