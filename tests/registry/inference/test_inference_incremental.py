@@ -78,3 +78,30 @@ def test_refresh_respects_manifest_removals() -> None:
     refresh_inferred_edges(g, by_id, None, set(by_id), overrides=overrides)
     assert "shop__shop_user_login" not in {e.depends_on for e in g.dependencies("shop__shop_list_carts")}
     assert "shop__shop_user_login" in {e.depends_on for e in g.dependencies("shop__shop_checkout")}
+
+
+def test_the_focused_similarity_pass_proposes_what_the_full_pass_keeps() -> None:
+    """An incremental ingest compares tools outside the focus with the focus's utilities only: the
+    edges touching the focus must be exactly those a full pass would give (and none other)."""
+    import numpy as np
+
+    from toolweave.registry.inference.producers import profile
+    from toolweave.registry.inference.similarity import similarity_edges
+
+    rng = np.random.default_rng(7)
+    tools = [
+        *(tool("util", f"get_status_{n}", f"Reports status {n}.", {}, kind="core") for n in range(6)),
+        *(tool("app", f"do_task_{n}", f"Does task {n}.", {"x": ""}) for n in range(30)),
+    ]
+    base = rng.normal(size=(6, 16))
+    vectors = {}
+    for n, t in enumerate(tools):  # every app tool is a near-copy of one utility, some of two
+        v = base[n % 6] + (0.3 * base[(n + 1) % 6] if n % 4 == 0 else 0) + 0.05 * rng.normal(size=16)
+        vectors[t.id] = (v / np.linalg.norm(v)).astype(np.float32)
+    universe = [profile(t) for t in tools]
+    full = {e.key for e in similarity_edges(universe, vectors, threshold=0.8)}
+    assert len(full) > 10, "the fixture must make similarity edges"
+    for focus in ({"app__do_task_3", "app__do_task_8"}, {"util__get_status_2", "app__do_task_11"}):
+        focused = {e.key for e in similarity_edges(universe, vectors, threshold=0.8, focus=focus)}
+        expected = {k for k in full if k[0] in focus or k[1] in focus}
+        assert expected and focused == expected

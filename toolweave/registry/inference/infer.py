@@ -54,7 +54,9 @@ def infer_edges(
     focus &= set(by_id)
     if not focus:
         return []
-    raw = propose_edges([by_id[i] for i in sorted(by_id)], vectors=vectors, confidence=confidence)
+    raw = propose_edges(
+        [by_id[i] for i in sorted(by_id)], vectors=vectors, confidence=confidence, focus=focus
+    )
     kept = [e for e in raw if e.tool != e.depends_on and (e.tool in focus or e.depends_on in focus)]
     return _one_per_pair(kept)
 
@@ -64,16 +66,19 @@ def propose_edges(
     *,
     vectors: Mapping[str, np.ndarray] | None = None,
     confidence: Mapping[str, float] | None = None,
+    focus: Collection[str] | None = None,
 ) -> list[DependencyEdge]:
     """Every rule's proposals among ``tools``, before one edge per pair is chosen (for calibration:
-    each edge's evidence names its rule, see ``rule_of``)."""
+    each edge's evidence names its rule, see ``rule_of``). ``focus`` lets the similarity pass skip
+    pairs with no end in it (``infer_edges`` drops those anyway)."""
     universe: list[ToolProfile] = [profile(t) for t in tools]
     table = RULE_CONFIDENCE if confidence is None else confidence
     raw: list[DependencyEdge] = []
     for rule in (*RULES, producer_rule):
         raw.extend(_calibrated(rule(universe, universe), table))
     if vectors:
-        similar = similarity_edges(universe, vectors, already={(e.tool, e.depends_on) for e in raw})
+        already = {(e.tool, e.depends_on) for e in raw}
+        similar = similarity_edges(universe, vectors, already=already, focus=focus)
         raw.extend(_calibrated(similar, table))
     return raw
 

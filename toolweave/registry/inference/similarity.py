@@ -28,19 +28,34 @@ def similarity_edges(
     *,
     already: Collection[tuple[str, str]] = (),
     threshold: float = SIMILARITY_THRESHOLD,
+    focus: Collection[str] | None = None,
 ) -> Iterator[DependencyEdge]:
-    """``TOOL_INDIRECTLY_DEPENDS_ON`` edges from a tool to very similar utility (core/ambient) tools."""
+    """``TOOL_INDIRECTLY_DEPENDS_ON`` edges from a tool to very similar utility (core/ambient) tools.
+
+    With ``focus`` (the ids an incremental ingest changed) only edges with an end in it are proposed:
+    a tool outside it is compared with the focus's utilities alone, so an ingest into a large
+    registry costs its own size times the utilities, not every tool times every utility.
+    """
     utilities = [p for p in universe if (p.kind == "core" or p.is_ambient) and p.id in vectors]
     if not utilities:
         return
     util_matrix = np.stack([np.asarray(vectors[p.id], dtype=np.float32) for p in utilities])
+    everyone = np.arange(len(utilities))
+    in_focus = everyone if focus is None else np.array([j for j, u in enumerate(utilities) if u.id in focus])
+    focus_matrix = util_matrix[in_focus] if in_focus.size else None
     taken = set(already)
     for t in universe:
         if t.id not in vectors or t.kind == "core":
             continue
-        sims = util_matrix @ np.asarray(vectors[t.id], dtype=np.float32)
+        vector = np.asarray(vectors[t.id], dtype=np.float32)
+        if focus is None or t.id in focus:
+            columns, sims = everyone, util_matrix @ vector
+        elif focus_matrix is not None:
+            columns, sims = in_focus, focus_matrix @ vector
+        else:
+            continue
         for j in np.flatnonzero(sims >= threshold):
-            u = utilities[int(j)]
+            u = utilities[int(columns[j])]
             if u.id == t.id or (t.id, u.id) in taken or (u.id, t.id) in taken:
                 continue
             yield DependencyEdge(
