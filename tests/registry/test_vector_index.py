@@ -207,3 +207,10 @@ def test_usage_examples_lift_a_tool_through_the_ann_path_as_through_the_matrix(t
         tops.append(vector_ids(reg, query, k=5))
         reg.close()
     assert tops[0][0] == tops[1][0] == target
+
+
+def test_a_search_breadth_below_the_candidates_refined_is_raised_not_refused(large: Registry) -> None:
+    """Lance refuses an HNSW ef below k x refine_factor: a small ``vector_index_ef`` must still search."""
+    wide = vector_ids(large, QUERIES[0], k=20)
+    large.settings = large.settings.model_copy(update={"vector_index_ef": 1})
+    assert vector_ids(large, QUERIES[0], k=20) == wide

@@ -104,7 +104,7 @@ def ann_search(
     search = (
         table.lance.search(query.astype(np.float32), vector_column_name=VECTOR_COLUMN)
         .distance_type("cosine")
-        .ef(max(params.ef, k))
+        .ef(max(params.ef, k * params.refine_factor))  # Lance refuses an ef below the candidates it re-scores
         .refine_factor(params.refine_factor)
         .select(["id", "_distance"])
         .limit(k)
