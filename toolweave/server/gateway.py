@@ -241,7 +241,7 @@ class Gateway:
                 await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
             stage = "the manifest's sources could not be shared with other replicas"
             await replica.share_sources(self)
-            self._refresh_stale_sources()
+            self.refresh_stale_sources()
             self._warn_if_empty()
         except Exception as exc:  # any start failure is reported, never fatal
             self._start_error = f"{stage}: {type(exc).__name__}: {exc}"
@@ -352,7 +352,7 @@ class Gateway:
             )
             self.find_cache.clear()
             await self._apply_manifest_edges()
-            self._refresh_stale_sources()
+            self.refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
             after = {t.id: t.content_hash for t in tools}
             removed = (set(before) - set(after)) | held  # quarantined tools leave every published set
@@ -401,9 +401,6 @@ class Gateway:
         self.backends[backend.name] = backend  # the proxy reads this same mapping
         self._available[backend.name] = False
         self._tasks.start_soon(self._run_backend, backend)
-
-    def refresh_stale_sources(self) -> None:
-        self._refresh_stale_sources()
 
     def add_shared_catalogs(self, sources: set[str]) -> None:
         """Catalog sources another replica ingested: their tools are served here too."""
@@ -469,8 +466,9 @@ class Gateway:
         excluded = {name for name, b in self.backends.items() if not b.available}
         return excluded | self._stale_sources if self._stale_sources else excluded
 
-    def _refresh_stale_sources(self) -> None:
-        # Computed after each ingest, not per request: listing sources walks every tool (10k+).
+    def refresh_stale_sources(self) -> None:
+        """Recompute which registry sources no backend or catalog serves (also after another replica's
+        commit). Computed after each ingest, not per request: listing sources walks every tool (10k+)."""
         if self.manifest is None:
             return
         known = set(self.backends) | self._catalog_sources
