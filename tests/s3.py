@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,8 @@ def moto_bucket(monkeypatch: pytest.MonkeyPatch, bucket: str = "registry") -> It
     )
     import boto3
 
+    # werkzeug logs every S3 request at INFO: thousands of lines that bury a failing test's own report
+    monkeypatch.setattr(logging.getLogger("werkzeug"), "level", logging.WARNING)
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

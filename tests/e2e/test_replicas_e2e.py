@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,20 @@ class Replica:
         return self.log.read_text(errors="replace")
 
 
+@contextmanager
+def serving(*replicas: Replica) -> Iterator[None]:
+    """Stop the replicas after the block; when it fails, their logs go with the test's report."""
+    try:
+        yield
+    except BaseException:
+        for replica in replicas:
+            sys.stderr.write(f"--- {replica.log.name} ---\n{replica.logs()[-6000:]}\n")
+        raise
+    finally:
+        for replica in replicas:
+            stop(replica.proc)
+
+
 def poll(check: Callable[[], Any], what: str, deadline_s: float = DEADLINE_S) -> Any:
     end = time.monotonic() + deadline_s
     while True:
@@ -167,7 +182,7 @@ async def test_an_upstream_added_through_one_replica_is_found_and_called_through
         s3,
         tmp_path / "b.log",
     )
-    try:
+    with serving(first, second):
         first.wait_up()
         second.wait_up()
 
@@ -202,9 +217,6 @@ async def test_an_upstream_added_through_one_replica_is_found_and_called_through
         specs = {s.name: s.spec for s in registry.source_specs()}
         assert "${DYN_TOKEN}" in specs["dyn"] and SECRET not in json.dumps(specs)
         assert first.proc.poll() is None and second.proc.poll() is None
-    finally:
-        stop(first.proc)
-        stop(second.proc)
 
 
 async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
@@ -213,7 +225,7 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
     base = catalog(tmp_path / "base.jsonl", "base", 6)
     survivor = Replica(manifest(tmp_path / "s.yaml", {"base": base}), s3, tmp_path / "s.log")
     survivor.wait_up()
-    try:
+    with serving(survivor):
 
         async def base_found() -> bool:
             return "base__base_op2" in await found(survivor, "operation 2 of the base service")
@@ -246,5 +258,3 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
         rows = rows_per_tool(s3)
         assert set(rows.values()) == {1}
         assert survivor.proc.poll() is None
-    finally:
-        stop(survivor.proc)
