@@ -53,15 +53,18 @@ def score_of(found: dict[str, Any], name: str) -> float:
     return float(why.rsplit(" ", 1)[1].rstrip(")"))
 
 
-async def test_a_session_moves_between_replicas_with_its_set_and_context(
-    redis_server: RedisServer,
-    upstream: Upstream,
-    registry_copy: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def spec(
+    redis_server: RedisServer, upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """The manifest of gateways that keep their sessions in ``redis_server`` (named in the environment)."""
     monkeypatch.setenv("TOOLWEAVE_SESSION_STORE_URL", redis_server.url)
-    spec = manifest(tmp_path / "manifest.yaml", upstream.url)
+    return manifest(tmp_path / "manifest.yaml", upstream.url)
+
+
+async def test_a_session_moves_between_replicas_with_its_set_and_context(
+    spec: Path, registry_copy: Path, tmp_path: Path
+) -> None:
     a = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
     b = start_http_gateway(spec, registry_copy, tmp_path / "b.log")
     tab = {SESSION_META_KEY: "e2e-tab"}
@@ -108,18 +111,11 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 
 
 async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_when_it_returns(
-    redis_server: RedisServer,
-    upstream: Upstream,
-    registry_copy: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer, spec: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
     from toolweave.server.shared_sessions import NAMESPACE
 
-    monkeypatch.setenv("TOOLWEAVE_SESSION_STORE_URL", redis_server.url)
-    gateway = start_http_gateway(
-        manifest(tmp_path / "manifest.yaml", upstream.url), registry_copy, tmp_path / "a.log"
-    )
+    gateway = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
     tab = {SESSION_META_KEY: "e2e-outage"}
     try:
         async with Client(gateway.url) as client:

@@ -9,6 +9,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from tests.registry.demo import BANK, EDGES, TOOLS, demo_registry, tool
 from toolweave.errors import RegistryError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import DependencyGraph, Embedder, Registry
@@ -21,43 +22,13 @@ from toolweave.retrieval import retrieve_tools
 pytestmark = pytest.mark.integration
 
 
-def tool(name: str, description: str, source: str = "demo") -> ToolRecord:
-    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description)
-
-
-TOOLS = [
-    tool("get_stock_price", "Current share price of a company's stock, by ticker symbol."),
-    tool("get_stock_ticker", "Look up the stock ticker symbol of a company by its name."),
-    tool("check_connectivity", "Check whether the device is connected to the internet."),
-    tool("get_weather", "Weather forecast for a city."),
-]
-EDGES = [
-    DependencyEdge(
-        tool="demo__get_stock_price",
-        depends_on="demo__get_stock_ticker",
-        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-        parameter_name="ticker",
-        reason="the price needs a ticker symbol",
-        confidence=0.75,
-        evidence="catalog",
-    ),
-    DependencyEdge(
-        tool="demo__get_stock_ticker",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-    ),
-]
-
-
 def state(reg: Registry) -> tuple[dict[str, str], set[DependencyEdge]]:
     return {t.id: t.content_hash for t in reg.tools()}, set(reg.edges())
 
 
 @pytest.fixture
 def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
-    registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    registry.ingest("demo", TOOLS, EDGES)
-    return registry
+    return demo_registry(tmp_path / "reg", shared_embedder)
 
 
 def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embedder: Embedder) -> None:
@@ -175,17 +146,7 @@ def test_a_graph_json_registry_is_migrated_on_open(tmp_path: Path, shared_embedd
 def test_rows_that_lost_their_graph_get_dependencies_re_inferred(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
-    bank = [
-        tool("get_user_token", "Log in with username and password; returns the user's token.", source="bank"),
-        ToolRecord(
-            id="bank__add_alarm",
-            source="bank",
-            name="add_alarm",
-            description="Set an alarm.",
-            input_schema={"type": "object", "properties": {"token": {"type": "string"}}},
-        ),
-    ]
-    write_old_registry(tmp_path / "old", shared_embedder, with_graph=False, tools=bank)
+    write_old_registry(tmp_path / "old", shared_embedder, with_graph=False, tools=BANK)
     reg = Registry.open(tmp_path / "old", embedder=shared_embedder)
     inferred = [(e.tool, e.depends_on, e.origin) for e in reg.edges()]
     assert inferred == [("bank__add_alarm", "bank__get_user_token", "inferred")]
