@@ -18,6 +18,11 @@ def _spec(paths: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": paths, **extra}
 
 
+def _param(name: str, where: str, type_: str, **fields: Any) -> dict[str, Any]:
+    """An OpenAPI parameter object of a scalar ``type_``, located ``where`` (path, query, header...)."""
+    return {"name": name, "in": where, "schema": {"type": type_}, **fields}
+
+
 def _tool(parsed: Any, name: str) -> Any:
     return next(t for t in parsed.tools if t.name == name)
 
@@ -64,28 +69,16 @@ def test_parameters_merge_path_level_and_operation_level_by_name_and_location(wr
             {
                 "/pets/{id}": {
                     "parameters": [
-                        {
-                            "name": "id",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string"},
-                            "description": "path-level",
-                        },
-                        {"name": "id", "in": "query", "schema": {"type": "integer"}},
-                        {"name": "X-Trace", "in": "header", "schema": {"type": "string"}},
+                        _param("id", "path", "string", required=True, description="path-level"),
+                        _param("id", "query", "integer"),
+                        _param("X-Trace", "header", "string"),
                     ],
                     "get": {
                         "operationId": "getPet",
                         "parameters": [
-                            {
-                                "name": "id",
-                                "in": "path",
-                                "required": True,
-                                "schema": {"type": "integer"},
-                                "description": "op-level wins",
-                            },
-                            {"name": "session", "in": "cookie", "schema": {"type": "string"}},
-                            {"name": "Accept", "in": "header", "schema": {"type": "string"}},
+                            _param("id", "path", "integer", required=True, description="op-level wins"),
+                            _param("session", "cookie", "string"),
+                            _param("Accept", "header", "string"),
                         ],
                         "responses": ok(),
                     },
