@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openapi_spec_helpers import ok
+from openapi_spec_helpers import json_body, ok
 
 from toolweave.adapters.openapi.links import arazzo_edges, infer_edges, link_edges, spec_edges
 from toolweave.adapters.openapi.parser import parse_spec_file
@@ -124,19 +124,9 @@ def _petstore_spec() -> dict[str, Any]:
             "/store/order": {
                 "post": {
                     "operationId": "placeOrder",
-                    "requestBody": {
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "petId": {"type": "integer"},
-                                        "quantity": {"type": "integer"},
-                                    },
-                                }
-                            }
-                        }
-                    },
+                    "requestBody": json_body(
+                        {"petId": {"type": "integer"}, "quantity": {"type": "integer"}}, optional=True
+                    ),
                     "responses": ok({"type": "object", "properties": {"id": {"type": "integer"}}}),
                 }
             },

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from openapi_spec_helpers import ok
+from openapi_spec_helpers import ok, param
 
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import parse_spec_file
@@ -16,11 +16,6 @@ from toolweave.errors import OpenAPISpecError
 
 def _spec(paths: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": paths, **extra}
-
-
-def _param(name: str, where: str, type_: str, **fields: Any) -> dict[str, Any]:
-    """An OpenAPI parameter object of a scalar ``type_``, located ``where`` (path, query, header...)."""
-    return {"name": name, "in": where, "schema": {"type": type_}, **fields}
 
 
 def _tool(parsed: Any, name: str) -> Any:
@@ -69,16 +64,16 @@ def test_parameters_merge_path_level_and_operation_level_by_name_and_location(wr
             {
                 "/pets/{id}": {
                     "parameters": [
-                        _param("id", "path", "string", required=True, description="path-level"),
-                        _param("id", "query", "integer"),
-                        _param("X-Trace", "header", "string"),
+                        param("id", "path", "string", required=True, description="path-level"),
+                        param("id", "query", "integer"),
+                        param("X-Trace", "header", "string"),
                     ],
                     "get": {
                         "operationId": "getPet",
                         "parameters": [
-                            _param("id", "path", "integer", required=True, description="op-level wins"),
-                            _param("session", "cookie", "string"),
-                            _param("Accept", "header", "string"),
+                            param("id", "path", "integer", required=True, description="op-level wins"),
+                            param("session", "cookie", "string"),
+                            param("Accept", "header", "string"),
                         ],
                         "responses": ok(),
                     },
