@@ -329,3 +329,9 @@ async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_
 
         await poll_async(late_found, "the replica picks up a version committed after the outage", 30)
         assert "back" in await called(replica, "back")
+        logs = replica.logs()
+        assert logs.count("could not check the registry for newer versions") == 1  # once per outage
+        assert "the registry can be checked again" in logs
+        assert (
+            "full-text search failed, vector search only" in logs and "full-text search works again" in logs
+        )
