@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from tests.edges import edge
+from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 
 __all__ = ["BANK", "EDGES", "TOOLS", "demo_registry", "tool"]
@@ -22,20 +23,15 @@ TOOLS = [
     tool("get_weather", "Weather forecast for a city."),
 ]
 EDGES = [
-    DependencyEdge(
-        tool="demo__get_stock_price",
-        depends_on="demo__get_stock_ticker",
-        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-        parameter_name="ticker",
+    edge(
+        "demo__get_stock_price",
+        "demo__get_stock_ticker",
+        "ticker",
         reason="the price needs a ticker symbol",
         confidence=0.75,
         evidence="catalog",
     ),
-    DependencyEdge(
-        tool="demo__get_stock_ticker",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-    ),
+    edge("demo__get_stock_ticker", "demo__check_connectivity"),
 ]
 
 BANK = [

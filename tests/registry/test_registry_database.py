@@ -9,9 +9,10 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from tests.edges import edge
 from tests.registry.demo import BANK, EDGES, TOOLS, demo_registry, tool
 from toolweave.errors import RegistryError
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import DependencyGraph, Embedder, Registry
 from toolweave.registry.database import EDGE_TABLE, RegistryDatabase
 from toolweave.registry.documents import tool_document
@@ -43,13 +44,7 @@ def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embe
 def test_overrides_are_committed_and_hold_for_later_processes(
     reg: Registry, shared_embedder: Embedder
 ) -> None:
-    pin = DependencyEdge(
-        tool="demo__get_weather",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-        origin="manifest",
-        evidence="manifest:pin",
-    )
+    pin = edge("demo__get_weather", "demo__check_connectivity", origin="manifest", evidence="manifest:pin")
     overrides = GraphOverrides(
         pin=[pin],
         remove=[EdgeSelector("demo__get_stock_ticker", "demo__check_connectivity")],

@@ -170,3 +170,27 @@ def test_blas_threads_are_pinned_once_per_process(
         assert calls == [{"limits": 1, "user_api": "blas"}]
     finally:
         registry_module._single_threaded_blas.cache_clear()  # the next registry pins for real
+
+
+def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(
+    reg: Registry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's full-text index unreachable (an object store down): searches rank by the vectors
+    held in memory, with one warning per outage, and use BM25 again once the index answers."""
+    real = reg._table.text_search
+
+    def store_down(*_args: object) -> list[tuple[str, float]]:
+        raise RegistryError("tool table: full-text search failed: connection refused")
+
+    monkeypatch.setattr(reg._table, "text_search", store_down)
+    for query in ("share price of a stock", "weather forecast"):
+        ((vector_hits, text_hits),) = reg.search([(query,)], 3)
+        assert vector_hits and text_hits == []
+    ranked = retrieve_tools(reg, "weather forecast", RetrievalSettings())
+    assert ranked[0].tool_id == "demo__get_weather"
+    assert caplog.text.count("full-text search failed, vector search only") == 1
+
+    monkeypatch.setattr(reg._table, "text_search", real)
+    ((_, text_hits),) = reg.search([("weather forecast",)], 3)
+    assert text_hits[0].tool_id == "demo__get_weather"
+    assert "full-text search works again" in caplog.text
