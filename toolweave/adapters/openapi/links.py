@@ -99,12 +99,11 @@ def _edge(
 ) -> DependencyEdge:
     """``consumer`` needs ``producer``: through ``parameter_name`` if given, else as a whole tool. Edges
     with a ``confidence`` are inferred; those without are declared by the spec or an Arazzo document."""
+    whole_tool = parameter_name is None
     return DependencyEdge(
         tool=consumer.tool.id,
         depends_on=producer.tool.id,
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
-        if parameter_name is None
-        else EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON if whole_tool else EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
         parameter_name=parameter_name,
         reason=reason,
         origin="declared" if confidence is None else "inferred",
@@ -247,8 +246,10 @@ def arazzo_edges(parsed: ParsedSpec, doc: Any, *, name: str = "arazzo") -> list[
                             param = _property_for(consumer, where.split(":", 1)[1])
                         elif direct_operation and where == "requestBody":
                             param = _body_property(consumer)
-                        reason = f"Arazzo workflow {wid!r}: step {step_id!r} uses outputs of "
-                        reason += f"step {producer_step!r}"
+                        reason = (
+                            f"Arazzo workflow {wid!r}: step {step_id!r} uses outputs of "
+                            f"step {producer_step!r}"
+                        )
                         evidence = f"{name}#/workflows/{wid}/steps/{step_id}"
                         edges.append(_edge(consumer, producer, reason, evidence, param))
     return edges
