@@ -186,6 +186,8 @@ class RedisSessions:
                 pubsub = self._clients()[1].pubsub(ignore_subscribe_messages=True)
                 try:
                     await pubsub.subscribe(CHANNEL)
+                    if not self.healthy:  # back after an outage: no pooled connection to the old server
+                        await _quietly(self._clients()[0].connection_pool.disconnect())
                     self._reached()
                     lost()  # whatever changed before this subscription was not heard
                     async for message in pubsub.listen():
