@@ -94,3 +94,33 @@ def test_http_transports_run_on_uvloop_when_installed() -> None:
 
     pytest.importorskip("uvloop")
     assert _loop_options() == {"use_uvloop": True}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "plain"),
+    [
+        ({"query": "what time is it"}, True),
+        ({"query": "x", "k": 1}, True),
+        ({"query": "x", "k": 50}, True),
+        ({"query": ""}, False),
+        ({"query": "x", "k": 0}, False),
+        ({"query": "x", "k": 51}, False),
+        ({"query": "x", "k": True}, False),  # a bool is no JSON Schema integer
+        ({"query": "x", "k": 2.0}, False),  # valid, but left to the schema check
+        ({"query": "x", "k": "3"}, False),
+        ({"query": 5}, False),
+        ({"query": "x", "extra": 1}, False),
+        ({"k": 3}, False),
+        ({}, False),
+    ],
+)
+def test_find_tools_skips_the_schema_check_only_for_valid_arguments(
+    arguments: dict[str, object], plain: bool
+) -> None:
+    from toolweave.server.gateway import _plain_find_tools_arguments
+    from toolweave.server.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
+    from toolweave.server.proxy import argument_errors
+
+    assert _plain_find_tools_arguments(arguments) is plain
+    if plain:  # never skips a check that would have found a problem
+        assert argument_errors(META_INPUT_SCHEMAS[FIND_TOOLS], arguments) == []

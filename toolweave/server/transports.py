@@ -32,6 +32,7 @@ from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
 from toolweave.server.early import EarlyFront, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.host import host_channel, turn_route
+from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
 from toolweave.settings import SecuritySettings
 
@@ -101,6 +102,7 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
     app = gateway.server.streamable_http_app(
         host=host, transport_security=_security(host, gateway.settings.security)
     )
+    answer_find_tools_as_json(gateway.server.session_manager)  # the hot path without SSE (json_answers.py)
     app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
     app = _protect(app, gateway, host, port, "/mcp")
     app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
