@@ -1,6 +1,6 @@
-"""find_tools answered as one JSON body over streamable HTTP, everything else as the SDK's SSE stream
-(server/json_answers.py): the real gateway under uvicorn on 127.0.0.1, a raw HTTP client and a real MCP
-SDK client, which still gets sampling on its call's stream and list_changed on its GET stream."""
+"""find_tools and tools/list answered as one JSON body over streamable HTTP, everything else as the SDK's
+SSE stream (server/json_answers.py): the real gateway under uvicorn on 127.0.0.1, a raw HTTP client and a
+real MCP SDK client, which still gets sampling on its call's stream and list_changed on its GET stream."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def _call(name: str, **extra: Any) -> bytes:
         (_call("find_tools"), (False, True), False),
         (_call("call_tool"), (True, True), False),  # may sample: keeps its request stream
         (_call("notes__find_tools_like"), (True, True), False),
-        (_call("find_tools", method="tools/list"), (True, True), False),
+        (_call("find_tools", method="tools/list"), (True, True), True),
+        (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(), (True, False), False),
+        (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode(), (True, True), False),
+        (json.dumps({"jsonrpc": "2.0", "method": "tools/list"}).encode(), (True, True), False),
         (
             json.dumps({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "find_tools"}}).encode(),
             (True, True),
@@ -49,7 +52,7 @@ def _call(name: str, **extra: Any) -> bytes:
         (b'["find_tools"]', (True, True), False),
     ],
 )
-def test_only_find_tools_calls_are_answered_as_json(
+def test_only_find_tools_calls_and_tool_lists_are_answered_as_json(
     body: bytes, accept: tuple[bool, bool], expected: bool
 ) -> None:
     assert answers_as_json(body, *accept) is expected
@@ -112,9 +115,22 @@ async def test_find_tools_is_json_other_requests_stay_sse(registry: Any) -> None
             listed = await http.post(
                 url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=headers
             )
-            assert listed.headers["content-type"].startswith("text/event-stream")
-            names = {t["name"] for t in _messages(listed)[-1]["result"]["tools"]}
+            assert listed.headers["content-type"] == "application/json"
+            names = {t["name"] for t in listed.json()["result"]["tools"]}
             assert "clock__get_current_time" in names  # published by the JSON-answered call
+
+            # anything else keeps the SDK's SSE stream: a proxied call (which may sample), a ping
+            call = {
+                "jsonrpc": "2.0",
+                "id": 6,
+                "method": "tools/call",
+                "params": {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}},
+            }
+            proxied = await http.post(url, json=call, headers=headers)
+            assert proxied.headers["content-type"].startswith("text/event-stream")
+            assert _messages(proxied)[-1]["result"]["content"][0]["text"] == "no sampler"
+            pinged = await http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=headers)
+            assert pinged.headers["content-type"].startswith("text/event-stream")
 
             bad = {**find, "id": 4, "params": {"name": "find_tools", "arguments": {"query": 5}}}
             refused = await http.post(url, json=bad, headers=headers)

@@ -1,12 +1,13 @@
-"""Streamable HTTP: ``find_tools`` answered with one JSON body instead of an SSE stream (issue 9.5).
+"""Streamable HTTP: ``find_tools`` and ``tools/list`` answered with one JSON body, not an SSE stream.
 
 The spec lets a server answer any POSTed request either as ``application/json`` or as a
 ``text/event-stream`` when the client accepts both (every client must read both). The SDK picks one
 mode per session manager: SSE keeps a request-scoped channel, which a proxied call needs (upstream
 sampling goes to the client on it), but costs the event loop a response task group, a ping task and
 an SSE encoder per POST: under 50 sessions that was the largest single part of a cached
-``find_tools``. ``find_tools`` never sends anything on that channel (no sampling, no progress, no
-log messages; ``list_changed`` travels on the session's GET stream), so this module answers it as
+``find_tools`` (issue 9.5), and a client that honours ``list_changed`` follows each changed answer
+with a ``tools/list``. Neither sends anything on that channel (no sampling, no progress, no log
+messages; ``list_changed`` travels on the session's GET stream), so this module answers both as
 JSON and leaves every other request, and the 2026-era path, exactly as the SDK serves it.
 
 How: the session manager's transports become ``_FindToolsAsJson``, whose
@@ -31,27 +32,35 @@ from toolweave.server.handshake import FIND_TOOLS
 __all__ = ["answer_find_tools_as_json", "answers_as_json"]
 
 _json_answer: ContextVar[bool] = ContextVar("toolweave_json_answer", default=False)
+_WORDS = (FIND_TOOLS.encode(), b"tools/list")
 
 
 def answers_as_json(body: bytes, accept_json: bool, accept_sse: bool) -> bool:
-    """Whether a POST with ``body`` is a ``find_tools`` call that may be answered as plain JSON.
+    """Whether a POST with ``body`` is a ``find_tools`` call or a ``tools/list`` that may be answered
+    as plain JSON.
 
     Only when the client accepts both types: one that accepts JSON alone is refused by the SSE mode
     (406), and must stay refused."""
-    if not (accept_json and accept_sse) or FIND_TOOLS.encode() not in body:
+    if not (accept_json and accept_sse) or not any(word in body for word in _WORDS):
         return False  # the substring test skips parsing every other request
     try:
         message = json.loads(body)
     except ValueError:
         return False  # the SDK answers the parse error
-    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+    if not isinstance(message, dict) or "id" not in message:  # a notification has no answer
         return False
+    if message.get("method") == "tools/list":
+        return True
     params = message.get("params")
-    return isinstance(params, dict) and params.get("name") == FIND_TOOLS
+    return (
+        message.get("method") == "tools/call"
+        and isinstance(params, dict)
+        and params.get("name") == FIND_TOOLS
+    )
 
 
 class _FindToolsAsJson(StreamableHTTPServerTransport):
-    """A session's transport that answers ``find_tools`` POSTs as JSON (see the module docstring)."""
+    """A session's transport that answers ``find_tools`` and ``tools/list`` as JSON (module docstring)."""
 
     @property
     def is_json_response_enabled(self) -> bool:
@@ -83,7 +92,8 @@ class _SessionManager(StreamableHTTPSessionManager):
 
 
 def answer_find_tools_as_json(manager: StreamableHTTPSessionManager) -> None:
-    """Make ``manager`` (an SSE-mode, stateful session manager) answer ``find_tools`` as JSON."""
+    """Make ``manager`` (an SSE-mode, stateful session manager) answer ``find_tools`` and
+    ``tools/list`` as JSON."""
     if manager.json_response or manager.stateless:
         raise ValueError("answer_find_tools_as_json needs a stateful session manager in SSE mode")
     manager.__class__ = _SessionManager
