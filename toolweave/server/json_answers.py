@@ -75,7 +75,10 @@ class _FindToolsAsJson(StreamableHTTPServerTransport):
         self, scope: Scope, request: Request, receive: Receive, send: Send
     ) -> None:
         accept_json, accept_sse = check_accept_headers(request)
-        body = await request.body()  # Starlette keeps it: the SDK's own read gets the same bytes
+        try:
+            body = await request.body()  # Starlette keeps it: the SDK's own read gets the same bytes
+        except Exception:  # a client that left: the SDK meets the same error and answers it as ever
+            body = b""
         token = _json_answer.set(answers_as_json(body, accept_json, accept_sse))
         try:
             await super()._handle_post_request(scope, request, receive, send)
