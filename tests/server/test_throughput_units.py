@@ -94,3 +94,62 @@ def test_http_transports_run_on_uvloop_when_installed() -> None:
 
     pytest.importorskip("uvloop")
     assert _loop_options() == {"use_uvloop": True}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "plain"),
+    [
+        ({"query": "what time is it"}, True),
+        ({"query": "x", "k": 1}, True),
+        ({"query": "x", "k": 50}, True),
+        ({"query": ""}, False),
+        ({"query": "x", "k": 0}, False),
+        ({"query": "x", "k": 51}, False),
+        ({"query": "x", "k": True}, False),  # a bool is no JSON Schema integer
+        ({"query": "x", "k": 2.0}, False),  # valid, but left to the schema check
+        ({"query": "x", "k": "3"}, False),
+        ({"query": 5}, False),
+        ({"query": "x", "extra": 1}, False),
+        ({"k": 3}, False),
+        ({}, False),
+    ],
+)
+def test_find_tools_skips_the_schema_check_only_for_valid_arguments(
+    arguments: dict[str, object], plain: bool
+) -> None:
+    from toolweave.server.gateway import _plain_find_tools_arguments
+    from toolweave.server.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
+    from toolweave.server.proxy import argument_errors
+
+    assert _plain_find_tools_arguments(arguments) is plain
+    if plain:  # never skips a check that would have found a problem
+        assert argument_errors(META_INPUT_SCHEMAS[FIND_TOOLS], arguments) == []
+
+
+def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
+    import json
+
+    from tests.server.helpers import notes_tools, time_tools
+    from toolweave.retrieval.results import RankedTool
+    from toolweave.server.meta_tools import FoundTool, find_tools_result
+
+    records = [*time_tools(), *notes_tools()]
+    odd = records[0].model_copy(
+        update={"description": 'Zeit « jetzt » – "quoted" \\ \u2028 ok', "input_schema": {"type": "object"}}
+    )
+    found = [
+        FoundTool(records[0], RankedTool(records[0].id, 1, "first_pass", 0.51234)),
+        FoundTool(records[2], RankedTool(records[2].id, 2, "dependency", 0.0, via=records[0].id, depth=1)),
+        FoundTool(records[1], RankedTool(records[1].id, 3, "first_pass", -0.25, publish=False)),
+    ]
+    cases = [
+        ("what time is it", found, True, [records[0].id]),
+        ('ünïcödé "query" \n with\ttabs', found[1:], False, []),
+        ("no match", [], False, []),
+        ("x" * 500, found[:1], True, [r.id for r in records]),
+        ("changed tool", [FoundTool(odd, found[0].ranked)], False, []),  # same id, new record
+        ("what time is it", found, True, [records[0].id]),  # again, from the cache
+    ]
+    for query, tools, changed, published in cases:
+        result = find_tools_result(query, tools, list_changed=changed, published=published, name_of=str.upper)
+        assert result.content[0].text == json.dumps(result.structured_content, ensure_ascii=False)  # type: ignore[union-attr]

@@ -626,9 +626,10 @@ class Gateway:
     async def _find_tools_traced(
         self, session: Session, arguments: Mapping[str, Any]
     ) -> types.CallToolResult:
-        problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
-        if problems:
-            return _bad_meta_arguments(FIND_TOOLS, problems)
+        if not _plain_find_tools_arguments(arguments):
+            problems = argument_errors(self._input_schema(FIND_TOOLS) or {}, arguments)
+            if problems:
+                return _bad_meta_arguments(FIND_TOOLS, problems)
         query = str(arguments["query"]).strip()
         if not query:
             return to_tool_error_result(
@@ -871,6 +872,21 @@ def _outcome(result: types.CallToolResult) -> str:
     error = (result.structured_content or {}).get("error")
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else "tool_error"
+
+
+def _plain_find_tools_arguments(arguments: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` are the usual well-formed ``find_tools`` call: a non-empty string query and
+    at most an integer ``k`` in range. Those pass the schema check, whose validator costs the event loop
+    more than the rest of a cached answer; anything else still gets it (and its exact messages)."""
+    query, k = arguments.get("query"), arguments.get("k", 1)
+    return (
+        len(arguments) <= 2
+        and arguments.keys() <= {"query", "k"}
+        and type(query) is str
+        and query != ""
+        and type(k) is int
+        and 1 <= k <= MAX_K
+    )
 
 
 def _bad_meta_arguments(tool: str, problems: list[dict[str, str]]) -> types.CallToolResult:

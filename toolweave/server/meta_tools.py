@@ -108,9 +108,61 @@ def find_tools_result(
     if not tools:
         doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(doc, ensure_ascii=False))],
+        content=[types.TextContent(text=_document_text(doc, found))],
         structured_content=doc,
     )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _document_text(doc: dict[str, Any], found: Sequence[FoundTool]) -> str:
+    """``json.dumps(doc, ensure_ascii=False)``, character for character, with each tool's description,
+    schema and source encoded once per record (``_constant_part``): encoding those schemas again on
+    every answer was most of the answer's cost."""
+    tools = ", ".join(
+        "".join(
+            (
+                '{"name": ',
+                _dump(entry["name"]),
+                _constant_part(f.record),
+                ', "why": ',
+                _dump(entry["why"]),
+                ', "reason": ',
+                _dump(entry["reason"]),
+                ', "rank": ',
+                _dump(entry["rank"]),
+                ', "published": ',
+                _dump(entry["published"]),
+                "}",
+            )
+        )
+        for f, entry in zip(found, doc["tools"], strict=True)
+    )
+    rest = ", ".join(f"{_dump(key)}: {_dump(value)}" for key, value in doc.items() if key not in _HEAD)
+    return f'{{"query": {_dump(doc["query"])}, "tools": [{tools}], {rest}}}'
+
+
+_HEAD = ("query", "tools")
+_FRAGMENTS: dict[str, tuple[ToolRecord, str]] = {}
+_MAX_FRAGMENTS = 4096
+
+
+def _constant_part(record: ToolRecord) -> str:
+    """The encoded description, input schema and source of ``record`` (records are immutable and
+    replaced on change, so the same object means the same text)."""
+    cached = _FRAGMENTS.get(record.id)
+    if cached is not None and cached[0] is record:
+        return cached[1]
+    text = (
+        f', "description": {_dump(record.description)}, "input_schema": {_dump(record.input_schema)}, '
+        f'"source": {_dump(record.source)}'
+    )
+    if len(_FRAGMENTS) >= _MAX_FRAGMENTS:  # tools removed over a long life must not pile up
+        _FRAGMENTS.clear()
+    _FRAGMENTS[record.id] = (record, text)
+    return text
 
 
 def _echo(query: str) -> str:
