@@ -214,3 +214,60 @@ def test_a_search_breadth_below_the_candidates_refined_is_raised_not_refused(lar
     wide = vector_ids(large, QUERIES[0], k=20)
     large.settings = large.settings.model_copy(update={"vector_index_ef": 1})
     assert vector_ids(large, QUERIES[0], k=20) == wide
+
+
+def test_the_index_is_of_the_configured_kind_and_a_quantised_one_is_refined(
+    exact: Registry, large: Registry
+) -> None:
+    """The default index holds the full vectors (exact distances: no re-read of the vectors); a
+    scalar-quantised one re-scores its candidates from the table. Changing the kind rebuilds the index;
+    both give exact search's tools and exact cosines."""
+    want = {q: exact.search([(q,)], 5, SearchScope(text=False))[0][0] for q in QUERIES[:8]}
+
+    def same_as_exact(reg: Registry) -> None:
+        for query, hits in want.items():
+            ((got, _),) = reg.search([(query,)], 5, SearchScope(text=False))
+            assert [h.tool_id for h in got] == [h.tool_id for h in hits]
+            assert [h.score for h in got] == pytest.approx([h.score for h in hits], abs=1e-5)
+
+    assert index_state(large._table).kind == "hnsw_flat" and not large._snap.ann_refine
+    same_as_exact(large)
+    large.settings = large.settings.model_copy(update={"vector_index_kind": "hnsw_sq"})
+    assert large.refresh_vector_index() == "built"
+    assert index_state(large._table).kind == "hnsw_sq" and large._snap.ann_refine
+    same_as_exact(large)
+    assert large.refresh_vector_index() == "current"
+    # a handle opened on the same registry later reads the kind from the index itself
+    reopened = open_registry(large.path, threshold=100)  # type: ignore[arg-type]
+    assert reopened._snap.ann_refine
+    reopened.close()
+
+
+def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: Path) -> None:
+    """The relevance floor asks every candidate whether it is destructive: a large registry answers
+    from the stored JSON and decodes only the records that may be (confirming them)."""
+    plain = tools("a", 150)
+    marked = ToolRecord(
+        id="a__drop",
+        source="a",
+        name="drop",
+        description="drop every table",
+        backend={"annotations": {"destructive_hint": True}},
+    )
+    # the same key elsewhere in the record is no mark: decoded to confirm, and False
+    elsewhere = ToolRecord(
+        id="a__doc", source="a", name="doc", description="x", backend={"http": {"destructive_hint": True}}
+    )
+    quoted = ToolRecord(id="a__quote", source="a", name="quote", description='"destructive_hint": true')
+    settings = Settings(home=tmp_path, vector_index_threshold=100, infer_dependencies=False)
+    reg = Registry.open(tmp_path, embedder=HashEmbedder(), settings=settings)
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]
+    reg.ingest("a", [*plain, marked, elsewhere, quoted])
+    records = reg._snap.records
+    assert isinstance(records, CompactRecords)
+    assert reg.is_destructive("a__drop")
+    assert not reg.is_destructive("a__doc") and not reg.is_destructive("a__quote")
+    assert not reg.is_destructive("a__t7") and not reg.is_destructive("nope__x")
+    assert set(records._decoded) == {"a__drop", "a__doc"}  # the plain tools were never decoded
+    assert [reg.is_destructive(t.id) for t in plain] == [t.destructive for t in plain]
+    reg.close()

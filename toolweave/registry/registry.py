@@ -63,7 +63,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.registry.vector_index import VectorIndexParams, ann_search, refresh, vectors_of
+from toolweave.registry.vector_index import VectorIndexParams, ann_search, index_state, refresh, vectors_of
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -250,6 +250,15 @@ class Registry:
 
     def find(self, tool_id: str) -> ToolRecord | None:
         return self._snap.records.get(tool_id)
+
+    def is_destructive(self, tool_id: str) -> bool:
+        """Whether the tool says it may destroy data (``ToolRecord.destructive``; False for an unknown
+        tool), without decoding a large registry's records that cannot be."""
+        records = self._snap.records
+        if isinstance(records, CompactRecords):
+            return records.is_destructive(tool_id)
+        record = records.get(tool_id)
+        return record is not None and record.destructive
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""
@@ -773,6 +782,7 @@ class Registry:
             usage_rows=usage_rows,
             usage_matrix=usage_matrix,
             ann=ann,
+            ann_refine=ann and not index_state(self._table).exact,
         )
         for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
             if tool_id not in self._graph:
@@ -809,9 +819,15 @@ class Registry:
         self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
     ) -> list[Hit]:
         """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
-        params = VectorIndexParams(self.settings.vector_index_ef, self.settings.vector_index_refine)
         # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
-        found = ann_search(self._table, query_vector, k + _UNCOMMITTED_SLACK, params, exclude_sources)
+        found = ann_search(
+            self._table,
+            query_vector,
+            k + _UNCOMMITTED_SLACK,
+            self._index_params,
+            exclude_sources,
+            refine=snap.ann_refine,
+        )
         scores = {i: s for i, s in found if i in snap.sources}
         if snap.usage_rows.size and self._usage_on:
             scores = self._fuse_usage_candidates(snap, query_vector, scores, k, exclude_sources)
@@ -843,6 +859,13 @@ class Registry:
         fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], self.settings.usage_weight)
         return dict(zip(ids, values.tolist(), strict=True))
 
+    @property
+    def _index_params(self) -> VectorIndexParams:
+        settings = self.settings
+        return VectorIndexParams(
+            settings.vector_index_ef, settings.vector_index_refine, settings.vector_index_kind
+        )
+
     def refresh_vector_index(self) -> str:
         """Bring a large registry's ANN index up to date with its rows now, and commit it: ``built``,
         ``merged`` (new rows added to it), ``current`` or ``none`` (below the size threshold). Ingests
@@ -852,10 +875,11 @@ class Registry:
             if not self._snap.ann:
                 return "none"
             with self._writer():  # the lease: another replica may be writing this registry
-                done = refresh(self._table)
+                done = refresh(self._table, self.settings.vector_index_kind)
                 if done != "current":
                     self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
                     self._loaded_generation = self._db.committed_generation()
+                    self._snap = replace(self._snap, ann_refine=not index_state(self._table).exact)
             log.info("registry %s: vector index %s (%d tools)", self.path, done, len(self))
             return done
 

@@ -63,6 +63,8 @@ class Snapshot:
     """BM25 answers by (query, limit) for this snapshot's rows: a new snapshot starts empty."""
     ann: bool = False
     """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
+    ann_refine: bool = False
+    """The ANN index is quantised: its candidates are re-scored with the full vectors from the table."""
 
     @cached_property
     def row_of(self) -> dict[str, int]:

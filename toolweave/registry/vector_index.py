@@ -2,9 +2,12 @@
 
 Below ``Settings.vector_index_threshold`` tools the registry scores every vector in an in-memory numpy
 matrix (exact, and faster than any index at that size). Above it the matrix is not held at all: the
-vector first pass asks LanceDB, through an IVF-HNSW-SQ index on the tool table's ``vector`` column
-(cosine), and re-ranks the index's candidates with their full vectors (``refine_factor``), so the
-scores it returns are exact cosines of the tools it finds.
+vector first pass asks LanceDB, through an HNSW index on the tool table's ``vector`` column (cosine,
+``Settings.vector_index_kind``). The default index (IVF-HNSW-FLAT) keeps the full vectors in its graph,
+so the distances it returns are exact cosines; a scalar-quantised one (IVF-HNSW-SQ, a third of the
+memory) re-ranks its candidates with the full vectors read from the table (``refine_factor``), which
+costs more than the graph search itself (random reads of the vector column). Either way the scores
+are exact cosines of the tools it finds, as the relevance floor expects.
 
 Rows written after the index was built are still found: LanceDB searches rows no index covers flat
 and merges them with the index's results. The registry refreshes the index in the background after
@@ -18,13 +21,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 from toolweave.registry.store import ToolTable, lance_errors, sql_string
 
-__all__ = ["IndexState", "VectorIndexParams", "ann_search", "index_state", "refresh", "vectors_of"]
+__all__ = [
+    "INDEX_TYPES",
+    "IndexKind",
+    "IndexState",
+    "VectorIndexParams",
+    "ann_search",
+    "index_state",
+    "refresh",
+    "vectors_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +46,12 @@ _REBUILD_GROWTH = 2.0
 """Rebuild (re-train) once the table holds this many times the rows the index was trained on:
 incremental merges keep the old partitions and graph, whose quality drifts as the data grows."""
 
+IndexKind = Literal["hnsw_flat", "hnsw_sq"]
+INDEX_TYPES: dict[str, IndexKind] = {"IvfHnswFlat": "hnsw_flat", "IvfHnswSq": "hnsw_sq"}
+"""LanceDB's ``index_type`` of each kind we build (an index of any other type is rebuilt)."""
+_EXACT_KINDS: frozenset[IndexKind] = frozenset({"hnsw_flat"})
+"""Kinds whose distances are exact: nothing to refine."""
+
 
 @dataclass(frozen=True)
 class VectorIndexParams:
@@ -42,46 +60,62 @@ class VectorIndexParams:
     ef: int = 200
     """HNSW search breadth: candidates kept while walking the graph (higher: better recall, slower)."""
     refine_factor: int = 4
-    """Candidates re-scored with the full vectors: ``k * refine_factor`` (corrects quantisation error)."""
+    """Candidates re-scored with the full vectors: ``k * refine_factor`` (corrects quantisation error;
+    a quantised index only)."""
+    kind: IndexKind = "hnsw_flat"
+    """The index ``refresh`` builds (an index of another kind is rebuilt)."""
 
 
 @dataclass(frozen=True)
 class IndexState:
     indexed: int
     unindexed: int
+    kind: IndexKind | None = None
+    """What the index is (None: no index, or one of a type we do not build)."""
 
     @property
     def exists(self) -> bool:
         return self.indexed > 0
 
+    @property
+    def exact(self) -> bool:
+        """Searches need no refine: the index holds the full vectors, or there is none (flat search)."""
+        return not self.exists or self.kind in _EXACT_KINDS
+
 
 def index_state(table: ToolTable) -> IndexState:
     """How many rows the vector index covers and how many it does not (no index: ``indexed == 0``)."""
     with lance_errors("reading the vector index statistics"):
-        if not any(VECTOR_COLUMN in idx.columns for idx in table.lance.list_indices()):
+        index = next((idx for idx in table.lance.list_indices() if VECTOR_COLUMN in idx.columns), None)
+        if index is None:
             return IndexState(0, table.count())
         stats = table.lance.index_stats(INDEX_NAME)
     if stats is None:
         return IndexState(0, table.count())
-    return IndexState(int(stats.num_indexed_rows), int(stats.num_unindexed_rows))
+    kind = INDEX_TYPES.get(str(index.index_type))
+    return IndexState(int(stats.num_indexed_rows), int(stats.num_unindexed_rows), kind)
 
 
-def refresh(table: ToolTable) -> Literal["built", "merged", "current"]:
-    """Bring the vector index up to date with the rows: build it (none yet, or the table has outgrown
-    it) or merge the unindexed rows into it. Writes a new table version (uncommitted: the caller
-    commits it like any other write)."""
-    from lancedb.index import HnswSq
+def refresh(table: ToolTable, kind: IndexKind = "hnsw_flat") -> Literal["built", "merged", "current"]:
+    """Bring the vector index up to date with the rows: build it (none yet, one of another kind, or
+    the table has outgrown it) or merge the unindexed rows into it. Writes a new table version
+    (uncommitted: the caller commits it like any other write)."""
+    from lancedb.index import HnswFlat, HnswSq
 
+    if kind not in get_args(IndexKind):
+        raise ValueError(f"unknown vector index kind {kind!r}")
     state = index_state(table)
     rows = state.indexed + state.unindexed
-    if state.exists and state.unindexed == 0:
+    wanted = state.exists and state.kind == kind
+    if wanted and state.unindexed == 0:
         return "current"
-    if state.exists and rows < state.indexed * _REBUILD_GROWTH:
+    if wanted and rows < state.indexed * _REBUILD_GROWTH:
         with lance_errors("adding new rows to the vector index"):
             table.lance.optimize()  # merges unindexed rows into the existing index (and compacts)
         return "merged"
     # One IVF partition per ~100k rows: HNSW needs few partitions, and each is one graph in memory.
-    config = HnswSq(distance_type="cosine", num_partitions=max(1, rows // 100_000))
+    partitions = max(1, rows // 100_000)
+    config = (HnswFlat if kind == "hnsw_flat" else HnswSq)(distance_type="cosine", num_partitions=partitions)
     with lance_errors(f"building the vector index over {rows} tools"):
         table.lance.create_index(VECTOR_COLUMN, config=config, replace=True)
     return "built"
@@ -93,22 +127,27 @@ def ann_search(
     k: int,
     params: VectorIndexParams,
     exclude_sources: Collection[str] = (),
+    *,
+    refine: bool = True,
 ) -> list[tuple[str, float]]:
     """The ``k`` tools closest to ``query`` (a unit vector) as ``(id, cosine)``, best first.
 
     Uses the index where there is one and searches the rows it does not cover flat; without an index
-    this is an exact (flat) search of the whole table.
+    this is an exact (flat) search of the whole table. ``refine``: re-score the candidates with the
+    full vectors (needed for exact cosines from a quantised index only: ``IndexState.exact``).
     """
     if k <= 0:
         return []
+    factor = params.refine_factor if refine else 1
     search = (
         table.lance.search(query.astype(np.float32), vector_column_name=VECTOR_COLUMN)
         .distance_type("cosine")
-        .ef(max(params.ef, k * params.refine_factor))  # Lance refuses an ef below the candidates it re-scores
-        .refine_factor(params.refine_factor)
+        .ef(max(params.ef, k * factor))  # Lance refuses an ef below the candidates it re-scores
         .select(["id", "_distance"])
         .limit(k)
     )
+    if refine:
+        search = search.refine_factor(params.refine_factor)
     if exclude_sources:
         quoted = ", ".join(sql_string(s) for s in sorted(exclude_sources))
         search = search.where(f"source NOT IN ({quoted})", prefilter=True)
