@@ -10,6 +10,7 @@ milliseconds to embed.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -271,3 +272,38 @@ def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: P
     assert set(records._decoded) == {"a__drop", "a__doc"}  # the plain tools were never decoded
     assert [reg.is_destructive(t.id) for t in plain] == [t.destructive for t in plain]
     reg.close()
+
+
+def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
+    exact: Registry, large: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ANN search returns row addresses, named from the snapshot's map (LanceDB need not read the
+    ids back); once a write moves rows (a compaction) the map is stale: ids come from the table until
+    the map is read again in the background, and every answer stays exact search's."""
+    used: list[bool] = []
+    real = registry_module.ann_search
+
+    def spy(*args: object, rows: object = None, **kwargs: object) -> object:
+        used.append(rows is not None)
+        return real(*args, rows=rows, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry_module, "ann_search", spy)
+    want = {q: vector_ids(exact, q) for q in QUERIES[:6]}
+    rows = large._snap.rows
+    assert rows is not None and rows.version == large._table.version
+    assert rows.ids_at(np.array([rows.addresses[0], 2**63], dtype=np.uint64)) == [rows.ids[0], None]
+    assert {q: vector_ids(large, q) for q in want} == want and all(used)
+
+    large._table.lance.optimize()  # compacts the two ingests' fragments: every row gets a new address
+    moved = large._snap.rows
+    assert moved is not None and moved.version != large._table.version
+    used.clear()
+    assert vector_ids(large, QUERIES[0]) == want[QUERIES[0]] and used == [False]
+    deadline = time.monotonic() + 60
+    while (large._snap.rows or moved).version != large._table.version:  # the background re-read
+        assert time.monotonic() < deadline, "the row addresses were never read again"
+        time.sleep(0.05)
+    remapped = large._snap.rows
+    assert remapped is not None and set(remapped.addresses.tolist()).isdisjoint(moved.addresses.tolist())
+    used.clear()
+    assert {q: vector_ids(large, q) for q in want} == want and all(used)

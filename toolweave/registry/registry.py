@@ -63,7 +63,14 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.registry.vector_index import VectorIndexParams, ann_search, index_state, refresh, vectors_of
+from toolweave.registry.vector_index import (
+    VectorIndexParams,
+    ann_search,
+    index_state,
+    refresh,
+    row_map,
+    vectors_of,
+)
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -121,6 +128,7 @@ class Registry:
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
         self._index_queued = False
+        self._remap_queued = False
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
         self._snap = Snapshot()
@@ -783,6 +791,7 @@ class Registry:
             usage_matrix=usage_matrix,
             ann=ann,
             ann_refine=ann and not index_state(self._table).exact,
+            rows=row_map(self._table) if ann else None,
         )
         for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
             if tool_id not in self._graph:
@@ -819,6 +828,10 @@ class Registry:
         self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
     ) -> list[Hit]:
         """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
+        rows = snap.rows
+        if rows is not None and rows.version != self._table.version:
+            rows = None  # a write moved the table on (rows may have moved): ids read from the table
+            self._remap_rows_later()
         # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
         found = ann_search(
             self._table,
@@ -827,6 +840,7 @@ class Registry:
             self._index_params,
             exclude_sources,
             refine=snap.ann_refine,
+            rows=rows,
         )
         scores = {i: s for i, s in found if i in snap.sources}
         if snap.usage_rows.size and self._usage_on:
@@ -879,7 +893,8 @@ class Registry:
                 if done != "current":
                     self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
                     self._loaded_generation = self._db.committed_generation()
-                    self._snap = replace(self._snap, ann_refine=not index_state(self._table).exact)
+                    refined = not index_state(self._table).exact
+                    self._snap = replace(self._snap, ann_refine=refined, rows=row_map(self._table))
             log.info("registry %s: vector index %s (%d tools)", self.path, done, len(self))
             return done
 
@@ -891,6 +906,27 @@ class Registry:
             self._index_pool.submit(self._refresh_vector_index_logged)
         except RuntimeError:  # closed: the next open refreshes it
             self._index_queued = False
+
+    def _remap_rows_later(self) -> None:
+        """Read the row addresses again on the background thread, after the write under way (a write
+        that moved the table without a reload: a compaction, a commit's housekeeping)."""
+        if self._remap_queued:
+            return
+        self._remap_queued = True
+        try:
+            self._index_pool.submit(self._remap_rows)
+        except RuntimeError:  # closed
+            self._remap_queued = False
+
+    def _remap_rows(self) -> None:
+        with self._write_lock:
+            self._remap_queued = False
+            snap = self._snap
+            if snap.ann and (snap.rows is None or snap.rows.version != self._table.version):
+                try:
+                    self._snap = replace(snap, rows=row_map(self._table))
+                except ToolweaveError:  # searches read ids from the table meanwhile: slower, complete
+                    log.warning("registry %s: reading the row addresses failed", self.path, exc_info=True)
 
     def _refresh_vector_index_logged(self) -> None:
         try:
