@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import toolweave.registry.registry as registry_module
+import toolweave.registry.vector_index as vector_index_module
 from toolweave.errors import RegistryError
 from toolweave.records import SearchScope, ToolRecord
 from toolweave.registry import Embedder, Registry
@@ -94,13 +94,13 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
     exact: Registry, large: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = registry_module.ann_search
+    real = vector_index_module.ann_search
 
     def counted(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(registry_module, "ann_search", counted)
+    monkeypatch.setattr(vector_index_module, "ann_search", counted)
     assert large.uses_vector_index and not exact.uses_vector_index
     assert index_state(large._table).indexed == TOOLS  # the index covers every row
     for query in QUERIES:
@@ -281,13 +281,13 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
     ids back); once a write moves rows (a compaction) the map is stale: ids come from the table until
     the map is read again in the background, and every answer stays exact search's."""
     used: list[bool] = []
-    real = registry_module.ann_search
+    real = vector_index_module.ann_search
 
     def spy(*args: object, rows: object = None, **kwargs: object) -> object:
         used.append(rows is not None)
         return real(*args, rows=rows, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(registry_module, "ann_search", spy)
+    monkeypatch.setattr(vector_index_module, "ann_search", spy)
     want = {q: vector_ids(exact, q) for q in QUERIES[:6]}
     rows = large._snap.rows
     assert rows is not None and rows.version == large._table.version

@@ -63,14 +63,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.registry.vector_index import (
-    VectorIndexParams,
-    ann_search,
-    index_state,
-    refresh,
-    row_map,
-    vectors_of,
-)
+from toolweave.registry.vector_index import VectorIndexParams, ann_rank, index_state, refresh, row_map
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -84,8 +77,6 @@ LEASE_WAIT_S = 300.0
 """How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
 USAGE_LEASE_WAIT_S = 2.0
 """A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
-_UNCOMMITTED_SLACK = 16
-"""Extra ANN hits asked for: rows an ingest wrote but has not committed yet are dropped from them."""
 
 
 @dataclass
@@ -827,51 +818,14 @@ class Registry:
     def _ann_rank(
         self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
     ) -> list[Hit]:
-        """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
+        usage_weight = self.settings.usage_weight if self._usage_on else 0.0
         rows = snap.rows
         if rows is not None and rows.version != self._table.version:
             rows = None  # a write moved the table on (rows may have moved): ids read from the table
             self._remap_rows_later()
-        # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
-        found = ann_search(
-            self._table,
-            query_vector,
-            k + _UNCOMMITTED_SLACK,
-            self._index_params,
-            exclude_sources,
-            refine=snap.ann_refine,
-            rows=rows,
+        return ann_rank(
+            self._table, snap, rows, query_vector, k, exclude_sources, self._index_params, usage_weight
         )
-        scores = {i: s for i, s in found if i in snap.sources}
-        if snap.usage_rows.size and self._usage_on:
-            scores = self._fuse_usage_candidates(snap, query_vector, scores, k, exclude_sources)
-        best = sorted(scores.items(), key=lambda item: -item[1])[:k]
-        return [Hit(tool_id, score) for tool_id, score in best]
-
-    def _fuse_usage_candidates(
-        self,
-        snap: Snapshot,
-        query_vector: np.ndarray,
-        scores: dict[str, float],
-        k: int,
-        exclude_sources: Collection[str],
-    ) -> dict[str, float]:
-        """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
-        vectors match best (text cosines read from the table) are fused as ``_rank`` fuses every tool.
-        The usage scores are scaled to the candidates' text scores, not every tool's (an approximation
-        the in-memory path does not make)."""
-        usage_scores = snap.usage_matrix @ query_vector
-        best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]
-        wanted = [snap.ids[r] for r in best_usage if snap.ids[r] not in scores]
-        wanted = [i for i in wanted if snap.sources[i] not in exclude_sources]
-        scores |= {i: float(v @ query_vector) for i, v in vectors_of(self._table, wanted).items()}
-        ids = list(scores)
-        values = np.fromiter(scores.values(), np.float64, len(ids))
-        rows = np.fromiter((snap.row_of[i] for i in ids), np.int64, len(ids))
-        at = np.minimum(np.searchsorted(snap.usage_rows, rows), snap.usage_rows.size - 1)
-        has_usage = snap.usage_rows[at] == rows
-        fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], self.settings.usage_weight)
-        return dict(zip(ids, values.tolist(), strict=True))
 
     @property
     def _index_params(self) -> VectorIndexParams:

@@ -21,11 +21,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
+from toolweave.records import Hit
 from toolweave.registry.store import ToolTable, lance_errors, sql_string
+from toolweave.registry.usage import fuse_usage
+
+if TYPE_CHECKING:
+    from toolweave.registry.snapshot import Snapshot
 
 __all__ = [
     "INDEX_TYPES",
@@ -33,6 +38,7 @@ __all__ = [
     "IndexState",
     "RowMap",
     "VectorIndexParams",
+    "ann_rank",
     "ann_search",
     "index_state",
     "refresh",
@@ -53,6 +59,8 @@ INDEX_TYPES: dict[str, IndexKind] = {"IvfHnswFlat": "hnsw_flat", "IvfHnswSq": "h
 """LanceDB's ``index_type`` of each kind we build (an index of any other type is rebuilt)."""
 _EXACT_KINDS: frozenset[IndexKind] = frozenset({"hnsw_flat"})
 """Kinds whose distances are exact: nothing to refine."""
+_UNCOMMITTED_SLACK = 16
+"""Extra ANN hits asked for: rows an ingest wrote but has not committed yet are dropped from them."""
 
 
 @dataclass(frozen=True)
@@ -211,3 +219,60 @@ def vectors_of(table: ToolTable, ids: Sequence[str]) -> dict[str, np.ndarray]:
     with lance_errors(f"reading {len(ids)} vectors"):
         rows = table.lance.search().where(f"id IN ({quoted})").select(["id", VECTOR_COLUMN]).to_arrow()
     return dict(zip(rows.column("id").to_pylist(), table.decode_vectors(rows), strict=True))
+
+
+def ann_rank(
+    table: ToolTable,
+    snap: Snapshot,
+    rows: RowMap | None,
+    query_vector: np.ndarray,
+    k: int,
+    exclude_sources: Collection[str],
+    params: VectorIndexParams,
+    usage_weight: float,
+) -> list[Hit]:
+    """The vector first pass of a large registry: the ``k`` tools of ``snap`` closest to the query
+    through the ANN index, exact cosines of what it finds, fused with usage vectors (``usage_weight``
+    > 0: Tool2Vec). ``rows``: the snapshot's row map when it is of the table's current version."""
+    # the table may hold rows of an ingest not committed yet: left out, as in ``Registry.text_hits``
+    found = ann_search(
+        table,
+        query_vector,
+        k + _UNCOMMITTED_SLACK,
+        params,
+        exclude_sources,
+        refine=snap.ann_refine,
+        rows=rows,
+    )
+    scores = {i: s for i, s in found if i in snap.sources}
+    if snap.usage_rows.size and usage_weight > 0:
+        scores = _fuse_usage_candidates(table, snap, query_vector, scores, k, exclude_sources, usage_weight)
+    best = sorted(scores.items(), key=lambda item: -item[1])[:k]
+    return [Hit(tool_id, score) for tool_id, score in best]
+
+
+def _fuse_usage_candidates(
+    table: ToolTable,
+    snap: Snapshot,
+    query_vector: np.ndarray,
+    scores: dict[str, float],
+    k: int,
+    exclude_sources: Collection[str],
+    usage_weight: float,
+) -> dict[str, float]:
+    """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
+    vectors match best (text cosines read from the table) are fused as ``Registry._rank`` fuses every
+    tool. The usage scores are scaled to the candidates' text scores, not every tool's (an
+    approximation the in-memory path does not make)."""
+    usage_scores = snap.usage_matrix @ query_vector
+    best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]
+    wanted = [snap.ids[r] for r in best_usage if snap.ids[r] not in scores]
+    wanted = [i for i in wanted if snap.sources[i] not in exclude_sources]
+    scores |= {i: float(v @ query_vector) for i, v in vectors_of(table, wanted).items()}
+    ids = list(scores)
+    values = np.fromiter(scores.values(), np.float64, len(ids))
+    rows = np.fromiter((snap.row_of[i] for i in ids), np.int64, len(ids))
+    at = np.minimum(np.searchsorted(snap.usage_rows, rows), snap.usage_rows.size - 1)
+    has_usage = snap.usage_rows[at] == rows
+    fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], usage_weight)
+    return dict(zip(ids, values.tolist(), strict=True))
