@@ -307,3 +307,16 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
     assert remapped is not None and set(remapped.addresses.tolist()).isdisjoint(moved.addresses.tolist())
     used.clear()
     assert {q: vector_ids(large, q) for q in want} == want and all(used)
+
+    # an ingest reloads the snapshot without the map (not read on the ingest's path): the first search
+    # reads ids from the table and has the map read in the background
+    large.ingest("c", tools("c", 3))
+    assert large._snap.rows is None
+    used.clear()
+    vector_ids(large, QUERIES[1], k=3)
+    assert used == [False]
+    deadline = time.monotonic() + 60
+    while large._snap.rows is None or large._snap.rows.version != large._table.version:
+        assert time.monotonic() < deadline, "the row addresses were never read after the ingest"
+        time.sleep(0.05)
+    assert len(large._snap.rows.ids) == TOOLS + 3

@@ -782,8 +782,7 @@ class Registry:
             usage_matrix=usage_matrix,
             ann=ann,
             ann_refine=ann and not index_state(self._table).exact,
-            rows=row_map(self._table) if ann else None,
-        )
+        )  # ``rows``: read by the first search (in the background), not on the ingest's or open's path
         for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
             if tool_id not in self._graph:
                 self._graph.add_tool(tool_id, kind, source)
@@ -820,8 +819,8 @@ class Registry:
     ) -> list[Hit]:
         usage_weight = self.settings.usage_weight if self._usage_on else 0.0
         rows = snap.rows
-        if rows is not None and rows.version != self._table.version:
-            rows = None  # a write moved the table on (rows may have moved): ids read from the table
+        if rows is None or rows.version != self._table.version:
+            rows = None  # none yet, or a write moved the table on: ids read from the table meanwhile
             self._remap_rows_later()
         return ann_rank(
             self._table, snap, rows, query_vector, k, exclude_sources, self._index_params, usage_weight
@@ -862,8 +861,8 @@ class Registry:
             self._index_queued = False
 
     def _remap_rows_later(self) -> None:
-        """Read the row addresses again on the background thread, after the write under way (a write
-        that moved the table without a reload: a compaction, a commit's housekeeping)."""
+        """Read the row addresses on the background thread, after the write under way: after a reload
+        (at open, after an ingest) and after a write that moved the table (a compaction)."""
         if self._remap_queued:
             return
         self._remap_queued = True
