@@ -297,20 +297,28 @@ def bench_queries(n: int) -> list[str]:
     return [rows[i]["user_query"] for i in split["examples"][:n]]
 
 
-def measure(size: int, mode: str, n: int, threshold: int | None) -> dict[str, Any]:
-    """In a fresh process: open the registry, time ``find_tools`` retrieval (the real pipeline) and the
-    vector first pass alone, recall@30 of the ANN first pass against exact search, RSS."""
+def measure(
+    size: int, mode: str, n: int, threshold: int | None, registry: Path | None = None
+) -> dict[str, Any]:
+    """In a fresh process: open the registry, time ``find_tools`` retrieval (the real pipeline) and each
+    of its stages alone, recall@30 of the ANN first pass against exact search, RSS.
+
+    Settings come from the environment as in the gateway (``TOOLWEAVE_VECTOR_INDEX_EF=100 ...``: the
+    parameter sweep); ``registry`` measures another copy (e.g. one with another index kind)."""
+    import os
+
     import numpy as np
 
     from toolweave.registry import Embedder, Registry
-    from toolweave.registry.vector_index import VectorIndexParams, ann_search, index_state
+    from toolweave.registry.vector_index import ann_search, index_state
     from toolweave.retrieval import retrieve_tools
     from toolweave.settings import Settings
 
-    path = registry_dir(size, mode)
+    path = registry or registry_dir(size, mode)
     settings = Settings(home=path)
     if threshold is not None:
         settings = Settings(home=path, vector_index_threshold=threshold)
+    load = [os.getloadavg()[0]]
     base_rss = rss_mb()
     embedder = Embedder()
     embedder.embed_query("warm the model up")
@@ -318,34 +326,37 @@ def measure(size: int, mode: str, n: int, threshold: int | None) -> dict[str, An
     started = time.perf_counter()
     reg = Registry.open(path, embedder=embedder, settings=settings)
     open_s = time.perf_counter() - started
-    if reg.uses_vector_index:
-        reg.refresh_vector_index()  # a threshold lowered for this run: index first (no-op otherwise)
+    started = time.perf_counter()
+    refreshed = reg.refresh_vector_index() if reg.uses_vector_index else "none"  # a lowered threshold
+    refresh_s = time.perf_counter() - started
     state = index_state(reg._table)
     open_rss = rss_mb()
     qs = bench_queries(n)
     for q in qs[:5]:
         retrieve_tools(reg, q)
     ms = []
-    for q in qs:
+    for q in qs:  # each query once: embedding, full-text search and record decoding all fresh
         t0 = time.perf_counter()
         retrieve_tools(reg, q)
         ms.append((time.perf_counter() - t0) * 1000)
-    vector_ms = []
-    for q in qs:  # the vector first pass alone (query embedding cached by now)
-        t0 = time.perf_counter()
-        reg.search([(q,)], RECALL_K, _vector_scope())
-        vector_ms.append((time.perf_counter() - t0) * 1000)
+    load.append(os.getloadavg()[0])
+    stages = _stage_timings(reg, embedder, qs)
     rss_after = rss_mb()
     out: dict[str, Any] = {
         "tools": len(reg),
         "uses_vector_index": reg.uses_vector_index,
+        "index_kind": state.kind,
         "index_rows": [state.indexed, state.unindexed],
+        "refine": reg._snap.ann_refine,
+        "ef": settings.vector_index_ef,
+        "refine_factor": settings.vector_index_refine,
         "open_s": round(open_s, 1),
+        "vector_index_refresh": refreshed,
+        "vector_index_refresh_s": round(refresh_s, 1),
         "queries": len(qs),
         "find_tools_p50_ms": round(statistics.median(ms), 1),
         "find_tools_p95_ms": round(pct(ms, 0.95), 1),
-        "vector_pass_p50_ms": round(statistics.median(vector_ms), 1),
-        "vector_pass_p95_ms": round(pct(vector_ms, 0.95), 1),
+        **stages,
         "rss_mb_python_and_libs": base_rss,
         "rss_mb_with_model": model_rss,
         "rss_mb_registry_open": open_rss,
@@ -356,16 +367,61 @@ def measure(size: int, mode: str, n: int, threshold: int | None) -> dict[str, An
     vectors = reg._table.load_vectors()
     ids = list(vectors)
     matrix = np.stack([vectors[i] for i in ids])
-    params = VectorIndexParams(settings.vector_index_ef, settings.vector_index_refine)
     recalls = []
     for q in qs:
         qv = embedder.embed_query(q)
         exact = {ids[i] for i in np.argsort(-(matrix @ qv))[:RECALL_K]}
-        found = {i for i, _ in ann_search(reg._table, qv, RECALL_K, params)}
-        recalls.append(len(found & exact) / RECALL_K)
+        found = ann_search(reg._table, qv, RECALL_K, reg._index_params, refine=reg._snap.ann_refine)
+        recalls.append(len({i for i, _ in found} & exact) / RECALL_K)
+    load.append(os.getloadavg()[0])
     out["ann_recall_at_30"] = round(float(np.mean(recalls)), 4)
     out["ann_recall_at_30_min"] = round(float(np.min(recalls)), 4)
+    out["ann_recall_at_30_worst5"] = sorted(round(r, 3) for r in recalls)[:5]
+    out["queries_below_0.9"] = sum(r < 0.9 for r in recalls)
+    out["load_average_1m"] = [round(x, 1) for x in load]
     reg.close()
+    return out
+
+
+def _stage_timings(reg: Any, embedder: Any, qs: list[str]) -> dict[str, float]:
+    """p50 wall and CPU milliseconds of each find_tools stage run alone, the query's own work only:
+    embedding (query cache emptied first), BM25 (LanceDB full-text query, uncached), the ANN vector
+    pass (query vector cached), and everything after the first pass (fusion, floor, walk: searches
+    replayed from memory)."""
+    from toolweave.retrieval import retrieve_tools
+
+    def timed(run: Any) -> tuple[list[float], list[float]]:
+        wall, cpu = [], []
+        for q in qs:
+            w0, c0 = time.perf_counter(), time.process_time()
+            run(q)
+            wall.append((time.perf_counter() - w0) * 1000)
+            cpu.append((time.process_time() - c0) * 1000)
+        return wall, cpu
+
+    def embed(q: str) -> None:
+        embedder._query_cache.clear()
+        embedder.embed_query(q)
+
+    scope = _vector_scope()
+    search = reg.search
+    recorded = {q: search([(q,)], RECALL_K) for q in qs}
+    runs = {  # the embedding last: it empties the query cache the vector pass reads
+        "bm25": lambda q: reg._table.text_search(q, RECALL_K),
+        "vector_pass": lambda q: search([(q,)], RECALL_K, scope),
+        "after_first_pass": lambda q: retrieve_tools(reg, q),
+        "embed": embed,
+    }
+    out: dict[str, float] = {}
+    for name, run in runs.items():
+        # the searches replayed: what is left is our own Python
+        reg.search = (
+            (lambda queries, k, scope=None: recorded[queries[0][0]]) if name == "after_first_pass" else search
+        )
+        wall, cpu = timed(run)
+        out[f"{name}_p50_ms"] = round(statistics.median(wall), 1)
+        out[f"{name}_cpu_p50_ms"] = round(statistics.median(cpu), 1)
+    reg.search = search
     return out
 
 
@@ -444,12 +500,13 @@ if __name__ == "__main__":
     parser.add_argument("--rebuild", action="store_true", help="ingest again even if the registry exists")
     parser.add_argument("--resume", type=Path, help="build: start from a copy of this registry")
     parser.add_argument("--no-infer", action="store_true", help="build: without dependency inference")
+    parser.add_argument("--registry", type=Path, help="measure: this registry instead of the size's own")
     parser.add_argument("--step", choices=("build", "measure"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.step == "build":
         print(json.dumps(build(ns.size[0], ns.vectors, resume=ns.resume, infer=not ns.no_infer)))
     elif ns.step == "measure":
         threshold = ns.threshold[0] if ns.threshold else None
-        print(json.dumps(measure(ns.size[0], ns.vectors, ns.queries, threshold)))
+        print(json.dumps(measure(ns.size[0], ns.vectors, ns.queries, threshold, ns.registry)))
     else:
         sys.exit(main(ns))

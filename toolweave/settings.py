@@ -216,7 +216,7 @@ class Settings(BaseSettings):
         20_000,
         ge=1,
         description="Registries of at least this many tools search vectors through a LanceDB ANN index "
-        "(IVF-HNSW-SQ, refreshed in the background) instead of holding every vector in memory.",
+        "(IVF-HNSW, refreshed in the background) instead of holding every vector in memory.",
     )
     vector_index_ef: int = Field(
         200,
@@ -225,6 +225,11 @@ class Settings(BaseSettings):
     )
     vector_index_refine: int = Field(
         4, ge=1, description="ANN candidates per hit re-scored with the full vectors (LanceDB refine_factor)."
+    )
+    vector_index_kind: Literal["hnsw_flat", "hnsw_sq"] = Field(
+        "hnsw_flat",
+        description="ANN index built: IVF-HNSW over the full vectors (exact distances), or scalar-quantised "
+        "(a third of the memory, candidates re-scored from the table: slower). Another kind is rebuilt.",
     )
     infer_dependencies: bool = Field(
         True,

@@ -10,13 +10,14 @@ milliseconds to embed.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import toolweave.registry.registry as registry_module
+import toolweave.registry.vector_index as vector_index_module
 from toolweave.errors import RegistryError
 from toolweave.records import SearchScope, ToolRecord
 from toolweave.registry import Embedder, Registry
@@ -93,13 +94,13 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
     exact: Registry, large: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = registry_module.ann_search
+    real = vector_index_module.ann_search
 
     def counted(*args: object, **kwargs: object) -> object:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(registry_module, "ann_search", counted)
+    monkeypatch.setattr(vector_index_module, "ann_search", counted)
     assert large.uses_vector_index and not exact.uses_vector_index
     assert index_state(large._table).indexed == TOOLS  # the index covers every row
     for query in QUERIES:
@@ -214,3 +215,108 @@ def test_a_search_breadth_below_the_candidates_refined_is_raised_not_refused(lar
     wide = vector_ids(large, QUERIES[0], k=20)
     large.settings = large.settings.model_copy(update={"vector_index_ef": 1})
     assert vector_ids(large, QUERIES[0], k=20) == wide
+
+
+def test_the_index_is_of_the_configured_kind_and_a_quantised_one_is_refined(
+    exact: Registry, large: Registry
+) -> None:
+    """The default index holds the full vectors (exact distances: no re-read of the vectors); a
+    scalar-quantised one re-scores its candidates from the table. Changing the kind rebuilds the index;
+    both give exact search's tools and exact cosines."""
+    want = {q: exact.search([(q,)], 5, SearchScope(text=False))[0][0] for q in QUERIES[:8]}
+
+    def same_as_exact(reg: Registry) -> None:
+        for query, hits in want.items():
+            ((got, _),) = reg.search([(query,)], 5, SearchScope(text=False))
+            assert [h.tool_id for h in got] == [h.tool_id for h in hits]
+            assert [h.score for h in got] == pytest.approx([h.score for h in hits], abs=1e-5)
+
+    assert index_state(large._table).kind == "hnsw_flat" and not large._snap.ann_refine
+    same_as_exact(large)
+    large.settings = large.settings.model_copy(update={"vector_index_kind": "hnsw_sq"})
+    assert large.refresh_vector_index() == "built"
+    assert index_state(large._table).kind == "hnsw_sq" and large._snap.ann_refine
+    same_as_exact(large)
+    assert large.refresh_vector_index() == "current"
+    # a handle opened on the same registry later reads the kind from the index itself
+    reopened = open_registry(large.path, threshold=100)  # type: ignore[arg-type]
+    assert reopened._snap.ann_refine
+    reopened.close()
+
+
+def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: Path) -> None:
+    """The relevance floor asks every candidate whether it is destructive: a large registry answers
+    from the stored JSON and decodes only the records that may be (confirming them)."""
+    plain = tools("a", 150)
+    marked = ToolRecord(
+        id="a__drop",
+        source="a",
+        name="drop",
+        description="drop every table",
+        backend={"annotations": {"destructive_hint": True}},
+    )
+    # the same key elsewhere in the record is no mark: decoded to confirm, and False
+    elsewhere = ToolRecord(
+        id="a__doc", source="a", name="doc", description="x", backend={"http": {"destructive_hint": True}}
+    )
+    quoted = ToolRecord(id="a__quote", source="a", name="quote", description='"destructive_hint": true')
+    settings = Settings(home=tmp_path, vector_index_threshold=100, infer_dependencies=False)
+    reg = Registry.open(tmp_path, embedder=HashEmbedder(), settings=settings)
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]
+    reg.ingest("a", [*plain, marked, elsewhere, quoted])
+    records = reg._snap.records
+    assert isinstance(records, CompactRecords)
+    assert reg.is_destructive("a__drop")
+    assert not reg.is_destructive("a__doc") and not reg.is_destructive("a__quote")
+    assert not reg.is_destructive("a__t7") and not reg.is_destructive("nope__x")
+    assert set(records._decoded) == {"a__drop", "a__doc"}  # the plain tools were never decoded
+    assert [reg.is_destructive(t.id) for t in plain] == [t.destructive for t in plain]
+    reg.close()
+
+
+def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
+    exact: Registry, large: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ANN search returns row addresses, named from the snapshot's map (LanceDB need not read the
+    ids back); once a write moves rows (a compaction) the map is stale: ids come from the table until
+    the map is read again in the background, and every answer stays exact search's."""
+    used: list[bool] = []
+    real = vector_index_module.ann_search
+
+    def spy(*args: object, rows: object = None, **kwargs: object) -> object:
+        used.append(rows is not None)
+        return real(*args, rows=rows, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vector_index_module, "ann_search", spy)
+    want = {q: vector_ids(exact, q) for q in QUERIES[:6]}
+    rows = large._snap.rows
+    assert rows is not None and rows.version == large._table.version
+    assert rows.ids_at(np.array([rows.addresses[0], 2**63], dtype=np.uint64)) == [rows.ids[0], None]
+    assert {q: vector_ids(large, q) for q in want} == want and all(used)
+
+    large._table.lance.optimize()  # compacts the two ingests' fragments: every row gets a new address
+    moved = large._snap.rows
+    assert moved is not None and moved.version != large._table.version
+    used.clear()
+    assert vector_ids(large, QUERIES[0]) == want[QUERIES[0]] and used == [False]
+    deadline = time.monotonic() + 60
+    while (large._snap.rows or moved).version != large._table.version:  # the background re-read
+        assert time.monotonic() < deadline, "the row addresses were never read again"
+        time.sleep(0.05)
+    remapped = large._snap.rows
+    assert remapped is not None and set(remapped.addresses.tolist()).isdisjoint(moved.addresses.tolist())
+    used.clear()
+    assert {q: vector_ids(large, q) for q in want} == want and all(used)
+
+    # an ingest reloads the snapshot without the map (not read on the ingest's path): the first search
+    # reads ids from the table and has the map read in the background
+    large.ingest("c", tools("c", 3))
+    assert large._snap.rows is None
+    used.clear()
+    vector_ids(large, QUERIES[1], k=3)
+    assert used == [False]
+    deadline = time.monotonic() + 60
+    while large._snap.rows is None or large._snap.rows.version != large._table.version:
+        assert time.monotonic() < deadline, "the row addresses were never read after the ingest"
+        time.sleep(0.05)
+    assert len(large._snap.rows.ids) == TOOLS + 3

@@ -150,3 +150,45 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
     # declared edges (confidence 1) keep the paper's order exactly
     paper = expand_with_dependencies(hits, deps, top_k=2, final_k=5)
     assert expand_with_dependencies(hits, deps, top_k=2, final_k=5, order="weighted") == paper
+
+
+class Destructive:
+    destructive = True
+
+
+class MarkedIndex(WordIndex):
+    """Records come from ``find``; one tool says it is destructive."""
+
+    def find(self, tool_id: str) -> object | None:
+        return Destructive() if tool_id == "a__get_ticker" else super().find(tool_id)
+
+
+class AskingIndex(WordIndex):
+    """Answers ``is_destructive`` itself (as a registry does): ``find`` must not be needed."""
+
+    def is_destructive(self, tool_id: str) -> bool:
+        return tool_id == "a__get_ticker"
+
+    def find(self, tool_id: str) -> object | None:
+        raise AssertionError("the floor decoded a record the index could answer for")
+
+
+@pytest.mark.parametrize("index_type", [MarkedIndex, AskingIndex])
+def test_destructive_tools_face_a_higher_floor_whether_found_or_asked(index_type: type[WordIndex]) -> None:
+    docs = {
+        **DOCS,
+        "a__get_ticker": "ticker and price symbol",  # relevance 0.6 of the turn: kept unless destructive
+        "a__get_quote": "price quote of a stock ticker",
+        "a__list": "list tickers of a stock",
+        "a__news": "stock news",
+        "a__chart": "price chart",
+    }
+    sources = {t: t.split("__")[0] for t in docs}
+    floor = {"floor_relative": 0.3, "floor_absolute": 0.0, "method": "vector", "final_k": 6}
+    published = {}
+    for extra in (0.0, 0.6):
+        params = RetrievalSettings(**floor, floor_destructive=extra)  # type: ignore[arg-type]
+        out = retrieve("stock ticker price", index_type(docs, sources), deps, params)
+        published[extra] = {r.tool_id for r in out if r.publish}
+    assert "a__get_ticker" in published[0.0]
+    assert published[0.6] == published[0.0] - {"a__get_ticker"}

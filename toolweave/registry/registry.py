@@ -63,7 +63,7 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.registry.vector_index import VectorIndexParams, ann_search, refresh, vectors_of
+from toolweave.registry.vector_index import VectorIndexParams, ann_rank, index_state, refresh, row_map
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -77,8 +77,6 @@ LEASE_WAIT_S = 300.0
 """How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
 USAGE_LEASE_WAIT_S = 2.0
 """A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
-_UNCOMMITTED_SLACK = 16
-"""Extra ANN hits asked for: rows an ingest wrote but has not committed yet are dropped from them."""
 
 
 @dataclass
@@ -121,6 +119,7 @@ class Registry:
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
         self._index_queued = False
+        self._remap_queued = False
         self._text_search_down = False  # logged once per outage of the store's full-text index
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
@@ -251,6 +250,15 @@ class Registry:
 
     def find(self, tool_id: str) -> ToolRecord | None:
         return self._snap.records.get(tool_id)
+
+    def is_destructive(self, tool_id: str) -> bool:
+        """Whether the tool says it may destroy data (``ToolRecord.destructive``; False for an unknown
+        tool), without decoding a large registry's records that cannot be."""
+        records = self._snap.records
+        if isinstance(records, CompactRecords):
+            return records.is_destructive(tool_id)
+        record = records.get(tool_id)
+        return record is not None and record.destructive
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""
@@ -774,7 +782,8 @@ class Registry:
             usage_rows=usage_rows,
             usage_matrix=usage_matrix,
             ann=ann,
-        )
+            ann_refine=ann and not index_state(self._table).exact,
+        )  # ``rows``: read by the first search (in the background), not on the ingest's or open's path
         for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
             if tool_id not in self._graph:
                 self._graph.add_tool(tool_id, kind, source)
@@ -809,40 +818,21 @@ class Registry:
     def _ann_rank(
         self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
     ) -> list[Hit]:
-        """The vector first pass of a large registry: LanceDB's ANN index, exact cosines of what it finds."""
-        params = VectorIndexParams(self.settings.vector_index_ef, self.settings.vector_index_refine)
-        # the table may hold rows of an ingest not committed yet: left out, as in ``text_hits``
-        found = ann_search(self._table, query_vector, k + _UNCOMMITTED_SLACK, params, exclude_sources)
-        scores = {i: s for i, s in found if i in snap.sources}
-        if snap.usage_rows.size and self._usage_on:
-            scores = self._fuse_usage_candidates(snap, query_vector, scores, k, exclude_sources)
-        best = sorted(scores.items(), key=lambda item: -item[1])[:k]
-        return [Hit(tool_id, score) for tool_id, score in best]
+        usage_weight = self.settings.usage_weight if self._usage_on else 0.0
+        rows = snap.rows
+        if rows is None or rows.version != self._table.version:
+            rows = None  # none yet, or a write moved the table on: ids read from the table meanwhile
+            self._remap_rows_later()
+        return ann_rank(
+            self._table, snap, rows, query_vector, k, exclude_sources, self._index_params, usage_weight
+        )
 
-    def _fuse_usage_candidates(
-        self,
-        snap: Snapshot,
-        query_vector: np.ndarray,
-        scores: dict[str, float],
-        k: int,
-        exclude_sources: Collection[str],
-    ) -> dict[str, float]:
-        """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
-        vectors match best (text cosines read from the table) are fused as ``_rank`` fuses every tool.
-        The usage scores are scaled to the candidates' text scores, not every tool's (an approximation
-        the in-memory path does not make)."""
-        usage_scores = snap.usage_matrix @ query_vector
-        best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]
-        wanted = [snap.ids[r] for r in best_usage if snap.ids[r] not in scores]
-        wanted = [i for i in wanted if snap.sources[i] not in exclude_sources]
-        scores |= {i: float(v @ query_vector) for i, v in vectors_of(self._table, wanted).items()}
-        ids = list(scores)
-        values = np.fromiter(scores.values(), np.float64, len(ids))
-        rows = np.fromiter((snap.row_of[i] for i in ids), np.int64, len(ids))
-        at = np.minimum(np.searchsorted(snap.usage_rows, rows), snap.usage_rows.size - 1)
-        has_usage = snap.usage_rows[at] == rows
-        fuse_usage(values, np.flatnonzero(has_usage), usage_scores[at[has_usage]], self.settings.usage_weight)
-        return dict(zip(ids, values.tolist(), strict=True))
+    @property
+    def _index_params(self) -> VectorIndexParams:
+        settings = self.settings
+        return VectorIndexParams(
+            settings.vector_index_ef, settings.vector_index_refine, settings.vector_index_kind
+        )
 
     def refresh_vector_index(self) -> str:
         """Bring a large registry's ANN index up to date with its rows now, and commit it: ``built``,
@@ -853,10 +843,12 @@ class Registry:
             if not self._snap.ann:
                 return "none"
             with self._writer():  # the lease: another replica may be writing this registry
-                done = refresh(self._table)
+                done = refresh(self._table, self.settings.vector_index_kind)
                 if done != "current":
                     self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
                     self._loaded_generation = self._db.committed_generation()
+                    refined = not index_state(self._table).exact
+                    self._snap = replace(self._snap, ann_refine=refined, rows=row_map(self._table))
             log.info("registry %s: vector index %s (%d tools)", self.path, done, len(self))
             return done
 
@@ -868,6 +860,27 @@ class Registry:
             self._index_pool.submit(self._refresh_vector_index_logged)
         except RuntimeError:  # closed: the next open refreshes it
             self._index_queued = False
+
+    def _remap_rows_later(self) -> None:
+        """Read the row addresses on the background thread, after the write under way: after a reload
+        (at open, after an ingest) and after a write that moved the table (a compaction)."""
+        if self._remap_queued:
+            return
+        self._remap_queued = True
+        try:
+            self._index_pool.submit(self._remap_rows)
+        except RuntimeError:  # closed
+            self._remap_queued = False
+
+    def _remap_rows(self) -> None:
+        with self._write_lock:
+            self._remap_queued = False
+            snap = self._snap
+            if snap.ann and (snap.rows is None or snap.rows.version != self._table.version):
+                try:
+                    self._snap = replace(snap, rows=row_map(self._table))
+                except ToolweaveError:  # searches read ids from the table meanwhile: slower, complete
+                    log.warning("registry %s: reading the row addresses failed", self.path, exc_info=True)
 
     def _refresh_vector_index_logged(self) -> None:
         try:

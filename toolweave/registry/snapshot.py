@@ -11,6 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from toolweave.records import ToolRecord
+from toolweave.registry.vector_index import RowMap
 
 __all__ = ["TEXT_HIT_CACHE_SIZE", "Snapshot", "TextHitCache"]
 
@@ -63,6 +64,10 @@ class Snapshot:
     """BM25 answers by (query, limit) for this snapshot's rows: a new snapshot starts empty."""
     ann: bool = False
     """Vectors are searched through the table's ANN index (``matrix`` is empty): a large registry."""
+    ann_refine: bool = False
+    """The ANN index is quantised: its candidates are re-scored with the full vectors from the table."""
+    rows: RowMap | None = None
+    """Row address → id of the tool table (the ANN path), for the version it names."""
 
     @cached_property
     def row_of(self) -> dict[str, int]:

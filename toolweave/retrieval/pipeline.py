@@ -129,10 +129,17 @@ def retrieve(
         relative=params.floor_relative,
         absolute=params.floor_absolute,
         destructive_extra=params.floor_destructive,
-        is_destructive=lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True,
+        is_destructive=_destructive_check(index),
         relevance=relevance,
     )
     return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
+
+
+def _destructive_check(index: SearchIndex) -> Callable[[str], bool]:
+    """The index's own ``is_destructive`` where it has one (a registry answers it without decoding
+    records), else the ``destructive`` attribute of what ``find`` returns."""
+    check: Callable[[str], bool] | None = getattr(index, "is_destructive", None)
+    return check or (lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True)
 
 
 def _ranked(
