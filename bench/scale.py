@@ -290,6 +290,119 @@ def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = Tru
     }
 
 
+def new_source(size: int, count: int) -> tuple[str, Path]:
+    """A source the ``size``-tool fleet lacks: the first ``count`` variants of the next group of domains
+    (one domain's copy of the datasets' tools while ``count`` is at most ~4.3k)."""
+    used = {source for source, _ in fleet_folders(size) if source.startswith("variants-")}
+    for group in range(0, len(DOMAINS), DOMAINS_PER_SOURCE):
+        domains = DOMAINS[group : group + DOMAINS_PER_SOURCE]
+        source = f"variants-{domains[0]}"
+        if source in used:
+            continue
+        rows = [_variant(r, d) for d in domains for name in NORMALIZED for r in _rows(name)][:count]
+        names = {r["name"] for r in rows}
+        for r in rows:
+            r["depends_on"] = [d for d in r["depends_on"] if d in names]
+        return source, _write(f"new-{domains[0]}-{len(rows)}", rows)
+    raise ValueError(f"no domain group is left for a new source beside the {size}-tool fleet")
+
+
+class PhaseTimer:
+    """Seconds spent in named methods of an object (the ingest's phases), by wrapping them."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def wrap(self, owner: Any, method: str, phase: str) -> None:
+        inner = getattr(owner, method)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+        setattr(owner, method, timed)
+
+    def report(self) -> dict[str, float]:
+        return {phase: round(s, 2) for phase, s in sorted(self.seconds.items())}
+
+
+def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, Any]:
+    """Ingest one new source of ``count`` tools into a copy of the built ``size``-tool registry, defaults
+    (dependency inference on), and time it by phase.
+
+    ``embedding="cached"``: the new documents are embedded first with the real embedder (timed: the
+    embedder's documents/s on every core), then the ingest gets them ready, so it times the registry's
+    own work (rows, full-text index, snapshot, inference, commit). ``"real"``: the ingest embeds them
+    itself (end to end). The vector index merge that ingest schedules on a background thread is timed
+    apart, after the ingest."""
+    import os
+    import shutil
+
+    from toolweave.registry import Embedder, Registry, load_catalog
+    from toolweave.registry.documents import tool_document
+    from toolweave.settings import Settings
+
+    built = registry_dir(size, mode)
+    if not (built / "built.json").exists():
+        raise FileNotFoundError(f"{built} is not built: run the build step (or copy one) first")
+    source, folder = new_source(size, count)
+    catalog = load_catalog([folder], source, require_description=False)
+    work = OUT / f"ingest-{size}-{mode}-{embedding}-{os.getpid()}"  # runs may overlap
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(built, work)
+    settings = Settings(home=work)
+    real = Embedder()
+    real.embed_documents(["warm the model up"])
+    out: dict[str, Any] = {"tools_before": None, "new_tools": len(catalog.tools), "embedding": embedding}
+    load = [os.getloadavg()]
+    embedder: Any = real
+    if embedding == "cached":
+        documents = [tool_document(t, with_examples=settings.usage_weight <= 0) for t in catalog.tools]
+        started = time.perf_counter()
+        vectors = [
+            v
+            for n in range(0, len(documents), 256)
+            for v in real.embed_documents(documents[n : n + 256], batch_size=settings.embedding_batch_size)
+        ]
+        embed_s = time.perf_counter() - started
+        out |= {"embed_s": round(embed_s, 1), "embed_docs_per_s": round(len(documents) / embed_s, 1)}
+        embedder = FleetEmbedder(real, dict(zip(documents, vectors, strict=True)))
+    reg = Registry.open(work, embedder=embedder, settings=settings)
+    out["tools_before"] = len(reg)
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
+    phases = PhaseTimer()
+    phases.wrap(reg, "_embed", "embed")
+    phases.wrap(reg._table, "upsert", "rows")
+    phases.wrap(reg._table, "rebuild_text_index", "full-text index")
+    phases.wrap(reg, "_reload", "snapshot")
+    phases.wrap(reg, "_infer", "inference")
+    phases.wrap(reg, "_commit", "commit")
+    started = time.perf_counter()
+    summary = reg.ingest(catalog.source, catalog.tools, catalog.edges)
+    ingest_s = time.perf_counter() - started
+    load.append(os.getloadavg())
+    started = time.perf_counter()
+    index = reg.refresh_vector_index()
+    index_s = time.perf_counter() - started
+    reg.close()
+    shutil.rmtree(work, ignore_errors=True)
+    return out | {
+        "source": source,
+        "added": summary.added,
+        "edges_of_new_tools": summary.edges,
+        "ingest_s": round(ingest_s, 1),
+        "ingest_tools_per_s": round(summary.added / ingest_s, 1),
+        "phases_s": phases.report(),
+        "vector_index": index,
+        "vector_index_s": round(index_s, 1),
+        "load_average_before_after": [[round(x, 2) for x in la] for la in load],
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
 def bench_queries(n: int) -> list[str]:
     """ToolLinkOS requests of the ``examples`` split (never ``test``)."""
     rows = json.loads((TOOLLINKOS / "instances.json").read_text())
@@ -403,6 +516,8 @@ def main(ns: argparse.Namespace) -> int:
         print(f"skipped: {TOOLLINKOS} is absent", file=sys.stderr)
         return 0
     report: dict[str, Any] = {"machine": machine()}
+    if ns.ingest:
+        return ingest_runs(ns, report)
     for size in ns.size or SIZES:
         key = f"{size}-{ns.vectors}"
         row: dict[str, Any] = {}
@@ -429,6 +544,20 @@ def main(ns: argparse.Namespace) -> int:
     return 0
 
 
+def ingest_runs(ns: argparse.Namespace, report: dict[str, Any]) -> int:
+    """``--ingest N``: for each size, the new source with vectors ready, then with real embeddings."""
+    for size in ns.size or SIZES:
+        key = f"ingest-{ns.ingest}-into-{size}-{ns.vectors}"
+        step = ["--step", "ingest", "--size", str(size), "--vectors", ns.vectors, "--ingest", str(ns.ingest)]
+        row = {e: _child([*step, "--embedding", e]) for e in ("cached", "real")}
+        report[key] = row
+        print(json.dumps({key: row}), flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    with (OUT / "results.jsonl").open("a") as f:
+        f.write(json.dumps(report) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -444,9 +573,19 @@ if __name__ == "__main__":
     parser.add_argument("--rebuild", action="store_true", help="ingest again even if the registry exists")
     parser.add_argument("--resume", type=Path, help="build: start from a copy of this registry")
     parser.add_argument("--no-infer", action="store_true", help="build: without dependency inference")
-    parser.add_argument("--step", choices=("build", "measure"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ingest",
+        type=int,
+        metavar="N",
+        help="instead of build + measure: time ingesting a new source of N tools into a copy of the built "
+        "registry of each size, with vectors ready and with real embeddings (see ingest_new())",
+    )
+    parser.add_argument("--embedding", choices=("cached", "real"), help=argparse.SUPPRESS)
+    parser.add_argument("--step", choices=("build", "measure", "ingest"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
-    if ns.step == "build":
+    if ns.step == "ingest":
+        print(json.dumps(ingest_new(ns.size[0], ns.vectors, ns.ingest, ns.embedding)))
+    elif ns.step == "build":
         print(json.dumps(build(ns.size[0], ns.vectors, resume=ns.resume, infer=not ns.no_infer)))
     elif ns.step == "measure":
         threshold = ns.threshold[0] if ns.threshold else None
