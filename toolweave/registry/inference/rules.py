@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
+from itertools import chain
 from typing import TypeVar
 
 from toolweave.records import DependencyEdge, EdgeKind
@@ -142,6 +143,37 @@ def best_candidate(t: ToolProfile, cands: Sequence[tuple[float, ToolProfile]]) -
         ),
     )
     return ranked[0][1]
+
+
+@dataclass(frozen=True)
+class _Ranked:
+    """Candidates in ``best_candidate`` order with the subject left out: by score, then core first,
+    fewer inputs, id; and the same per source. ``best`` then finds a subject's best candidate at the
+    front instead of scoring every candidate for every subject (at 100k tools one phrase can have
+    thousands of producers). Only for scores that do not depend on the subject."""
+
+    tiers: tuple[tuple[list[ToolProfile], dict[str, list[ToolProfile]]], ...]
+
+    @classmethod
+    def of(cls, cands: Sequence[ToolProfile], score: Callable[[ToolProfile], float]) -> _Ranked:
+        by_score: dict[float, list[ToolProfile]] = {}
+        for p in sorted(cands, key=lambda p: (p.kind != "core", len(p.required), p.id)):
+            by_score.setdefault(score(p), []).append(p)
+        tiers = []
+        for _score, tier in sorted(by_score.items(), key=lambda item: -item[0]):
+            by_source: dict[str, list[ToolProfile]] = {}
+            for p in tier:
+                by_source.setdefault(p.source, []).append(p)
+            tiers.append((tier, by_source))
+        return cls(tuple(tiers))
+
+    def best(self, t: ToolProfile, allowed: Callable[[ToolProfile], bool]) -> ToolProfile | None:
+        """What ``best_candidate(t, [(score, p) for allowed p])`` gives, without scoring them all."""
+        for tier, by_source in self.tiers:
+            for p in chain(by_source.get(t.source, ()), tier):  # same source first, as in best_candidate
+                if allowed(p):
+                    return p
+        return None
 
 
 def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:
@@ -307,24 +339,31 @@ def _identity_name(pw: tuple[str, ...]) -> str | None:
 def _identity(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """An input named exactly like what another tool returns (``country_code`` ← get_country_code)."""
     index = _index(universe, _product_phrases)
+    ranked: dict[str, _Ranked] = {}
     for t, param, pw, pname in _keyed_params(subjects, _identity_name):
-        cands = [
-            p
-            for p in index.get(pname, [])
-            if p.id != t.id
-            and param not in p.params
-            and not p.is_setter
-            and p.verb not in _CHECK_VERBS
-            and not is_sibling(t, p)
-            and (not p.is_ambient or _may_default(t, param, p))
-        ]
-        best = best_candidate(t, [(1.0 + (pname in p.outputs), p) for p in cands])
+        if pname not in ranked:
+            makers = [p for p in index.get(pname, []) if not p.is_setter and p.verb not in _CHECK_VERBS]
+            ranked[pname] = _Ranked.of(makers, partial(_identity_score, pname))
+        best = ranked[pname].best(t, partial(_may_produce, t, param))
         if best is None:
             continue
         how = "output field" if pname in best.outputs else "name"
         text = _IDENTITY_DEFAULT if best.is_ambient else _IDENTITY
         evidence = f"input {param!r} matches {best.id}'s {how} {pname!r}"
         yield text.edge(t, best, param, variant=_identity_variant(how, best, pw), evidence=evidence)
+
+
+def _identity_score(pname: str, p: ToolProfile) -> float:
+    return 1.0 + (pname in p.outputs)  # an output field says more than a name
+
+
+def _may_produce(t: ToolProfile, param: str, p: ToolProfile) -> bool:
+    return (
+        p.id != t.id
+        and param not in p.params
+        and not is_sibling(t, p)
+        and (not p.is_ambient or _may_default(t, param, p))
+    )
 
 
 def _product_phrases(p: ToolProfile) -> set[str]:
