@@ -84,8 +84,8 @@ def propose_edges(
     focus: Collection[str] | None = None,
 ) -> list[DependencyEdge]:
     """Every rule's proposals among ``tools``, before one edge per pair is chosen (for calibration:
-    each edge's evidence names its rule, see ``rule_of``). With ``focus``, every proposal with an end in
-    it and possibly others (``infer_edges`` drops those)."""
+    each edge's evidence names its rule, see ``rule_of``). With ``focus``, the proposals with an end in
+    it."""
     return _propose([profile(t) for t in tools], vectors, confidence, focus)
 
 
@@ -100,7 +100,10 @@ def _propose(
     raw: list[DependencyEdge] = []
     for rule in (*RULES, producer_rule):
         subjects = universe if focus is None else _reaching(rule, universe, focus, changed)
-        raw.extend(_calibrated(rule(subjects, universe), table))
+        found = rule(subjects, universe)
+        if focus is not None:  # a reached tool's edge to a tool outside the change is not wanted
+            found = (e for e in found if e.tool in focus or e.depends_on in focus)
+        raw.extend(_calibrated(found, table))
     if vectors:
         already = {(e.tool, e.depends_on) for e in raw}
         similar = similarity_edges(universe, vectors, already=already, focus=focus)
