@@ -4,6 +4,7 @@ first pass against exact search, and the process's RSS.
 
     .venv/bin/python bench/scale.py --size 10000 --size 100000      # default: 10k, 50k and 100k
     .venv/bin/python bench/scale.py --warm-only --size 100000      # only fill the embedding cache
+    .venv/bin/python bench/scale.py --ingest 2000 --size 100000 --vectors composed   # ingest rate at 100k
 
 The fleet: every dataset's tools (ToolLinkOS, API-Bank, MetaTool, Seal-Tools, OpenAPI links), the
 synthetic domain x action x object tools of ``gateway_bench.synthetic_tools`` (up to 10k), then
@@ -290,6 +291,140 @@ def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = Tru
     }
 
 
+def new_sources(size: int, count: int, how_many: int = 2) -> list[tuple[str, Path]]:
+    """Sources the ``size``-tool fleet lacks: the first ``count`` variants of each of the next groups of
+    domains (one domain's copy of the datasets' tools while ``count`` is at most ~4.3k)."""
+    used = {source for source, _ in fleet_folders(size) if source.startswith("variants-")}
+    out = []
+    for group in range(0, len(DOMAINS), DOMAINS_PER_SOURCE):
+        domains = DOMAINS[group : group + DOMAINS_PER_SOURCE]
+        source = f"variants-{domains[0]}"
+        if source in used or len(out) == how_many:
+            continue
+        rows = [_variant(r, d) for d in domains for name in NORMALIZED for r in _rows(name)][:count]
+        names = {r["name"] for r in rows}
+        for r in rows:
+            r["depends_on"] = [d for d in r["depends_on"] if d in names]
+        out.append((source, _write(f"new-{domains[0]}-{len(rows)}", rows)))
+    if len(out) < how_many:
+        raise ValueError(f"not enough domain groups left for new sources beside the {size}-tool fleet")
+    return out
+
+
+class PhaseTimer:
+    """Seconds spent in named methods of an object (the ingest's phases), by wrapping them."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._wrapped: list[tuple[Any, str]] = []
+
+    def wrap(self, owner: Any, method: str, phase: str) -> None:
+        inner = getattr(owner, method)
+        self._wrapped.append((owner, method))
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+        setattr(owner, method, timed)
+
+    def unwrap(self) -> None:
+        for owner, method in self._wrapped:
+            vars(owner).pop(method, None)  # the class's method shows through again
+
+    def report(self) -> dict[str, float]:
+        return {phase: round(s, 2) for phase, s in sorted(self.seconds.items())}
+
+
+def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, Any]:
+    """Ingest two new sources of ``count`` tools each, one after the other, into a copy of the built
+    ``size``-tool registry (defaults: dependency inference on) and time each by phase. The first
+    ingest after opening profiles every tool of the registry for inference; the next one reuses those
+    profiles (as a running gateway does).
+
+    ``embedding="cached"``: the new documents are embedded first with the real embedder (timed: the
+    embedder's documents/s on every core), then the ingests get them ready, so they time the
+    registry's own work (rows, full-text index, snapshot, inference, commit). ``"real"``: each ingest
+    embeds its tools itself (end to end). The vector index merge that an ingest schedules on a
+    background thread is timed apart, after both."""
+    import os
+    import shutil
+
+    from toolweave.registry import Embedder, Registry, load_catalog
+    from toolweave.registry.documents import tool_document
+    from toolweave.settings import Settings
+
+    built = registry_dir(size, mode)
+    if not (built / "built.json").exists():
+        raise FileNotFoundError(f"{built} is not built: run the build step (or copy one) first")
+    cats = [load_catalog([f], s, require_description=False) for s, f in new_sources(size, count)]
+    work = OUT / f"ingest-{size}-{mode}-{embedding}-{os.getpid()}"  # runs may overlap
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(built, work)
+    settings = Settings(home=work)
+    real = Embedder()
+    real.embed_documents(["warm the model up"])
+    out: dict[str, Any] = {"embedding": embedding, "load_average_at_start": os.getloadavg()}
+    embedder: Any = real
+    if embedding == "cached":  # through the disk cache: what it lacks is embedded now, and timed
+        with_examples = settings.usage_weight <= 0
+        documents = [tool_document(t, with_examples=with_examples) for c in cats for t in c.tools]
+        cache = cached_embedder()
+        cache.inner = real  # the model already loaded
+        started, cpu = time.perf_counter(), time.process_time()
+        vectors = [
+            v
+            for n in range(0, len(documents), 256)
+            for v in cache.embed_documents(documents[n : n + 256], batch_size=settings.embedding_batch_size)
+        ]
+        embed_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+        out |= {"embedded_now": cache.misses, "from_cache": cache.hits}
+        if cache.misses:
+            out |= {
+                "embed_s": round(embed_s, 1),
+                "embed_docs_per_s": round(cache.misses / embed_s, 1),
+                "embed_docs_per_cpu_s": round(cache.misses / cpu_s, 1),
+            }
+        embedder = FleetEmbedder(real, dict(zip(documents, vectors, strict=True)))
+    reg = Registry.open(work, embedder=embedder, settings=settings)
+    out["tools_before"] = len(reg)
+    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
+    out["ingests"] = [_timed_ingest(reg, c) for c in cats]
+    started = time.perf_counter()
+    out["vector_index"] = reg.refresh_vector_index()
+    out["vector_index_s"] = round(time.perf_counter() - started, 1)
+    reg.close()
+    shutil.rmtree(work, ignore_errors=True)
+    return out | {"load_average_at_end": os.getloadavg(), "peak_rss_mb": peak_rss_mb()}
+
+
+def _timed_ingest(reg: Any, catalog: Any) -> dict[str, Any]:
+    phases = PhaseTimer()
+    phases.wrap(reg, "_embed", "embed")
+    phases.wrap(reg._table, "upsert", "rows")
+    phases.wrap(reg._table, "rebuild_text_index", "full-text index")
+    phases.wrap(reg, "_reload", "snapshot")
+    phases.wrap(reg, "_infer", "inference")
+    phases.wrap(reg, "_commit", "commit")
+    started, cpu = time.perf_counter(), time.process_time()
+    summary = reg.ingest(catalog.source, catalog.tools, catalog.edges)
+    seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    phases.unwrap()
+    print(summary, file=sys.stderr, flush=True)
+    return {
+        "source": catalog.source,
+        "added": summary.added,
+        "edges_of_new_tools": summary.edges,
+        "ingest_s": round(seconds, 1),
+        "ingest_tools_per_s": round(summary.added / seconds, 1),
+        "ingest_cpu_s": round(cpu_s, 1),  # every thread's: on a loaded machine, less noisy than wall time
+        "phases_s": phases.report(),
+    }
+
+
 def bench_queries(n: int) -> list[str]:
     """ToolLinkOS requests of the ``examples`` split (never ``test``)."""
     rows = json.loads((TOOLLINKOS / "instances.json").read_text())
@@ -459,7 +594,9 @@ def main(ns: argparse.Namespace) -> int:
         print(f"skipped: {TOOLLINKOS} is absent", file=sys.stderr)
         return 0
     report: dict[str, Any] = {"machine": machine()}
-    for size in ns.size or SIZES:
+    if ns.ingest:
+        ingest_runs(ns, report)
+    for size in [] if ns.ingest else ns.size or SIZES:
         key = f"{size}-{ns.vectors}"
         row: dict[str, Any] = {}
         if ns.rebuild or not (registry_dir(size, ns.vectors) / "built.json").exists():
@@ -485,6 +622,15 @@ def main(ns: argparse.Namespace) -> int:
     return 0
 
 
+def ingest_runs(ns: argparse.Namespace, report: dict[str, Any]) -> None:
+    """``--ingest N``: for each size, the new sources with vectors ready, then with real embeddings."""
+    for size in ns.size or SIZES:
+        key = f"ingest-{ns.ingest}-into-{size}-{ns.vectors}"
+        step = ["--step", "ingest", "--size", str(size), "--vectors", ns.vectors, "--ingest", str(ns.ingest)]
+        report[key] = {e: _child([*step, "--embedding", e]) for e in ("cached", "real")}
+        print(json.dumps({key: report[key]}), flush=True)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -501,9 +647,19 @@ if __name__ == "__main__":
     parser.add_argument("--resume", type=Path, help="build: start from a copy of this registry")
     parser.add_argument("--no-infer", action="store_true", help="build: without dependency inference")
     parser.add_argument("--registry", type=Path, help="measure: this registry instead of the size's own")
-    parser.add_argument("--step", choices=("build", "measure"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--ingest",
+        type=int,
+        metavar="N",
+        help="instead of build + measure: time ingesting a new source of N tools into a copy of the built "
+        "registry of each size, with vectors ready and with real embeddings (see ingest_new())",
+    )
+    parser.add_argument("--embedding", choices=("cached", "real"), help=argparse.SUPPRESS)
+    parser.add_argument("--step", choices=("build", "measure", "ingest"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
-    if ns.step == "build":
+    if ns.step == "ingest":
+        print(json.dumps(ingest_new(ns.size[0], ns.vectors, ns.ingest, ns.embedding)))
+    elif ns.step == "build":
         print(json.dumps(build(ns.size[0], ns.vectors, resume=ns.resume, infer=not ns.no_infer)))
     elif ns.step == "measure":
         threshold = ns.threshold[0] if ns.threshold else None

@@ -44,7 +44,7 @@ from toolweave.registry.database import RegistryDatabase, RegistryLocation, grap
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import refresh_inferred_edges, walkable
+from toolweave.registry.inference import ProfileCache, refresh_inferred_edges, walkable
 from toolweave.registry.overrides import (
     GraphOverrides,
     OverrideReport,
@@ -122,6 +122,7 @@ class Registry:
         self._remap_queued = False
         self._text_search_down = False  # logged once per outage of the store's full-text index
         self._graph = DependencyGraph()
+        self._profiles = ProfileCache()
         self.overrides: GraphOverrides | None = None
         self._snap = Snapshot()
         self._deps: dict[str, tuple[DependencyEdge, ...]] = {}
@@ -565,9 +566,8 @@ class Registry:
 
     def _infer(self, changed_ids: set[str]) -> None:
         """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides."""
-        refresh_inferred_edges(
-            self._graph, self._snap.records, self.vectors(), changed_ids, overrides=self.overrides
-        )
+        universe = self._profiles.universe(self._snap.records, self._snap.hashes)
+        refresh_inferred_edges(self._graph, universe, self.vectors(), changed_ids, overrides=self.overrides)
         if self.overrides is not None:
             apply_overrides(self._graph, self.overrides)
 

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+from pathlib import Path
+
 from inference_helpers import tool
 
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import infer_edges, refresh_inferred_edges
+from toolweave.registry.inference import ProfileCache, infer_edges, refresh_inferred_edges
+from toolweave.registry.inference.infer import infer_among
+from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 
 SHOP = [
@@ -18,6 +25,10 @@ UTIL = [
     tool("util", "validate_email", "Check that an email address is valid.", {"email": ""}, kind="core"),
     tool("util", "get_current_date", "Returns the current date.", {}, kind="core"),
 ]
+
+
+def profiles(by_id: dict[str, ToolRecord]) -> list[ToolProfile]:
+    return ProfileCache().universe(by_id, {i: t.content_hash for i, t in by_id.items()})
 
 
 def graph_of(tools: list[ToolRecord]) -> DependencyGraph:
@@ -42,12 +53,12 @@ def test_only_for_returns_edges_touching_the_new_tools() -> None:
 def test_refresh_keeps_untouched_edges_and_adds_edges_for_the_new_source() -> None:
     g = graph_of(SHOP)
     by_id = {t.id: t for t in SHOP}
-    assert refresh_inferred_edges(g, by_id, None, set(by_id)) > 0
+    assert refresh_inferred_edges(g, profiles(by_id), None, set(by_id)) > 0
     shop_edges = {e.key: e for e in g.edges()}
     for t in UTIL:
         g.add_tool(t.id, t.kind, t.source)
     by_id.update({t.id: t for t in UTIL})
-    added = refresh_inferred_edges(g, by_id, None, {t.id for t in UTIL})
+    added = refresh_inferred_edges(g, profiles(by_id), None, {t.id for t in UTIL})
     assert added > 0
     after = {e.key: e for e in g.edges()}
     for key, edge in shop_edges.items():
@@ -65,7 +76,7 @@ def test_declared_edges_win_and_declaring_sources_get_no_inferred_edges() -> Non
     )
     g.add_edge(declared)
     by_id = {t.id: t for t in SHOP + UTIL}
-    refresh_inferred_edges(g, by_id, None, set(by_id))
+    refresh_inferred_edges(g, profiles(by_id), None, set(by_id))
     # shop declares its own edges: nothing inferred out of its tools
     assert [e for e in g.edges() if e.tool.startswith("shop__") and e.origin == "inferred"] == []
     assert list(g.edges()) == [declared]
@@ -75,7 +86,7 @@ def test_refresh_respects_manifest_removals() -> None:
     g = graph_of(SHOP)
     by_id = {t.id: t for t in SHOP}
     overrides = GraphOverrides(remove=[EdgeSelector("shop__shop_list_carts", "shop__shop_user_login")])
-    refresh_inferred_edges(g, by_id, None, set(by_id), overrides=overrides)
+    refresh_inferred_edges(g, profiles(by_id), None, set(by_id), overrides=overrides)
     assert "shop__shop_user_login" not in {e.depends_on for e in g.dependencies("shop__shop_list_carts")}
     assert "shop__shop_user_login" in {e.depends_on for e in g.dependencies("shop__shop_checkout")}
 
@@ -105,3 +116,88 @@ def test_the_focused_similarity_pass_proposes_what_the_full_pass_keeps() -> None
         focused = {e.key for e in similarity_edges(universe, vectors, threshold=0.8, focus=focus)}
         expected = {k for k in full if k[0] in focus or k[1] in focus}
         assert expected and focused == expected
+
+
+def _touching(edges: list[DependencyEdge], focus: set[str]) -> list[DependencyEdge]:
+    return [e for e in edges if e.tool in focus or e.depends_on in focus]
+
+
+ONLINE = [
+    tool("o", "get_wifi_status", "Returns whether Wi-Fi connectivity is up.", {}, kind="core"),
+    tool("o", "stream_song", "Stream a song from the online catalogue.", {"song": ""}),
+    tool("o", "upload_photo", "Upload a photo to the cloud.", {"photo": ""}),
+    tool("o", "fetch_news", "Read the news from the web.", {"topic": ""}),
+    tool("o", "book_table", "Book a table at a restaurant.", {"restaurant": ""}),
+    tool("o", "play_playlist", "Play a playlist.", {"playlist": ""}),
+    tool("o", "get_volume", "Returns the volume.", {}),
+    tool("o", "set_volume", "Set the volume.", {"level": ""}),
+]
+
+
+def _check_focused_runs(tools: list[ToolRecord], focuses: list[set[str]]) -> list[DependencyEdge]:
+    """Each rule runs only for the change and the tools that want what it offers (``Rule.wants`` /
+    ``offers``): the edges touching the change must be those of a run over every tool. A rule whose
+    keys miss a link it can make fails here."""
+    universe = profiles({t.id: t for t in tools})
+    full = infer_among(universe, {p.id for p in universe})
+    for focus in focuses:
+        assert infer_among(universe, focus) == _touching(full, focus), sorted(focus)[:3]
+    return full
+
+
+def test_focused_rules_give_the_full_runs_edges_on_the_datasets(dataset_dir: Callable[[str], Path]) -> None:
+    tools = [
+        t
+        for name in ("toollinkos", "api_bank", "openapi_links")
+        for t in load_catalog([dataset_dir(name)], name, require_description=False).tools
+    ]
+    tools += SHOP + UTIL
+    ids = sorted(t.id for t in tools)
+    rng = random.Random(5)
+    focuses = [set(ids[n::9]) for n in range(9)]  # every tool is in one of these
+    focuses += [{i} for i in rng.sample(ids, 40)] + [{t.id for t in SHOP}, {t.id for t in UTIL}]
+    assert len(_check_focused_runs(tools, focuses)) > 500
+
+
+def test_focused_rules_give_the_full_runs_edges_where_the_network_prior_holds() -> None:
+    ids = [t.id for t in ONLINE]
+    full = _check_focused_runs(ONLINE, [{i} for i in ids] + [{a, b} for a in ids[:3] for b in ids[3:]])
+    assert {e.evidence.split(":")[0] for e in full} >= {"connectivity_prior_rule", "state_pair_rule/setter"}
+
+
+def test_a_small_change_runs_the_rules_for_few_tools() -> None:
+    """The point of the keys: one new tool is not a reason to run a rule for every tool."""
+    from toolweave.registry.inference.infer import _reaching
+    from toolweave.registry.inference.rules import RULES
+    from toolweave.registry.inference.value_kinds import producer_rule
+
+    fleet = [tool("app", f"do_task_{n}", f"Does task {n}.", {f"thing_{n}_id": ""}) for n in range(200)]
+    universe = profiles({t.id: t for t in [*fleet, *SHOP, *UTIL]})
+    new = next(p for p in universe if p.id == "shop__shop_list_carts")
+    visited = {rule.name: len(_reaching(rule, universe, {new.id}, [new])) for rule in (*RULES, producer_rule)}
+    assert max(visited.values()) < 10, visited
+
+
+def test_the_profile_cache_profiles_only_what_changed() -> None:
+    read: list[str] = []
+
+    class Records(dict[str, ToolRecord]):
+        def __getitem__(self, key: str) -> ToolRecord:
+            read.append(key)
+            return super().__getitem__(key)
+
+    cache = ProfileCache()
+    records = Records({t.id: t for t in SHOP + UTIL})
+    hashes = {i: t.content_hash for i, t in records.items()}
+    first = {p.id: p for p in cache.universe(records, hashes)}
+    assert sorted(read) == sorted(first) and list(first) == sorted(first)
+    read.clear()
+    changed = SHOP[1].model_copy(update={"description": "List the carts of a user."})
+    records[changed.id] = changed
+    del records[UTIL[0].id]
+    hashes = {i: t.content_hash for i, t in records.items()}
+    second = {p.id: p for p in cache.universe(records, hashes)}
+    assert read == [changed.id]
+    assert second[changed.id].description == "list the carts of a user."
+    assert UTIL[0].id not in second
+    assert all(second[i] is first[i] for i in second if i != changed.id)

@@ -7,11 +7,12 @@ optional embedding-similarity pass with a calibrated threshold. See ``docs/graph
 from __future__ import annotations
 
 from toolweave.registry.inference.evaluate import EdgeScores, score_edges
-from toolweave.registry.inference.incremental import refresh_inferred_edges
+from toolweave.registry.inference.incremental import ProfileCache, refresh_inferred_edges
 from toolweave.registry.inference.infer import infer_edges, propose_edges, rule_of, walkable
 
 __all__ = [
     "EdgeScores",
+    "ProfileCache",
     "infer_edges",
     "propose_edges",
     "refresh_inferred_edges",

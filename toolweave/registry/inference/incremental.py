@@ -2,21 +2,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
 from toolweave.records import ToolRecord
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference.infer import infer_edges
+from toolweave.registry.inference.infer import infer_among
+from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.overrides import GraphOverrides, merge_inferred
 
-__all__ = ["refresh_inferred_edges"]
+__all__ = ["ProfileCache", "refresh_inferred_edges"]
+
+
+class ProfileCache:
+    """Tool profiles kept from one ingest to the next, by tool id and content hash.
+
+    Inference reads every tool of the registry; at 100k tools, decoding the stored records and
+    profiling them took longer than everything else an ingest does. With this cache an ingest profiles
+    the tools it changed, and the rules' per-tool findings (``ToolProfile.memo``) stay with the profiles.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, tuple[str, ToolProfile]] = {}
+
+    def universe(self, records: Mapping[str, ToolRecord], hashes: Mapping[str, str]) -> list[ToolProfile]:
+        """Every tool's profile, in id order: the cached one while its content hash is the same, else
+        ``records[id]`` (decoded only then) profiled anew. Tools no longer in ``hashes`` are forgotten."""
+        kept: dict[str, tuple[str, ToolProfile]] = {}
+        for tool_id in sorted(hashes):
+            content = hashes[tool_id]
+            cached = self._by_id.get(tool_id)
+            kept[tool_id] = (
+                cached if cached and cached[0] == content else (content, profile(records[tool_id]))
+            )
+        self._by_id = kept
+        return [p for _hash, p in kept.values()]
 
 
 def refresh_inferred_edges(
     graph: DependencyGraph,
-    tools_by_id: Mapping[str, ToolRecord],
+    universe: Sequence[ToolProfile],
     vectors: Mapping[str, np.ndarray] | None,
     changed_ids: Collection[str],
     *,
@@ -25,8 +51,9 @@ def refresh_inferred_edges(
     """Recompute the inferred edges from and to ``changed_ids``; returns how many inferred edges were added.
 
     Args:
-        graph: the registry's graph; every tool of ``tools_by_id`` must already be a node.
-        tools_by_id: ALL tools now in the registry (new and old), by id.
+        graph: the registry's graph; every tool of ``universe`` must already be a node.
+        universe: the profiles of ALL tools now in the registry (new and old), in id order
+            (``ProfileCache.universe``).
         vectors: their embeddings by id, or ``None`` (rules only).
         changed_ids: ids added or whose content changed in this ingest. Removed tools need nothing
             here: ``graph.remove_tools`` already dropped their edges.
@@ -36,13 +63,12 @@ def refresh_inferred_edges(
     get no inferred outgoing edges (the source's author already said what they need), and a pair
     that holds a declared or manifest edge never gets an inferred one.
     """
-    changed = {i for i in changed_ids if i in tools_by_id}
+    source_of = {p.id: p.source for p in universe}
+    changed = {i for i in changed_ids if i in source_of}
     graph.remove_edges(lambda e: e.origin == "inferred" and (e.tool in changed or e.depends_on in changed))
     if not changed:
         return 0
-    declaring = {
-        tools_by_id[e.tool].source for e in graph.edges() if e.origin == "declared" and e.tool in tools_by_id
-    }
-    edges = infer_edges(list(tools_by_id.values()), vectors=vectors, only_for=changed)
-    edges = [e for e in edges if tools_by_id[e.tool].source not in declaring]
+    declaring = {source_of[e.tool] for e in graph.edges() if e.origin == "declared" and e.tool in source_of}
+    edges = infer_among(universe, changed, vectors=vectors)
+    edges = [e for e in edges if source_of[e.tool] not in declaring]
     return merge_inferred(graph, edges, overrides)

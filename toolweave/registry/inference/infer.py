@@ -13,11 +13,11 @@ import numpy as np
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.registry.inference.producers import ToolProfile, profile
-from toolweave.registry.inference.rules import RULES
+from toolweave.registry.inference.rules import RULES, Rule
 from toolweave.registry.inference.similarity import similarity_edges
 from toolweave.registry.inference.value_kinds import producer_rule
 
-__all__ = ["infer_edges", "propose_edges", "rule_of", "walkable"]
+__all__ = ["infer_among", "infer_edges", "propose_edges", "rule_of", "walkable"]
 
 
 def infer_edges(
@@ -51,12 +51,27 @@ def infer_edges(
     by_id: dict[str, ToolRecord] = {t.id: t for t in known}
     by_id.update({t.id: t for t in tools})
     focus = set(only_for) if only_for is not None else {t.id for t in tools}
-    focus &= set(by_id)
+    if not focus & by_id.keys():
+        return []
+    universe = [profile(by_id[i]) for i in sorted(by_id)]
+    return infer_among(universe, focus, vectors=vectors, confidence=confidence)
+
+
+def infer_among(
+    universe: Sequence[ToolProfile],
+    focus: Collection[str],
+    *,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    confidence: Mapping[str, float] | None = None,
+) -> list[DependencyEdge]:
+    """``infer_edges`` over profiles: the edges with an end in ``focus`` among the ``universe``'s tools
+    (in id order). An ingest keeps the profiles of unchanged tools (``ProfileCache``), and each rule runs
+    only for the focus and the tools that want what the focus offers (``Rule.wants``): the cost follows
+    the change, not the registry, and the edges are the same as over every tool."""
+    focus = {p.id for p in universe if p.id in focus}
     if not focus:
         return []
-    raw = propose_edges(
-        [by_id[i] for i in sorted(by_id)], vectors=vectors, confidence=confidence, focus=focus
-    )
+    raw = _propose(universe, vectors, confidence, focus)
     kept = [e for e in raw if e.tool != e.depends_on and (e.tool in focus or e.depends_on in focus)]
     return _one_per_pair(kept)
 
@@ -69,18 +84,42 @@ def propose_edges(
     focus: Collection[str] | None = None,
 ) -> list[DependencyEdge]:
     """Every rule's proposals among ``tools``, before one edge per pair is chosen (for calibration:
-    each edge's evidence names its rule, see ``rule_of``). ``focus`` lets the similarity pass skip
-    pairs with no end in it (``infer_edges`` drops those anyway)."""
-    universe: list[ToolProfile] = [profile(t) for t in tools]
+    each edge's evidence names its rule, see ``rule_of``). With ``focus``, the proposals with an end in
+    it."""
+    return _propose([profile(t) for t in tools], vectors, confidence, focus)
+
+
+def _propose(
+    universe: Sequence[ToolProfile],
+    vectors: Mapping[str, np.ndarray] | None,
+    confidence: Mapping[str, float] | None,
+    focus: Collection[str] | None,
+) -> list[DependencyEdge]:
     table = RULE_CONFIDENCE if confidence is None else confidence
+    changed = [p for p in universe if p.id in focus] if focus is not None else []
     raw: list[DependencyEdge] = []
     for rule in (*RULES, producer_rule):
-        raw.extend(_calibrated(rule(universe, universe), table))
+        subjects = universe if focus is None else _reaching(rule, universe, focus, changed)
+        found = rule(subjects, universe)
+        if focus is not None:  # a reached tool's edge to a tool outside the change is not wanted
+            found = (e for e in found if e.tool in focus or e.depends_on in focus)
+        raw.extend(_calibrated(found, table))
     if vectors:
         already = {(e.tool, e.depends_on) for e in raw}
         similar = similarity_edges(universe, vectors, already=already, focus=focus)
         raw.extend(_calibrated(similar, table))
     return raw
+
+
+def _reaching(
+    rule: Rule, universe: Sequence[ToolProfile], focus: Collection[str], changed: Sequence[ToolProfile]
+) -> Sequence[ToolProfile]:
+    """The subjects whose edges under ``rule`` can touch the focus: the changed tools, and the tools that
+    want a key a changed tool offers (in universe order, as a full run visits them)."""
+    offered = {key for p in changed for key in rule.offers(p)}
+    if not offered:
+        return changed
+    return [t for t in universe if t.id in focus or not offered.isdisjoint(rule.wanted(t))]
 
 
 def rule_of(edge: DependencyEdge) -> str:

@@ -7,9 +7,10 @@ edges, ``depends_on`` fields or queries: ``ToolRecord`` carries none of those.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any, TypeVar
 
 from toolweave.records import ToolRecord
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, singular, split_verb, words, wordset
@@ -43,6 +44,8 @@ GENERIC_NAME_WORDS = wordset(
     "service services tool tools v1 v2 v3 id ids token session request response"
 )
 """Words that do not name a service: what two tools of one service share is what is left."""
+
+_T = TypeVar("_T")
 
 _ID_SUFFIXES = {"identifier": "id", "ids": "id", "uuid": "id", "guid": "id"}
 
@@ -107,6 +110,16 @@ class ToolProfile:
     """``(parameter, JSON Schema format)`` of the inputs that declare one (``date-time``, ``email``)."""
     output_formats: frozenset[str] = field(default_factory=frozenset)
     """JSON Schema formats of the output fields (a ``date-time`` field makes this a timestamp source)."""
+    _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def memo(self, key: Hashable, compute: Callable[[ToolProfile], _T]) -> _T:
+        """``compute(self)`` once per profile and ``key``: what a rule reads off this tool alone is kept
+        as long as the profile is (an ingest into a large registry reuses unchanged tools' profiles)."""
+        try:
+            value: _T = self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute(self)
+        return value
 
     @property
     def is_ambient(self) -> bool:

@@ -9,8 +9,11 @@ families such as dates and locations, measurement units, connectivity words), ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from itertools import chain
+from typing import TypeVar
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile, param_family
@@ -20,15 +23,79 @@ __all__ = [
     "FLEET_PRIOR_SHARE",
     "RULES",
     "UNIT_WORDS",
+    "EdgeText",
     "Rule",
     "best_candidate",
-    "inferred_edge",
     "is_sibling",
     "param_words",
 ]
 
-Rule = Callable[[Sequence[ToolProfile], Sequence[ToolProfile]], Iterator[DependencyEdge]]
-"""``rule(subjects, universe)``: edges out of each subject, to any tool of the universe."""
+Finder = Callable[[Sequence[ToolProfile], Sequence[ToolProfile]], Iterator[DependencyEdge]]
+Keys = Callable[[ToolProfile], Collection[Hashable]]
+_K = TypeVar("_K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An inference rule: ``rule(subjects, universe)`` yields edges out of each subject, to any tool of
+    the universe; a subject's edges depend on the subject and the universe, never on the other subjects.
+
+    ``wants(t)`` and ``offers(p)`` are keys such that the rule links ``t`` to ``p`` only if they share
+    one (a cover: sharing a key does not make an edge). An incremental ingest runs the rule for the
+    changed tools and for the tools that want what a changed tool offers, not for every tool, and gets
+    the same edges touching the change (``infer.infer_among``). Wanted keys are kept on the profile.
+    """
+
+    name: str
+    find: Finder
+    wants: Keys
+    offers: Keys
+
+    def __call__(
+        self, subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+    ) -> Iterator[DependencyEdge]:
+        return self.find(subjects, universe)
+
+    def wanted(self, t: ToolProfile) -> frozenset[Hashable]:
+        return t.memo(("wants", self.name), self._wanted)
+
+    def _wanted(self, t: ToolProfile) -> frozenset[Hashable]:
+        return frozenset(self.wants(t))
+
+
+@dataclass(frozen=True)
+class EdgeText:
+    """How a rule's edges read: the rule (the calibration key of ``calibration.RULE_CONFIDENCE``), their
+    kind, and ``str.format`` templates of the reason and evidence over ``param``, ``p`` (the id of the
+    tool depended on) and the facts the rule passes."""
+
+    rule: str
+    kind: EdgeKind
+    reason: str
+    evidence: str
+
+    def edge(
+        self, t: ToolProfile, p: ToolProfile, param: str | None = None, *, variant: str = "", **facts: object
+    ) -> DependencyEdge:
+        """``t`` depends on ``p``; ``variant`` (``/core``) names a rule calibrated apart. The confidence is
+        set from the calibration table afterwards."""
+        values = {"param": param, "p": p.id, **facts}
+        return DependencyEdge(
+            tool=t.id,
+            depends_on=p.id,
+            kind=self.kind,
+            parameter_name=param,
+            reason=self.reason.format(**values),
+            origin="inferred",
+            confidence=0.0,
+            evidence=f"{self.rule}{variant}: {self.evidence.format(**values)}",
+        )
+
+
+_DIRECT = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+_DEFAULT = EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
+_NEEDS = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
+_GOES_WITH = EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON
 
 # Parameter names too vague to say what produced them.
 _VAGUE = wordset(
@@ -56,29 +123,6 @@ FLEET_PRIOR_SHARE = 0.5
 fleet's tools say so in their own text."""
 
 
-def inferred_edge(
-    t: ToolProfile,
-    p: ToolProfile,
-    kind: EdgeKind,
-    param: str | None,
-    reason: str,
-    evidence: str,
-    rule: str,
-) -> DependencyEdge:
-    """An inferred edge; ``rule`` names the rule (and the kind of evidence, ``identity_rule/output``)
-    whose calibrated confidence it gets (``calibration.RULE_CONFIDENCE``)."""
-    return DependencyEdge(
-        tool=t.id,
-        depends_on=p.id,
-        kind=kind,
-        parameter_name=param,
-        reason=reason,
-        origin="inferred",
-        confidence=0.0,
-        evidence=f"{rule}: {evidence}",
-    )
-
-
 @lru_cache(maxsize=65536)
 def param_words(param: str) -> tuple[str, ...]:
     return tuple({"identifier": "id", "ids": "id", "uuid": "id"}.get(w, singular(w)) for w in words(param))
@@ -101,6 +145,37 @@ def best_candidate(t: ToolProfile, cands: Sequence[tuple[float, ToolProfile]]) -
     return ranked[0][1]
 
 
+@dataclass(frozen=True)
+class _Ranked:
+    """Candidates in ``best_candidate`` order with the subject left out: by score, then core first,
+    fewer inputs, id; and the same per source. ``best`` then finds a subject's best candidate at the
+    front instead of scoring every candidate for every subject (at 100k tools one phrase can have
+    thousands of producers). Only for scores that do not depend on the subject."""
+
+    tiers: tuple[tuple[list[ToolProfile], dict[str, list[ToolProfile]]], ...]
+
+    @classmethod
+    def of(cls, cands: Sequence[ToolProfile], score: Callable[[ToolProfile], float]) -> _Ranked:
+        by_score: dict[float, list[ToolProfile]] = {}
+        for p in sorted(cands, key=lambda p: (p.kind != "core", len(p.required), p.id)):
+            by_score.setdefault(score(p), []).append(p)
+        tiers = []
+        for _score, tier in sorted(by_score.items(), key=lambda item: -item[0]):
+            by_source: dict[str, list[ToolProfile]] = {}
+            for p in tier:
+                by_source.setdefault(p.source, []).append(p)
+            tiers.append((tier, by_source))
+        return cls(tuple(tiers))
+
+    def best(self, t: ToolProfile, allowed: Callable[[ToolProfile], bool]) -> ToolProfile | None:
+        """What ``best_candidate(t, [(score, p) for allowed p])`` gives, without scoring them all."""
+        for tier, by_source in self.tiers:
+            for p in chain(by_source.get(t.source, ()), tier):  # same source first, as in best_candidate
+                if allowed(p):
+                    return p
+        return None
+
+
 def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:
     """``p`` takes the same key inputs as ``t``: another operation on the same record, not its source."""
     if p.required and set(p.required) <= set(t.params):
@@ -118,75 +193,117 @@ def _may_default(t: ToolProfile, param: str, p: ToolProfile) -> bool:
     return p.kind == "core" or param not in t.required
 
 
+def _param_keys(t: ToolProfile, key: Callable[[tuple[str, ...]], Hashable | None]) -> set[Hashable]:
+    """``key`` of each parameter's words, without ``None``: what a per-parameter rule looks for."""
+    found = {key(pw) for pw in map(param_words, t.params) if pw}
+    found.discard(None)
+    return found
+
+
+def _tool_key(value: Hashable, holds: bool) -> tuple[Hashable, ...]:
+    return (value,) if holds else ()
+
+
+def _index(universe: Sequence[ToolProfile], offers: Keys) -> dict[Hashable, list[ToolProfile]]:
+    """The universe's tools by the keys they offer (``Rule.offers``), in universe order."""
+    index: dict[Hashable, list[ToolProfile]] = {}
+    for p in universe:
+        for key in offers(p):
+            index.setdefault(key, []).append(p)
+    return index
+
+
+def _keyed_params(
+    subjects: Sequence[ToolProfile], key: Callable[[tuple[str, ...]], _K | None]
+) -> Iterator[tuple[ToolProfile, str, tuple[str, ...], _K]]:
+    """``(subject, parameter, its words, key)`` for each parameter whose words have a key."""
+    for t in subjects:
+        for param in t.params:
+            pw = param_words(param)
+            found = key(pw)
+            if found is not None:
+                yield t, param, pw, found
+
+
 # -- authentication ------------------------------------------------------------------------------------
-def _auth_producers(universe: Sequence[ToolProfile]) -> list[ToolProfile]:
-    return [
-        p
-        for p in universe
-        if p.is_auth
+def _is_credential(pw: tuple[str, ...]) -> bool:
+    """The value is a credential (session_id, access_token), not about a session (session_date)."""
+    return bool(pw) and (pw[-1] in _AUTH_PARAM_WORDS or (pw[-1] in ("id", "key") and "session" in pw))
+
+
+def _credential(pw: tuple[str, ...]) -> str | None:
+    return "credential" if _is_credential(pw) else None
+
+
+def _offers_credentials(p: ToolProfile) -> tuple[Hashable, ...]:
+    return _tool_key("credential", _is_auth_producer(p))
+
+
+def _is_auth_producer(p: ToolProfile) -> bool:
+    return (
+        p.is_auth
         or any(w in _AUTH_PARAM_WORDS for w in p.outputs)
         or (
             p.verb in ("get", "generate", "obtain", "request", "issue", "create")
             and "token" in p.object_words
         )
-    ]
+    )
 
 
-def auth_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _auth(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``session_id`` / ``token`` inputs come from the login (or token) tool of the same service."""
-    producers = _auth_producers(universe)
-    for t in subjects:
-        for param in t.params:
-            pw = param_words(param)
-            # the value is a credential (session_id, access_token), not about a session (session_date)
-            if not (pw[-1] in _AUTH_PARAM_WORDS or (pw[-1] in ("id", "key") and "session" in pw)):
+    producers = _index(universe, _offers_credentials).get("credential", [])
+    for t, param, pw, _credential_key in _keyed_params(subjects, _credential):
+        pname = "_".join(pw)
+        scored: list[tuple[float, ToolProfile]] = []
+        for p in producers:
+            if p.id == t.id or param in p.params or (p.source != t.source and not p.outputs):
                 continue
-            pname = "_".join(pw)
-            scored: list[tuple[float, ToolProfile]] = []
-            for p in producers:
-                if p.id == t.id or param in p.params or (p.source != t.source and not p.outputs):
-                    continue
-                overlap = len(p.service_words & set(t.name_words))
-                exact = pname in p.outputs or pw[-1] in p.outputs
-                named = bool(set(pw) & set(p.name_words))
-                if p.service_words and not overlap and not exact:
-                    continue  # another service's login
-                score = (
-                    3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
-                )
-                scored.append((score, p))
-            best = best_candidate(t, scored)
-            if best is None:
-                continue
-            ev = f"input {param!r}; " + (
-                f"{best.id} outputs {sorted(best.outputs & {pname, pw[-1]})}"
-                if best.outputs & {pname, pw[-1]}
-                else f"{best.id} is an authentication tool"
-            )
-            shared = sorted(best.service_words & set(t.name_words))
-            if shared:
-                ev += f"; same service {shared}"
-            yield inferred_edge(
-                t,
-                best,
-                EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                param,
-                f"{param} is issued by authenticating with {best.id}",
-                ev,
-                "auth_rule",
-            )
+            overlap = len(p.service_words & set(t.name_words))
+            exact = pname in p.outputs or pw[-1] in p.outputs
+            named = bool(set(pw) & set(p.name_words))
+            if p.service_words and not overlap and not exact:
+                continue  # another service's login
+            score = 3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
+            scored.append((score, p))
+        best = best_candidate(t, scored)
+        if best is None:
+            continue
+        why = f"input {param!r}; " + (
+            f"{best.id} outputs {sorted(best.outputs & {pname, pw[-1]})}"
+            if best.outputs & {pname, pw[-1]}
+            else f"{best.id} is an authentication tool"
+        )
+        shared = sorted(best.service_words & set(t.name_words))
+        if shared:
+            why += f"; same service {shared}"
+        yield _AUTH.edge(t, best, param, why=why)
 
 
-def service_auth_rule(
+_AUTH = EdgeText("auth_rule", _DIRECT, "{param} is issued by authenticating with {p}", "{why}")
+auth_rule = Rule(
+    "auth_rule",
+    _auth,
+    wants=lambda t: _param_keys(t, _credential),
+    offers=_offers_credentials,
+)
+
+
+def _offers_login(p: ToolProfile) -> tuple[Hashable, ...]:
+    return _tool_key(p.source, p.is_auth and bool(p.service_words))  # a login only serves its own source
+
+
+def _needs_service_login(t: ToolProfile) -> bool:
+    return not (t.is_auth or any(_AUTH_PARAM_WORDS.intersection(param_words(p)) for p in t.params))
+
+
+def _service_auth(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
 ) -> Iterator[DependencyEdge]:
     """A tool of a service that has a login needs that login, even without a session parameter."""
-    logins: dict[str, list[ToolProfile]] = {}  # by source: a login only serves its own source
-    for p in universe:
-        if p.is_auth and p.service_words:
-            logins.setdefault(p.source, []).append(p)
+    logins = _index(universe, _offers_login)
     for t in subjects:
-        if t.is_auth or any(_AUTH_PARAM_WORDS.intersection(param_words(p)) for p in t.params):
+        if not _needs_service_login(t):
             continue
         names = set(t.name_words)
         cands = [
@@ -196,106 +313,109 @@ def service_auth_rule(
         ]
         best = best_candidate(t, cands)
         if best is not None:
-            yield inferred_edge(
-                t,
-                best,
-                EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                None,
-                f"tools of this service need a login first ({best.id})",
-                f"shared service name {sorted(best.service_words)}",
-                "service_auth_rule",
-            )
+            yield _SERVICE_AUTH.edge(t, best, service=sorted(best.service_words))
+
+
+_SERVICE_AUTH = EdgeText(
+    "service_auth_rule",
+    _NEEDS,
+    "tools of this service need a login first ({p})",
+    "shared service name {service}",
+)
+service_auth_rule = Rule(
+    "service_auth_rule",
+    _service_auth,
+    wants=lambda t: _tool_key(t.source, _needs_service_login(t)),
+    offers=_offers_login,
+)
 
 
 # -- parameters ----------------------------------------------------------------------------------------
-def identity_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+def _identity_name(pw: tuple[str, ...]) -> str | None:
+    pname = "_".join(pw)
+    return None if not pname or pname in _VAGUE or _AUTH_PARAM_WORDS.intersection(pw) else pname
+
+
+def _identity(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """An input named exactly like what another tool returns (``country_code`` ← get_country_code)."""
-    index: dict[str, list[ToolProfile]] = {}
-    for p in universe:
-        for phrase in p.product_phrases:
-            index.setdefault(phrase, []).append(p)
-    for t in subjects:
-        for param in t.params:
-            pw = param_words(param)
-            pname = "_".join(pw)
-            if pname in _VAGUE or _AUTH_PARAM_WORDS.intersection(pw):
-                continue
-            cands = [
-                p
-                for p in index.get(pname, [])
-                if p.id != t.id
-                and param not in p.params
-                and not p.is_setter
-                and p.verb not in _CHECK_VERBS
-                and not is_sibling(t, p)
-                and (not p.is_ambient or _may_default(t, param, p))
-            ]
-            best = best_candidate(t, [(1.0 + (pname in p.outputs), p) for p in cands])
-            if best is None:
-                continue
-            ambient = best.is_ambient
-            kind = (
-                EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
-                if ambient
-                else EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
-            )
-            how = "output field" if pname in best.outputs else "name"
-            reason = (
-                f"{best.id} supplies a default for {param}"
-                if ambient
-                else f"{param} is what {best.id} returns"
-            )
-            yield inferred_edge(
-                t,
-                best,
-                kind,
-                param,
-                reason,
-                f"input {param!r} matches {best.id}'s {how} {pname!r}",
-                _identity_variant(ambient, how, best, pw),
-            )
+    index = _index(universe, _product_phrases)
+    ranked: dict[str, _Ranked] = {}
+    for t, param, pw, pname in _keyed_params(subjects, _identity_name):
+        if pname not in ranked:
+            makers = [p for p in index.get(pname, []) if not p.is_setter and p.verb not in _CHECK_VERBS]
+            ranked[pname] = _Ranked.of(makers, partial(_identity_score, pname))
+        best = ranked[pname].best(t, partial(_may_produce, t, param))
+        if best is None:
+            continue
+        how = "output field" if pname in best.outputs else "name"
+        text = _IDENTITY_DEFAULT if best.is_ambient else _IDENTITY
+        evidence = f"input {param!r} matches {best.id}'s {how} {pname!r}"
+        yield text.edge(t, best, param, variant=_identity_variant(how, best, pw), evidence=evidence)
 
 
-def _identity_variant(ambient: bool, how: str, producer: ToolProfile, pw: tuple[str, ...]) -> str:
+def _identity_score(pname: str, p: ToolProfile) -> float:
+    return 1.0 + (pname in p.outputs)  # an output field says more than a name
+
+
+def _may_produce(t: ToolProfile, param: str, p: ToolProfile) -> bool:
+    return (
+        p.id != t.id
+        and param not in p.params
+        and not is_sibling(t, p)
+        and (not p.is_ambient or _may_default(t, param, p))
+    )
+
+
+def _product_phrases(p: ToolProfile) -> set[str]:
+    return p.product_phrases
+
+
+def _identity_variant(how: str, producer: ToolProfile, pw: tuple[str, ...]) -> str:
     """Calibrated apart: defaults from a fleet's declared context (``core``) tools or from any
     input-free reader; output-field matches; one-word names (``crop``) or phrases (``fluid_density``)."""
-    if ambient:
-        return "identity_rule/default-" + ("core" if producer.kind == "core" else "reader")
+    if producer.is_ambient:
+        return "/default-" + ("core" if producer.kind == "core" else "reader")
     if how == "output field":
-        return "identity_rule/output"
-    return "identity_rule/name-" + ("phrase" if len(pw) > 1 else "word")
+        return "/output"
+    return "/name-" + ("phrase" if len(pw) > 1 else "word")
 
 
-def family_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+_IDENTITY = EdgeText("identity_rule", _DIRECT, "{param} is what {p} returns", "{evidence}")
+_IDENTITY_DEFAULT = EdgeText("identity_rule", _DEFAULT, "{p} supplies a default for {param}", "{evidence}")
+identity_rule = Rule(
+    "identity_rule",
+    _identity,
+    wants=lambda t: _param_keys(t, _identity_name),
+    offers=_product_phrases,
+)
+
+
+def _family(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """Date, time, location, language, time-zone inputs default to the current value of a context tool."""
-    by_family: dict[str, list[ToolProfile]] = {}
-    for p in universe:
-        for fam in p.families:
-            by_family.setdefault(fam, []).append(p)
-    for t in subjects:
-        for param in t.params:
-            pw = param_words(param)
-            family = param_family(pw)
-            if family is None:
-                continue
-            cands = [
-                (1.0 + (pw[-1] in p.subject_words), p)
-                for p in by_family.get(family, [])
-                if p.id != t.id and family not in t.families and _may_default(t, param, p)
-            ]
-            best = best_candidate(t, cands)
-            if best is not None:
-                yield inferred_edge(
-                    t,
-                    best,
-                    EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
-                    param,
-                    f"{best.id} gives the current {family} when the user does not say",
-                    f"input {param!r} is a {family}; {best.id} reports the current {family}",
-                    "family_rule/" + ("core" if best.kind == "core" else "optional"),
-                )
+    by_family = _index(universe, _families)
+    for t, param, pw, family in _keyed_params(subjects, param_family):
+        cands = [
+            (1.0 + (pw[-1] in p.subject_words), p)
+            for p in by_family.get(family, [])
+            if p.id != t.id and family not in t.families and _may_default(t, param, p)
+        ]
+        best = best_candidate(t, cands)
+        if best is not None:
+            variant = "/core" if best.kind == "core" else "/optional"
+            yield _FAMILY.edge(t, best, param, variant=variant, family=family)
+
+
+def _families(p: ToolProfile) -> frozenset[str]:
+    return p.families
+
+
+_FAMILY = EdgeText(
+    "family_rule",
+    _DEFAULT,
+    "{p} gives the current {family} when the user does not say",
+    "input {param!r} is a {family}; {p} reports the current {family}",
+)
+family_rule = Rule("family_rule", _family, wants=lambda t: _param_keys(t, param_family), offers=_families)
 
 
 def _value_head(pw: tuple[str, ...]) -> tuple[str, ...]:
@@ -306,116 +426,119 @@ def _value_head(pw: tuple[str, ...]) -> tuple[str, ...]:
     return pw
 
 
-def validator_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+def _validator(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """An input that a ``validate_*`` / ``verify_*`` tool checks (``email`` ← validate_email)."""
-    validators = [p for p in universe if p.is_validator and p.subject_words]
-    for t in subjects:
-        for param in t.params:
-            head = _value_head(param_words(param))
-            cands = [
-                (float(len(v.subject_words)), v)
-                for v in validators
-                if v.id != t.id and head[-len(v.subject_words) :] == v.subject_words
-            ]
-            best = best_candidate(t, cands)
-            if best is not None:
-                yield inferred_edge(
-                    t,
-                    best,
-                    EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                    param,
-                    f"{param} should be validated with {best.id} first",
-                    f"input {param!r}; {best.id} validates {' '.join(best.subject_words)}",
-                    "validator_rule",
-                )
+    validators = _index(universe, _offers_validation)
+    for t, param, pw, last in _keyed_params(subjects, _validated):
+        head = _value_head(pw)
+        cands = [
+            (float(len(v.subject_words)), v)
+            for v in validators.get(last, [])
+            if v.id != t.id and head[-len(v.subject_words) :] == v.subject_words
+        ]
+        best = best_candidate(t, cands)
+        if best is not None:
+            yield _VALIDATOR.edge(t, best, param, what=" ".join(best.subject_words))
 
 
-def entity_id_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+def _validated(pw: tuple[str, ...]) -> str | None:
+    """The last word of what a parameter holds: a validator of it must end with that word."""
+    head = _value_head(pw)
+    return head[-1] if head else None
+
+
+def _offers_validation(p: ToolProfile) -> tuple[str, ...]:
+    return p.subject_words[-1:] if p.is_validator else ()
+
+
+_VALIDATOR = EdgeText(
+    "validator_rule",
+    _DIRECT,
+    "{param} should be validated with {p} first",
+    "input {param!r}; {p} validates {what}",
+)
+validator_rule = Rule(
+    "validator_rule", _validator, wants=lambda t: _param_keys(t, _validated), offers=_offers_validation
+)
+
+_MAKERS = wordset(
+    "get list create set add generate search find register make lookup fetch retrieve new query"
+)
+
+
+def _entity(pw: tuple[str, ...]) -> str | None:
+    """The thing a ``<thing>_id`` / ``<thing>_code`` parameter identifies, if it names one."""
+    if len(pw) < 2 or pw[-1] not in ("id", "code", "number", "key") or _AUTH_PARAM_WORDS.intersection(pw):
+        return None
+    entity = pw[-2]
+    return None if entity in ("user", "api", "item", "unique") or len(entity) < 3 else entity
+
+
+def _entity_id(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``<thing>_id`` / ``<thing>_code`` comes from a tool that creates, lists or looks up <thing>s."""
-    makers = (
-        "get",
-        "list",
-        "create",
-        "set",
-        "add",
-        "generate",
-        "search",
-        "find",
-        "register",
-        "make",
-        "lookup",
-        "fetch",
-        "retrieve",
-        "new",
-        "query",
-    )
-    by_object: dict[str, list[ToolProfile]] = {}
-    for p in universe:
-        if p.verb in makers:
-            for w in set(p.object_words):
-                by_object.setdefault(w, []).append(p)
-    for t in subjects:
-        for param in t.params:
-            pw = param_words(param)
-            if (
-                len(pw) < 2
-                or pw[-1] not in ("id", "code", "number", "key")
-                or _AUTH_PARAM_WORDS.intersection(pw)
-            ):
+    by_object = _index(universe, _offers_entities)
+    for t, param, pw, entity in _keyed_params(subjects, _entity):
+        cands = []
+        for p in by_object.get(entity, []):
+            if p.id == t.id or param in p.params:
                 continue
-            entity = pw[-2]
-            if entity in ("user", "api", "item", "unique") or len(entity) < 3:
-                continue
-            cands = []
-            for p in by_object.get(entity, []):
-                if p.id == t.id or param in p.params:
-                    continue
-                if "_".join(pw) in p.product_phrases:
-                    continue  # identity_rule already links it
-                # finding an existing <thing> is what an id parameter usually needs; creating one comes next
-                finds = 0.5 if p.verb in ("list", "search", "find", "query", "lookup") else 0.0
-                score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words)) + finds
-                cands.append((score, p))
-            best = best_candidate(t, cands)
-            if best is not None:
-                yield inferred_edge(
-                    t,
-                    best,
-                    EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                    param,
-                    f"{param} identifies a {entity} that {best.id} provides",
-                    f"input {param!r}; {best.id} {best.verb}s {' '.join(best.object_words)}",
-                    "entity_id_rule",
-                )
+            if "_".join(pw) in p.product_phrases:
+                continue  # identity_rule already links it
+            # finding an existing <thing> is what an id parameter usually needs; creating one comes next
+            finds = 0.5 if p.verb in ("list", "search", "find", "query", "lookup") else 0.0
+            score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words)) + finds
+            cands.append((score, p))
+        best = best_candidate(t, cands)
+        if best is not None:
+            facts = {"entity": entity, "verb": best.verb, "objects": " ".join(best.object_words)}
+            yield _ENTITY.edge(t, best, param, **facts)
 
 
-def unit_rule(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _offers_entities(p: ToolProfile) -> frozenset[str]:
+    return frozenset(p.object_words) if p.verb in _MAKERS else frozenset()
+
+
+_ENTITY = EdgeText(
+    "entity_id_rule",
+    _DIRECT,
+    "{param} identifies a {entity} that {p} provides",
+    "input {param!r}; {p} {verb}s {objects}",
+)
+entity_id_rule = Rule(
+    "entity_id_rule", _entity_id, wants=lambda t: _param_keys(t, _entity), offers=_offers_entities
+)
+
+
+def _unit_params(t: ToolProfile) -> list[str]:
+    return [p for p in t.params if len(words(p)) >= 2 and words(p)[-1] in UNIT_WORDS]
+
+
+def _unit(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """Inputs with a unit in their name (``weight_kg``) may need a unit conversion first."""
     converters = [p for p in universe if p.is_converter]
     for t in subjects:
-        params = [p for p in t.params if len(words(p)) >= 2 and words(p)[-1] in UNIT_WORDS]
-        cands = [(1.0, c) for c in converters if c.id != t.id]
-        best = best_candidate(t, cands)
+        params = _unit_params(t)
+        best = best_candidate(t, [(1.0, c) for c in converters if c.id != t.id])
         if params and best is not None:
-            yield inferred_edge(
-                t,
-                best,
-                EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
-                ",".join(params),
-                f"{', '.join(params)} must be in a given unit; {best.id} converts other units",
-                f"unit suffix in {params}",
-                "unit_rule",
-            )
+            yield _UNIT.edge(t, best, ",".join(params), units=", ".join(params), params=params)
+
+
+_UNIT = EdgeText(
+    "unit_rule",
+    _DEFAULT,
+    "{units} must be in a given unit; {p} converts other units",
+    "unit suffix in {params}",
+)
+unit_rule = Rule(
+    "unit_rule",
+    _unit,
+    wants=lambda t: _tool_key("unit", bool(_unit_params(t))),
+    offers=lambda p: _tool_key("unit", p.is_converter),
+)
 
 
 # -- environment ---------------------------------------------------------------------------------------
-def capability_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+def _capability(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A tool named after a capability (bluetooth, location) needs that capability's status checked."""
     readers = [p for p in universe if p.status_capability]
     for t in subjects:
@@ -429,69 +552,71 @@ def capability_rule(
         ]
         best = best_candidate(t, cands)
         if best is not None:
-            cap = " ".join(best.status_capability)
-            yield inferred_edge(
-                t,
-                best,
-                EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                None,
-                f"needs {cap} to be on; {best.id} reports whether it is",
-                f"tool name mentions {cap!r}",
-                "capability_rule",
-            )
+            yield _CAPABILITY.edge(t, best, cap=" ".join(best.status_capability))
 
 
-def state_pair_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+_CAPABILITY = EdgeText(
+    "capability_rule", _NEEDS, "needs {cap} to be on; {p} reports whether it is", "tool name mentions {cap!r}"
+)
+capability_rule = Rule(
+    "capability_rule",
+    _capability,
+    wants=lambda t: () if t.status_capability or t.is_setter else set(t.name_words),
+    offers=lambda p: p.status_capability[:1],
+)
+
+
+def _state(p: ToolProfile) -> tuple[str, ...]:
+    return tuple(w for w in p.subject_words if w not in ("status", "state"))
+
+
+def _state_role(p: ToolProfile) -> str | None:
+    """``setter`` or ``reader`` of the state its name is about (``set_volume`` / ``get_volume``), or None."""
+    if not _state(p):
+        return None
+    if p.verb in ("get", "check", "read") and not p.required:
+        return "reader"
+    return "setter" if p.is_setter else None
+
+
+def _state_pair(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A setter and a reader of the same state go together: read before changing, change after reading."""
-
-    def key(p: ToolProfile) -> tuple[str, ...]:
-        ws = [w for w in p.subject_words if w not in ("status", "state")]
-        return tuple(ws)
-
-    readers: dict[tuple[str, tuple[str, ...]], list[ToolProfile]] = {}
-    setters: dict[tuple[str, tuple[str, ...]], list[ToolProfile]] = {}
+    by_role: dict[tuple[str | None, str, tuple[str, ...]], list[ToolProfile]] = {}
     for p in universe:
-        if p.verb in ("get", "check", "read") and not p.required and key(p):
-            readers.setdefault((p.source, key(p)), []).append(p)
-        elif p.is_setter and key(p):
-            setters.setdefault((p.source, key(p)), []).append(p)
+        by_role.setdefault((_state_role(p), p.source, _state(p)), []).append(p)
     for t in subjects:
-        k = (t.source, key(t))
-        state = " ".join(k[1])
-        if t.is_setter:
-            partners, role, reason = (
-                readers.get(k, []),
-                "setter",
-                f"read the current {state} before changing it",
-            )
-        elif t.verb in ("get", "check", "read") and not t.required:
-            partners, role = setters.get(k, []), "reader"
-            reason = f"change {state} if the reading is not what is needed"
-        else:
+        role = _state_role(t)
+        if role is None:
             continue
-        for partner in partners:
-            yield inferred_edge(
-                t,
-                partner,
-                EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON,
-                None,
-                reason,
-                f"setter/reader pair on {state!r}",
-                f"state_pair_rule/{role}",
-            )
+        state = " ".join(_state(t))
+        partner = "reader" if role == "setter" else "setter"
+        if role == "setter":
+            why = f"read the current {state} before changing it"
+        else:
+            why = f"change {state} if the reading is not what is needed"
+        for p in by_role.get((partner, t.source, _state(t)), []):
+            yield _STATE_PAIR.edge(t, p, variant=f"/{role}", why=why, state=state)
+
+
+_STATE_PAIR = EdgeText("state_pair_rule", _GOES_WITH, "{why}", "setter/reader pair on {state!r}")
+state_pair_rule = Rule(
+    "state_pair_rule",
+    _state_pair,
+    wants=lambda t: _tool_key((t.source, _state(t)), _state_role(t) is not None),
+    offers=lambda p: _tool_key((p.source, _state(p)), _state_role(p) is not None),
+)
+
+
+def _reader_score(p: ToolProfile) -> float:
+    """How well ``p`` tells whether the network is up (0: it does not)."""
+    if not p.status_capability:
+        return 0.0
+    hits = len((set(p.name_words) | set(words(p.description))) & _CONNECTIVITY_WORDS)
+    return hits + 0.5 * (p.kind == "core") if hits else 0.0
 
 
 def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
-    scored = []
-    for p in universe:
-        if not p.status_capability:
-            continue
-        text = set(p.name_words) | set(words(p.description))
-        hits = len(text & _CONNECTIVITY_WORDS)
-        if hits:
-            scored.append((hits + 0.5 * (p.kind == "core"), p))
+    scored = [(score, p) for p in universe if (score := _reader_score(p))]
     if not scored:
         return None
     scored.sort(key=lambda sp: (-sp[0], sp[1].id))
@@ -499,7 +624,9 @@ def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
 
 
 def _says_online(t: ToolProfile) -> frozenset[str]:
-    return frozenset((set(t.name_words) | set(words(t.description))) & _NETWORK_WORDS)
+    return t.memo(
+        "online", lambda t: frozenset((set(t.name_words) | set(words(t.description))) & _NETWORK_WORDS)
+    )
 
 
 def _network_users(
@@ -520,25 +647,6 @@ def _network_users(
     return reader, dependent
 
 
-def connectivity_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
-    """A tool whose own text says it uses the network needs it up: the connectivity reader comes first.
-
-    Evidence of the tool itself; the fleet-wide default is ``connectivity_prior_rule``.
-    """
-    return _network_edges(subjects, universe, prior=False)
-
-
-def connectivity_prior_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
-    """In a fleet that shows it, the other (non-local) tools need the network too: a weak prior whose
-    calibrated confidence decides whether retrieval may use it. A fleet where at most
-    ``FLEET_PRIOR_SHARE`` of the tools mention the network gets none, whatever its tools are called."""
-    return _network_edges(subjects, universe, prior=True)
-
-
 def _network_edges(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], *, prior: bool
 ) -> Iterator[DependencyEdge]:
@@ -554,20 +662,51 @@ def _network_edges(
         if not dependent(t) or own_evidence == prior:  # the prior covers just the tools without evidence
             continue
         if prior:
-            reason, evidence = "most tools of this fleet use the network", "fleet prior"
+            yield _ONLINE_PRIOR.edge(t, reader)
         else:
-            reason = "uses the network"
-            evidence = f"network words {sorted(said)[:4]}" + (" (authentication)" if t.is_auth else "")
-        yield inferred_edge(
-            t,
-            reader,
-            EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-            None,
-            f"{reason}; {reader.id} tells whether it is up",
-            evidence,
-            "connectivity_prior_rule" if prior else "connectivity_rule",
-        )
+            authentication = " (authentication)" if t.is_auth else ""
+            yield _ONLINE.edge(t, reader, why=f"network words {sorted(said)[:4]}{authentication}")
 
+
+def _connectivity(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+) -> Iterator[DependencyEdge]:
+    """A tool whose own text says it uses the network needs it up: the connectivity reader comes first.
+
+    Evidence of the tool itself; the fleet-wide default is ``connectivity_prior_rule``.
+    """
+    return _network_edges(subjects, universe, prior=False)
+
+
+def _connectivity_prior(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+) -> Iterator[DependencyEdge]:
+    """In a fleet that shows it, the other (non-local) tools need the network too: a weak prior whose
+    calibrated confidence decides whether retrieval may use it. A fleet where at most
+    ``FLEET_PRIOR_SHARE`` of the tools mention the network gets none, whatever its tools are called."""
+    return _network_edges(subjects, universe, prior=True)
+
+
+def _anyone(t: ToolProfile) -> tuple[str, ...]:
+    return ("network",)
+
+
+def _may_read_network(p: ToolProfile) -> tuple[str, ...]:
+    # any tool that could be the fleet's connectivity reader (which one is, depends on the whole fleet)
+    return _tool_key("network", _reader_score(p) > 0)  # type: ignore[return-value]
+
+
+_ONLINE = EdgeText("connectivity_rule", _NEEDS, "uses the network; {p} tells whether it is up", "{why}")
+_ONLINE_PRIOR = EdgeText(
+    "connectivity_prior_rule",
+    _NEEDS,
+    "most tools of this fleet use the network; {p} tells whether it is up",
+    "fleet prior",
+)
+connectivity_rule = Rule("connectivity_rule", _connectivity, wants=_anyone, offers=_may_read_network)
+connectivity_prior_rule = Rule(
+    "connectivity_prior_rule", _connectivity_prior, wants=_anyone, offers=_may_read_network
+)
 
 RULES: tuple[Rule, ...] = (
     auth_rule,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import GENERIC_NAME_WORDS, ToolProfile
-from toolweave.registry.inference.rules import best_candidate, inferred_edge, is_sibling, param_words
+from toolweave.registry.inference.rules import EdgeText, Rule, best_candidate, is_sibling, param_words
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, wordset
 
 __all__ = ["VALUE_KINDS", "ValueKind", "param_kind", "producer_rule"]
@@ -78,12 +78,6 @@ def param_kind(param: str, fmt: str | None = None) -> ValueKind | None:
     return None
 
 
-def _input_kinds(p: ToolProfile) -> set[str]:
-    formats = dict(p.formats)
-    found = {param_kind(x, formats.get(x)) for x in p.params}
-    return {k.name for k in found if k is not None}
-
-
 def _holds(field_words: list[str], kind: ValueKind) -> bool:
     """An output field of this kind: ``timestamp``, ``created_at``; ``file_path`` but not ``route_path``."""
     event_at = kind is VALUE_KINDS[0] and len(field_words) > 1 and field_words[-1] == "at"
@@ -118,20 +112,42 @@ def _produces(
     return score, "; ".join(why), qualifiers
 
 
-def producer_rule(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
-) -> Iterator[DependencyEdge]:
+def _made_kinds(p: ToolProfile) -> list[tuple[str, float, str, frozenset[str]]]:
+    """``(kind, score, evidence, qualifiers)`` of each kind ``p`` produces (see ``_produces``)."""
+    return p.memo("made kinds", _kinds_made)
+
+
+def _kinds_made(p: ToolProfile) -> list[tuple[str, float, str, frozenset[str]]]:
+    if p.is_setter or p.is_validator:
+        return []  # setters and validators take the value
+    taken = _taken_kinds(p)  # a tool that takes a kind transforms it, it does not produce it
+    made = []
+    for kind in VALUE_KINDS:
+        shown = None if kind.name in taken else _produces(p, kind, _GIVES_KIND[kind.name])
+        if shown is not None:
+            made.append((kind.name, *shown))
+    return made
+
+
+_GIVES_KIND = {
+    kind.name: re.compile(_GIVES + "(?:" + "|".join(sorted(kind.producer_words or kind.words)) + r")\b")
+    for kind in VALUE_KINDS
+}
+_PRODUCER = EdgeText(
+    "producer_rule",
+    EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+    "{p} produces the {kind} that {param} takes",
+    "{why}",
+)
+
+
+def _producer(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``remind_at`` (a timestamp) ← the tool that outputs timestamps; likewise coordinates, emails,
     URLs and file paths."""
     producers: dict[str, list[tuple[float, str, frozenset[str], ToolProfile]]] = {}
-    for kind in VALUE_KINDS:
-        gives = re.compile(_GIVES + "(?:" + "|".join(sorted(kind.producer_words or kind.words)) + r")\b")
-        for p in universe:
-            if p.is_setter or p.is_validator or kind.name in _input_kinds(p):
-                continue  # setters and validators take the value; a transformer consumes the kind
-            shown = _produces(p, kind, gives)
-            if shown is not None:
-                producers.setdefault(kind.name, []).append((*shown, p))
+    for p in universe:
+        for kind_name, score, why, qualifiers in _made_kinds(p):
+            producers.setdefault(kind_name, []).append((score, why, qualifiers, p))
     for t in subjects:
         formats = dict(t.formats)
         for param in t.params:
@@ -162,12 +178,15 @@ def producer_rule(
             if best is None:
                 continue
             why = next(w for _s, w, p in tier if p is best)
-            yield inferred_edge(
-                t,
-                best,
-                EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                param,
-                f"{best.id} produces the {takes.name} that {param} takes",
-                f"input {param!r} holds a {takes.name}; {best.id} {why}",
-                "producer_rule",
-            )
+            evidence = f"input {param!r} holds a {takes.name}; {best.id} {why}"
+            yield _PRODUCER.edge(t, best, param, kind=takes.name, why=evidence)
+
+
+def _taken_kinds(t: ToolProfile) -> set[str]:
+    formats = dict(t.formats)
+    return {k.name for k in (param_kind(x, formats.get(x)) for x in t.params) if k is not None}
+
+
+producer_rule = Rule(
+    "producer_rule", _producer, wants=_taken_kinds, offers=lambda p: [made[0] for made in _made_kinds(p)]
+)
