@@ -211,9 +211,9 @@ _CALIBRATIONS_LOCK = threading.Lock()
 def fleet_calibration(index: object) -> FleetCalibration:
     """The calibration of the fleet ``index`` serves: made on first use, dropped with the index.
 
-    Kept here, keyed by the index object, so that retrieval stays a function of (query, index,
-    settings) for its callers; an index that cannot be weakly referenced keeps its (small) calibration
-    for the life of the process.
+    Kept here, keyed by the index object, so that no caller has to carry it (the gateway's registry
+    lives as long as the gateway, so its record does too); an index that cannot be weakly referenced
+    keeps its (small) calibration for the life of the process.
     """
     key = id(index)
     with _CALIBRATIONS_LOCK:
@@ -232,8 +232,8 @@ def fuse(
     alpha: float,
     calibration: FleetCalibration | None = None,
 ) -> list[Hit]:
-    """The fusion ``method`` (``zscore``, ``fleet`` with ``calibration``, ``peak``, ``rrf`` or ``convex``
-    with ``alpha``) of both lists."""
+    """The fusion ``method`` (``zscore``, ``fleet`` with ``calibration`` (without one: ``zscore``),
+    ``peak``, ``rrf`` or ``convex`` with ``alpha``) of both lists."""
     if method == "fleet" and calibration is not None:
         return calibration.fuse(vector, text)
     if method == "convex":
