@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Sequence
 
 import pytest
 
 from toolweave.records import SearchResults, SearchScope
-from toolweave.retrieval import fusion as fusion_module
 from toolweave.retrieval.fusion import (
     RRF_K,
     FleetCalibration,
@@ -204,10 +204,11 @@ def test_fleet_calibration_is_one_per_index_and_goes_with_it() -> None:
     first, second = Index(), Index()
     assert fleet_calibration(first) is fleet_calibration(first)
     assert fleet_calibration(first) is not fleet_calibration(second)
-    before = len(fusion_module._CALIBRATIONS)
+    record = weakref.ref(fleet_calibration(first))
     del first
     gc.collect()
-    assert len(fusion_module._CALIBRATIONS) == before - 1
+    assert record() is None  # the module let go of it with its index
+    assert fleet_calibration(second) is fleet_calibration(second)
 
 
 class _FixedIndex:
