@@ -13,8 +13,6 @@ this query alone; ``rrf_fusion`` and ``convex_fusion`` are kept for comparison.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import weakref
 from collections.abc import Sequence
 from statistics import fmean, pstdev
@@ -170,14 +168,14 @@ class FleetCalibration:
     that needs no gold answers. BM25's z-scores are then weighted ``(text mean / vector mean) **
     power`` against the vectors' 1. Until ``warm_up`` turns have been seen the weights stay equal
     (plain z-score fusion); past ``horizon`` turns the mean becomes a moving one, so a fleet that
-    changes is followed. Thread-safe; one per index (``fleet_calibration``).
+    changes is followed. One per index (``fleet_calibration``). Not locked: two turns observed at the
+    same instant may count as one, which moves a running mean by nothing that matters.
     """
 
     def __init__(
         self, top_n: int = FLEET_TOP_N, power: float = FLEET_POWER, warm_up: int = 20, horizon: int = 1000
     ) -> None:
         self.top_n, self.power, self.warm_up, self.horizon = top_n, power, warm_up, horizon
-        self._lock = threading.Lock()
         self.turns = 0
         self._vector = self._text = 0.0  # running mean peaks
 
@@ -185,18 +183,17 @@ class FleetCalibration:
         """Count one turn's two candidate lists."""
         v_peak = _peak(vector, _z_scores(vector)[0], self.top_n)
         t_peak = _peak(text, _z_scores(text)[0], self.top_n)
-        with self._lock:
-            self.turns += 1
-            rate = 1.0 / min(self.turns, self.horizon)
-            self._vector += (v_peak - self._vector) * rate
-            self._text += (t_peak - self._text) * rate
+        self.turns += 1
+        rate = 1.0 / min(self.turns, self.horizon)
+        self._vector += (v_peak - self._vector) * rate
+        self._text += (t_peak - self._text) * rate
 
     def text_weight(self) -> float:
         """BM25's weight against the vectors' 1 (1 while warming up or without evidence)."""
-        with self._lock:
-            if self.turns < self.warm_up or self._vector <= 1e-12 or self._text <= 1e-12:
-                return 1.0
-            return float((self._text / self._vector) ** self.power)
+        vector, text = self._vector, self._text
+        if self.turns < self.warm_up or vector <= 1e-12 or text <= 1e-12:
+            return 1.0
+        return float((text / vector) ** self.power)
 
     def fuse(self, vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
         """Observe this turn, then z-score fusion with BM25 weighted by the fleet's record so far."""
@@ -205,7 +202,6 @@ class FleetCalibration:
 
 
 _CALIBRATIONS: dict[int, FleetCalibration] = {}
-_CALIBRATIONS_LOCK = threading.Lock()
 
 
 def fleet_calibration(index: object) -> FleetCalibration:
@@ -216,12 +212,14 @@ def fleet_calibration(index: object) -> FleetCalibration:
     keeps its (small) calibration for the life of the process.
     """
     key = id(index)
-    with _CALIBRATIONS_LOCK:
-        calibration = _CALIBRATIONS.get(key)
-        if calibration is None:
-            calibration = _CALIBRATIONS[key] = FleetCalibration()
-            with contextlib.suppress(TypeError):  # not weakly referenceable: kept
-                weakref.finalize(index, _CALIBRATIONS.pop, key, None)
+    calibration = _CALIBRATIONS.get(key)
+    if calibration is not None:
+        return calibration
+    calibration = _CALIBRATIONS.setdefault(key, FleetCalibration())  # atomic: one wins a race
+    try:
+        weakref.finalize(index, _CALIBRATIONS.pop, key, None)  # twice after a race: harmless
+    except TypeError:  # not weakly referenceable: the record stays for the life of the process
+        return calibration
     return calibration
 
 
