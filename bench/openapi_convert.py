@@ -25,18 +25,12 @@ import jsonschema
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import HTTP_METHODS, gc_paused, parse_spec_file
+from toolweave.benchmark.openapi_links import found_edges, gold_edges
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT / ".." / "shared" / "datasets"
 SPECS = DATASETS / "openapi_specs" / "specs"
 LINKS = DATASETS / "openapi_links"
-LINK_PAIRS = [
-    ("pet-coupons", "pet-coupons.openapi.yaml", ["pet-coupons.arazzo.yaml"]),
-    ("bnpl", "bnpl-openapi.yaml", ["bnpl-arazzo.yaml"]),
-    ("oauth", "oauth.openapi.yaml", ["oauth.arazzo.yaml"]),
-    ("FAPI-PAR", "FAPI-PAR.openapi.yaml", ["FAPI-PAR.arazzo.yaml"]),
-    ("link-example", "link-example.yaml", []),
-]
 
 
 def _machine() -> dict[str, Any]:
@@ -113,27 +107,11 @@ def time_github(repeat: int) -> dict[str, Any]:
     }
 
 
-def _gold() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    everything: set[tuple[str, str]] = set()
-    from_links: set[tuple[str, str]] = set()
-    for line in (LINKS / "tools.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        spec = row["name"].split(":", 1)[0]
-        everything |= {(row["name"], dep) for dep in row["depends_on"]}
-        from_links |= {(f"{spec}:{link['operationId']}", row["name"]) for link in row["openapi_links"]}
-    return everything, from_links
-
-
 def links_quality() -> list[dict[str, Any]]:
-    gold, from_links = _gold()
+    gold, from_links = gold_edges(LINKS)
     rows = []
     for label, infer in (("declared (links + Arazzo)", False), ("declared + inferred", True)):
-        found: set[tuple[str, str]] = set()
-        for spec, openapi, arazzo in LINK_PAIRS:
-            parsed = parse_spec_file(str(LINKS / "raw" / openapi), source=spec)
-            names = {op.tool.id: f"{spec}:{op.operation_id}" for op in parsed.operations}
-            for edge in spec_edges(parsed, arazzo=[str(LINKS / "raw" / a) for a in arazzo], infer=infer):
-                found.add((names[edge.tool], names[edge.depends_on]))
+        found, _ = found_edges(LINKS, infer=infer)
         hits = len(found & gold)
         rows.append(
             {

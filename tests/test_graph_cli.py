@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.edges import edge
 from toolweave.cli import app
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import EdgeKind
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.inference import infer_edges
 
@@ -35,11 +36,11 @@ def registry_dir(
         reg.add_edges(infer_edges(cat.tools))
         reg.add_edges(
             [
-                DependencyEdge(
-                    tool="api_bank__QueryStock",
-                    depends_on="api_bank__GetToday",
+                edge(
+                    "api_bank__QueryStock",
+                    "api_bank__GetToday",
+                    "date",
                     kind=EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON,
-                    parameter_name="date",
                     origin="manifest",
                     reason="today's price unless a date is given",
                 )

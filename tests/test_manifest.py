@@ -126,23 +126,17 @@ def test_non_secret_sections_are_interpolated_at_load(tmp_path: Path) -> None:
     assert m.catalogs[0].path == Path("/data/x")
 
 
-def test_missing_variable_names_file_line_field_and_variable(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
+ERROR_CASES = {
+    "a missing variable: file, line, field and variable": (
         """\
         servers:
           remote:
             url: http://127.0.0.1:1/mcp
             headers: {Authorization: "Bearer ${API_TOKEN}"}
         """,
-    )
-    msg = error_of(path)
-    assert f"{path}:4:" in msg and "servers.remote.headers.Authorization" in msg and "'API_TOKEN'" in msg
-
-
-def test_unknown_keys_are_reported_with_their_lines(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
+        ["{path}:4:", "servers.remote.headers.Authorization", "'API_TOKEN'"],
+    ),
+    "unknown keys, each with its line": (
         """\
         servers:
           time:
@@ -151,17 +145,15 @@ def test_unknown_keys_are_reported_with_their_lines(tmp_path: Path) -> None:
         retrieval: {top_k: 3, topk: 4}
         serverz: {}
         """,
-    )
-    msg = error_of(path)
-    assert "3 problems" in msg
-    assert f"{path}:4:5: servers.time.timout_s: unknown key" in msg
-    assert f"{path}:5:" in msg and "retrieval.topk: unknown key" in msg
-    assert f"{path}:6:1: serverz: unknown key" in msg
-
-
-def test_bad_transport_and_missing_fields(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
+        [
+            "3 problems",
+            "{path}:4:5: servers.time.timout_s: unknown key",
+            "{path}:5:",
+            "retrieval.topk: unknown key",
+            "{path}:6:1: serverz: unknown key",
+        ],
+    ),
+    "a bad transport and missing fields": (
         """\
         servers:
           a: {transport: ftp, url: "ftp://x"}
@@ -171,16 +163,14 @@ def test_bad_transport_and_missing_fields(tmp_path: Path) -> None:
         dependencies:
           add: [{tool: a__x, depends_on: b__y, kind: SOMETIMES_DEPENDS_ON}]
         """,
-    )
-    msg = error_of(path)
-    assert f"{path}:2:3: servers.a: unknown transport 'ftp'" in msg
-    assert f"{path}:3:" in msg and "servers.b.url: required field is missing" in msg
-    assert f"{path}:4:3: servers.c: needs transport" in msg
-
-
-def test_second_round_errors_report_field_and_line(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
+        [
+            "{path}:2:3: servers.a: unknown transport 'ftp'",
+            "{path}:3:",
+            "servers.b.url: required field is missing",
+            "{path}:4:3: servers.c: needs transport",
+        ],
+    ),
+    "second-round errors: field and line": (
         """\
         servers:
           b: {transport: sse}
@@ -189,17 +179,17 @@ def test_second_round_errors_report_field_and_line(tmp_path: Path) -> None:
           add: [{tool: a__x, depends_on: b__y, kind: SOMETIMES_DEPENDS_ON}]
         publish: {max_tools: 0}
         """,
-    )
-    msg = error_of(path)
-    assert "servers.b.url: required field is missing" in msg
-    assert f"{path}:3:" in msg and "servers.d.url" in msg
-    assert f"{path}:5:" in msg and "unknown edge kind 'SOMETIMES_DEPENDS_ON'" in msg
-    assert f"{path}:6:" in msg and "publish.max_tools" in msg
-
-
-def test_source_names_must_be_valid_and_unique(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
+        [
+            "servers.b.url: required field is missing",
+            "{path}:3:",
+            "servers.d.url",
+            "{path}:5:",
+            "unknown edge kind 'SOMETIMES_DEPENDS_ON'",
+            "{path}:6:",
+            "publish.max_tools",
+        ],
+    ),
+    "source names must be valid and unique": (
         """\
         servers:
           time: {command: python}
@@ -208,11 +198,23 @@ def test_source_names_must_be_valid_and_unique(tmp_path: Path) -> None:
         catalogs:
           - {path: x, source: time}
         """,
-    )
+        [
+            "'my server' may only hold letters",
+            "'my_server'",
+            "'a__b' cannot contain '__'",
+            "{path}:6:",
+            "'time' is already used by servers.time (line 2)",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), ERROR_CASES.values(), ids=ERROR_CASES.keys())
+def test_errors_name_the_file_line_and_field(tmp_path: Path, text: str, expected: list[str]) -> None:
+    path = write(tmp_path, text)
     msg = error_of(path)
-    assert "'my server' may only hold letters" in msg and "'my_server'" in msg
-    assert "'a__b' cannot contain '__'" in msg
-    assert f"{path}:6:" in msg and "'time' is already used by servers.time (line 2)" in msg
+    for fragment in expected:
+        assert fragment.format(path=path) in msg
 
 
 def test_yaml_syntax_and_duplicate_keys(tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ redis-server (issue 10.3): a set published through one is listed by the other, c
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -51,15 +53,18 @@ def score_of(found: dict[str, Any], name: str) -> float:
     return float(why.rsplit(" ", 1)[1].rstrip(")"))
 
 
-async def test_a_session_moves_between_replicas_with_its_set_and_context(
-    redis_server: RedisServer,
-    upstream: Upstream,
-    registry_copy: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def spec(
+    redis_server: RedisServer, upstream: Upstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """The manifest of gateways that keep their sessions in ``redis_server`` (named in the environment)."""
     monkeypatch.setenv("TOOLWEAVE_SESSION_STORE_URL", redis_server.url)
-    spec = manifest(tmp_path / "manifest.yaml", upstream.url)
+    return manifest(tmp_path / "manifest.yaml", upstream.url)
+
+
+async def test_a_session_moves_between_replicas_with_its_set_and_context(
+    spec: Path, registry_copy: Path, tmp_path: Path
+) -> None:
     a = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
     b = start_http_gateway(spec, registry_copy, tmp_path / "b.log")
     tab = {SESSION_META_KEY: "e2e-tab"}
@@ -103,3 +108,43 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
         stop(b.proc)
     for gateway in (a, b):
         assert PASSWORD not in gateway.logs()
+
+
+async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_when_it_returns(
+    redis_server: RedisServer, spec: Path, registry_copy: Path, tmp_path: Path
+) -> None:
+    from toolweave.server.shared_sessions import NAMESPACE
+
+    gateway = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
+    tab = {SESSION_META_KEY: "e2e-outage"}
+    try:
+        async with Client(gateway.url) as client:
+            first = doc(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))
+            assert "time__get_current_time" in [t["name"] for t in first["tools"] if t["published"]]
+            assert redis_server.client().keys(NAMESPACE + "*")  # healthy: the session is in Redis
+
+            redis_server.kill()  # mid-run, after the gateway used it
+            during = doc(await client.call_tool("find_tools", {"query": "echo the text back"}, meta=tab))
+            published = {t["name"] for t in during["tools"] if t["published"]}
+            assert {"time__get_current_time", "dyn__echo"} <= published  # local state: the set kept growing
+            echoed = await client.call_tool(
+                "call_tool", {"name": "dyn__echo", "arguments": {"text": "hi"}}, meta=tab
+            )
+            assert not echoed.is_error and "hi" in str(echoed.content)
+            assert published <= {
+                t.name for t in (await client.list_tools(cache_mode="bypass", meta=tab)).tools
+            }
+            assert "unreachable" in gateway.logs()
+            assert gateway.proc.poll() is None
+
+            redis_server.start()  # back, empty
+            deadline = time.monotonic() + 30
+            while "reachable again" not in gateway.logs():
+                assert time.monotonic() < deadline, gateway.logs()[-3000:]
+                await anyio.sleep(0.1)
+            await client.call_tool("find_tools", {"query": "what time is it in Paris"}, meta=tab)
+            assert redis_server.client().keys(NAMESPACE + "*")  # what changed meanwhile is written back
+    finally:
+        stop(gateway.proc)
+    assert gateway.logs().count("unreachable") == 1  # once per outage
+    assert PASSWORD not in gateway.logs()

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
-from tests.s3 import moto_bucket
+from tests.s3 import MotoS3, moto_bucket
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
 
@@ -36,8 +36,13 @@ DEADLINE_S = 180.0  # generous: both replicas start, embed and poll on a busy 2-
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    yield from moto_bucket(monkeypatch)
+def moto() -> MotoS3:
+    return MotoS3()
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch, moto: MotoS3) -> Iterator[dict[str, str]]:
+    yield from moto_bucket(monkeypatch, server=moto)
 
 
 def catalog(path: Path, prefix: str, count: int) -> Path:
@@ -69,7 +74,7 @@ def manifest(path: Path, catalogs: dict[str, Path], *, upstream: bool = False) -
 
 
 class Replica:
-    def __init__(self, manifest: Path, s3: dict[str, str], log: Path) -> None:
+    def __init__(self, manifest: Path, s3: dict[str, str], log: Path, **extra_env: str) -> None:
         self.port = free_port()
         self.flags = ["--transport", "http", "--port", str(self.port)]
         self.log = log
@@ -80,6 +85,7 @@ class Replica:
             TOOLWEAVE_REGISTRY_LEASE_S="10",  # a killed writer holds the registry this long at most
             DYN_TOKEN=SECRET,
         )
+        env.update(extra_env)
         with log.open("wb") as err:
             self.proc = subprocess.Popen(
                 [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", REGISTRY, *self.flags],
@@ -264,3 +270,74 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
         rows = rows_per_tool(s3)
         assert set(rows.values()) == {1}
         assert survivor.proc.poll() is None
+
+
+async def called(replica: Replica, text: str) -> str:
+    async with Client(replica.url, mode="legacy") as client:
+        result = await client.call_tool("call_tool", {"name": "dyn__echo", "arguments": {"text": text}})
+        assert not result.is_error, result
+        return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
+    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
+) -> None:
+    replica = Replica(
+        manifest(tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=True),
+        s3,
+        tmp_path / "a.log",
+        TOOLWEAVE_REGISTRY_POLL_S="0.5",
+    )
+    replica.wait_up()
+    with serving(replica):
+
+        async def ready() -> bool:
+            return {"base__base_op2", "dyn__echo"} <= set(
+                await found(replica, "operation 2 of the base service")
+                + await found(replica, "echo the text back")
+            )
+
+        await poll_async(ready, "the replica serves its catalog and its upstream")
+
+        moto.stop()  # the object store is down: connections to it are refused
+        assert "base__base_op2" in await found(replica, "operation 2 of the base service")
+        assert "down" in await called(replica, "down")
+        poll(
+            lambda: "could not check the registry for newer versions" in replica.logs(),
+            "the replica logs its failed poll",
+        )
+        assert "base__base_op4" in await found(replica, "operation 4 of the base service")
+        assert replica.proc.poll() is None
+
+        moto.start()  # back on the same port, with the same buckets
+        from toolweave.records import ToolRecord
+        from toolweave.registry import Registry
+        from toolweave.registry.sources import SourceSpec
+        from toolweave.settings import Settings
+
+        writer = Registry.open(
+            settings=Settings(home=REGISTRY, registry_storage_options=s3), embedder=shared_embedder
+        )
+        try:
+            late = ToolRecord(
+                id="late__pay_invoice",
+                source="late",
+                name="pay_invoice",
+                description="Pay a supplier invoice.",
+            )
+            writer.ingest("late", [late])
+            writer.set_source_specs([SourceSpec("late", "catalog", "{}")])  # shared, as a replica's catalog
+        finally:
+            writer.close()
+
+        async def late_found() -> bool:
+            return "late__pay_invoice" in await found(replica, "pay the supplier's invoice")
+
+        await poll_async(late_found, "the replica picks up a version committed after the outage", 30)
+        assert "back" in await called(replica, "back")
+        logs = replica.logs()
+        assert logs.count("could not check the registry for newer versions") == 1  # once per outage
+        assert "the registry can be checked again" in logs
+        assert (
+            "full-text search failed, vector search only" in logs and "full-text search works again" in logs
+        )

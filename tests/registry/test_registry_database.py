@@ -9,8 +9,10 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from tests.edges import edge
+from tests.registry.demo import BANK, EDGES, TOOLS, demo_registry, tool
 from toolweave.errors import RegistryError
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import DependencyGraph, Embedder, Registry
 from toolweave.registry.database import EDGE_TABLE, RegistryDatabase
 from toolweave.registry.documents import tool_document
@@ -21,43 +23,13 @@ from toolweave.retrieval import retrieve_tools
 pytestmark = pytest.mark.integration
 
 
-def tool(name: str, description: str, source: str = "demo") -> ToolRecord:
-    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description)
-
-
-TOOLS = [
-    tool("get_stock_price", "Current share price of a company's stock, by ticker symbol."),
-    tool("get_stock_ticker", "Look up the stock ticker symbol of a company by its name."),
-    tool("check_connectivity", "Check whether the device is connected to the internet."),
-    tool("get_weather", "Weather forecast for a city."),
-]
-EDGES = [
-    DependencyEdge(
-        tool="demo__get_stock_price",
-        depends_on="demo__get_stock_ticker",
-        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-        parameter_name="ticker",
-        reason="the price needs a ticker symbol",
-        confidence=0.75,
-        evidence="catalog",
-    ),
-    DependencyEdge(
-        tool="demo__get_stock_ticker",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-    ),
-]
-
-
 def state(reg: Registry) -> tuple[dict[str, str], set[DependencyEdge]]:
     return {t.id: t.content_hash for t in reg.tools()}, set(reg.edges())
 
 
 @pytest.fixture
 def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
-    registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    registry.ingest("demo", TOOLS, EDGES)
-    return registry
+    return demo_registry(tmp_path / "reg", shared_embedder)
 
 
 def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embedder: Embedder) -> None:
@@ -72,13 +44,7 @@ def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embe
 def test_overrides_are_committed_and_hold_for_later_processes(
     reg: Registry, shared_embedder: Embedder
 ) -> None:
-    pin = DependencyEdge(
-        tool="demo__get_weather",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-        origin="manifest",
-        evidence="manifest:pin",
-    )
+    pin = edge("demo__get_weather", "demo__check_connectivity", origin="manifest", evidence="manifest:pin")
     overrides = GraphOverrides(
         pin=[pin],
         remove=[EdgeSelector("demo__get_stock_ticker", "demo__check_connectivity")],
@@ -175,17 +141,7 @@ def test_a_graph_json_registry_is_migrated_on_open(tmp_path: Path, shared_embedd
 def test_rows_that_lost_their_graph_get_dependencies_re_inferred(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
-    bank = [
-        tool("get_user_token", "Log in with username and password; returns the user's token.", source="bank"),
-        ToolRecord(
-            id="bank__add_alarm",
-            source="bank",
-            name="add_alarm",
-            description="Set an alarm.",
-            input_schema={"type": "object", "properties": {"token": {"type": "string"}}},
-        ),
-    ]
-    write_old_registry(tmp_path / "old", shared_embedder, with_graph=False, tools=bank)
+    write_old_registry(tmp_path / "old", shared_embedder, with_graph=False, tools=BANK)
     reg = Registry.open(tmp_path / "old", embedder=shared_embedder)
     inferred = [(e.tool, e.depends_on, e.origin) for e in reg.edges()]
     assert inferred == [("bank__add_alarm", "bank__get_user_token", "inferred")]

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.registry.demo import BANK, EDGES, demo_registry, tool
+from tests.registry.demo import TOOLS as DEMO_TOOLS
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.retrieval import retrieve_tools
@@ -17,38 +19,12 @@ from toolweave.settings import RetrievalSettings
 pytestmark = pytest.mark.integration
 
 
-def tool(name: str, description: str, source: str = "demo", **kw: object) -> ToolRecord:
-    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)  # type: ignore[arg-type]
-
-
-TOOLS = [
-    tool("get_stock_price", "Current share price of a company's stock, by ticker symbol."),
-    tool("get_stock_ticker", "Look up the stock ticker symbol of a company by its name."),
-    tool("check_connectivity", "Check whether the device is connected to the internet.", kind="core"),
-    tool("get_weather", "Weather forecast for a city."),
-    tool("send_email", "Send an email message to an address."),
-]
-EDGES = [
-    DependencyEdge(
-        tool="demo__get_stock_price",
-        depends_on="demo__get_stock_ticker",
-        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-        parameter_name="ticker",
-        reason="the price needs a ticker symbol",
-    ),
-    DependencyEdge(
-        tool="demo__get_stock_ticker",
-        depends_on="demo__check_connectivity",
-        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-    ),
-]
+TOOLS = [*DEMO_TOOLS, tool("send_email", "Send an email message to an address.")]
 
 
 @pytest.fixture
 def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
-    registry = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    registry.ingest("demo", TOOLS, EDGES)
-    return registry
+    return demo_registry(tmp_path / "reg", shared_embedder, TOOLS)
 
 
 def test_retrieves_the_tool_and_what_it_depends_on(reg: Registry) -> None:
@@ -159,19 +135,7 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
     reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    bank = [
-        tool("get_user_token", "Log in with username and password; returns the user's token.", source="bank"),
-        ToolRecord(
-            id="bank__add_alarm",
-            source="bank",
-            name="add_alarm",
-            description="Set an alarm.",
-            input_schema={
-                "type": "object",
-                "properties": {"token": {"type": "string"}, "time": {"type": "string"}},
-            },
-        ),
-    ]
+    bank = BANK
     reg.ingest("bank", bank)
     inferred = [e for e in reg.graph.edges() if e.origin == "inferred"]
     assert [(e.tool, e.depends_on) for e in inferred] == [("bank__add_alarm", "bank__get_user_token")]
@@ -206,3 +170,27 @@ def test_blas_threads_are_pinned_once_per_process(
         assert calls == [{"limits": 1, "user_api": "blas"}]
     finally:
         registry_module._single_threaded_blas.cache_clear()  # the next registry pins for real
+
+
+def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(
+    reg: Registry, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's full-text index unreachable (an object store down): searches rank by the vectors
+    held in memory, with one warning per outage, and use BM25 again once the index answers."""
+    real = reg._table.text_search
+
+    def store_down(*_args: object) -> list[tuple[str, float]]:
+        raise RegistryError("tool table: full-text search failed: connection refused")
+
+    monkeypatch.setattr(reg._table, "text_search", store_down)
+    for query in ("share price of a stock", "weather forecast"):
+        ((vector_hits, text_hits),) = reg.search([(query,)], 3)
+        assert vector_hits and text_hits == []
+    ranked = retrieve_tools(reg, "weather forecast", RetrievalSettings())
+    assert ranked[0].tool_id == "demo__get_weather"
+    assert caplog.text.count("full-text search failed, vector search only") == 1
+
+    monkeypatch.setattr(reg._table, "text_search", real)
+    ((_, text_hits),) = reg.search([("weather forecast",)], 3)
+    assert text_hits[0].tool_id == "demo__get_weather"
+    assert "full-text search works again" in caplog.text

@@ -54,12 +54,18 @@ def test_document_leaves_examples_out_when_usage_vectors_hold_them() -> None:
     assert EXAMPLES[0] not in tool_document(t, with_examples=False)
 
 
+def ingested(path: Path, embedder: Embedder, settings: Settings | None = None) -> Registry:
+    """A registry at ``path`` holding ``TOOLS`` (source ``demo``)."""
+    registry = Registry.open(path, embedder=embedder, settings=settings)
+    registry.ingest("demo", TOOLS)
+    return registry
+
+
 @pytest.mark.integration
 def test_declared_examples_become_a_usage_vector_that_lifts_the_tool(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
-    plain = Registry.open(tmp_path / "plain", embedder=shared_embedder)
-    plain.ingest("demo", TOOLS)
+    plain = ingested(tmp_path / "plain", shared_embedder)
     with_examples = [
         t.model_copy(update={"examples": EXAMPLES}) if t.name == "ledger_post" else t for t in TOOLS
     ]
@@ -70,8 +76,7 @@ def test_declared_examples_become_a_usage_vector_that_lifts_the_tool(
     assert rank_of(reg, "demo__ledger_post") == 0
     assert rank_of(plain, "demo__ledger_post") > 0
     # usage vectors off: no fusion (the examples then sit in the document instead)
-    off = Registry.open(tmp_path / "off", embedder=shared_embedder, settings=Settings(usage_weight=0))
-    off.ingest("demo", TOOLS)
+    off = ingested(tmp_path / "off", shared_embedder, settings=Settings(usage_weight=0))
     assert off.record_usage("demo__ledger_post", EXAMPLES[0]) is False
 
 
@@ -80,8 +85,7 @@ def test_recorded_calls_persist_across_reopen_and_respect_cap_and_dedup(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
     settings = Settings(usage_cap=2)
-    reg = Registry.open(tmp_path / "r", embedder=shared_embedder, settings=settings)
-    reg.ingest("demo", TOOLS)
+    reg = ingested(tmp_path / "r", shared_embedder, settings=settings)
     before = rank_of(reg, "demo__ledger_post")
     assert reg.record_usage("demo__ledger_post", "what is the weather like") is True
     assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
@@ -124,8 +128,7 @@ def test_private_tools_and_sources_record_no_usage(tmp_path: Path, shared_embedd
 
 @pytest.mark.integration
 def test_reindex_keeps_recorded_calls(tmp_path: Path, shared_embedder: Embedder) -> None:
-    reg = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    reg.ingest("demo", TOOLS)
+    reg = ingested(tmp_path / "r", shared_embedder)
     reg.record_usage("demo__ledger_post", EXAMPLES[0])
     reg.close()
     Registry.reindex(tmp_path / "r", embedder=shared_embedder)
@@ -150,8 +153,7 @@ def test_a_failed_usage_write_is_logged_and_loses_nothing_else(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    reg = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    reg.ingest("demo", TOOLS)
+    reg = ingested(tmp_path / "r", shared_embedder)
 
     def broken(*_: object) -> None:
         raise RegistryError("usage table: disk full")
@@ -167,8 +169,7 @@ def test_a_failed_usage_write_is_logged_and_loses_nothing_else(
 def test_usage_written_but_never_committed_is_rolled_back_at_open(
     tmp_path: Path, shared_embedder: Embedder
 ) -> None:
-    reg = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    reg.ingest("demo", TOOLS)
+    reg = ingested(tmp_path / "r", shared_embedder)
     assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
     # as a process killed between its usage write and the commit record would leave it
     vector = shared_embedder.embed_query(EXAMPLES[1])

@@ -9,8 +9,9 @@ import anyio
 import mcp_types as types
 
 from tests.e2e.watch import ListChanged, names, watching
+from tests.edges import edge
 from toolweave.adapters.backend import Sampler, ToolsCallback
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, make_tool_id
+from toolweave.records import DependencyEdge, ToolRecord, make_tool_id
 
 __all__ = ["FakeBackend", "ListChanged", "names", "notes_tools", "time_tools", "tool", "watching"]
 
@@ -76,12 +77,8 @@ def notes_tools() -> list[ToolRecord]:
     ]
 
 
-NOTE_EDGE = DependencyEdge(
-    tool="notes__delete_note",
-    depends_on="notes__search_notes",
-    kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-    parameter_name="note_id",
-    reason="the note id comes from a search",
+NOTE_EDGE = edge(
+    "notes__delete_note", "notes__search_notes", "note_id", reason="the note id comes from a search"
 )
 
 

@@ -8,13 +8,13 @@ import the server.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 import mcp_types as types
 
 from toolweave.records import DependencyEdge, ToolRecord
 
-__all__ = ["Backend", "Sampler", "StatusCallback", "ToolsCallback"]
+__all__ = ["Backend", "CallOptions", "Sampler", "StatusCallback", "ToolsCallback"]
 
 ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
 """``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
@@ -24,6 +24,16 @@ StatusCallback = Callable[[str, bool], Awaitable[None]]
 
 Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
 """Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""
+
+
+class CallOptions(TypedDict, total=False):
+    """The keyword options of ``Backend.call``, typed once for the protocol and its implementations."""
+
+    timeout_s: float | None
+    """None or absent: the backend's own budget; a backend that has one exposes it as a
+    ``call_timeout_s`` attribute, which the server uses for its safety net around the call."""
+    sampler: Sampler | None
+    """Answers the upstream's sampling requests during this call (None: the upstream cannot sample)."""
 
 
 @runtime_checkable
@@ -43,15 +53,7 @@ class Backend(Protocol):
         ...
 
     async def call(
-        self,
-        tool: ToolRecord,
-        arguments: dict[str, Any],
-        *,
-        timeout_s: float | None = None,
-        sampler: Sampler | None = None,
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
-        """Proxy one call. Failures (timeouts, crashes, upstream errors) come back as ``is_error`` results.
-
-        ``timeout_s=None`` means the backend's own budget; a backend that has one exposes it as a
-        ``call_timeout_s`` attribute, which the server uses for its safety net around the call."""
+        """Proxy one call. Failures (timeouts, crashes, upstream errors) come back as ``is_error`` results."""
         ...

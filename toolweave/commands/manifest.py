@@ -66,6 +66,11 @@ def claude_config_to_manifest(
         for m in _REFERENCE.finditer(value):
             needed.setdefault(m.group(1), f"referenced by server {server!r}")
 
+    def reference(var: str, why: str) -> str:
+        """``${var}`` in place of a secret; ``var`` joins the variables the user must set."""
+        needed[var] = why
+        return f"${{{var}}}"
+
     for raw_name, entry in block.items():
         where = f"{origin}: mcpServers.{raw_name}"
         if not isinstance(entry, dict):
@@ -89,9 +94,7 @@ def claude_config_to_manifest(
             for key, value in (entry.get("env") or {}).items():
                 value = str(value)
                 if _looks_secret(str(key), value):
-                    var = _var_name(str(key))
-                    env[str(key)] = f"${{{var}}}"
-                    needed[var] = f"secret env {key} of server {name!r}"
+                    env[str(key)] = reference(_var_name(str(key)), f"secret env {key} of server {name!r}")
                 else:
                     env[str(key)] = value
                     note_refs(value, name)
@@ -116,12 +119,11 @@ def claude_config_to_manifest(
                     and not _REFERENCE.search(value)
                 ):
                     var = _var_name(name, "token" if scheme.lower() != "basic" else "basic_auth")
-                    headers[str(key)] = f"{scheme} ${{{var}}}"
-                    needed[var] = f"{key} header of server {name!r}"
+                    headers[str(key)] = f"{scheme} {reference(var, f'{key} header of server {name!r}')}"
                 elif _looks_secret(str(key), value):
-                    var = _var_name(name, str(key))
-                    headers[str(key)] = f"${{{var}}}"
-                    needed[var] = f"{key} header of server {name!r}"
+                    headers[str(key)] = reference(
+                        _var_name(name, str(key)), f"{key} header of server {name!r}"
+                    )
                 else:
                     headers[str(key)] = value
                     note_refs(value, name)

@@ -121,6 +121,7 @@ class Registry:
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
         self._index_queued = False
+        self._text_search_down = False  # logged once per outage of the store's full-text index
         self._graph = DependencyGraph()
         self.overrides: GraphOverrides | None = None
         self._snap = Snapshot()
@@ -885,7 +886,20 @@ class Registry:
         key = (query, k + extra)
         hits = snap.text_hits.get(key)
         if hits is None:
-            hits = self._table.text_search(query, k + extra)
+            try:
+                hits = self._table.text_search(query, k + extra)
+            except RegistryError as exc:
+                # The index lives in the store (an object store may be down): the vector half, held in
+                # memory, still answers. Not cached, so the first search after the outage uses BM25 again.
+                if not self._text_search_down:
+                    self._text_search_down = True
+                    log.warning(
+                        "registry %s: full-text search failed, vector search only: %s", self.path, exc
+                    )
+                return []
+            if self._text_search_down:
+                self._text_search_down = False
+                log.warning("registry %s: full-text search works again", self.path)
             snap.text_hits.put(key, hits)
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
 

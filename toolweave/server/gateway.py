@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Backend, Sampler
@@ -896,17 +897,14 @@ def _sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
         return None
 
     async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
+        # The upstream's request as it is, minus its `_meta` (meant for the upstream's own link) and tool
+        # use (the client's sampling.tools capability is not checked here).
+        forwarded = params.model_copy(update={"meta": None, "tools": None, "tool_choice": None})
         try:
-            result = await session.create_message(
-                params.messages,
-                max_tokens=params.max_tokens,
-                system_prompt=params.system_prompt,
-                include_context=params.include_context,
-                temperature=params.temperature,
-                stop_sequences=params.stop_sequences,
-                metadata=params.metadata,
-                model_preferences=params.model_preferences,
-                related_request_id=ctx.request_id,
+            result = await session.send_request(
+                types.CreateMessageRequest(params=forwarded),
+                types.CreateMessageResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
         except Exception as exc:  # the client refused or failed: tell the upstream, keep going
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")

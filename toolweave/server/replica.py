@@ -86,12 +86,23 @@ async def share_sources(gateway: Gateway) -> None:
 async def follow_registry(gateway: Gateway) -> None:
     """Poll the registry for commits of other processes, forever (run it in the gateway's task group).
     A failed poll (object store unreachable) keeps the last snapshot serving and tries again."""
+    failing = False
     while True:
         await anyio.sleep(gateway.settings.registry_poll_s)
         try:
             await poll_once(gateway)
         except Exception:  # the store is down or a reload failed: serve what we have, retry next poll
-            log.warning("could not check the registry for newer versions", exc_info=True)
+            # once per outage with the cause; every poll of it would be a traceback every few seconds
+            log.log(
+                logging.DEBUG if failing else logging.WARNING,
+                "could not check the registry for newer versions; serving the last one loaded until it can",
+                exc_info=True,
+            )
+            failing = True
+        else:
+            if failing:
+                log.warning("the registry can be checked again")
+            failing = False
 
 
 async def poll_once(gateway: Gateway) -> bool:

@@ -136,6 +136,12 @@ class RedisSessions:
         self._retry_at = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, RETRY_MAX_S)
 
+    async def _failed_command(self, exc: BaseException) -> None:
+        self._failed(exc)
+        # Idle pooled connections are to the server that went away: the first command after it is back
+        # would fail on one of them and count as a second outage. New connections are opened instead.
+        await _quietly(self._clients()[0].connection_pool.disconnect(inuse_connections=False))
+
     def _reached(self) -> None:
         if not self.healthy:
             log.warning("session store %s is reachable again", self.where)
@@ -148,7 +154,7 @@ class RedisSessions:
         try:
             raw = await self._clients()[0].get(NAMESPACE + key)
         except Exception as exc:  # any Redis failure degrades to local state
-            self._failed(exc)
+            await self._failed_command(exc)
             return False, None
         self._reached()
         if raw is None:
@@ -169,7 +175,7 @@ class RedisSessions:
                 pipe.publish(CHANNEL, f"{self._replica} {key}")
                 await pipe.execute()
         except Exception as exc:  # any Redis failure degrades to local state
-            self._failed(exc)
+            await self._failed_command(exc)
             return False
         self._reached()
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ok"]
+__all__ = ["json_body", "ok", "param"]
 
 
 def ok(schema: dict[str, Any] | None = None, code: str = "200") -> dict[str, Any]:
@@ -13,3 +13,17 @@ def ok(schema: dict[str, Any] | None = None, code: str = "200") -> dict[str, Any
     if schema is not None:
         response["content"] = {"application/json": {"schema": schema}}
     return {code: response}
+
+
+def param(name: str, where: str, type_: str, **fields: Any) -> dict[str, Any]:
+    """An OpenAPI parameter object of a scalar ``type_``, located ``where`` (path, query, header...)."""
+    return {"name": name, "in": where, "schema": {"type": type_}, **fields}
+
+
+def json_body(properties: dict[str, Any], *, optional: bool = False, **schema: Any) -> dict[str, Any]:
+    """A ``requestBody`` object (required unless ``optional``): one JSON object with ``properties`` and
+    any other ``schema`` keywords (``required=[...]``)."""
+    body: dict[str, Any] = {
+        "content": {"application/json": {"schema": {"type": "object", **schema, "properties": properties}}}
+    }
+    return body if optional else {"required": True, **body}

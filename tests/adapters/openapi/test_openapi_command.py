@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+from openapi_spec_helpers import param
 from typer.testing import CliRunner
 
 from toolweave.cli import app
@@ -45,9 +46,7 @@ def test_text_output_and_problems(write_spec):
                     "get": {
                         "operationId": "getA",
                         "summary": "Get an A",
-                        "parameters": [
-                            {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
-                        ],
+                        "parameters": [param("id", "path", "string", required=True)],
                         "responses": {"200": {"description": "ok"}},
                     }
                 },

@@ -18,6 +18,7 @@ import httpx
 import pytest
 import uvicorn
 import yaml
+from openapi_spec_helpers import json_body
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -154,20 +155,9 @@ def _spec(base: str) -> dict[str, Any]:
                     "operationId": "login",
                     "summary": "Log in and get a token",
                     "security": [],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "username": {"type": "string"},
-                                        "password": {"type": "string"},
-                                    },
-                                }
-                            }
-                        },
-                    },
+                    "requestBody": json_body(
+                        {"username": {"type": "string"}, "password": {"type": "string"}}
+                    ),
                     "responses": json_ok(
                         {
                             "type": "object",
@@ -204,21 +194,9 @@ def _spec(base: str) -> dict[str, Any]:
                     "operationId": "placeOrder",
                     "summary": "Order a pet",
                     "tags": ["store"],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["petId"],
-                                    "properties": {
-                                        "petId": {"type": "integer"},
-                                        "quantity": {"type": "integer"},
-                                    },
-                                }
-                            }
-                        },
-                    },
+                    "requestBody": json_body(
+                        {"petId": {"type": "integer"}, "quantity": {"type": "integer"}}, required=["petId"]
+                    ),
                     "responses": json_ok(
                         {"type": "object", "properties": {"id": {"type": "integer"}}}, "201"
                     ),

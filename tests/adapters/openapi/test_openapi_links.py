@@ -2,63 +2,28 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from openapi_spec_helpers import ok
+from openapi_spec_helpers import json_body, ok
 
-from toolweave.adapters.openapi.links import arazzo_edges, infer_edges, link_edges, spec_edges
+from toolweave.adapters.openapi.links import arazzo_edges, infer_edges, link_edges
 from toolweave.adapters.openapi.parser import parse_spec_file
+from toolweave.benchmark.openapi_links import found_edges, gold_edges
 from toolweave.errors import OpenAPISpecError
 from toolweave.records import EdgeKind
 
-# (spec name used in the gold, OpenAPI file, Arazzo files) in ../shared/datasets/openapi_links/raw
-PAIRS = [
-    ("pet-coupons", "pet-coupons.openapi.yaml", ["pet-coupons.arazzo.yaml"]),
-    ("bnpl", "bnpl-openapi.yaml", ["bnpl-arazzo.yaml"]),
-    ("oauth", "oauth.openapi.yaml", ["oauth.arazzo.yaml"]),
-    ("FAPI-PAR", "FAPI-PAR.openapi.yaml", ["FAPI-PAR.arazzo.yaml"]),
-    ("link-example", "link-example.yaml", []),
-]
-
-
-def _gold(links_dir: Path) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """(all gold edges, the edges written as Link Objects), as ("spec:opId", "spec:opId") pairs."""
-    everything: set[tuple[str, str]] = set()
-    from_links: set[tuple[str, str]] = set()
-    for line in (links_dir / "tools.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        spec = row["name"].split(":", 1)[0]
-        everything |= {(row["name"], dep) for dep in row["depends_on"]}
-        for link in row["openapi_links"]:
-            from_links.add((f"{spec}:{link['operationId']}", row["name"]))
-    return everything, from_links
-
-
-def _declared(links_dir: Path) -> tuple[set[tuple[str, str]], list[Any]]:
-    found: set[tuple[str, str]] = set()
-    edges = []
-    for spec, openapi, arazzo in PAIRS:
-        parsed = parse_spec_file(str(links_dir / "raw" / openapi), source=spec)
-        names = {op.tool.id: f"{spec}:{op.operation_id}" for op in parsed.operations}
-        for edge in spec_edges(parsed, arazzo=[str(links_dir / "raw" / a) for a in arazzo], infer=False):
-            found.add((names[edge.tool], names[edge.depends_on]))
-            edges.append(edge)
-    return found, edges
-
 
 def test_every_link_declared_edge_is_recovered(links_dir):
-    _, from_links = _gold(links_dir)
-    found, _ = _declared(links_dir)
+    _, from_links = gold_edges(links_dir)
+    found, _ = found_edges(links_dir, infer=False)
     assert len(from_links) == 6
     assert from_links <= found
 
 
 def test_declared_edges_match_the_gold_exactly(links_dir):
-    gold, _ = _gold(links_dir)
-    found, edges = _declared(links_dir)
+    gold, _ = gold_edges(links_dir)
+    found, edges = found_edges(links_dir, infer=False)
     assert found == gold  # precision 1 and recall 1 on links + Arazzo
     assert all(e.origin == "declared" and e.confidence == 1.0 and e.reason for e in edges)
 
@@ -124,19 +89,9 @@ def _petstore_spec() -> dict[str, Any]:
             "/store/order": {
                 "post": {
                     "operationId": "placeOrder",
-                    "requestBody": {
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "petId": {"type": "integer"},
-                                        "quantity": {"type": "integer"},
-                                    },
-                                }
-                            }
-                        }
-                    },
+                    "requestBody": json_body(
+                        {"petId": {"type": "integer"}, "quantity": {"type": "integer"}}, optional=True
+                    ),
                     "responses": ok({"type": "object", "properties": {"id": {"type": "integer"}}}),
                 }
             },

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from openapi_spec_helpers import ok
+from openapi_spec_helpers import ok, param
 
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import parse_spec_file
@@ -64,28 +64,16 @@ def test_parameters_merge_path_level_and_operation_level_by_name_and_location(wr
             {
                 "/pets/{id}": {
                     "parameters": [
-                        {
-                            "name": "id",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string"},
-                            "description": "path-level",
-                        },
-                        {"name": "id", "in": "query", "schema": {"type": "integer"}},
-                        {"name": "X-Trace", "in": "header", "schema": {"type": "string"}},
+                        param("id", "path", "string", required=True, description="path-level"),
+                        param("id", "query", "integer"),
+                        param("X-Trace", "header", "string"),
                     ],
                     "get": {
                         "operationId": "getPet",
                         "parameters": [
-                            {
-                                "name": "id",
-                                "in": "path",
-                                "required": True,
-                                "schema": {"type": "integer"},
-                                "description": "op-level wins",
-                            },
-                            {"name": "session", "in": "cookie", "schema": {"type": "string"}},
-                            {"name": "Accept", "in": "header", "schema": {"type": "string"}},
+                            param("id", "path", "integer", required=True, description="op-level wins"),
+                            param("session", "cookie", "string"),
+                            param("Accept", "header", "string"),
                         ],
                         "responses": ok(),
                     },

@@ -48,7 +48,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import mcp_types as types
@@ -60,7 +60,7 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
+from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, ToolsCallback
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
@@ -409,15 +409,11 @@ class MCPBackend:
 
     # -- calls -----------------------------------------------------------------------------------
     async def call(
-        self,
-        tool: ToolRecord,
-        arguments: dict[str, Any],
-        *,
-        timeout_s: float | None = None,
-        sampler: Sampler | None = None,
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         upstream_tool = str(tool.backend.get("tool", tool.name))
-        timeout = self.config.timeout_s or timeout_s or self.call_timeout_s
+        timeout = self.config.timeout_s or options.get("timeout_s") or self.call_timeout_s
+        sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:

@@ -14,12 +14,12 @@ import asyncio
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 import mcp_types as types
 
-from toolweave.adapters.backend import Sampler, StatusCallback, ToolsCallback
+from toolweave.adapters.backend import CallOptions, StatusCallback, ToolsCallback
 from toolweave.adapters.openapi.calls import (
     build_request,
     error_result,
@@ -160,14 +160,9 @@ class OpenAPIBackend:
         return self._client
 
     async def call(
-        self,
-        tool: ToolRecord,
-        arguments: dict[str, Any],
-        *,
-        timeout_s: float | None = None,
-        sampler: Sampler | None = None,
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
-        """Call the operation behind ``tool``. Every failure comes back as an ``is_error`` result."""
+        """Call the operation behind ``tool`` (an OpenAPI operation cannot sample: no ``sampler`` use)."""
         backend = tool.backend
         if tool.source != self.name:
             return error_result(
@@ -176,7 +171,8 @@ class OpenAPIBackend:
             )
         if backend.get("kind") != "openapi":
             return error_result(f"tool {tool.id} is not an OpenAPI operation", "internal_error")
-        timeout = timeout_s if timeout_s is not None else self.config.timeout_s
+        timeout = options.get("timeout_s")
+        timeout = timeout if timeout is not None else self.config.timeout_s
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
             # Anonymous operations (`security: []`, e.g. the login that issues the token) need no secret.

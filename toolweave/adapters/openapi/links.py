@@ -88,6 +88,35 @@ def _dedupe(edges: Iterable[DependencyEdge]) -> list[DependencyEdge]:
     return list(out.values())
 
 
+def _edge(
+    consumer: Operation,
+    producer: Operation,
+    reason: str,
+    evidence: str,
+    parameter_name: str | None = None,
+    *,
+    confidence: float | None = None,
+) -> DependencyEdge:
+    """``consumer`` needs ``producer``: through ``parameter_name`` if given, else as a whole tool. Edges
+    with a ``confidence`` are inferred; those without are declared by the spec or an Arazzo document."""
+    whole_tool = parameter_name is None
+    return DependencyEdge(
+        tool=consumer.tool.id,
+        depends_on=producer.tool.id,
+        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON if whole_tool else EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        parameter_name=parameter_name,
+        reason=reason,
+        origin="declared" if confidence is None else "inferred",
+        confidence=1.0 if confidence is None else confidence,
+        evidence=evidence,
+    )
+
+
+def _body_property(op: Operation) -> str:
+    """The input property that carries ``op``'s request body."""
+    return str((op.tool.backend.get("body") or {}).get("property", "body"))
+
+
 # -- Link Objects ----------------------------------------------------------------------------------
 
 
@@ -111,43 +140,16 @@ def link_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
             made = False
             for raw_name, expression in params.items():
-                prop = _property_for(target, str(raw_name))
-                edges.append(
-                    DependencyEdge(
-                        tool=target.tool.id,
-                        depends_on=source.tool.id,
-                        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                        parameter_name=prop,
-                        reason=f"OpenAPI link {link_name!r}: {raw_name} = {expression}",
-                        origin="declared",
-                        evidence=where,
-                    )
-                )
+                reason = f"OpenAPI link {link_name!r}: {raw_name} = {expression}"
+                edges.append(_edge(target, source, reason, where, _property_for(target, str(raw_name))))
                 made = True
             if "requestBody" in link:
-                body = target.tool.backend.get("body") or {}
-                edges.append(
-                    DependencyEdge(
-                        tool=target.tool.id,
-                        depends_on=source.tool.id,
-                        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                        parameter_name=body.get("property", "body"),
-                        reason=f"OpenAPI link {link_name!r}: request body = {link['requestBody']}",
-                        origin="declared",
-                        evidence=where,
-                    )
-                )
+                reason = f"OpenAPI link {link_name!r}: request body = {link['requestBody']}"
+                edges.append(_edge(target, source, reason, where, _body_property(target)))
                 made = True
             if not made:
                 edges.append(
-                    DependencyEdge(
-                        tool=target.tool.id,
-                        depends_on=source.tool.id,
-                        kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                        reason=f"OpenAPI link {link_name!r} from {source.tool.name}",
-                        origin="declared",
-                        evidence=where,
-                    )
+                    _edge(target, source, f"OpenAPI link {link_name!r} from {source.tool.name}", where)
                 )
     return edges
 
@@ -239,25 +241,17 @@ def arazzo_edges(parsed: ParsedSpec, doc: Any, *, name: str = "arazzo") -> list[
                     for producer in producers:
                         if producer is consumer:
                             continue
-                        kind, param = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, None
+                        param = None
                         if direct_operation and where.startswith("parameter:"):
-                            kind = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
                             param = _property_for(consumer, where.split(":", 1)[1])
                         elif direct_operation and where == "requestBody":
-                            kind = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
-                            param = (consumer.tool.backend.get("body") or {}).get("property", "body")
-                        edges.append(
-                            DependencyEdge(
-                                tool=consumer.tool.id,
-                                depends_on=producer.tool.id,
-                                kind=kind,
-                                parameter_name=param,
-                                reason=f"Arazzo workflow {wid!r}: step {step_id!r} uses outputs of "
-                                f"step {producer_step!r}",
-                                origin="declared",
-                                evidence=f"{name}#/workflows/{wid}/steps/{step_id}",
-                            )
+                            param = _body_property(consumer)
+                        reason = (
+                            f"Arazzo workflow {wid!r}: step {step_id!r} uses outputs of "
+                            f"step {producer_step!r}"
                         )
+                        evidence = f"{name}#/workflows/{wid}/steps/{step_id}"
+                        edges.append(_edge(consumer, producer, reason, evidence, param))
     return edges
 
 
@@ -408,19 +402,12 @@ def _field_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
             # Closest first: `/orgs/{org}/hooks/{hook_id}` is fed by `/orgs/{org}/hooks`, not `/repos/…`.
             found.sort(key=lambda kp: (-_shared_prefix(kp[1].path, consumer.path), len(kp[1].parameters)))
             for _, producer in found[:_MAX_PRODUCERS]:
-                edges.append(
-                    DependencyEdge(
-                        tool=consumer.tool.id,
-                        depends_on=producer.tool.id,
-                        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-                        parameter_name=prop,
-                        reason=f"{producer.tool.name} {rule} {param_name!r}",
-                        origin="inferred",
-                        confidence=confidence,
-                        evidence=f"{producer.method.upper()} {producer.path} -> {consumer.method.upper()} "
-                        f"{consumer.path} ({param_name})",
-                    )
+                evidence = (
+                    f"{producer.method.upper()} {producer.path} -> {consumer.method.upper()} {consumer.path} "
+                    f"({param_name})"
                 )
+                reason = f"{producer.tool.name} {rule} {param_name!r}"
+                edges.append(_edge(consumer, producer, reason, evidence, prop, confidence=confidence))
     return edges
 
 
@@ -493,17 +480,10 @@ def _token_edges(parsed: ParsedSpec) -> list[DependencyEdge]:
             if p is not consumer and (served is None or served & used)
         ][:_MAX_TOKEN_PRODUCERS]
         for producer, schemes_served, why in chosen:
-            edges.append(
-                DependencyEdge(
-                    tool=consumer.tool.id,
-                    depends_on=producer.tool.id,
-                    kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                    reason=f"needs a token ({', '.join(sorted(used))}) and {producer.tool.name} {why}",
-                    origin="inferred",
-                    confidence=0.7 if schemes_served is None else 0.9,
-                    evidence=f"security of {consumer.method.upper()} {consumer.path}",
-                )
-            )
+            reason = f"needs a token ({', '.join(sorted(used))}) and {producer.tool.name} {why}"
+            evidence = f"security of {consumer.method.upper()} {consumer.path}"
+            confidence = 0.7 if schemes_served is None else 0.9
+            edges.append(_edge(consumer, producer, reason, evidence, confidence=confidence))
     return edges
 
 
