@@ -2,12 +2,15 @@
 
     .venv/bin/python bench/ranking_lab.py record toollinkos api_bank metatool seal_tools
     .venv/bin/python bench/ranking_lab.py run                # every experiment, JSON lines + tables
+    .venv/bin/python bench/ranking_lab.py lodo               # fusion candidates, leave-one-dataset-out
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache), records every query's
 vector and full-text candidates and both dependency graphs (declared; inferred at ingest by the
 product's own rules) into bench/out/lab/NAME.pkl. ``run`` replays them through the real pipeline
 (``toolweave.retrieval.retrieve``) under each setting: seconds per variant instead of minutes.
 Design splits: ToolLinkOS ``examples`` and Seal-Tools ``dev``; everything else is out-of-sample.
+``lodo`` scores every fusion candidate's first pass (hybrid) and chooses constants leave-one-dataset-out
+(see ``lodo``); ToolLinkOS ``test`` is reported, never chosen on.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import pickle
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from statistics import fmean
 
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
@@ -27,7 +33,16 @@ from toolweave.benchmark.recorded import RecordedGraph, RecordedIndex
 from toolweave.records import DependencyEdge
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve
-from toolweave.retrieval.metrics import summarize
+from toolweave.retrieval.fusion import (
+    FLEET_POWER,
+    FLEET_TOP_N,
+    FleetCalibration,
+    peak_fusion,
+    rrf_fusion,
+    weighted_zscore_fusion,
+    zscore_fusion,
+)
+from toolweave.retrieval.metrics import average_precision, recall, summarize
 from toolweave.retrieval.query import clean_query
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings, Settings
@@ -121,6 +136,11 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, object]]]] = {
         for m, g in (("hybrid", "none"), ("grtf", "declared"), ("grtf", "inferred"))
     ]
     + [("none", {"method": "bm25"}), ("none", {"method": "vector"})],
+    "fleet": [
+        (g, {"method": m, "fusion": f})
+        for f in ("zscore", "fleet")
+        for m, g in (("hybrid", "none"), ("grtf", "declared"))
+    ],
     "order": [
         (g, {"method": "grtf", "walk_order": o})
         for o in ("dfs", "weighted")
@@ -159,9 +179,152 @@ def run(names: list[str], experiment: str, base: dict[str, object]) -> None:
                     print(json.dumps(row), flush=True)
 
 
+Fusion = Callable[[Sequence[Hit], Sequence[Hit]], list[Hit]]
+FUSION_POOL = 30
+"""Candidates per retriever the pipeline fuses (``pipeline._MIN_POOL``; checked against the real pipeline)."""
+
+
+def combmnz(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
+    """CombMNZ (Fox & Shaw 1994): sum of min-max normalised scores times the number of lists holding it."""
+    fused: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    for hits in (vector, text):
+        if not hits:
+            continue
+        lo, hi = min(h.score for h in hits), max(h.score for h in hits)
+        for h in hits:
+            fused[h.tool_id] = fused.get(h.tool_id, 0.0) + ((h.score - lo) / (hi - lo) if hi > lo else 1.0)
+            seen[h.tool_id] = seen.get(h.tool_id, 0) + 1
+    order = {h.tool_id: n for n, h in reversed(list(enumerate([*vector, *text])))}
+    ranked = sorted(fused, key=lambda i: (-fused[i] * seen[i], order[i]))
+    return [Hit(i, fused[i] * seen[i]) for i in ranked]
+
+
+CANDIDATES: dict[str, list[tuple[str, Callable[[], Fusion]]]] = {
+    # family → (label, a fresh fusion per dataset: ``fleet`` learns from the turns it has seen); a
+    # family's constants are chosen by the protocol (``lodo``), never per dataset
+    "bm25": [("bm25", lambda: lambda v, t: list(t))],
+    "vector": [("vector", lambda: lambda v, t: list(v))],
+    "zscore": [("zscore", lambda: zscore_fusion)],
+    "combmnz": [("combmnz", lambda: combmnz)],
+    "rrf": [(f"rrf k={k}", lambda k=k: partial(rrf_fusion, k=k)) for k in (1, 3, 10, 30, 60)],
+    "text weight": [
+        (f"zscore, bm25 weight {w}", lambda w=w: partial(weighted_zscore_fusion, text_weight=w))
+        for w in (0.8, 1.2, 1.5)
+    ],
+    "peak": [
+        (f"peak n={n} p={p}", lambda n=n, p=p: partial(peak_fusion, top_n=n, power=p))
+        for n in (1, 3, 5)
+        for p in (0.5, 1.0, 1.5, 2.0)
+    ],
+    "fleet": [
+        (f"fleet n={n} p={p}", lambda n=n, p=p: FleetCalibration(top_n=n, power=p).fuse)
+        for n in (1, 3)
+        for p in (1.0, 2.0, 3.0)
+    ],
+}
+SINGLE_RETRIEVERS = ("bm25", "vector")
+
+Stream = list[tuple[str, list[Hit], list[Hit], tuple[str, ...]]]
+
+
+def query_stream(rec: Recording) -> Stream:
+    """(``set`` or ``set/split``, vector hits, text hits, gold ids) for every query, in the order
+    ``toolweave bench NAME`` asks them (query sets in turn, each in file order)."""
+    ids = {name: tool_id for tool_id, name in rec.names.items()}
+    stream: Stream = []
+    for set_name, queries in rec.queries.items():
+        for text, gold, split in queries:
+            vector, text_hits = rec.hits[(text,)]
+            label = f"{set_name}/{split}" if split and rec.name in DESIGN else set_name
+            stream.append((label, vector[:FUSION_POOL], text_hits[:FUSION_POOL], tuple(ids[g] for g in gold)))
+    return stream
+
+
+def first_pass_metrics(stream: Stream, fusion: Fusion) -> dict[str, dict[str, float]]:
+    """mAP@10, R@5 and R@10 of the fused first pass (= ``hybrid``'s ranked list) per set."""
+    scored: dict[str, list[tuple[float, float, float]]] = {}
+    for label, v, t, gold in stream:
+        ranked = [h.tool_id for h in fusion(v, t)[:10]]
+        ap, r5, r10 = average_precision(ranked, gold, 10), recall(ranked, gold, 5), recall(ranked, gold, 10)
+        scored.setdefault(label, []).append((ap, r5, r10))
+    return {
+        label: {
+            "map@10": fmean(r[0] for r in rows),
+            "recall@5": fmean(r[1] for r in rows),
+            "recall@10": fmean(r[2] for r in rows),
+            "queries": len(rows),
+        }
+        for label, rows in scored.items()
+    }
+
+
+def _design_score(figures: dict[str, dict[str, float]]) -> float:
+    """A dataset's figure for choosing: mean mAP@10 over its query sets, ToolLinkOS ``test`` left out."""
+    return fmean(m["map@10"] for label, m in figures.items() if not label.endswith("/test"))
+
+
+def _check_replay(rec: Recording, figures: dict[str, dict[str, float]], fusion: str) -> None:
+    """The lab's ``fusion`` figures must equal the real pipeline's (``retrieve``, method hybrid)."""
+    settings = RetrievalSettings.model_validate({"method": "hybrid", "fusion": fusion})
+    for set_name, m in evaluate(rec, settings, "none").items():
+        parts = [f for label, f in figures.items() if label.split("/")[0] == set_name]
+        pooled = sum(f["map@10"] * f["queries"] for f in parts) / sum(f["queries"] for f in parts)
+        if abs(pooled - m["map@10"]) > 1e-9:
+            raise SystemExit(f"{fusion}: replay differs from the pipeline on {rec.name}/{set_name}")
+
+
+def lodo(names: list[str]) -> None:
+    """Every fusion candidate on every dataset, then two protocols for choosing among them:
+
+    - *one design set*: the candidate (family and constants) best on ToolLinkOS ``examples``;
+    - *leave one dataset out*: for each dataset, the candidate best on the mean of the *other* datasets
+      (each dataset weighs the same; ToolLinkOS counts with ``examples`` only), judged on the one left out.
+
+    ``test`` of ToolLinkOS is reported, never chosen on. Each dataset's queries are replayed in the order
+    ``toolweave bench`` asks them, through one fusion instance (``fleet`` learns as it goes); the zscore
+    and shipped ``fleet`` rows are checked against the real pipeline.
+    """
+    figures: dict[str, dict[str, dict[str, dict[str, float]]]] = {}  # candidate → dataset → set → metrics
+    for name in names:
+        rec = load(name)
+        stream = query_stream(rec)
+        for family in CANDIDATES.values():
+            for label, make in family:
+                figures.setdefault(label, {})[name] = first_pass_metrics(stream, make())
+                for set_label, m in figures[label][name].items():
+                    print(json.dumps({"dataset": name, "set": set_label, "fusion": label, **m}), flush=True)
+        _check_replay(rec, figures["zscore"][name], "zscore")
+        _check_replay(rec, figures[f"fleet n={FLEET_TOP_N} p={FLEET_POWER}"][name], "fleet")
+    fusions = [label for fam, fs in CANDIDATES.items() if fam not in SINGLE_RETRIEVERS for label, _ in fs]
+    design = {c: figures[c]["toollinkos"]["instances/examples"]["map@10"] for c in fusions}
+    chosen_once = max(fusions, key=lambda c: (design[c], c == "zscore"))
+    print(json.dumps({"protocol": "one design set (ToolLinkOS examples)", "chosen": chosen_once}))
+    for held_out in names:
+        others = [n for n in names if n != held_out]
+        chosen = max(fusions, key=lambda c: fmean(_design_score(figures[c][n]) for n in others))
+        for set_label in figures[chosen][held_out]:
+            row = {
+                "protocol": "leave one dataset out",
+                "held_out": held_out,
+                "set": set_label,
+                "chosen": chosen,
+                **{
+                    c: round(figures[c][held_out][set_label]["map@10"], 4)
+                    for c in (chosen, chosen_once, "zscore", "bm25", "vector")
+                },
+                "recall@5": round(figures[chosen][held_out][set_label]["recall@5"], 4),
+            }
+            print(json.dumps(row), flush=True)
+    everywhere = max(fusions, key=lambda c: fmean(_design_score(figures[c][n]) for n in names))
+    print(json.dumps({"protocol": "all datasets (the constant to ship)", "chosen": everywhere}))
+    with (OUT / "lodo.json").open("w") as f:
+        json.dump(figures, f)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["record", "run"])
+    parser.add_argument("command", choices=["record", "run", "lodo"])
     parser.add_argument("datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools"])
     parser.add_argument("--exp", default="fusion", choices=sorted(EXPERIMENTS))
     parser.add_argument("--base", default="{}", help="JSON settings under every variant")
@@ -170,6 +333,9 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.command == "run":
         run(args.datasets, args.exp, json.loads(args.base))
+        return
+    if args.command == "lodo":
+        lodo(args.datasets)
         return
     embedder = CachedEmbedder(Embedder())
     for name in args.datasets:

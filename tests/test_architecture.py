@@ -143,6 +143,7 @@ RETRIEVAL_MAY_IMPORT = {
     "__future__", "collections.abc", "dataclasses", "typing", "math", "statistics", "re", "numpy",
     "toolweave.records", "toolweave.errors", "toolweave.settings",
     "toolweave._lazy",  # the package's lazy exports (importlib only)
+    "weakref",  # fusion's per-index record goes with its index (no I/O)
 }  # fmt: skip
 
 

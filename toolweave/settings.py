@@ -62,9 +62,11 @@ class RetrievalSettings(BaseModel):
     hybrid_alpha: Share = Field(
         0.8, description="Weight of the vector score in `convex` fusion (1 = vector only)."
     )
-    fusion: Literal["zscore", "rrf", "convex"] = Field(
-        "zscore",
-        description="How hybrid combines vector and BM25: per-query z-scores, reciprocal rank, or convex.",
+    fusion: Literal["fleet", "zscore", "peak", "rrf", "convex"] = Field(
+        "fleet",
+        description="How hybrid combines vector and BM25: per-query z-scores (`fleet`: BM25 weighted by "
+        "its record against the vectors over the fleet's turns; `peak`: by this turn's), reciprocal "
+        "rank, or convex.",
     )
     walk_order: Literal["dfs", "weighted"] = Field(
         "dfs",

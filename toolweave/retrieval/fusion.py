@@ -1,23 +1,55 @@
-"""Hybrid fusion: combine vector and full-text rankings into one. Pure functions over ``Hit`` lists.
+"""Hybrid fusion: combine vector and full-text rankings into one. Functions over ``Hit`` lists, and
+one small running record per fleet.
 
 Cosine similarities and BM25 scores live on different scales, and which retriever is right differs by
 fleet (Seal-Tools' camelCase names favour BM25, MetaTool's paraphrased requests favour vectors) and
-by query. ``zscore_fusion`` (the default) puts each list on its own per-query scale: a retriever
-whose best candidates stand far above the rest of its list is confident, and its leaders weigh more,
-with no constant chosen per fleet. ``rrf_fusion`` and ``convex_fusion`` are kept for comparison.
+by query. ``zscore_fusion`` puts each list on its own per-query scale: a retriever whose best
+candidates stand far above the rest of its list is confident, and its leaders weigh more. The default,
+``FleetCalibration`` (``fusion: fleet``), also weighs BM25 against the vectors by how confident each
+has been over the turns this fleet has served: a fleet-level choice read from the fleet's own traffic,
+with no gold answers and no constant set per fleet. ``peak_fusion`` weighs each list by its peak for
+this query alone; ``rrf_fusion`` and ``convex_fusion`` are kept for comparison.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from statistics import fmean, pstdev
 
 from toolweave.retrieval.results import Hit
 
-__all__ = ["RRF_K", "convex_fusion", "fuse", "rrf_fusion", "turn_relevance", "zscore_fusion"]
+__all__ = [
+    "FLEET_POWER",
+    "FLEET_TOP_N",
+    "PEAK_POWER",
+    "PEAK_TOP_N",
+    "RRF_K",
+    "FleetCalibration",
+    "convex_fusion",
+    "fleet_calibration",
+    "fuse",
+    "peak_fusion",
+    "rrf_fusion",
+    "turn_relevance",
+    "weighted_zscore_fusion",
+    "zscore_fusion",
+]
 
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al. 2009)."""
+
+FLEET_TOP_N = 1
+"""A turn's confidence of a retriever: the mean z-score of its first this many hits (its peak)."""
+
+FLEET_POWER = 3.0
+"""BM25's weight is (its mean peak / the vectors' mean peak) ** this (chosen leave-one-dataset-out)."""
+
+PEAK_TOP_N = 3
+"""``peak_fusion`` reads a list's confidence from the mean z-score of its first this many hits."""
+
+PEAK_POWER = 1.0
+"""``peak_fusion`` weighs a list by its peak to this power (0 = equal weights, i.e. ``zscore_fusion``)."""
 
 
 def _min_max(hits: Sequence[Hit]) -> dict[str, float]:
@@ -67,24 +99,147 @@ def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     return z, (min(scores) - mean) / spread
 
 
+_ZScores = tuple[dict[str, float], float]
+
+
+def _z_sum(vector: Sequence[Hit], text: Sequence[Hit], w_vector: float, w_text: float) -> list[Hit]:
+    return _weighted(vector, text, _z_scores(vector), _z_scores(text), w_vector, w_text)
+
+
+def _weighted(
+    vector: Sequence[Hit], text: Sequence[Hit], v_z: _ZScores, t_z: _ZScores, w_vector: float, w_text: float
+) -> list[Hit]:
+    (v, v_absent), (t, t_absent) = v_z, t_z
+    fused = {i: w_vector * v.get(i, v_absent) + w_text * t.get(i, t_absent) for i in v.keys() | t.keys()}
+    return _ranked(fused, vector, text)
+
+
 def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     """Sum of per-query z-scores (distribution-based score fusion), equal weights.
 
     A list with one clear winner (a name the query repeats, for BM25) gives that winner a high z; a
     flat list (a retriever with no idea) gives everything about 0 and leaves the choice to the other.
     """
-    v, v_absent = _z_scores(vector)
-    t, t_absent = _z_scores(text)
-    fused = {i: v.get(i, v_absent) + t.get(i, t_absent) for i in v.keys() | t.keys()}
-    return _ranked(fused, vector, text)
+    return _z_sum(vector, text, 1.0, 1.0)
 
 
-def fuse(vector: Sequence[Hit], text: Sequence[Hit], method: str, alpha: float) -> list[Hit]:
-    """The fusion ``method`` (``zscore``, ``rrf`` or ``convex`` with ``alpha``) of both lists."""
+def weighted_zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit], text_weight: float) -> list[Hit]:
+    """Z-score fusion with BM25's z-scores weighted ``text_weight`` against the vector side's 1.
+
+    A fixed weight is a per-fleet constant in disguise (it helps the fleets it was set on); kept for
+    measuring that (``bench/ranking_lab.py lodo``), not offered as a setting.
+    """
+    return _z_sum(vector, text, 1.0, text_weight)
+
+
+def _peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
+    """Mean z of the list's first ``top_n`` hits (ranks it lacks count 0), never below 0."""
+    if not hits or top_n < 1:
+        return 0.0
+    return max(sum(z[h.tool_id] for h in hits[:top_n]) / top_n, 0.0)
+
+
+def peak_fusion(
+    vector: Sequence[Hit], text: Sequence[Hit], top_n: int = PEAK_TOP_N, power: float = PEAK_POWER
+) -> list[Hit]:
+    """Z-score fusion with each list weighted by its peak (mean z of its ``top_n`` leaders) ** ``power``.
+
+    Per query, not per fleet: a retriever whose leaders stand out of its own list is sure of them, one
+    whose list is flat is guessing. A multi-part request shows it well: BM25 matches each part's words
+    and several of its leaders stand out, while one embedding of the whole request blurs the parts and
+    its list flattens. When neither list has a peak the weights are equal (plain z-score fusion). One
+    turn's peak is noisy: averaged over a fleet's turns (``FleetCalibration``) it did better on average
+    and on Seal-Tools (bench/RESULTS.md), so this is an option, not the default.
+    """
+    v_z, t_z = _z_scores(vector), _z_scores(text)
+    w_vector, w_text = _peak(vector, v_z[0], top_n) ** power, _peak(text, t_z[0], top_n) ** power
+    if w_vector + w_text <= 1e-12:
+        w_vector = w_text = 1.0
+    return _weighted(vector, text, v_z, t_z, w_vector, w_text)
+
+
+class FleetCalibration:
+    """How confident each retriever has been on this fleet: the running mean of its peak per turn.
+
+    Which retriever is right is mostly a property of the fleet (BM25 on Seal-Tools' thousands of
+    near-identical tool descriptions told apart by one word, vectors on MetaTool's paraphrased requests),
+    and a retriever's peak (how far its first hit stands above the rest of its list, in z-scores) says
+    how sure it is. One turn's peak is noisy; averaged over the fleet's turns it is a stable verdict
+    that needs no gold answers. BM25's z-scores are then weighted ``(text mean / vector mean) **
+    power`` against the vectors' 1. Until ``warm_up`` turns have been seen the weights stay equal
+    (plain z-score fusion); past ``horizon`` turns the mean becomes a moving one, so a fleet that
+    changes is followed. One per index (``fleet_calibration``). Not locked: two turns observed at the
+    same instant may count as one, which moves a running mean by nothing that matters.
+    """
+
+    def __init__(
+        self, top_n: int = FLEET_TOP_N, power: float = FLEET_POWER, warm_up: int = 20, horizon: int = 1000
+    ) -> None:
+        self.top_n, self.power, self.warm_up, self.horizon = top_n, power, warm_up, horizon
+        self.turns = 0
+        self._vector = self._text = 0.0  # running mean peaks
+
+    def observe(self, vector: Sequence[Hit], text: Sequence[Hit]) -> None:
+        """Count one turn's two candidate lists."""
+        v_peak = _peak(vector, _z_scores(vector)[0], self.top_n)
+        t_peak = _peak(text, _z_scores(text)[0], self.top_n)
+        self.turns += 1
+        rate = 1.0 / min(self.turns, self.horizon)
+        self._vector += (v_peak - self._vector) * rate
+        self._text += (t_peak - self._text) * rate
+
+    def text_weight(self) -> float:
+        """BM25's weight against the vectors' 1 (1 while warming up or without evidence)."""
+        vector, text = self._vector, self._text
+        if self.turns < self.warm_up or vector <= 1e-12 or text <= 1e-12:
+            return 1.0
+        return float((text / vector) ** self.power)
+
+    def fuse(self, vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
+        """Observe this turn, then z-score fusion with BM25 weighted by the fleet's record so far."""
+        self.observe(vector, text)
+        return weighted_zscore_fusion(vector, text, self.text_weight())
+
+
+_CALIBRATIONS: dict[int, FleetCalibration] = {}
+
+
+def fleet_calibration(index: object) -> FleetCalibration:
+    """The calibration of the fleet ``index`` serves: made on first use, dropped with the index.
+
+    Kept here, keyed by the index object, so that no caller has to carry it (the gateway's registry
+    lives as long as the gateway, so its record does too); an index that cannot be weakly referenced
+    keeps its (small) calibration for the life of the process.
+    """
+    key = id(index)
+    calibration = _CALIBRATIONS.get(key)
+    if calibration is not None:
+        return calibration
+    calibration = _CALIBRATIONS.setdefault(key, FleetCalibration())  # atomic: one wins a race
+    try:
+        weakref.finalize(index, _CALIBRATIONS.pop, key, None)  # twice after a race: harmless
+    except TypeError:  # not weakly referenceable: the record stays for the life of the process
+        return calibration
+    return calibration
+
+
+def fuse(
+    vector: Sequence[Hit],
+    text: Sequence[Hit],
+    method: str,
+    alpha: float,
+    calibration: FleetCalibration | None = None,
+) -> list[Hit]:
+    """The fusion ``method`` (``zscore``, ``fleet`` with ``calibration`` (without one: ``zscore``),
+    ``peak``, ``rrf`` or ``convex`` with ``alpha``) of both lists."""
+    if method == "fleet" and calibration is not None:
+        return calibration.fuse(vector, text)
     if method == "convex":
         return convex_fusion(vector, text, alpha)
     if method == "rrf":
         return rrf_fusion(vector, text)
+    if method == "peak":
+        return peak_fusion(vector, text)
     return zscore_fusion(vector, text)
 
 

@@ -13,7 +13,7 @@ from typing import Protocol
 from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.floor import apply_floor, mark_published
-from toolweave.retrieval.fusion import fuse, turn_relevance
+from toolweave.retrieval.fusion import fleet_calibration, fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
@@ -86,8 +86,10 @@ def _first_pass(
             for vector, text in both
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
+    calibration = fleet_calibration(index) if fusion == "fleet" else None  # the fleet's running record
     return [
-        (fuse(vector, text, fusion, alpha), {h.tool_id: h.score for h in vector}) for vector, text in both
+        (fuse(vector, text, fusion, alpha, calibration), {h.tool_id: h.score for h in vector})
+        for vector, text in both
     ]
 
 
