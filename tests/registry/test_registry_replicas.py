@@ -61,6 +61,21 @@ def test_the_lease_admits_one_holder_until_it_is_released_or_expires(tmp_path: P
     assert first.try_acquire()  # expired: taken over
 
 
+def test_a_lease_extended_for_a_long_write_outlives_its_ttl_and_only_its_holder_extends_it(
+    tmp_path: Path,
+) -> None:
+    db = lancedb.connect(str(tmp_path))
+    holder, rival = WriterLease(db, ttl_s=5.0), WriterLease(db, ttl_s=5.0)
+    assert holder.try_acquire()
+    holder.extend(600)  # an index build: renewals wait behind it
+    assert holder.state()[1] > time.time() + 500
+    holder._set(f"holder = '{holder.holder}'", "", 0.0)  # as if it had expired and been taken
+    assert rival.try_acquire()
+    with pytest.raises(RegistryBusyError, match="lost"):
+        holder.extend(600)
+    assert holder.lost and rival.state()[0] == rival.holder
+
+
 def test_a_second_handle_follows_what_the_first_commits(tmp_path: Path, shared_embedder: Embedder) -> None:
     writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     follower = Registry.open(tmp_path / "reg", embedder=shared_embedder)

@@ -148,6 +148,17 @@ class WriterLease:
             time.sleep(delay)
             delay = min(delay * 2, _POLL_S[1])
 
+    def extend(self, seconds: float) -> None:
+        """Hold the lease ``seconds`` from now (at least its TTL), for one write that blocks renewals.
+
+        LanceDB runs a process's writes one at a time: while an index build of a large table runs
+        (minutes at 100k tools), the renewal's update waits behind it and the lease would expire under
+        a live writer. A writer that dies meanwhile keeps the registry until this longer expiry."""
+        until = time.time() + max(seconds, self.ttl_s)
+        if not self._set(f"holder = {sql_string(self.holder)}", self.holder, until):
+            self.lost = True
+            raise RegistryBusyError("the registry writer lease was lost before a long write began")
+
     def release(self) -> None:
         self.holding = False
         try:

@@ -63,7 +63,14 @@ from toolweave.registry.usage import (
     now_ns,
     usage_vector,
 )
-from toolweave.registry.vector_index import VectorIndexParams, ann_rank, index_state, refresh, row_map
+from toolweave.registry.vector_index import (
+    BUILD_BUDGET_S_PER_ROW,
+    VectorIndexParams,
+    ann_rank,
+    index_state,
+    refresh,
+    row_map,
+)
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -843,6 +850,7 @@ class Registry:
             if not self._snap.ann:
                 return "none"
             with self._writer():  # the lease: another replica may be writing this registry
+                self._db.lease.extend(len(self) * BUILD_BUDGET_S_PER_ROW)
                 done = refresh(self._table, self.settings.vector_index_kind)
                 if done != "current":
                     self._db.commit(action=f"vector index {done}", tools=self._table, usage=self._usage)
