@@ -201,26 +201,20 @@ class FleetCalibration:
         return weighted_zscore_fusion(vector, text, self.text_weight())
 
 
-_CALIBRATIONS: dict[int, FleetCalibration] = {}
+_CALIBRATIONS: weakref.WeakKeyDictionary[object, FleetCalibration] = weakref.WeakKeyDictionary()
 
 
 def fleet_calibration(index: object) -> FleetCalibration:
     """The calibration of the fleet ``index`` serves: made on first use, dropped with the index.
 
-    Kept here, keyed by the index object, so that no caller has to carry it (the gateway's registry
-    lives as long as the gateway, so its record does too); an index that cannot be weakly referenced
-    keeps its (small) calibration for the life of the process.
+    Kept here, keyed weakly by the index object, so that no caller has to carry it (the gateway's
+    registry lives as long as the gateway, so its record does too). An index that cannot be weakly
+    referenced gets a fresh record each turn, i.e. plain z-score fusion (never another index's record).
     """
-    key = id(index)
-    calibration = _CALIBRATIONS.get(key)
-    if calibration is not None:
-        return calibration
-    calibration = _CALIBRATIONS.setdefault(key, FleetCalibration())  # atomic: one wins a race
     try:
-        weakref.finalize(index, _CALIBRATIONS.pop, key, None)  # twice after a race: harmless
-    except TypeError:  # not weakly referenceable: the record stays for the life of the process
-        return calibration
-    return calibration
+        return _CALIBRATIONS.setdefault(index, FleetCalibration())  # a race makes one spare, unused
+    except TypeError:
+        return FleetCalibration()
 
 
 def fuse(
