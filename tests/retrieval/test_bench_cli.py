@@ -31,3 +31,17 @@ def test_bench_at_5_every_graph_floor_off_and_cached(tiny_dataset: Path) -> None
     assert cache.is_file()  # the runs shared one cache file (tiny tools + queries embedded once)
     code, out, err = run("bench", str(tiny_dataset), "--json", "--at", "0")
     assert code == 1 and "--at" in err
+
+
+def test_bench_runs_with_the_gateways_retrieval_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TOOLWEAVE_RETRIEVAL__*`` reach ``toolweave bench`` as they reach the gateway (a setting can be
+    compared without editing code); ``--no-floor`` turns off the floor and nothing else."""
+    from toolweave.commands.bench import bench_retrieval
+
+    assert bench_retrieval(floor=True).fusion == "fleet"
+    monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__FUSION", "zscore")
+    monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__TOP_K", "4")
+    with_floor, without = bench_retrieval(floor=True), bench_retrieval(floor=False)
+    assert (with_floor.fusion, with_floor.top_k) == (without.fusion, without.top_k) == ("zscore", 4)
+    assert with_floor.floor_relative > 0
+    assert (without.floor_relative, without.floor_absolute, without.floor_destructive) == (0.0, 0.0, 0.0)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast, get_args
+from typing import TYPE_CHECKING, Annotated, cast, get_args
 
 import typer
 
 from toolweave.commands.options import JsonOption, setup_logging, user_errors
 from toolweave.commands.search import MethodOption, retrieval_params
+
+if TYPE_CHECKING:
+    from toolweave.settings import RetrievalSettings
 
 __all__ = ["register"]
 
@@ -69,18 +72,13 @@ def bench(
         from toolweave.benchmark.runner import GraphChoice, SplitChoice
         from toolweave.errors import ConfigError
         from toolweave.registry.embeddings import Embedder
-        from toolweave.settings import RetrievalSettings
 
         split_choice = cast("SplitChoice", _choice("--split", split, get_args(SplitChoice)))
         graph_choice = cast("GraphChoice", _choice("--graph", graph, get_args(GraphChoice)))
         ks = tuple(sorted(set(at or (10, 20, 30))))
         if any(k < 1 for k in ks):
             raise ConfigError(f"--at: cut-offs must be at least 1, got {list(ks)}")
-        base = (
-            RetrievalSettings()
-            if floor
-            else RetrievalSettings(floor_relative=0.0, floor_absolute=0.0, floor_destructive=0.0)
-        )
+        base = bench_retrieval(floor)
         params = retrieval_params(base, method=method or "grtf", top_k=top_k, final_k=final_k)
         data = load_dataset(dataset, query_file=queries)
         embedder = CachedEmbedder(Embedder()) if cache else Embedder()
@@ -114,6 +112,18 @@ def _table_line(row: dict[str, object], ks: tuple[int, ...]) -> str:
         f"latency p50 {row['latency_ms_p50']} ms, p95 {row['latency_ms_p95']} ms; index {row['index_s']} s"
     )
     return f"{head}\n  {quality}\n  {speed}"
+
+
+def bench_retrieval(floor: bool) -> RetrievalSettings:
+    """The retrieval settings a benchmark runs with: the gateway's own (``TOOLWEAVE_RETRIEVAL__*``
+    variables included, so a setting can be compared without editing code), minus the relevance
+    floor when ``floor`` is off."""
+    from toolweave.settings import Settings
+
+    base = Settings().retrieval
+    if floor:
+        return base
+    return base.model_copy(update={"floor_relative": 0.0, "floor_absolute": 0.0, "floor_destructive": 0.0})
 
 
 def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
