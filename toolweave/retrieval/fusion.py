@@ -179,10 +179,13 @@ class FleetCalibration:
         self.turns = 0
         self._vector = self._text = 0.0  # running mean peaks
 
-    def observe(self, vector: Sequence[Hit], text: Sequence[Hit]) -> None:
-        """Count one turn's two candidate lists."""
-        v_peak = _peak(vector, _z_scores(vector)[0], self.top_n)
-        t_peak = _peak(text, _z_scores(text)[0], self.top_n)
+    def observe(
+        self, vector: Sequence[Hit], text: Sequence[Hit], z: tuple[_ZScores, _ZScores] | None = None
+    ) -> None:
+        """Count one turn's two candidate lists (``z``: their z-scores, when already computed)."""
+        v_z, t_z = z or (_z_scores(vector), _z_scores(text))
+        v_peak = _peak(vector, v_z[0], self.top_n)
+        t_peak = _peak(text, t_z[0], self.top_n)
         self.turns += 1
         rate = 1.0 / min(self.turns, self.horizon)
         self._vector += (v_peak - self._vector) * rate
@@ -197,8 +200,9 @@ class FleetCalibration:
 
     def fuse(self, vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
         """Observe this turn, then z-score fusion with BM25 weighted by the fleet's record so far."""
-        self.observe(vector, text)
-        return weighted_zscore_fusion(vector, text, self.text_weight())
+        v_z, t_z = _z_scores(vector), _z_scores(text)  # once, for the record and for the fusion
+        self.observe(vector, text, (v_z, t_z))
+        return _weighted(vector, text, v_z, t_z, 1.0, self.text_weight())
 
 
 _CALIBRATIONS: weakref.WeakKeyDictionary[object, FleetCalibration] = weakref.WeakKeyDictionary()
