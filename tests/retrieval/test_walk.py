@@ -103,9 +103,9 @@ def test_dependency_share_defers_a_hit_s_walk_below_near_tied_hits_only() -> Non
 
 
 def test_dependency_share_keeps_a_dependency_that_is_itself_a_strong_hit_at_its_own_place() -> None:
-    hits = [Hit("price", 1.0), Hit("x", 0.96), Hit("ticker", 0.95), Hit("w", 0.0)]
+    hits = [Hit("price", 1.0), Hit("x", 0.96), Hit("date", 0.95), Hit("w", 0.0)]
     out = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)
-    assert ids(out) == ["price", "x", "ticker", "net", "date", "w"]
+    assert ids(out) == ["price", "x", "date", "ticker", "net", "w"]
     assert out[2].reason == "dependency"  # found by the walk, placed by its own relevance
 
 
