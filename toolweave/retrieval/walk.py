@@ -18,6 +18,10 @@ by a weight per tool (a search hit weighs its relevance within the turn; ties ke
 (an adaptive k: 0 = every one of the ``top_k`` hits is walked). ``hold_hits`` keeps the order but
 guarantees every search hit whose relevance reaches it a place in the list: when the walk would push
 such a hit out, the last-placed other tools make room (None = off).
+
+The pipeline walks in DFS order (``weighted`` on request). The three other options were measured as
+guards against a wrong first hit and none earned a place (bench/RESULTS.md, "Walk orderings"); they
+stay here so the lab and held-out runs measure this very function.
 """
 
 from __future__ import annotations
