@@ -3,6 +3,7 @@
     .venv/bin/python bench/ranking_lab.py record toollinkos api_bank metatool seal_tools
     .venv/bin/python bench/ranking_lab.py run                # every experiment, JSON lines + tables
     .venv/bin/python bench/ranking_lab.py lodo               # fusion candidates, leave-one-dataset-out
+    .venv/bin/python bench/ranking_lab.py walk [--with-test]  # walk orderings (issue 12 item 5)
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache), records every query's
 vector and full-text candidates and both dependency graphs (declared; inferred at ingest by the
@@ -10,7 +11,8 @@ product's own rules) into bench/out/lab/NAME.pkl. ``run`` replays them through t
 (``toolweave.retrieval.retrieve``) under each setting: seconds per variant instead of minutes.
 Design splits: ToolLinkOS ``examples`` and Seal-Tools ``dev``; everything else is out-of-sample.
 ``lodo`` scores every fusion candidate's first pass (hybrid) and chooses constants leave-one-dataset-out
-(see ``lodo``); ToolLinkOS ``test`` is reported, never chosen on.
+(see ``lodo``); ToolLinkOS ``test`` is reported, never chosen on. ``walk`` replays every walk ordering
+(``WALK_VARIANTS``) over both graphs; its design split is ToolLinkOS ``examples`` alone.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ from toolweave.retrieval.fusion import (
     zscore_fusion,
 )
 from toolweave.retrieval.metrics import average_precision, recall, summarize
-from toolweave.retrieval.query import clean_query
+from toolweave.retrieval.pipeline import _first_pass
+from toolweave.retrieval.query import clean_query, contextual_query
 from toolweave.retrieval.results import Hit
+from toolweave.retrieval.walk import expand_with_dependencies
 from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out" / "lab"
@@ -62,6 +66,15 @@ class Recording:
     records: dict[str, object]
     graphs: dict[str, dict[str, list[DependencyEdge]]]
     """``declared`` / ``inferred`` → tool id → edges."""
+
+
+class Replay(RecordedIndex):
+    """A recorded index that ``fleet`` fusion can keep its record for: ``fleet_calibration`` keys records
+    weakly by the index, and a dataclass with ``eq`` is unhashable, which silently gives every turn a
+    fresh record (plain z-score fusion). One instance per pass over a dataset's queries, as one
+    registry serves one ``toolweave bench`` run."""
+
+    __hash__ = object.__hash__
 
 
 SAMPLE_ABOVE = 5000
@@ -112,7 +125,7 @@ def evaluate(
     rec: Recording, params: RetrievalSettings, graph: str, *, split: str | None = None, ks=(5, 10)
 ) -> dict[str, dict[str, float]]:
     """Metrics per query set (``split`` None = all queries) of ``params`` on the recording."""
-    index = RecordedIndex(records=rec.records, hits=rec.hits)
+    index = Replay(records=rec.records, hits=rec.hits)
     deps = RecordedGraph(rec.graphs.get(graph, {}))
     out = {}
     for set_name, queries in rec.queries.items():
@@ -322,13 +335,132 @@ def lodo(names: list[str]) -> None:
         json.dump(figures, f)
 
 
+# -- walk orderings (issue 12 item 5) -------------------------------------------------------------------
+
+WalkVariant = tuple[str, dict[str, object], float | None]
+"""(label, ``expand_with_dependencies`` keywords, every edge's confidence replaced by this or None)."""
+
+WALK_VARIANTS: list[WalkVariant] = [
+    ("dfs (paper)", {}, None),
+    ("weighted: edge confidence", {"order": "weighted"}, None),
+    *[
+        (f"share {s}", {"dependency_share": s}, None)
+        for s in (0.99, 0.97, 0.95, 0.9, 0.85, 0.8, 0.7, 0.5, 0.0)
+    ],
+    *[(f"gate {g}", {"walk_gate": g}, None) for g in (0.5, 0.7, 0.8, 0.9, 0.95)],
+    *[(f"per hop {d}", {"order": "weighted"}, d) for d in (0.95, 0.9, 0.8)],
+    *[
+        (f"share {s} + gate {g}", {"dependency_share": s, "walk_gate": g}, None)
+        for s in (0.95, 0.9, 0.8)
+        for g in (0.8, 0.9)
+    ],
+    *[(f"k={k} gate {g}", {"top_k": k, "walk_gate": g}, None) for k in (5, 10) for g in (0.9, 0.95)],
+    *[(f"hold {h}", {"hold_hits": h}, None) for h in (0.95, 0.9, 0.8, 0.7, 0.6, 0.5)],
+]
+"""The grid: the relevance-relative share of a hit that its dependencies weigh, a gate on which hits are
+walked (adaptive k, also upward), a per-hop discount, combinations, and (added after the first rows on
+ToolLinkOS ``examples``, the design split) held hits: strong search hits the walk cannot push out."""
+
+WALK_GRAPHS = ("declared", "inferred")
+
+Pass = tuple[str, str | None, list[Hit], tuple[str, ...]]
+"""(query set, split, fused first pass, gold names) of one query."""
+
+
+def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
+    """Every query's ``Pass``, in the order ``toolweave bench`` asks them, through the pipeline's own
+    first pass (``fleet`` learns as it goes, as in ``retrieve``)."""
+    index = Replay(records=rec.records, hits=rec.hits)
+    pool = max(params.final_k, params.top_k)
+    out: list[Pass] = []
+    for set_name, queries in rec.queries.items():
+        for text, gold, split in queries:
+            ((hits, _cosine),) = _first_pass(
+                [contextual_query(text, ())], index, "grtf", pool, params.hybrid_alpha, params.fusion, ()
+            )
+            out.append((set_name, split, hits, gold))
+    return out
+
+
+def _with_confidence(graph: dict[str, list[DependencyEdge]], confidence: float) -> RecordedGraph:
+    return RecordedGraph(
+        {t: [e.model_copy(update={"confidence": confidence}) for e in es] for t, es in graph.items()}
+    )
+
+
+def walk(names: list[str], with_test: bool = False) -> None:
+    """Every walk variant × graph on each dataset's recorded first passes; the paper's DFS is checked
+    query by query against the real pipeline (``retrieve``, method grtf, defaults). ToolLinkOS ``test``
+    (and ``all``, which holds it) is scored only with ``with_test``: once, after the choice."""
+    params = RetrievalSettings()
+    rows = []
+    for name in names:
+        rec = load(name)
+        passes = _first_passes(rec, params)
+        for graph in WALK_GRAPHS:
+            deps = RecordedGraph(rec.graphs.get(graph, {}))
+            _check_walk_replay(rec, passes, deps, params)
+            for label, kwargs, confidence in WALK_VARIANTS:
+                lookup = (
+                    deps if confidence is None else _with_confidence(rec.graphs.get(graph, {}), confidence)
+                )
+                scored: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+                for set_name, split, hits, gold in passes:
+                    options = {"top_k": params.top_k, "final_k": params.final_k, **kwargs}
+                    ranked = expand_with_dependencies(hits, lookup, **options)  # type: ignore[arg-type]
+                    names_ = [rec.names[r.tool_id] for r in ranked]
+                    m = (
+                        average_precision(names_, gold, 10),
+                        recall(names_, gold, 10),
+                        recall(names_, gold, 5),
+                    )
+                    for key in {(set_name, "all"), (set_name, split or "all")}:
+                        scored.setdefault(key, []).append(m)
+                for (set_name, split), ms in scored.items():
+                    if name == "toollinkos" and split != DESIGN[name] and not with_test:
+                        continue
+                    row = {
+                        "dataset": name,
+                        "set": set_name,
+                        "split": split,
+                        "in_sample": name == "toollinkos" and split == "examples",
+                        "graph": graph,
+                        "variant": label,
+                        "map@10": round(fmean(m[0] for m in ms), 6),
+                        "recall@10": round(fmean(m[1] for m in ms), 6),
+                        "recall@5": round(fmean(m[2] for m in ms), 6),
+                        "queries": len(ms),
+                    }
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    with (OUT / ("walk-with-test.json" if with_test else "walk.json")).open("w") as f:
+        json.dump(rows, f)
+
+
+def _check_walk_replay(
+    rec: Recording, passes: list[Pass], deps: RecordedGraph, params: RetrievalSettings
+) -> None:
+    """The lab's DFS lists must equal the real pipeline's, query by query."""
+    index = Replay(records=rec.records, hits=rec.hits)
+    texts = [q[0] for qs in rec.queries.values() for q in qs]
+    for text, (_set, _split, hits, _gold) in zip(texts, passes, strict=True):
+        real = [r.tool_id for r in retrieve(text, index, deps, params)]
+        lab = [
+            r.tool_id
+            for r in expand_with_dependencies(hits, deps, top_k=params.top_k, final_k=params.final_k)
+        ]
+        if real != lab:
+            raise SystemExit(f"walk replay differs from the pipeline on {rec.name}: {text!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["record", "run", "lodo"])
+    parser.add_argument("command", choices=["record", "run", "lodo", "walk"])
     parser.add_argument("datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools"])
     parser.add_argument("--exp", default="fusion", choices=sorted(EXPERIMENTS))
     parser.add_argument("--base", default="{}", help="JSON settings under every variant")
     parser.add_argument("--every", type=int, default=1, help="sample large query sets (see SAMPLE_ABOVE)")
+    parser.add_argument("--with-test", action="store_true", help="walk: score ToolLinkOS test too (once)")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.command == "run":
@@ -336,6 +468,9 @@ def main() -> None:
         return
     if args.command == "lodo":
         lodo(args.datasets)
+        return
+    if args.command == "walk":
+        walk(args.datasets, args.with_test)
         return
     embedder = CachedEmbedder(Embedder())
     for name in args.datasets:

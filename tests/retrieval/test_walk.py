@@ -74,3 +74,73 @@ def test_final_k_cuts_and_later_hits_fill_without_walk() -> None:
     # news is beyond top_k: listed, but its dependencies are not walked
     out = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10)
     assert ids(out) == ["price", "ticker", "net", "date", "x", "news"]
+
+
+# -- orderings a doubtful first hit cannot spoil (issue 12 item 5) ----------------------------------------
+
+
+def test_dependency_share_defers_a_hit_s_walk_below_near_tied_hits_only() -> None:
+    tied = [Hit("price", 1.0), Hit("x", 0.98), Hit("y", 0.97), Hit("z", 0.2), Hit("w", 0.0)]
+    dfs = expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10)
+    assert ids(dfs) == ["price", "ticker", "net", "date", "x", "y", "z", "w"]
+    assert expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10, dependency_share=1.0) == dfs
+    out = expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)
+    # the walk stays one block in DFS order, after the hits standing within 10 % of price
+    assert ids(out) == ["price", "x", "y", "ticker", "net", "date", "z", "w"]
+    assert [r.rank for r in out] == list(range(1, 9))
+    assert (out[3].reason, out[3].via) == ("dependency", "price")
+    # a sure first pass (the next hit far below) keeps the paper's order
+    sure = [Hit("price", 1.0), Hit("x", 0.5), Hit("y", 0.4), Hit("w", 0.0)]
+    assert ids(expand_with_dependencies(sure, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)) == [
+        "price",
+        "ticker",
+        "net",
+        "date",
+        "x",
+        "y",
+        "w",
+    ]
+
+
+def test_dependency_share_keeps_a_dependency_that_is_itself_a_strong_hit_at_its_own_place() -> None:
+    hits = [Hit("price", 1.0), Hit("x", 0.96), Hit("date", 0.95), Hit("w", 0.0)]
+    out = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)
+    assert ids(out) == ["price", "x", "date", "ticker", "net", "w"]
+    assert out[2].reason == "dependency"  # found by the walk, placed by its own relevance
+
+
+def test_walk_gate_walks_only_hits_close_to_the_best_and_always_the_first() -> None:
+    graph = {**GRAPH, "news": [("feed", T)]}
+    hits = [Hit("price", 1.0), Hit("news", 0.4), Hit("w", 0.0)]
+    walked = ["price", "ticker", "net", "date", "news", "feed", "w"]
+    assert ids(expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10)) == walked
+    assert ids(expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.3)) == walked
+    gated = expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.5)
+    assert ids(gated) == ["price", "ticker", "net", "date", "news", "w"]  # news listed, not walked
+    first = expand_with_dependencies(
+        hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.5, relevance={"price": 0.1, "news": 0.05}
+    )
+    assert ids(first)[:4] == ["price", "ticker", "net", "date"]  # the first hit is walked whatever its score
+
+
+def test_hold_hits_keeps_strong_hits_in_the_list_in_place_of_the_last_dependencies() -> None:
+    hits = [Hit("price", 1.0), Hit("x", 0.95), Hit("y", 0.5), Hit("w", 0.0)]
+    dfs = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4)
+    assert ids(dfs) == ["price", "ticker", "net", "date"]  # the walk pushed x (almost tied) out
+    held = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4, hold_hits=0.9)
+    assert ids(held) == ["price", "ticker", "net", "x"]
+    assert [r.rank for r in held] == [1, 2, 3, 4]
+    assert ids(expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4, hold_hits=0.4)) == [
+        "price",
+        "ticker",
+        "x",
+        "y",
+    ]
+    # at most final_k tools are held, the first-pass leaders
+    assert ids(expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=2, hold_hits=0.0)) == [
+        "price",
+        "x",
+    ]
+    # nothing to hold when the walk leaves room: the paper's list, ranks included
+    roomy = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10)
+    assert expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10, hold_hits=0.9) == roomy
