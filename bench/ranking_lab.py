@@ -68,15 +68,6 @@ class Recording:
     """``declared`` / ``inferred`` → tool id → edges."""
 
 
-class Replay(RecordedIndex):
-    """A recorded index that ``fleet`` fusion can keep its record for: ``fleet_calibration`` keys records
-    weakly by the index, and a dataclass with ``eq`` is unhashable, which silently gives every turn a
-    fresh record (plain z-score fusion). One instance per pass over a dataset's queries, as one
-    registry serves one ``toolweave bench`` run."""
-
-    __hash__ = object.__hash__
-
-
 SAMPLE_ABOVE = 5000
 """Query sets larger than this are sampled (every ``--every``-th query): MetaTool single has 20,563."""
 
@@ -125,7 +116,7 @@ def evaluate(
     rec: Recording, params: RetrievalSettings, graph: str, *, split: str | None = None, ks=(5, 10)
 ) -> dict[str, dict[str, float]]:
     """Metrics per query set (``split`` None = all queries) of ``params`` on the recording."""
-    index = Replay(records=rec.records, hits=rec.hits)
+    index = RecordedIndex(records=rec.records, hits=rec.hits)
     deps = RecordedGraph(rec.graphs.get(graph, {}))
     out = {}
     for set_name, queries in rec.queries.items():
@@ -370,7 +361,7 @@ Pass = tuple[str, str | None, list[Hit], tuple[str, ...]]
 def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
     """Every query's ``Pass``, in the order ``toolweave bench`` asks them, through the pipeline's own
     first pass (``fleet`` learns as it goes, as in ``retrieve``)."""
-    index = Replay(records=rec.records, hits=rec.hits)
+    index = RecordedIndex(records=rec.records, hits=rec.hits)
     pool = max(params.final_k, params.top_k)
     out: list[Pass] = []
     for set_name, queries in rec.queries.items():
@@ -441,7 +432,7 @@ def _check_walk_replay(
     rec: Recording, passes: list[Pass], deps: RecordedGraph, params: RetrievalSettings
 ) -> None:
     """The lab's DFS lists must equal the real pipeline's, query by query."""
-    index = Replay(records=rec.records, hits=rec.hits)
+    index = RecordedIndex(records=rec.records, hits=rec.hits)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
     for text, (_set, _split, hits, _gold) in zip(texts, passes, strict=True):
         real = [r.tool_id for r in retrieve(text, index, deps, params)]

@@ -14,6 +14,7 @@ from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchScope
 from toolweave.registry.embeddings import Embedder
 from toolweave.retrieval import retrieve
+from toolweave.retrieval.fusion import fleet_calibration
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
 
@@ -105,3 +106,19 @@ def test_recorded_index_searches_once_and_replays_every_method() -> None:
         index.search([("q",)], 10, SearchScope(exclude_sources=frozenset({"x"})))
     with pytest.raises(RetrievalError, match="without a live index"):
         RecordedIndex().search([("new",)], 10)
+
+
+def test_a_recorded_index_keeps_its_fleet_record_and_each_view_has_its_own() -> None:
+    # An unhashable index got a fresh record every turn: replayed `fleet` fusion was plain z-score.
+    live = ListIndex()
+    index = RecordedIndex(live=live)
+    view = index.view()
+    graph = RecordedGraph({})
+    params = RetrievalSettings(method="hybrid", fusion="fleet")
+    for _ in range(3):
+        retrieve("q", index, graph, params)
+    assert fleet_calibration(index) is fleet_calibration(index)
+    assert fleet_calibration(index).turns == 3
+    assert fleet_calibration(view).turns == 0  # another benchmark run starts its own record
+    retrieve("q", view, graph, params)
+    assert live.searches == 1  # ...over the same recordings

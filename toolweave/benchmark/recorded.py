@@ -22,14 +22,24 @@ RECORD_DEPTH = 50
 """Candidates recorded per retriever: above the pipeline's fusion pool (30) and any ``final_k`` we score."""
 
 
-@dataclass
+@dataclass(eq=False)
 class RecordedIndex:
-    """Replays recorded ``(vector hits, text hits)`` per query text; records misses from ``live``."""
+    """Replays recorded ``(vector hits, text hits)`` per query text; records misses from ``live``.
+
+    Compared and hashed by identity, as a registry is: ``fleet`` fusion keeps its record per index
+    (weakly keyed), and an unhashable index would silently get a fresh record every turn, i.e. plain
+    z-score fusion. ``view()`` gives another index over the same recordings with a record of its own.
+    """
 
     live: SearchIndex | None = None
     records: dict[str, object] = field(default_factory=dict)
     """Tool id → record (for ``find``: the floor reads ``destructive`` / ``read_only``)."""
     hits: dict[QueryVariant, tuple[list[Hit], list[Hit]]] = field(default_factory=dict)
+
+    def view(self) -> RecordedIndex:
+        """A new index sharing these recordings (and recording into them): one per benchmark run, as
+        ``toolweave bench`` opens one registry per run, so each run's ``fleet`` record starts empty."""
+        return RecordedIndex(live=self.live, records=self.records, hits=self.hits)
 
     def record(self, queries: Sequence[QueryVariant]) -> None:
         """Search every not yet recorded query once on the live index."""

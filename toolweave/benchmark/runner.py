@@ -107,8 +107,12 @@ def run_benchmark(
         names = {t.id: t.name for t in registry.tools()}
         results = []
         runs_of = [params] if isinstance(params, RetrievalSettings) else list(params)
-        replay = RecordedIndex(live=registry) if share_first_pass else None
-        for params_, (set_name, queries) in product(runs_of, dataset.query_sets.items()):
+        recorded = RecordedIndex(live=registry) if share_first_pass else None
+        # one replay per parameter set: each learns its own fleet record, as a run of its own would
+        replays = [recorded.view() if recorded is not None else None for _ in runs_of]
+        for (replay, params_), (set_name, queries) in product(
+            zip(replays, runs_of, strict=True), dataset.query_sets.items()
+        ):
             chosen = [q for q in queries if split == "all" or q.split == split]
             if not chosen:
                 raise CatalogError(f"{dataset.name}/{set_name}: no queries in split {split!r}")
