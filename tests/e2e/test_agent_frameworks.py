@@ -103,8 +103,12 @@ async def gateway_target(transport: str, registry: Path, tmp_path: Path) -> Asyn
 # --- pydantic-ai: MCPToolset (FastMCP client) + FunctionModel -------------------------------------
 
 
-async def run_pydantic_ai(target: str | list[str], keeps_first_list: bool, log: Path) -> tuple[Script, list[str]]:
-    pytest.importorskip("pydantic_ai", reason="pydantic-ai-slim[mcp] is not installed (pip install -e '.[dev]')")
+async def run_pydantic_ai(
+    target: str | list[str], keeps_first_list: bool, log: Path
+) -> tuple[Script, list[str]]:
+    pytest.importorskip(
+        "pydantic_ai", reason="pydantic-ai-slim[mcp] is not installed (pip install -e '.[dev]')"
+    )
     from fastmcp.client.transports import StdioTransport
     from pydantic_ai import Agent
     from pydantic_ai.mcp import MCPToolset
@@ -164,7 +168,7 @@ async def test_pydantic_ai_agent_answers_through_the_gateway(
 
 async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> tuple[Script, list[str]]:
     pytest.importorskip("agents.testing", reason="openai-agents is not installed (pip install -e '.[dev]')")
-    from agents import Agent, Runner, RunConfig
+    from agents import Agent, RunConfig, Runner
     from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
     from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -174,7 +178,9 @@ async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> 
     def respond(step: int) -> Callable[[ModelCall], Awaitable[Any]]:
         async def answer(call: ModelCall) -> Any:
             if step:  # the output of the previous step's call is the last item of the input
-                outputs = [i for i in call.input if isinstance(i, dict) and i.get("type") == "function_call_output"]
+                outputs = [
+                    i for i in call.input if isinstance(i, dict) and i.get("type") == "function_call_output"
+                ]
                 seen.append(flat(outputs[-1]["output"]))
             chosen = script.next_call(step, [t.name for t in call.tools])
             if chosen is None:
@@ -195,7 +201,9 @@ async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> 
     model = ScriptedModel([ModelStep.respond(respond(step)) for step in range(4)])
     async with server:
         agent = Agent(name="tokyo", model=model, mcp_servers=[server])
-        result = await Runner.run(agent, "what time is it in Tokyo?", run_config=RunConfig(tracing_disabled=True))
+        result = await Runner.run(
+            agent, "what time is it in Tokyo?", run_config=RunConfig(tracing_disabled=True)
+        )
     assert result.final_output == "done"
     model.assert_complete()
     return script, seen
@@ -209,4 +217,3 @@ async def test_openai_agents_answer_through_the_gateway(
     async with gateway_target(transport, registry_copy, tmp_path) as target:
         script, seen = await run_openai_agents(target, keeps_first_list)
     check_run(script, seen, keeps_first_list)
-
