@@ -134,7 +134,8 @@ async def run_pydantic_ai(
 
     client: Any
     if isinstance(target, list):
-        client = StdioTransport(target[0], target[1:], env=gateway_env(), log_file=log)
+        # keep_alive=False: the gateway ends with the run (FastMCP would keep it for the next one)
+        client = StdioTransport(target[0], target[1:], env=gateway_env(), log_file=log, keep_alive=False)
     else:
         client = target
     # cache_tools=True is pydantic-ai's default: the list is fetched once and dropped only on a
