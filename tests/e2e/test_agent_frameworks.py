@@ -39,7 +39,7 @@ TRANSPORTS = ["stdio", "http"]
 @dataclass
 class Script:
     """The scripted model's plan, shared by every framework: it records the tool names offered at each
-    step and what each tool call returned, and picks the next call from what it is offered."""
+    step and the tools it called, and picks the next call from what it is offered."""
 
     offered: list[list[str]] = field(default_factory=list)
     called: list[str] = field(default_factory=list)
@@ -73,6 +73,7 @@ def check_run(script: Script, seen: list[str], keeps_first_list: bool) -> None:
     assert f'"name": "{TOOL}"' in seen[0] and '"published": true' in seen[0], seen[0][:2000]
     assert script.offered[0][:2] == ["find_tools", "call_tool"], script.offered
     if keeps_first_list:
+        # the tool showing up here means the framework now hears list_changed: update docs/clients.md
         assert TOOL not in script.offered[1], script.offered
         assert script.called[1] == "call_tool"
     else:  # listed again before the next step: the published tool is there, and called directly
