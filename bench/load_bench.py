@@ -144,6 +144,7 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
         pool = rng.sample(pool, min(args.pool, len(pool)))
     fresh = iter(rng.sample(pool, len(pool))) if not args.pool else None
     latencies: list[float] = []
+    timeline: list[tuple[float, float, int]] = []  # (start s, latency s, session's nth request) per request
     errors = 0
     issued = 0
     started = time.perf_counter()
@@ -164,7 +165,9 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
         async with httpx.AsyncClient(timeout=120) as http:
             client = RawSession(http, url)
             await client.start()
+            nth = 0
             while (query := next_query()) is not None:
+                nth += 1
                 t0 = time.perf_counter()
                 try:
                     result = await client.find_tools(query)
@@ -173,6 +176,7 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 except Exception:
                     errors += 1
                 latencies.append(time.perf_counter() - t0)
+                timeline.append((t0 - started, latencies[-1], nth))
 
     async def sdk_session() -> None:
         nonlocal errors
@@ -180,7 +184,9 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
             httpx2.AsyncClient(timeout=120) as http,
             Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
         ):
+            nth = 0
             while (query := next_query()) is not None:
+                nth += 1
                 t0 = time.perf_counter()
                 try:
                     result = await client.call_tool("find_tools", {"query": query})
@@ -189,6 +195,7 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 except Exception:
                     errors += 1
                 latencies.append(time.perf_counter() - t0)
+                timeline.append((t0 - started, latencies[-1], nth))
 
     async with anyio.create_task_group() as tg:
         for _ in range(args.sessions):
@@ -196,6 +203,8 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     client_cpu = time.process_time() - client_cpu
     ms = [x * 1000 for x in latencies]
+    if args.timeline:
+        args.timeline.write_text(json.dumps(timeline))
     return {
         "client": args.client,
         "sessions": args.sessions,
@@ -234,7 +243,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
             proc.wait(30)
             log.close()
-    return {"machine": machine(), "cache": not args.no_cache, **result}
+    # base-vs-branch runs import another tree's toolweave through PYTHONPATH: say which one ran
+    code = os.environ.get("PYTHONPATH") or "this worktree"
+    return {"machine": machine(), "gateway_code": code, "cache": not args.no_cache, **result}
 
 
 if __name__ == "__main__":
@@ -248,6 +259,9 @@ if __name__ == "__main__":
     parser.add_argument("--pool", type=int, default=300, help="distinct queries to draw from; 0 = all fresh")
     parser.add_argument("--no-cache", action="store_true", help="disable the find_tools cache")
     parser.add_argument("--registry", type=Path, help="registry directory kept between runs")
+    parser.add_argument(
+        "--timeline", type=Path, help="write each request's (start s, latency s, nth of its session) as JSON"
+    )
     if not TOOLLINKOS.is_dir():
         sys.exit(f"needs {TOOLLINKOS}")
     print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))
