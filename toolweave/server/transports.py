@@ -35,6 +35,7 @@ from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.server.notify import streamable_http_reach
 from toolweave.settings import SecuritySettings
 
 __all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
@@ -104,6 +105,8 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
         host=host, transport_security=_security(host, gateway.settings.security)
     )
     answer_find_tools_as_json(gateway.server.session_manager)  # the hot path without SSE (json_answers.py)
+    # no holding a result for a re-list when the client has no GET stream to hear list_changed on
+    gateway.notifier.channel_open = streamable_http_reach(gateway.server.session_manager)
     app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
     app = _protect(app, gateway, host, port, "/mcp")
     app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
