@@ -12,17 +12,19 @@ as plain JSON-RPC over HTTP with httpx: ``initialize`` (handshake era: the answe
 ``Mcp-Session-Id``), ``notifications/initialized``, then ``tools/call find_tools`` on that session, each
 answer read whole (SSE event or JSON) and checked. Both run on the same cores as the gateway; 50 SDK
 clients spend ~10-12 CPU-ms per request (the raw client ~5), which the gateway then lacks, so ``raw``
-measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream and never
-re-lists: like a client that ignores list_changed, its first changed answer waits
-``publish.relist_wait_ms`` and later ones are not held.
+measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream, so it
+cannot hear list_changed and never re-lists: the gateway does not hold its answers for a re-list
+(before branch ``p99`` it held each session's first changed answer ``publish.relist_wait_ms``).
 
 Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
 (user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
 request bounds the throughput of an idle machine (2 cores / CPU-ms). The load average is recorded.
+``--timeline FILE`` writes every request's start, latency and rank in its session (1 = the session's
+first ``find_tools``), to see where the slow ones fall (cold start, stalls).
 ``--registry DIR`` keeps the registry between runs (the first start embeds the catalog).
 
 Usage: .venv/bin/python bench/load_bench.py [--client raw|sdk] [--sessions 50] [--requests 3000]
-       [--seconds 120] [--pool 300] [--registry DIR]
+       [--seconds 120] [--pool 300] [--registry DIR] [--timeline FILE]
 """
 
 from __future__ import annotations
