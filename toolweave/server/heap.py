@@ -13,9 +13,9 @@ Frozen objects are never freed by the cycle collector (reference counting still 
 what exists when the start is over is frozen, and objects created later (new sessions, an upstream's
 re-ingested tools) are collected as usual. No full collection runs first: it would itself stop the
 event loop for 100-150 ms while the first clients may already be served (instant start), and found
-~200 unreachable objects when measured; those few stay allocated, once. Likewise, parts of a registry snapshot
-replaced later (another replica's commit reloads it) stay allocated if they formed cycles; a re-ingest
-replaces records, which reference counting frees.
+~200 unreachable objects when measured; those few stay allocated, once. Likewise, whatever the start made and
+a later change replaces (a reloaded registry snapshot, re-ingested records) stays allocated if it is
+part of a reference cycle; without a cycle, reference counting frees it as before.
 Only the long-running HTTP transports use it (``transports.py``); a stdio gateway serves one client,
 whose request rate never makes those collections frequent.
 """
