@@ -6,16 +6,16 @@ Under 50 concurrent sessions each ``find_tools`` allocates enough (request, answ
 to trigger one such collection every 1-4 s, and each one stopped the event loop (and every worker
 thread holding the GIL) for 150-770 ms on the shared 2-core machine: every session's request in
 flight waited for it (issue 9.5, bench/RESULTS.md). Nearly all of those objects live as long as the
-process, so once the start is over they are collected once and then frozen: later full collections
-walk only what was allocated since (7-14 ms measured).
+process, so once the start is over they are frozen: later full collections walk only what was
+allocated since (7-14 ms measured).
 
 Frozen objects are never freed by the cycle collector (reference counting still frees them): only
 what exists when the start is over is frozen, and objects created later (new sessions, an upstream's
 re-ingested tools) are collected as usual. No full collection runs first: it would itself stop the
 event loop for 100-150 ms while the first clients may already be served (instant start), and found
-~200 unreachable objects when measured; those few stay allocated, once. Likewise, whatever the start made and
-a later change replaces (a reloaded registry snapshot, re-ingested records) stays allocated if it is
-part of a reference cycle; without a cycle, reference counting frees it as before.
+~200 unreachable objects when measured; those few stay allocated, once. Likewise, whatever the start
+made and a later change replaces (a reloaded registry snapshot, re-ingested records) stays allocated
+if it is part of a reference cycle; without a cycle, reference counting frees it as before.
 Only the long-running HTTP transports use it (``transports.py``); a stdio gateway serves one client,
 whose request rate never makes those collections frequent.
 """
