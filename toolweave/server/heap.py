@@ -16,8 +16,8 @@ event loop for 100-150 ms while the first clients may already be served (instant
 ~200 unreachable objects when measured; those few stay allocated, once. Likewise, whatever the start
 made and a later change replaces (a reloaded registry snapshot, re-ingested records) stays allocated
 if it is part of a reference cycle; without a cycle, reference counting frees it as before.
-Only the long-running HTTP transports use it (``transports.py``); a stdio gateway serves one client,
-whose request rate never makes those collections frequent.
+Only the HTTP transports use it (``transports.py``), where many sessions share one process; a stdio
+gateway serves one client, far below that request rate (not measured there).
 """
 
 from __future__ import annotations
