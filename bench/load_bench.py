@@ -12,17 +12,19 @@ as plain JSON-RPC over HTTP with httpx: ``initialize`` (handshake era: the answe
 ``Mcp-Session-Id``), ``notifications/initialized``, then ``tools/call find_tools`` on that session, each
 answer read whole (SSE event or JSON) and checked. Both run on the same cores as the gateway; 50 SDK
 clients spend ~10-12 CPU-ms per request (the raw client ~5), which the gateway then lacks, so ``raw``
-measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream and never
-re-lists: like a client that ignores list_changed, its first changed answer waits
-``publish.relist_wait_ms`` and later ones are not held.
+measures the gateway more closely and ``sdk`` the whole machine. ``raw`` opens no GET stream, so it
+cannot hear list_changed and never re-lists: the gateway does not hold its answers for a re-list
+(before branch ``p99`` it held each session's first changed answer ``publish.relist_wait_ms``).
 
 Reports requests/s, p50/p95/p99 latency, errors, and the gateway process's CPU time per find_tools
 (user + system, from /proc): on a shared machine the wall-clock figures say little, while CPU-ms per
 request bounds the throughput of an idle machine (2 cores / CPU-ms). The load average is recorded.
+``--timeline FILE`` writes every request's start, latency and rank in its session (1 = the session's
+first ``find_tools``), to see where the slow ones fall (cold start, stalls).
 ``--registry DIR`` keeps the registry between runs (the first start embeds the catalog).
 
 Usage: .venv/bin/python bench/load_bench.py [--client raw|sdk] [--sessions 50] [--requests 3000]
-       [--seconds 120] [--pool 300] [--registry DIR]
+       [--seconds 120] [--pool 300] [--registry DIR] [--timeline FILE]
 """
 
 from __future__ import annotations
@@ -144,8 +146,13 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
         pool = rng.sample(pool, min(args.pool, len(pool)))
     fresh = iter(rng.sample(pool, len(pool))) if not args.pool else None
     latencies: list[float] = []
+    timeline: list[tuple[float, float, int]] = []  # (start s, latency s, session's nth request) per request
     errors = 0
     issued = 0
+    # One TLS context for every session's HTTP client: each client would build its own (~16 ms of the
+    # load client's event loop, ~0.8 s for 50 sessions, interleaved with the first sessions' requests,
+    # whose answers then waited to be read: it showed as gateway latency). Plain http: never used.
+    tls = httpx.create_ssl_context()
     started = time.perf_counter()
     client_cpu = time.process_time()
     deadline = started + args.seconds
@@ -161,10 +168,12 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
     async def raw_session() -> None:
         nonlocal errors
-        async with httpx.AsyncClient(timeout=120) as http:
+        async with httpx.AsyncClient(timeout=120, verify=tls) as http:
             client = RawSession(http, url)
             await client.start()
+            nth = 0
             while (query := next_query()) is not None:
+                nth += 1
                 t0 = time.perf_counter()
                 try:
                     result = await client.find_tools(query)
@@ -173,14 +182,17 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 except Exception:
                     errors += 1
                 latencies.append(time.perf_counter() - t0)
+                timeline.append((t0 - started, latencies[-1], nth))
 
     async def sdk_session() -> None:
         nonlocal errors
         async with (
-            httpx2.AsyncClient(timeout=120) as http,
+            httpx2.AsyncClient(timeout=120, verify=tls) as http,
             Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
         ):
+            nth = 0
             while (query := next_query()) is not None:
+                nth += 1
                 t0 = time.perf_counter()
                 try:
                     result = await client.call_tool("find_tools", {"query": query})
@@ -189,6 +201,7 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
                 except Exception:
                     errors += 1
                 latencies.append(time.perf_counter() - t0)
+                timeline.append((t0 - started, latencies[-1], nth))
 
     async with anyio.create_task_group() as tg:
         for _ in range(args.sessions):
@@ -196,6 +209,8 @@ async def run_load(url: str, args: argparse.Namespace) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     client_cpu = time.process_time() - client_cpu
     ms = [x * 1000 for x in latencies]
+    if args.timeline:
+        args.timeline.write_text(json.dumps(timeline))
     return {
         "client": args.client,
         "sessions": args.sessions,
@@ -234,7 +249,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
             proc.wait(30)
             log.close()
-    return {"machine": machine(), "cache": not args.no_cache, **result}
+    # base-vs-branch runs import another tree's toolweave through PYTHONPATH: say which one ran
+    code = os.environ.get("PYTHONPATH") or "this worktree"
+    return {"machine": machine(), "gateway_code": code, "cache": not args.no_cache, **result}
 
 
 if __name__ == "__main__":
@@ -248,6 +265,9 @@ if __name__ == "__main__":
     parser.add_argument("--pool", type=int, default=300, help="distinct queries to draw from; 0 = all fresh")
     parser.add_argument("--no-cache", action="store_true", help="disable the find_tools cache")
     parser.add_argument("--registry", type=Path, help="registry directory kept between runs")
+    parser.add_argument(
+        "--timeline", type=Path, help="write each request's (start s, latency s, nth of its session) as JSON"
+    )
     if not TOOLLINKOS.is_dir():
         sys.exit(f"needs {TOOLLINKOS}")
     print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))

@@ -54,6 +54,36 @@ def test_concurrent_queries_share_model_runs() -> None:
     assert batcher.model_name == "slow"  # everything else is delegated
 
 
+def test_known_queries_do_not_wait_for_a_model_run() -> None:
+    class Cached(SlowEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.known = {"known": np.full(3, 7.0, dtype=np.float32)}
+
+        def cached_queries(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+            vectors = [self.known.get(t) for t in texts]
+            return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
+
+    inner = Cached()
+    released = threading.Event()
+    inner.hold = lambda: not released.is_set()  # the first run lasts until the test releases it
+    batcher = QueryBatcher(inner)
+    slow = threading.Thread(target=batcher.embed_queries, args=(["new query"],))
+    slow.start()
+    while not inner.runs:  # the new query's model run is in progress
+        time.sleep(0.001)
+    answered: list[np.ndarray] = []
+    fast = threading.Thread(target=lambda: answered.extend(batcher.embed_queries(["known", "known"])))
+    fast.start()
+    fast.join(10)  # would wait for the held run (released below only) without the cached path
+    try:
+        assert [float(v[0]) for v in answered] == [7.0, 7.0]
+        assert inner.runs == [["new query"]]  # no model run for it
+    finally:
+        released.set()
+        slow.join(30)
+
+
 def test_errors_reach_every_waiting_caller() -> None:
     class Broken(SlowEmbedder):
         def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:

@@ -162,6 +162,8 @@ class Gateway:
         )
         self.ready = anyio.Event()
         """Set once the background start is over: registry open, catalogs ingested (or it failed)."""
+        self.warmed = anyio.Event()
+        """Set once the ready gateway also loaded its embedding model (``server/heap.py`` waits for it)."""
         self.server: Server[Any] = Server(
             name,
             version=server_version(),
@@ -264,6 +266,7 @@ class Gateway:
             tg.start_soon(self.guard.watch, self._quarantine_changed)
             tg.start_soon(replica.follow_registry, self)  # commits of other replicas on this registry
             await self._warm_up()
+            self.warmed.set()
 
     async def _registry_opened(self) -> None:
         """Sessions that listed before the registry was open lacked their pinned tools: tell them."""

@@ -31,9 +31,11 @@ from toolweave.errors import ConfigError, ServerError
 from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
 from toolweave.server.early import EarlyFront, Handover
 from toolweave.server.gateway import Gateway
+from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.server.notify import streamable_http_reach
 from toolweave.settings import SecuritySettings
 
 __all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
@@ -103,6 +105,8 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
         host=host, transport_security=_security(host, gateway.settings.security)
     )
     answer_find_tools_as_json(gateway.server.session_manager)  # the hot path without SSE (json_answers.py)
+    # no holding a result for a re-list when the client has no GET stream to hear list_changed on
+    gateway.notifier.channel_open = streamable_http_reach(gateway.server.session_manager)
     app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
     app = _protect(app, gateway, host, port, "/mcp")
     app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
@@ -224,7 +228,7 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
             yield send
 
 
-async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> None:
+async def _serve_uvicorn(app: Starlette, gateway: Gateway, host: str, port: int, path: str) -> None:
     import uvicorn
 
     # No access log: its lines are INFO, below the level shown, yet uvicorn formats each one's client
@@ -232,7 +236,8 @@ async def _serve_uvicorn(app: Starlette, host: str, port: int, path: str) -> Non
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     log.info("serving MCP on http://%s:%d%s", host, port, path)
-    await server.serve()
+    async with frozen_once_started(gateway):  # full GC passes stalled every session (server/heap.py)
+        await server.serve()
 
 
 def serve(
@@ -255,7 +260,7 @@ def serve(
     _check_port(host, port)
     app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
     path = "/mcp" if transport == "http" else "/sse"
-    anyio.run(_serve_uvicorn, app, host, port, path, backend_options=_loop_options())
+    anyio.run(_serve_uvicorn, app, gateway, host, port, path, backend_options=_loop_options())
 
 
 def _loop_options() -> dict[str, bool]:
