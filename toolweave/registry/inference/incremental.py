@@ -10,6 +10,7 @@ from toolweave.records import ToolRecord
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference.infer import infer_among
 from toolweave.registry.inference.producers import ToolProfile, profile
+from toolweave.registry.inference.universe import Universe
 from toolweave.registry.overrides import GraphOverrides, merge_inferred
 
 __all__ = ["ProfileCache", "refresh_inferred_edges"]
@@ -20,24 +21,42 @@ class ProfileCache:
 
     Inference reads every tool of the registry; at 100k tools, decoding the stored records and
     profiling them took longer than everything else an ingest does. With this cache an ingest profiles
-    the tools it changed, and the rules' per-tool findings (``ToolProfile.memo``) stay with the profiles.
+    the tools it changed, and the rules' per-tool findings (``ToolProfile.memo``) stay with the profiles,
+    as do the universe's groupings (``Universe.grouping``): only the changed tools' entries change.
     """
 
     def __init__(self) -> None:
         self._by_id: dict[str, tuple[str, ToolProfile]] = {}
+        self._universe: Universe | None = None
 
-    def universe(self, records: Mapping[str, ToolRecord], hashes: Mapping[str, str]) -> list[ToolProfile]:
+    def universe(self, records: Mapping[str, ToolRecord], hashes: Mapping[str, str]) -> Universe:
         """Every tool's profile, in id order: the cached one while its content hash is the same, else
         ``records[id]`` (decoded only then) profiled anew. Tools no longer in ``hashes`` are forgotten."""
-        kept: dict[str, tuple[str, ToolProfile]] = {}
-        for tool_id in sorted(hashes):
-            content = hashes[tool_id]
-            cached = self._by_id.get(tool_id)
-            kept[tool_id] = (
-                cached if cached and cached[0] == content else (content, profile(records[tool_id]))
-            )
-        self._by_id = kept
-        return [p for _hash, p in kept.values()]
+        by_id = self._by_id
+        added: list[ToolProfile] = []
+        removed: list[ToolProfile] = []
+        for tool_id, content in hashes.items():
+            cached = by_id.get(tool_id)
+            if cached is not None and cached[0] == content:
+                continue
+            new = profile(records[tool_id])
+            by_id[tool_id] = (content, new)
+            added.append(new)
+            if cached is not None:
+                removed.append(cached[1])
+        for tool_id in by_id.keys() - hashes.keys():
+            removed.append(by_id.pop(tool_id)[1])
+        last = self._universe
+        if last is None or 2 * (len(added) + len(removed)) > len(by_id):
+            # a first or a sweeping change: grouping everything afresh costs no more than updating
+            profiles = [p for _hash, p in sorted(by_id.values(), key=lambda hp: hp[1].id)]
+            self._universe = Universe(profiles)
+        else:
+            gone = {p.id for p in removed}
+            # the kept tools are in order already: sorting merges the new ones in (Timsort finds the runs)
+            profiles = sorted([p for p in last if p.id not in gone] + added, key=lambda p: p.id)
+            self._universe = last.evolve(profiles, added, removed)
+        return self._universe
 
 
 def refresh_inferred_edges(

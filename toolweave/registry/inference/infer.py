@@ -15,6 +15,7 @@ from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENC
 from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.inference.rules import RULES, Rule
 from toolweave.registry.inference.similarity import similarity_edges
+from toolweave.registry.inference.universe import group_by, in_order
 from toolweave.registry.inference.value_kinds import producer_rule
 
 __all__ = ["infer_among", "infer_edges", "propose_edges", "rule_of", "walkable"]
@@ -119,7 +120,11 @@ def _reaching(
     offered = {key for p in changed for key in rule.offers(p)}
     if not offered:
         return changed
-    return [t for t in universe if t.id in focus or not offered.isdisjoint(rule.wanted(t))]
+    wanting = group_by(universe, rule.wants)  # kept across ingests by a ``Universe``
+    reached = set(focus)
+    for key in offered:
+        reached.update(t.id for t in wanting.get(key, ()))
+    return in_order(universe, reached)
 
 
 def rule_of(edge: DependencyEdge) -> str:
