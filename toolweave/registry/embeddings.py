@@ -13,7 +13,7 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,10 @@ from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
 
-__all__ = ["QUERY_THREADS", "Embedder"]
+__all__ = ["QUERY_THREADS", "Embedder", "Progress", "embed_chunked"]
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)`` of a long embedding."""
 
 log = logging.getLogger(__name__)
 
@@ -173,3 +176,17 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return np.asarray(matrix / norms, dtype=np.float32)
+
+
+def embed_chunked(
+    embedder: Embedder, documents: list[str], batch: int, progress: Progress | None
+) -> list[np.ndarray]:
+    """``embedder.embed_documents`` over ``documents`` in chunks, reporting ``progress`` after each."""
+    out: list[np.ndarray] = []
+    step = 256  # progress granularity; within a chunk, texts are length-sorted by the embedder
+    for start in range(0, len(documents), step):
+        chunk = documents[start : start + step]
+        out.extend(embedder.embed_documents(chunk, batch_size=batch))
+        if progress is not None:
+            progress(min(start + len(chunk), len(documents)), len(documents))
+    return out

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from toolweave.records import ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference.infer import infer_among
 from toolweave.registry.inference.producers import ToolProfile, profile
@@ -58,6 +58,37 @@ class ProfileCache:
             self._universe = last.evolve(profiles, added, removed)
         return self._universe
 
+    def universe_after(
+        self,
+        records: Mapping[str, ToolRecord],
+        hashes: Mapping[str, str],
+        changed: Sequence[ToolRecord],
+        removed: Collection[str],
+    ) -> Universe:
+        """``universe`` as a write will leave the registry whose ``records`` and ``hashes`` are given,
+        before it is written: ``changed`` replace or join them, ``removed`` leave (so the rules can run
+        while the changed tools are being embedded)."""
+        after = {i: h for i, h in hashes.items() if i not in removed}
+        after.update((t.id, t.content_hash) for t in changed)
+        return self.universe(_Overlay({t.id: t for t in changed}, records), after)
+
+
+class _Overlay(Mapping[str, ToolRecord]):
+    """``top``'s records over ``rest``'s: the records in hand, the stored ones (decoded on access) below."""
+
+    def __init__(self, top: Mapping[str, ToolRecord], rest: Mapping[str, ToolRecord]) -> None:
+        self._top, self._rest = top, rest
+
+    def __getitem__(self, tool_id: str) -> ToolRecord:
+        found = self._top.get(tool_id)
+        return self._rest[tool_id] if found is None else found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._rest), **dict.fromkeys(self._top)})
+
+    def __len__(self) -> int:
+        return len(self._rest.keys() | self._top.keys())
+
 
 def refresh_inferred_edges(
     graph: DependencyGraph,
@@ -66,6 +97,7 @@ def refresh_inferred_edges(
     changed_ids: Collection[str],
     *,
     overrides: GraphOverrides | None = None,
+    by_rules: Sequence[DependencyEdge] | None = None,
 ) -> int:
     """Recompute the inferred edges from and to ``changed_ids``; returns how many inferred edges were added.
 
@@ -77,6 +109,7 @@ def refresh_inferred_edges(
         changed_ids: ids added or whose content changed in this ingest. Removed tools need nothing
             here: ``graph.remove_tools`` already dropped their edges.
         overrides: the manifest's corrections: ``remove`` entries keep matching edges out.
+        by_rules: ``propose_by_rules(universe, changed_ids)``, when the caller ran the rules already.
 
     Edges among untouched tools stay as they are. Tools of a source that declares its own edges
     get no inferred outgoing edges (the source's author already said what they need), and a pair
@@ -88,6 +121,6 @@ def refresh_inferred_edges(
     if not changed:
         return 0
     declaring = {source_of[e.tool] for e in graph.edges() if e.origin == "declared" and e.tool in source_of}
-    edges = infer_among(universe, changed, vectors=vectors)
+    edges = infer_among(universe, changed, vectors=vectors, by_rules=by_rules)
     edges = [e for e in edges if source_of[e.tool] not in declaring]
     return merge_inferred(graph, edges, overrides)
