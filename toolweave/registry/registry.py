@@ -16,7 +16,7 @@ import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -55,6 +55,7 @@ from toolweave.registry.overrides import (
 from toolweave.registry.snapshot import Snapshot, single_threaded_blas
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import CompactRecords, StoredTool
+from toolweave.registry.summary import IngestSummary
 from toolweave.registry.usage import (
     UsageExample,
     UsageTable,
@@ -83,27 +84,6 @@ LEASE_WAIT_S = 300.0
 """How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
 USAGE_LEASE_WAIT_S = 2.0
 """A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
-
-
-@dataclass
-class IngestSummary:
-    """What one ingest changed."""
-
-    source: str
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    embedded: int = 0
-    edges: int = 0
-    seconds: float = 0.0
-    skipped_edges: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.source}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-            f"{self.removed} removed; {self.embedded} embedded; {self.edges} edges ({self.seconds:.2f} s)"
-        )
 
 
 class Registry:
@@ -351,10 +331,11 @@ class Registry:
                     )
                     # a source that declares edges gets none inferred: refresh all its tools so old ones go
                     focus = {t.id for t in changed} | (set(incoming) if edges else set())
-                    universe = by_rules = None
+                    universe = by_rules = stored = None
                     if self.settings.infer_dependencies and (changed or removed or graph_changed):
                         universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
                         by_rules = propose_by_rules(universe, focus)
+                        stored = self.vectors()  # read before the write changes them
                 except BaseException:
                     wait([embedding])  # nothing is written, and the rollback waits for no thread
                     raise
@@ -364,11 +345,24 @@ class Registry:
                 self._table.upsert(rows, documents)
                 self._table.delete_ids(removed)
                 self._sync_examples(changed, removed)
-                if rows or removed:
-                    self._table.rebuild_text_index()
+                # the full-text index (LanceDB's threads) is built beside the inference (ours), which reads
+                # neither the table nor the snapshot; the new snapshot waits for the index (its searches
+                # and their cache must see the new index, not a half-indexed table)
+                indexing = (
+                    self._embed_pool.submit(self._table.rebuild_text_index) if rows or removed else None
+                )
+                try:
+                    if universe is not None and stored is not None:
+                        for tool_id in removed:
+                            stored.pop(tool_id, None)
+                        stored.update((t.id, v) for t, v in zip(changed, vectors, strict=True))
+                        self._infer(focus, universe, by_rules, stored)
+                finally:
+                    if indexing is not None:
+                        wait([indexing])
+                if indexing is not None:
+                    indexing.result()
                     self._reload()
-                if universe is not None:
-                    self._infer(focus, universe, by_rules)
                 summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
                 if graph_changed or rows or removed:
                     self._commit(f"ingest {source}")
@@ -587,12 +581,15 @@ class Registry:
         changed_ids: set[str],
         universe: Sequence[ToolProfile] | None = None,
         by_rules: Sequence[DependencyEdge] | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides.
-        ``universe`` and ``by_rules``: the profiles and rule proposals an ingest made beforehand."""
+        ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
+        snapshot's)."""
         if universe is None:
             universe = self._profiles.universe(self._snap.records, self._snap.hashes)
-        vectors = self.vectors()
+        if vectors is None:
+            vectors = self.vectors()
         refresh_inferred_edges(
             self._graph, universe, vectors, changed_ids, overrides=self.overrides, by_rules=by_rules
         )
