@@ -179,10 +179,12 @@ class _Ranked:
 
 def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:
     """``p`` takes the same key inputs as ``t``: another operation on the same record, not its source."""
-    if p.required and set(p.required) <= set(t.params):
+    # all(... in tuple) rather than set <= set: these tuples hold a few words, and the identity rule asks
+    # this hundreds of thousands of times per ingest at 100k tools (building the sets was most of its time)
+    if p.required and all(r in t.params for r in p.required):
         return True
     # reading and writing one resource (query_x / record_x) are siblings: the reader does not feed the writer
-    return bool(p.subject_words) and set(p.subject_words) <= set(t.name_words)
+    return bool(p.subject_words) and all(w in t.name_words for w in p.subject_words)
 
 
 def _may_default(t: ToolProfile, param: str, p: ToolProfile) -> bool:
