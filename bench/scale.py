@@ -353,7 +353,8 @@ def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, An
     ``embedding="cached"``: the new documents are embedded first with the real embedder (timed: the
     embedder's documents/s on every core), then the ingests get them ready, so they time the
     registry's own work (rows, full-text index, snapshot, inference, commit). ``"real"``: each ingest
-    embeds its tools itself (end to end). The vector index merge that an ingest schedules on a
+    embeds its tools itself (end to end; the embedding runs beside the inference rules, so the
+    phases overlap and their sum exceeds the ingest's wall time). The vector index merge that an ingest schedules on a
     background thread is timed apart, after both."""
     import os
     import shutil
