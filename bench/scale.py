@@ -313,8 +313,8 @@ def new_sources(size: int, count: int, how_many: int = 2) -> list[tuple[str, Pat
 
 class PhaseTimer:
     """Seconds spent in named methods of an object or functions of a module (the ingest's phases), by
-    wrapping them. Phases may overlap: the embedding runs beside the rules, the full-text index beside
-    the rest of the inference (wall seconds of each, on whichever thread)."""
+    wrapping them. Phases may overlap: the full-text index is built beside the inference (wall seconds
+    of each, on whichever thread)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -353,9 +353,9 @@ def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, An
     ``embedding="cached"``: the new documents are embedded first with the real embedder (timed: the
     embedder's documents/s on every core), then the ingests get them ready, so they time the
     registry's own work (rows, full-text index, snapshot, inference, commit). ``"real"``: each ingest
-    embeds its tools itself (end to end; the embedding runs beside the inference rules, so the
-    phases overlap and their sum exceeds the ingest's wall time). The vector index merge that an ingest schedules on a
-    background thread is timed apart, after both."""
+    embeds its tools itself (end to end). The full-text index is built beside the inference, so the
+    phases overlap and may add up to more than the ingest's wall time. The vector index merge that an
+    ingest schedules on a background thread is timed apart, after both."""
     import os
     import shutil
 
@@ -415,7 +415,7 @@ def _timed_ingest(reg: Any, catalog: Any) -> dict[str, Any]:
     phases.wrap(reg._table, "upsert", "rows")
     phases.wrap(reg._table, "rebuild_text_index", "full-text index")
     phases.wrap(reg, "_reload", "snapshot")
-    phases.wrap(registry_module, "propose_by_rules", "rules (beside the embedding)")
+    phases.wrap(registry_module, "propose_by_rules", "rules (beside the full-text index)")
     phases.wrap(reg, "_infer", "inference")
     phases.wrap(reg, "_commit", "commit")
     started, cpu = time.perf_counter(), time.process_time()

@@ -104,7 +104,7 @@ class Registry:
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
-        self._embed_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-embed")
+        self._text_index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-fts-build")
         self._index_queued = False
         self._remap_queued = False
         self._text_search_down = False  # logged once per outage of the store's full-text index
@@ -217,7 +217,7 @@ class Registry:
         """Stop the search thread (every write is already committed); a vector index build under way
         finishes and commits first (an interrupted one would only be rolled back at the next open)."""
         self._search_pool.shutdown(wait=False)
-        self._embed_pool.shutdown(wait=False)  # idle: an ingest waits for its embedding
+        self._text_index_pool.shutdown(wait=False)  # idle: an ingest waits for its full-text index
         self._index_pool.shutdown(wait=True, cancel_futures=True)
 
     # -- look-ups ------------------------------------------------------------------------------------
@@ -324,39 +324,36 @@ class Registry:
                 summary.removed = len(removed)
 
                 documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
-                embedding = self._embed_pool.submit(self._embed, documents, progress)
-                try:  # beside the embedding (onnxruntime releases the GIL): what needs no vectors
-                    graph_changed = self._update_graph(
-                        source, incoming.values(), removed, edges, tools_changed=bool(changed)
-                    )
-                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                    focus = {t.id for t in changed} | (set(incoming) if edges else set())
-                    universe = by_rules = stored = None
-                    if self.settings.infer_dependencies and (changed or removed or graph_changed):
-                        universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
-                        by_rules = propose_by_rules(universe, focus)
-                        stored = self.vectors()  # read before the write changes them
-                except BaseException:
-                    wait([embedding])  # nothing is written, and the rollback waits for no thread
-                    raise
-                vectors = embedding.result()
+                # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
+                # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
+                vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(changed)
+                )
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                focus = {t.id for t in changed} | (set(incoming) if edges else set())
+                universe = stored = None
+                if self.settings.infer_dependencies and (changed or removed or graph_changed):
+                    # the registry as the write will leave it, read before the write: the inference
+                    # below then reads neither the table nor the snapshot
+                    universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                    stored = self.vectors()
+                    for tool_id in removed:
+                        stored.pop(tool_id, None)
+                    stored.update((t.id, v) for t, v in zip(changed, vectors, strict=True))
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 self._table.upsert(rows, documents)
                 self._table.delete_ids(removed)
                 self._sync_examples(changed, removed)
-                # the full-text index (LanceDB's threads) is built beside the inference (ours), which reads
-                # neither the table nor the snapshot; the new snapshot waits for the index (its searches
-                # and their cache must see the new index, not a half-indexed table)
-                indexing = (
-                    self._embed_pool.submit(self._table.rebuild_text_index) if rows or removed else None
-                )
+                # LanceDB builds the full-text index on its own threads beside our inference; the new
+                # snapshot waits for the index (its searches and their cache must not see a half-indexed
+                # table), and so does a rollback (it restores table versions)
+                text_index = self._table.rebuild_text_index
+                indexing = self._text_index_pool.submit(text_index) if rows or removed else None
                 try:
                     if universe is not None and stored is not None:
-                        for tool_id in removed:
-                            stored.pop(tool_id, None)
-                        stored.update((t.id, v) for t, v in zip(changed, vectors, strict=True))
-                        self._infer(focus, universe, by_rules, stored)
+                        self._infer(focus, universe, propose_by_rules(universe, focus), stored)
                 finally:
                     if indexing is not None:
                         wait([indexing])
