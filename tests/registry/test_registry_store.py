@@ -158,18 +158,18 @@ def test_blas_threads_are_pinned_once_per_process(
     """A process-wide setting: made at the first registry opened, not again on reloads or other opens."""
     import threadpoolctl
 
-    from toolweave.registry import registry as registry_module
+    from toolweave.registry import snapshot as snapshot_module
 
     calls: list[dict[str, object]] = []
     monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda **kw: calls.append(kw))
-    registry_module._single_threaded_blas.cache_clear()
+    snapshot_module.single_threaded_blas.cache_clear()
     try:
         first = Registry.open(tmp_path / "a", embedder=shared_embedder)
         first.ingest("demo", TOOLS, EDGES)  # a write reloads the snapshot
         Registry.open(tmp_path / "b", embedder=shared_embedder)
         assert calls == [{"limits": 1, "user_api": "blas"}]
     finally:
-        registry_module._single_threaded_blas.cache_clear()  # the next registry pins for real
+        snapshot_module.single_threaded_blas.cache_clear()  # the next registry pins for real
 
 
 def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(

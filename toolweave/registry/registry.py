@@ -13,11 +13,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,9 +41,10 @@ from toolweave.records import (
 )
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
 from toolweave.registry.documents import tool_document
-from toolweave.registry.embeddings import Embedder
+from toolweave.registry.embeddings import Embedder, Progress, embed_chunked
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import ProfileCache, refresh_inferred_edges, walkable
+from toolweave.registry.inference import ProfileCache, propose_by_rules, refresh_inferred_edges, walkable
+from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.overrides import (
     GraphOverrides,
     OverrideReport,
@@ -52,9 +52,10 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
-from toolweave.registry.snapshot import Snapshot
+from toolweave.registry.snapshot import Snapshot, single_threaded_blas
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import CompactRecords, StoredTool
+from toolweave.registry.summary import IngestSummary
 from toolweave.registry.usage import (
     UsageExample,
     UsageTable,
@@ -78,33 +79,11 @@ __all__ = ["IngestSummary", "Registry"]
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[int, int], None]
 _COMPACT_EVERY = 50
 LEASE_WAIT_S = 300.0
 """How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
 USAGE_LEASE_WAIT_S = 2.0
 """A usage example is not worth a long wait: it is dropped (logged) when the lease stays busy."""
-
-
-@dataclass
-class IngestSummary:
-    """What one ingest changed."""
-
-    source: str
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    embedded: int = 0
-    edges: int = 0
-    seconds: float = 0.0
-    skipped_edges: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.source}: {self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-            f"{self.removed} removed; {self.embedded} embedded; {self.edges} edges ({self.seconds:.2f} s)"
-        )
 
 
 class Registry:
@@ -125,6 +104,7 @@ class Registry:
         self._writes = 0
         self._search_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
         self._index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-ann")
+        self._text_index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-fts-build")
         self._index_queued = False
         self._remap_queued = False
         self._text_search_down = False  # logged once per outage of the store's full-text index
@@ -137,7 +117,7 @@ class Registry:
         self._sources: tuple[SourceSpec, ...] = ()
         self._loaded_generation = -1
         """The committed generation the snapshot shows (``refresh`` compares it with the stored one)."""
-        _single_threaded_blas()
+        single_threaded_blas()
         self._load_committed()
         self._repair()
         self._refresh_vector_index_later()
@@ -212,7 +192,7 @@ class Registry:
         rows = old.load_all()
         with_examples = settings.usage_weight <= 0
         documents = [tool_document(r.record, with_examples=with_examples) for r in rows]
-        vectors = _embed(embedder, documents, settings.embedding_batch_size, progress)
+        vectors = embed_chunked(embedder, documents, settings.embedding_batch_size, progress)
         new = database.new_tool_table(embedder.dim)
         new.upsert(
             [StoredTool(r.record, r.content_hash, v) for r, v in zip(rows, vectors, strict=True)], documents
@@ -221,7 +201,9 @@ class Registry:
         examples = [e for kept in old_usage.load_all().values() for e in kept]
         usage = database.new_usage_table(embedder.dim)
         if examples:
-            queries = _embed(embedder, [e.query for e in examples], settings.embedding_batch_size, None)
+            queries = embed_chunked(
+                embedder, [e.query for e in examples], settings.embedding_batch_size, None
+            )
             usage.replace([], [replace(e, vector=v) for e, v in zip(examples, queries, strict=True)])
         database.commit(
             action="reindex", tools=new, usage=usage, embedding_model=embedder.model_id, dim=embedder.dim
@@ -235,6 +217,7 @@ class Registry:
         """Stop the search thread (every write is already committed); a vector index build under way
         finishes and commits first (an interrupted one would only be rolled back at the next open)."""
         self._search_pool.shutdown(wait=False)
+        self._text_index_pool.shutdown(wait=False)  # idle: an ingest waits for its full-text index
         self._index_pool.shutdown(wait=True, cancel_futures=True)
 
     # -- look-ups ------------------------------------------------------------------------------------
@@ -341,23 +324,42 @@ class Registry:
                 summary.removed = len(removed)
 
                 documents = [tool_document(t, with_examples=not self._usage_on) for t in changed]
+                # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
+                # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(changed)
+                )
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go
+                focus = {t.id for t in changed} | (set(incoming) if edges else set())
+                universe = stored = None
+                if self.settings.infer_dependencies and (changed or removed or graph_changed):
+                    # the registry as the write will leave it, read before the write: the inference
+                    # below then reads neither the table nor the snapshot
+                    universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                    stored = self.vectors()
+                    for tool_id in removed:
+                        stored.pop(tool_id, None)
+                    stored.update((t.id, v) for t, v in zip(changed, vectors, strict=True))
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 self._table.upsert(rows, documents)
                 self._table.delete_ids(removed)
                 self._sync_examples(changed, removed)
-                if rows or removed:
-                    self._table.rebuild_text_index()
-
-                graph_changed = self._update_graph(
-                    source, incoming.values(), removed, edges, tools_changed=bool(rows)
-                )
-                if rows or removed:
+                # LanceDB builds the full-text index on its own threads beside our inference; the new
+                # snapshot waits for the index (its searches and their cache must not see a half-indexed
+                # table), and so does a rollback (it restores table versions)
+                text_index = self._table.rebuild_text_index
+                indexing = self._text_index_pool.submit(text_index) if rows or removed else None
+                try:
+                    if universe is not None and stored is not None:
+                        self._infer(focus, universe, propose_by_rules(universe, focus), stored)
+                finally:
+                    if indexing is not None:
+                        wait([indexing])
+                if indexing is not None:
+                    indexing.result()
                     self._reload()
-                if self.settings.infer_dependencies and (rows or removed or graph_changed):
-                    # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                    self._infer({t.id for t in changed} | (set(incoming) if edges else set()))
                 summary.edges = sum(1 for e in self._graph.edges() if e.tool in incoming)
                 if graph_changed or rows or removed:
                     self._commit(f"ingest {source}")
@@ -539,7 +541,7 @@ class Registry:
             )
 
     def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
-        return _embed(self.embedder, documents, self.settings.embedding_batch_size, progress)
+        return embed_chunked(self.embedder, documents, self.settings.embedding_batch_size, progress)
 
     def _update_graph(
         self,
@@ -571,10 +573,23 @@ class Registry:
             raise GraphError(str(problems[0]))
         return True
 
-    def _infer(self, changed_ids: set[str]) -> None:
-        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides."""
-        universe = self._profiles.universe(self._snap.records, self._snap.hashes)
-        refresh_inferred_edges(self._graph, universe, self.vectors(), changed_ids, overrides=self.overrides)
+    def _infer(
+        self,
+        changed_ids: set[str],
+        universe: Sequence[ToolProfile] | None = None,
+        by_rules: Sequence[DependencyEdge] | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides.
+        ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
+        snapshot's)."""
+        if universe is None:
+            universe = self._profiles.universe(self._snap.records, self._snap.hashes)
+        if vectors is None:
+            vectors = self.vectors()
+        refresh_inferred_edges(
+            self._graph, universe, vectors, changed_ids, overrides=self.overrides, by_rules=by_rules
+        )
         if self.overrides is not None:
             apply_overrides(self._graph, self.overrides)
 
@@ -965,27 +980,3 @@ class Registry:
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
         """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
         return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
-
-
-@cache
-def _single_threaded_blas() -> None:
-    """One BLAS thread: the query matrix-vector product is memory-bound (10k x 384 takes 0.5 ms on one
-    core), and a multi-threaded BLAS fights onnxruntime's spinning threads for the same cores, which
-    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured). A process-wide setting, so it is
-    made once per process (``cache``), at the first registry opened, not on every reload."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
-def _embed(
-    embedder: Embedder, documents: list[str], batch: int, progress: Progress | None
-) -> list[np.ndarray]:
-    out: list[np.ndarray] = []
-    step = 256  # progress granularity; within a chunk, texts are length-sorted by the embedder
-    for start in range(0, len(documents), step):
-        chunk = documents[start : start + step]
-        out.extend(embedder.embed_documents(chunk, batch_size=batch))
-        if progress is not None:
-            progress(min(start + len(chunk), len(documents)), len(documents))
-    return out

@@ -6,14 +6,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
 from toolweave.records import ToolRecord
 from toolweave.registry.vector_index import RowMap
 
-__all__ = ["TEXT_HIT_CACHE_SIZE", "Snapshot", "TextHitCache"]
+__all__ = ["TEXT_HIT_CACHE_SIZE", "Snapshot", "TextHitCache", "single_threaded_blas"]
 
 TEXT_HIT_CACHE_SIZE = 4096
 """Full-text answers kept per snapshot. A find_tools miss of the gateway's cache is usually a known query
@@ -73,3 +73,14 @@ class Snapshot:
     def row_of(self) -> dict[str, int]:
         """Tool id → its row (of ``ids``), built on first use (the ANN path's Tool2Vec fusion)."""
         return {tool_id: n for n, tool_id in enumerate(self.ids)}
+
+
+@cache
+def single_threaded_blas() -> None:
+    """One BLAS thread: the query matrix-vector product is memory-bound (10k x 384 takes 0.5 ms on one
+    core), and a multi-threaded BLAS fights onnxruntime's spinning threads for the same cores, which
+    doubled embed + search time on 2 cores (8 ms vs 4 ms, measured). A process-wide setting, so it is
+    made once per process (``cache``), at the first registry opened, not on every reload."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from toolweave.registry.inference.evaluate import EdgeScores, score_edges
 from toolweave.registry.inference.incremental import ProfileCache, refresh_inferred_edges
-from toolweave.registry.inference.infer import infer_edges, propose_edges, rule_of, walkable
+from toolweave.registry.inference.infer import infer_edges, propose_by_rules, propose_edges, rule_of, walkable
 
 __all__ = [
     "EdgeScores",
     "ProfileCache",
     "infer_edges",
+    "propose_by_rules",
     "propose_edges",
     "refresh_inferred_edges",
     "rule_of",

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from toolweave.records import ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference.infer import infer_among
 from toolweave.registry.inference.producers import ToolProfile, profile
+from toolweave.registry.inference.universe import Universe
 from toolweave.registry.overrides import GraphOverrides, merge_inferred
 
 __all__ = ["ProfileCache", "refresh_inferred_edges"]
@@ -20,24 +21,73 @@ class ProfileCache:
 
     Inference reads every tool of the registry; at 100k tools, decoding the stored records and
     profiling them took longer than everything else an ingest does. With this cache an ingest profiles
-    the tools it changed, and the rules' per-tool findings (``ToolProfile.memo``) stay with the profiles.
+    the tools it changed, and the rules' per-tool findings (``ToolProfile.memo``) stay with the profiles,
+    as do the universe's groupings (``Universe.grouping``): only the changed tools' entries change.
     """
 
     def __init__(self) -> None:
         self._by_id: dict[str, tuple[str, ToolProfile]] = {}
+        self._universe: Universe | None = None
 
-    def universe(self, records: Mapping[str, ToolRecord], hashes: Mapping[str, str]) -> list[ToolProfile]:
+    def universe(self, records: Mapping[str, ToolRecord], hashes: Mapping[str, str]) -> Universe:
         """Every tool's profile, in id order: the cached one while its content hash is the same, else
         ``records[id]`` (decoded only then) profiled anew. Tools no longer in ``hashes`` are forgotten."""
-        kept: dict[str, tuple[str, ToolProfile]] = {}
-        for tool_id in sorted(hashes):
-            content = hashes[tool_id]
-            cached = self._by_id.get(tool_id)
-            kept[tool_id] = (
-                cached if cached and cached[0] == content else (content, profile(records[tool_id]))
-            )
-        self._by_id = kept
-        return [p for _hash, p in kept.values()]
+        by_id = self._by_id
+        added: list[ToolProfile] = []
+        removed: list[ToolProfile] = []
+        for tool_id, content in hashes.items():
+            cached = by_id.get(tool_id)
+            if cached is not None and cached[0] == content:
+                continue
+            new = profile(records[tool_id])
+            by_id[tool_id] = (content, new)
+            added.append(new)
+            if cached is not None:
+                removed.append(cached[1])
+        for tool_id in by_id.keys() - hashes.keys():
+            removed.append(by_id.pop(tool_id)[1])
+        last = self._universe
+        if last is None or 2 * (len(added) + len(removed)) > len(by_id):
+            # a first or a sweeping change: grouping everything afresh costs no more than updating
+            profiles = [p for _hash, p in sorted(by_id.values(), key=lambda hp: hp[1].id)]
+            self._universe = Universe(profiles)
+        else:
+            gone = {p.id for p in removed}
+            # the kept tools are in order already: sorting merges the new ones in (Timsort finds the runs)
+            profiles = sorted([p for p in last if p.id not in gone] + added, key=lambda p: p.id)
+            self._universe = last.evolve(profiles, added, removed)
+        return self._universe
+
+    def universe_after(
+        self,
+        records: Mapping[str, ToolRecord],
+        hashes: Mapping[str, str],
+        changed: Sequence[ToolRecord],
+        removed: Collection[str],
+    ) -> Universe:
+        """``universe`` as a write will leave the registry whose ``records`` and ``hashes`` are given,
+        before it is written: ``changed`` replace or join them, ``removed`` leave (so the rules can run
+        while the changed tools are being embedded)."""
+        after = {i: h for i, h in hashes.items() if i not in removed}
+        after.update((t.id, t.content_hash) for t in changed)
+        return self.universe(_Overlay({t.id: t for t in changed}, records), after)
+
+
+class _Overlay(Mapping[str, ToolRecord]):
+    """``top``'s records over ``rest``'s: the records in hand, the stored ones (decoded on access) below."""
+
+    def __init__(self, top: Mapping[str, ToolRecord], rest: Mapping[str, ToolRecord]) -> None:
+        self._top, self._rest = top, rest
+
+    def __getitem__(self, tool_id: str) -> ToolRecord:
+        found = self._top.get(tool_id)
+        return self._rest[tool_id] if found is None else found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._rest), **dict.fromkeys(self._top)})
+
+    def __len__(self) -> int:
+        return len(self._rest.keys() | self._top.keys())
 
 
 def refresh_inferred_edges(
@@ -47,6 +97,7 @@ def refresh_inferred_edges(
     changed_ids: Collection[str],
     *,
     overrides: GraphOverrides | None = None,
+    by_rules: Sequence[DependencyEdge] | None = None,
 ) -> int:
     """Recompute the inferred edges from and to ``changed_ids``; returns how many inferred edges were added.
 
@@ -58,6 +109,7 @@ def refresh_inferred_edges(
         changed_ids: ids added or whose content changed in this ingest. Removed tools need nothing
             here: ``graph.remove_tools`` already dropped their edges.
         overrides: the manifest's corrections: ``remove`` entries keep matching edges out.
+        by_rules: ``propose_by_rules(universe, changed_ids)``, when the caller ran the rules already.
 
     Edges among untouched tools stay as they are. Tools of a source that declares its own edges
     get no inferred outgoing edges (the source's author already said what they need), and a pair
@@ -69,6 +121,6 @@ def refresh_inferred_edges(
     if not changed:
         return 0
     declaring = {source_of[e.tool] for e in graph.edges() if e.origin == "declared" and e.tool in source_of}
-    edges = infer_among(universe, changed, vectors=vectors)
+    edges = infer_among(universe, changed, vectors=vectors, by_rules=by_rules)
     edges = [e for e in edges if source_of[e.tool] not in declaring]
     return merge_inferred(graph, edges, overrides)

@@ -15,9 +15,10 @@ from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENC
 from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.inference.rules import RULES, Rule
 from toolweave.registry.inference.similarity import similarity_edges
+from toolweave.registry.inference.universe import group_by, in_order
 from toolweave.registry.inference.value_kinds import producer_rule
 
-__all__ = ["infer_among", "infer_edges", "propose_edges", "rule_of", "walkable"]
+__all__ = ["infer_among", "infer_edges", "propose_by_rules", "propose_edges", "rule_of", "walkable"]
 
 
 def infer_edges(
@@ -63,15 +64,19 @@ def infer_among(
     *,
     vectors: Mapping[str, np.ndarray] | None = None,
     confidence: Mapping[str, float] | None = None,
+    by_rules: Sequence[DependencyEdge] | None = None,
 ) -> list[DependencyEdge]:
     """``infer_edges`` over profiles: the edges with an end in ``focus`` among the ``universe``'s tools
     (in id order). An ingest keeps the profiles of unchanged tools (``ProfileCache``), and each rule runs
     only for the focus and the tools that want what the focus offers (``Rule.wants``): the cost follows
-    the change, not the registry, and the edges are the same as over every tool."""
+    the change, not the registry, and the edges are the same as over every tool.
+
+    ``by_rules``: what ``propose_by_rules`` gave for this universe and focus (an ingest runs the rules
+    while its tools are being embedded: only the similarity pass needs their vectors)."""
     focus = {p.id for p in universe if p.id in focus}
     if not focus:
         return []
-    raw = _propose(universe, vectors, confidence, focus)
+    raw = _propose(universe, vectors, confidence, focus, by_rules)
     kept = [e for e in raw if e.tool != e.depends_on and (e.tool in focus or e.depends_on in focus)]
     return _one_per_pair(kept)
 
@@ -89,14 +94,36 @@ def propose_edges(
     return _propose([profile(t) for t in tools], vectors, confidence, focus)
 
 
+def propose_by_rules(
+    universe: Sequence[ToolProfile], focus: Collection[str], *, confidence: Mapping[str, float] | None = None
+) -> list[DependencyEdge]:
+    """The rules' proposals with an end in ``focus`` (no similarity pass: it needs vectors), to hand to
+    ``infer_among(..., by_rules=)`` for the same universe and focus."""
+    focus = {p.id for p in universe if p.id in focus}
+    return _by_rules(universe, confidence, focus) if focus else []
+
+
 def _propose(
     universe: Sequence[ToolProfile],
     vectors: Mapping[str, np.ndarray] | None,
     confidence: Mapping[str, float] | None,
     focus: Collection[str] | None,
+    by_rules: Sequence[DependencyEdge] | None = None,
 ) -> list[DependencyEdge]:
     table = RULE_CONFIDENCE if confidence is None else confidence
-    changed = [p for p in universe if p.id in focus] if focus is not None else []
+    raw = list(by_rules) if by_rules is not None else _by_rules(universe, confidence, focus)
+    if vectors:
+        already = {(e.tool, e.depends_on) for e in raw}
+        similar = similarity_edges(universe, vectors, already=already, focus=focus)
+        raw.extend(_calibrated(similar, table))
+    return raw
+
+
+def _by_rules(
+    universe: Sequence[ToolProfile], confidence: Mapping[str, float] | None, focus: Collection[str] | None
+) -> list[DependencyEdge]:
+    table = RULE_CONFIDENCE if confidence is None else confidence
+    changed = in_order(universe, focus) if focus is not None else []
     raw: list[DependencyEdge] = []
     for rule in (*RULES, producer_rule):
         subjects = universe if focus is None else _reaching(rule, universe, focus, changed)
@@ -104,10 +131,6 @@ def _propose(
         if focus is not None:  # a reached tool's edge to a tool outside the change is not wanted
             found = (e for e in found if e.tool in focus or e.depends_on in focus)
         raw.extend(_calibrated(found, table))
-    if vectors:
-        already = {(e.tool, e.depends_on) for e in raw}
-        similar = similarity_edges(universe, vectors, already=already, focus=focus)
-        raw.extend(_calibrated(similar, table))
     return raw
 
 
@@ -119,7 +142,11 @@ def _reaching(
     offered = {key for p in changed for key in rule.offers(p)}
     if not offered:
         return changed
-    return [t for t in universe if t.id in focus or not offered.isdisjoint(rule.wanted(t))]
+    wanting = group_by(universe, rule.wants)  # kept across ingests by a ``Universe``
+    reached = set(focus)
+    for key in offered:
+        reached.update(t.id for t in wanting.get(key, ()))
+    return in_order(universe, reached)
 
 
 def rule_of(edge: DependencyEdge) -> str:

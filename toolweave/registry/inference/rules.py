@@ -9,7 +9,7 @@ families such as dates and locations, measurement units, connectivity words), ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import chain
@@ -18,6 +18,7 @@ from typing import TypeVar
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile, param_family
 from toolweave.registry.inference.text import singular, words, wordset
+from toolweave.registry.inference.universe import group_by
 
 __all__ = [
     "FLEET_PRIOR_SHARE",
@@ -178,10 +179,12 @@ class _Ranked:
 
 def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:
     """``p`` takes the same key inputs as ``t``: another operation on the same record, not its source."""
-    if p.required and set(p.required) <= set(t.params):
+    # all(... in tuple) rather than set <= set: these tuples hold a few words, and the identity rule asks
+    # this hundreds of thousands of times per ingest at 100k tools (building the sets was most of its time)
+    if p.required and all(r in t.params for r in p.required):
         return True
     # reading and writing one resource (query_x / record_x) are siblings: the reader does not feed the writer
-    return bool(p.subject_words) and set(p.subject_words) <= set(t.name_words)
+    return bool(p.subject_words) and all(w in t.name_words for w in p.subject_words)
 
 
 def _may_default(t: ToolProfile, param: str, p: ToolProfile) -> bool:
@@ -204,13 +207,10 @@ def _tool_key(value: Hashable, holds: bool) -> tuple[Hashable, ...]:
     return (value,) if holds else ()
 
 
-def _index(universe: Sequence[ToolProfile], offers: Keys) -> dict[Hashable, list[ToolProfile]]:
-    """The universe's tools by the keys they offer (``Rule.offers``), in universe order."""
-    index: dict[Hashable, list[ToolProfile]] = {}
-    for p in universe:
-        for key in offers(p):
-            index.setdefault(key, []).append(p)
-    return index
+def _index(universe: Sequence[ToolProfile], offers: Keys) -> Mapping[Hashable, Sequence[ToolProfile]]:
+    """The universe's tools by the keys they offer (``Rule.offers``), in universe order (a ``Universe``
+    keeps it from one ingest to the next: ``offers`` must be a function of the profile alone)."""
+    return group_by(universe, offers)
 
 
 def _keyed_params(
@@ -513,9 +513,13 @@ def _unit_params(t: ToolProfile) -> list[str]:
     return [p for p in t.params if len(words(p)) >= 2 and words(p)[-1] in UNIT_WORDS]
 
 
+def _offers_conversion(p: ToolProfile) -> tuple[Hashable, ...]:
+    return _tool_key("unit", p.is_converter)
+
+
 def _unit(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """Inputs with a unit in their name (``weight_kg``) may need a unit conversion first."""
-    converters = [p for p in universe if p.is_converter]
+    converters = _index(universe, _offers_conversion).get("unit", ())
     for t in subjects:
         params = _unit_params(t)
         best = best_candidate(t, [(1.0, c) for c in converters if c.id != t.id])
@@ -533,21 +537,27 @@ unit_rule = Rule(
     "unit_rule",
     _unit,
     wants=lambda t: _tool_key("unit", bool(_unit_params(t))),
-    offers=lambda p: _tool_key("unit", p.is_converter),
+    offers=_offers_conversion,
 )
 
 
 # -- environment ---------------------------------------------------------------------------------------
+def _offers_capability(p: ToolProfile) -> tuple[str, ...]:
+    return p.status_capability[:1]
+
+
 def _capability(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A tool named after a capability (bluetooth, location) needs that capability's status checked."""
-    readers = [p for p in universe if p.status_capability]
+    # a reader whose capability the name mentions is filed under the capability's first word
+    readers = _index(universe, _offers_capability)
     for t in subjects:
         if t.status_capability or t.is_setter:
             continue
         names = set(t.name_words)
         cands = [
             (float(len(r.status_capability)), r)
-            for r in readers
+            for first in names
+            for r in readers.get(first, ())
             if r.id != t.id and set(r.status_capability) <= names
         ]
         best = best_candidate(t, cands)
@@ -562,7 +572,7 @@ capability_rule = Rule(
     "capability_rule",
     _capability,
     wants=lambda t: () if t.status_capability or t.is_setter else set(t.name_words),
-    offers=lambda p: p.status_capability[:1],
+    offers=_offers_capability,
 )
 
 
@@ -579,11 +589,14 @@ def _state_role(p: ToolProfile) -> str | None:
     return "setter" if p.is_setter else None
 
 
+def _role_of(p: ToolProfile) -> tuple[Hashable, ...]:
+    role = _state_role(p)
+    return () if role is None else ((role, p.source, _state(p)),)
+
+
 def _state_pair(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A setter and a reader of the same state go together: read before changing, change after reading."""
-    by_role: dict[tuple[str | None, str, tuple[str, ...]], list[ToolProfile]] = {}
-    for p in universe:
-        by_role.setdefault((_state_role(p), p.source, _state(p)), []).append(p)
+    by_role = _index(universe, _role_of)
     for t in subjects:
         role = _state_role(t)
         if role is None:
@@ -616,7 +629,8 @@ def _reader_score(p: ToolProfile) -> float:
 
 
 def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
-    scored = [(score, p) for p in universe if (score := _reader_score(p))]
+    candidates = _index(universe, _may_read_network).get("network", ())
+    scored = [(score, p) for p in candidates if (score := _reader_score(p))]
     if not scored:
         return None
     scored.sort(key=lambda sp: (-sp[0], sp[1].id))
@@ -639,12 +653,23 @@ def _network_users(
         return None
 
     def dependent(t: ToolProfile) -> bool:
-        return not (t.id == reader.id or t.kind == "core" or t.status_capability or t.is_ambient)
+        return t.id != reader.id and bool(_fleet_keys(t))
 
-    fleet = [t for t in universe if dependent(t)]
-    if prior and sum(1 for t in fleet if _says_online(t)) <= FLEET_PRIOR_SHARE * len(fleet):
-        return None
+    if prior:  # counted from the universe's grouping (kept across ingests), the reader left out
+        members, own = _index(universe, _fleet_keys), _fleet_keys(reader)
+        fleet = len(members.get("fleet", ())) - ("fleet" in own)
+        online = len(members.get("online", ())) - ("online" in own)
+        if online <= FLEET_PRIOR_SHARE * fleet:
+            return None
     return reader, dependent
+
+
+def _fleet_keys(t: ToolProfile) -> tuple[str, ...]:
+    """``("fleet",)`` for a tool that may need the network (not a local, core or status tool), plus
+    ``"online"`` when its own text says it uses the network."""
+    if t.kind == "core" or t.status_capability or t.is_ambient:
+        return ()
+    return ("fleet", "online") if _says_online(t) else ("fleet",)
 
 
 def _network_edges(

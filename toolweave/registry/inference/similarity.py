@@ -15,6 +15,7 @@ import numpy as np
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.inference.universe import group_by, in_order
 
 __all__ = ["SIMILARITY_THRESHOLD", "similarity_edges"]
 
@@ -39,7 +40,7 @@ def similarity_edges(
     a tool outside it is compared with the focus's utilities alone, so an ingest into a large
     registry costs its own size times the utilities, not every tool times every utility.
     """
-    utilities = [p for p in universe if (p.kind == "core" or p.is_ambient) and p.id in vectors]
+    utilities = [p for p in group_by(universe, _utility).get("utility", ()) if p.id in vectors]
     if not utilities:
         return
     util_matrix = np.stack([np.asarray(vectors[p.id], dtype=np.float32) for p in utilities])
@@ -52,7 +53,7 @@ def similarity_edges(
         else _near_focus(universe, vectors, focus, focus_matrix, threshold)
     )
     taken = set(already)
-    for t in universe:
+    for t in universe if focus is None else in_order(universe, {*focus, *(near or ())}):
         if t.id not in vectors or t.kind == "core":
             continue
         if focus is None or t.id in focus:
@@ -73,6 +74,10 @@ def similarity_edges(
                 reason=f"{u.id} is a utility whose description is nearly the same task",
                 evidence=f"similarity: cosine {float(sims[j]):.3f} >= {threshold}",
             )
+
+
+def _utility(p: ToolProfile) -> tuple[str, ...]:
+    return ("utility",) if p.kind == "core" or p.is_ambient else ()
 
 
 def _near_focus(

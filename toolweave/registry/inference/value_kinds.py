@@ -21,6 +21,7 @@ from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import GENERIC_NAME_WORDS, ToolProfile
 from toolweave.registry.inference.rules import EdgeText, Rule, best_candidate, is_sibling, param_words
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, wordset
+from toolweave.registry.inference.universe import group_by
 
 __all__ = ["VALUE_KINDS", "ValueKind", "param_kind", "producer_rule"]
 
@@ -144,10 +145,7 @@ _PRODUCER = EdgeText(
 def _producer(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``remind_at`` (a timestamp) ← the tool that outputs timestamps; likewise coordinates, emails,
     URLs and file paths."""
-    producers: dict[str, list[tuple[float, str, frozenset[str], ToolProfile]]] = {}
-    for p in universe:
-        for kind_name, score, why, qualifiers in _made_kinds(p):
-            producers.setdefault(kind_name, []).append((score, why, qualifiers, p))
+    makers = group_by(universe, _kind_names)  # kept across ingests by a ``Universe``
     for t in subjects:
         formats = dict(t.formats)
         for param in t.params:
@@ -162,8 +160,10 @@ def _producer(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
             wanted = set() if head[-1] == "at" else set(head) - takes.words - _GENERIC
             cands = [
                 (score + 0.5 * (p.source == t.source), why, p)
-                for score, why, qualifiers, p in producers.get(takes.name, [])
-                if p.id != t.id
+                for p in makers.get(takes.name, ())
+                for kind_name, score, why, qualifiers in _made_kinds(p)
+                if kind_name == takes.name
+                and p.id != t.id
                 and not is_sibling(t, p)
                 and qualifiers <= context
                 and wanted <= set(p.name_words) | {w for f in p.outputs for w in f.split("_")}
@@ -187,6 +187,8 @@ def _taken_kinds(t: ToolProfile) -> set[str]:
     return {k.name for k in (param_kind(x, formats.get(x)) for x in t.params) if k is not None}
 
 
-producer_rule = Rule(
-    "producer_rule", _producer, wants=_taken_kinds, offers=lambda p: [made[0] for made in _made_kinds(p)]
-)
+def _kind_names(p: ToolProfile) -> list[str]:
+    return [made[0] for made in _made_kinds(p)]
+
+
+producer_rule = Rule("producer_rule", _producer, wants=_taken_kinds, offers=_kind_names)
