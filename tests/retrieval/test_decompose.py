@@ -131,7 +131,9 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
     query = "alarm clock for seven tomorrow morning, and also show the stock price of a ticker"
     params = RetrievalSettings(method="hybrid", final_k=2)
     whole = [r.tool_id for r in retrieve(query, index, deps, params)]
-    split = [r.tool_id for r in retrieve(query, index, deps, params, decomposition=Decomposition("interleave"))]
+    split = [
+        r.tool_id for r in retrieve(query, index, deps, params, decomposition=Decomposition("interleave"))
+    ]
     assert calls == [1, 3]  # the whole query, then the whole query and both parts in one search
     assert "a__set_alarm" not in whole  # the stock words outvote the alarm in the whole query
     assert split == ["a__get_price", "a__set_alarm"]
