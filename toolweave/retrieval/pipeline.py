@@ -150,11 +150,13 @@ def _candidates(
     """The first pass of the whole query, or of it and its parts fused: ranked candidates and each
     one's best cosine similarity over the variants."""
     texts = [text] if decomposition is None else decompose_query(text, **decomposition.split_options())
+    # each part also counts as a turn of the fleet's record (``fleet`` fusion): it is a request of its
+    # own, and that is how the variants were measured (bench/RESULTS.md, "Query decomposition")
     variants = [contextual_query(t, context) for t in texts]
     passes = _first_pass(
         variants, index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
     )
-    if len(passes) == 1 or decomposition is None:
+    if decomposition is None or len(passes) == 1:
         return passes[0]
     depth = max(len(hits) for hits, _ in passes)  # as deep as one variant's list: the floor's scale
     hits = fuse_variants([hits for hits, _ in passes], decomposition.fusion, depth, decomposition.part_weight)
