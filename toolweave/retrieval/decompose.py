@@ -48,6 +48,8 @@ _CLAUSE = (
     r"|,\s+and\s+|,\s+also\s+|\s+also\s+|,?\s+additionally,?\s+|,\s+plus\s+"
 )
 _AND = r"\s+and\s+"
+# At the ``clauses`` and ``and`` levels the whole pattern ignores case, so there a sentence may also start
+# lower-case after ". " (as measured; "sentences" asks for a capital).
 _CUTS: dict[SplitLevel, re.Pattern[str]] = {
     "sentences": re.compile(_SENTENCE),
     "clauses": re.compile(f"{_SENTENCE}|{_CLAUSE}", re.IGNORECASE),
@@ -62,83 +64,11 @@ _LEADING = re.compile(
 _TRAILING = re.compile(r"[\s,;:.?!\"')]+$")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&_-]*")
 _FILLER = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "so",
-        "to",
-        "of",
-        "in",
-        "on",
-        "for",
-        "with",
-        "at",
-        "by",
-        "from",
-        "about",
-        "into",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "am",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "would",
-        "will",
-        "shall",
-        "should",
-        "may",
-        "might",
-        "must",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "us",
-        "you",
-        "your",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "how",
-        "when",
-        "where",
-        "why",
-        "please",
-        "tell",
-        "give",
-        "show",
-        "let",
-        "help",
-        "want",
-        "need",
-        "like",
-        "also",
-        "then",
-        "any",
-        "some",
-    ]
+    # one string: a word list is easier to read and extend than 75 quoted lines
+    "a an the and or but so to of in on for with at by from about into as is are was were be been am do "  # noqa: SIM905
+    "does did can could would will shall should may might must i me my we our us you your it its this "
+    "that these those there here what which who whom how when where why please tell give show let help "
+    "want need like also then any some".split()
 )
 
 
