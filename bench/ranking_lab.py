@@ -4,6 +4,8 @@
     .venv/bin/python bench/ranking_lab.py run                # every experiment, JSON lines + tables
     .venv/bin/python bench/ranking_lab.py lodo               # fusion candidates, leave-one-dataset-out
     .venv/bin/python bench/ranking_lab.py walk [--with-test]  # walk orderings (issue 12 item 5)
+    .venv/bin/python bench/ranking_lab.py decompose [--with-test]  # query decomposition (issue 12)
+    .venv/bin/python bench/ranking_lab.py decompose-latency toollinkos --variant "and w>=3 max"
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache), records every query's
 vector and full-text candidates and both dependency graphs (declared; inferred at ingest by the
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
+import resource
 import sys
 import tempfile
 import time
@@ -34,7 +37,8 @@ from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.recorded import RecordedGraph, RecordedIndex
 from toolweave.records import DependencyEdge
 from toolweave.registry import Embedder, Registry
-from toolweave.retrieval import retrieve
+from toolweave.retrieval import retrieve, retrieve_tools
+from toolweave.retrieval.decompose import Decomposition, decompose_query
 from toolweave.retrieval.fusion import (
     FLEET_POWER,
     FLEET_TOP_N,
@@ -113,7 +117,13 @@ def load(name: str) -> Recording:
 
 
 def evaluate(
-    rec: Recording, params: RetrievalSettings, graph: str, *, split: str | None = None, ks=(5, 10)
+    rec: Recording,
+    params: RetrievalSettings,
+    graph: str,
+    *,
+    split: str | None = None,
+    ks=(5, 10),
+    decomposition: Decomposition | None = None,
 ) -> dict[str, dict[str, float]]:
     """Metrics per query set (``split`` None = all queries) of ``params`` on the recording."""
     index = RecordedIndex(records=rec.records, hits=rec.hits)
@@ -125,7 +135,7 @@ def evaluate(
             continue
         runs, published = [], []
         for text, gold, _split in chosen:
-            ranked = retrieve(text, index, deps, params)
+            ranked = retrieve(text, index, deps, params, decomposition=decomposition)
             runs.append(([rec.names[r.tool_id] for r in ranked], gold))
             published.append([rec.names[r.tool_id] for r in ranked if r.publish])
         out[set_name] = summarize(runs, ks, published)
@@ -444,14 +454,180 @@ def _check_walk_replay(
             raise SystemExit(f"walk replay differs from the pipeline on {rec.name}: {text!r}")
 
 
+# -- query decomposition + rank fusion (issue 12, multi-tool requests) ----------------------------------
+
+DECOMPOSE_DESIGN = ("metatool", "queries_multi")
+"""The design set of ``decompose``: every other set (and split) confirms."""
+
+DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
+    ("whole query (today)", None),
+    *[
+        (f"{level} w>={w} rrf", Decomposition(fusion="rrf", level=level, min_content_words=w))
+        for level in ("sentences", "clauses")
+        for w in (3,)
+    ],
+    *[
+        (
+            f"{level} w>={w} {fusion}{'' if pw == 1 else f' parts x{pw}'}",
+            Decomposition(fusion=fusion, level=level, min_content_words=w, part_weight=pw),
+        )
+        for level in ("sentences", "clauses", "and")
+        for w in (2, 3, 4)
+        for fusion, pw in (("interleave", 1.0), ("max", 1.0), ("max", 0.9), ("max", 0.8))
+    ],
+]
+"""The grid: where a request may be cut, how many content words each part needs, how the lists fuse."""
+
+
+def record_parts(name: str, embedder: Embedder) -> Recording:
+    """The recording of ``name`` with every sub-query of the grid searched too, on a live registry
+    rebuilt from the dataset (same tool ids and documents; no edges: they do not change search)."""
+    rec = load(name)
+    texts = [q[0] for qs in rec.queries.values() for q in qs]
+    parts = {
+        (p,)
+        for _label, d in DECOMPOSITIONS
+        if d is not None
+        for t in texts
+        for p in decompose_query(t, **d.split_options())[1:]
+    }
+    todo = [p for p in parts if p not in rec.hits]
+    if not todo:
+        return rec
+    data = load_dataset(name)
+    with tempfile.TemporaryDirectory(prefix="toolweave-lab-") as tmp:
+        reg = Registry.open(
+            Path(tmp) / "parts", embedder=embedder, settings=Settings(infer_dependencies=False)
+        )
+        reg.ingest(data.name, data.tools, [])
+        if set(rec.names) != {t.id for t in reg.tools()}:
+            raise SystemExit(f"{name}: the live registry's tool ids differ from the recording's")
+        index = RecordedIndex(live=reg, hits=rec.hits)
+        t0 = time.perf_counter()
+        for start in range(0, len(todo), 256):
+            index.record(todo[start : start + 256])
+        print(f"{name}: {len(todo)} sub-queries in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        reg.close()
+    with (OUT / f"{name}.pkl").open("wb") as f:
+        pickle.dump(rec, f)
+    return rec
+
+
+def decompose(names: list[str], with_test: bool = False) -> None:
+    """Every decomposition of the grid × method (hybrid; grtf on the declared and inferred graphs) on
+    every set and split, through the real pipeline (``retrieve``), with the share of queries split.
+    ToolLinkOS ``test`` (and ``all``, which holds it) is scored only with ``with_test``."""
+    embedder = CachedEmbedder(Embedder())
+    rows = []
+    for name in names:
+        rec = record_parts(name, embedder)
+        splits: list[str | None] = sorted({q[2] for qs in rec.queries.values() for q in qs if q[2]})
+        splits = [None, *splits] if len(splits) > 1 else [None]
+        if name == "toollinkos" and not with_test:
+            splits = ["examples"]
+        for graph, method in (("none", "hybrid"), ("declared", "grtf"), ("inferred", "grtf")):
+            edges = rec.graphs.get(graph, {})
+            if graph != "none" and (
+                not any(edges.values()) or (graph == "inferred" and edges == rec.graphs.get("declared"))
+            ):
+                continue  # no edges: grtf = hybrid; or the same edges as the declared graph
+            for label, d in DECOMPOSITIONS:
+                for split in splits:
+                    figures = evaluate(
+                        rec, RetrievalSettings(method=method), graph, split=split, decomposition=d
+                    )
+                    for set_name, m in figures.items():
+                        chosen = [q[0] for q in rec.queries[set_name] if split is None or q[2] == split]
+                        share = (
+                            0.0
+                            if d is None
+                            else fmean(len(decompose_query(t, **d.split_options())) > 1 for t in chosen)
+                        )
+                        row = {
+                            "dataset": name,
+                            "set": set_name,
+                            "split": split or "all",
+                            "in_sample": (name, set_name) == DECOMPOSE_DESIGN,
+                            "method": method,
+                            "graph": graph,
+                            "variant": label,
+                            "split_share": round(share, 4),
+                            **{k: round(v, 4) for k, v in m.items() if k.endswith(("@5", "@10"))},
+                        }
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+    with (OUT / ("decompose-with-test.json" if with_test else "decompose.json")).open("w") as f:
+        json.dump(rows, f)
+
+
+def _cpu_ms() -> float:
+    """This process's CPU time (every thread: the full-text searches run on workers, the model on
+    onnxruntime's), the load-robust figure beside wall-clock on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def decompose_latency(name: str, labels: list[str], split: str = "examples") -> None:
+    """Retrieval wall-clock and CPU time per query (``retrieve_tools`` on a real registry, the real
+    uncached embedder: every variant is a model run, as in the gateway) for the whole query alone and
+    for each decomposition in ``labels``, the conditions alternated query by query so that the shared
+    machine's load falls on all of them alike."""
+    data = load_dataset(name)
+    chosen = [q.text for qs in data.query_sets.values() for q in qs if q.split == split]
+    conditions = [("whole query (today)", None), *[(lb, dict(DECOMPOSITIONS)[lb]) for lb in labels]]
+    with tempfile.TemporaryDirectory(prefix="toolweave-lab-") as tmp:
+        reg = Registry.open(Path(tmp) / "lat", embedder=CachedEmbedder(Embedder()), settings=Settings())
+        reg.ingest(data.name, data.tools, data.edges)  # documents from the disk cache
+        reg.embedder = Embedder(query_cache_size=0)  # every query text a model run: no condition
+        # finds another's texts already embedded
+        params = RetrievalSettings()
+        for text in chosen[:20]:  # warm-up: model load, caches, the fleet record's first turns
+            retrieve_tools(reg, text, params)
+        times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in conditions}
+        load_before = Path("/proc/loadavg").read_text().split()[0]
+        for n, text in enumerate(chosen):
+            turn = conditions[n % len(conditions) :] + conditions[: n % len(conditions)]
+            for label, d in turn:
+                w0, c0 = time.perf_counter(), _cpu_ms()
+                retrieve(text, reg, reg.dependencies, params, source_of=reg.source_of, decomposition=d)
+                times[label].append(((time.perf_counter() - w0) * 1000, _cpu_ms() - c0))
+        load_after = Path("/proc/loadavg").read_text().split()[0]
+        reg.close()
+    for label, d in conditions:
+        wall = sorted(t[0] for t in times[label])
+        cpu = sorted(t[1] for t in times[label])
+        share = 0.0 if d is None else fmean(len(decompose_query(t, **d.split_options())) > 1 for t in chosen)
+        row = {
+            "dataset": name,
+            "split": split,
+            "variant": label,
+            "queries": len(chosen),
+            "split_share": round(share, 4),
+            "extra_variants_per_query": 0.0
+            if d is None
+            else round(fmean(len(decompose_query(t, **d.split_options())) - 1 for t in chosen), 4),
+            "wall_ms_p50": round(wall[len(wall) // 2], 2),
+            "wall_ms_p95": round(wall[int(len(wall) * 0.95)], 2),
+            "cpu_ms_p50": round(cpu[len(cpu) // 2], 2),
+            "cpu_ms_mean": round(fmean(cpu), 2),
+            "load_1min": f"{load_before} -> {load_after}",
+        }
+        print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["record", "run", "lodo", "walk"])
+    parser.add_argument(
+        "command", choices=["record", "run", "lodo", "walk", "decompose", "decompose-latency"]
+    )
+    parser.add_argument("--variant", action="append", default=[], help="decompose-latency: grid labels")
     parser.add_argument("datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools"])
     parser.add_argument("--exp", default="fusion", choices=sorted(EXPERIMENTS))
     parser.add_argument("--base", default="{}", help="JSON settings under every variant")
     parser.add_argument("--every", type=int, default=1, help="sample large query sets (see SAMPLE_ABOVE)")
-    parser.add_argument("--with-test", action="store_true", help="walk: score ToolLinkOS test too (once)")
+    parser.add_argument(
+        "--with-test", action="store_true", help="walk, decompose: score ToolLinkOS test too (once)"
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.command == "run":
@@ -462,6 +638,12 @@ def main() -> None:
         return
     if args.command == "walk":
         walk(args.datasets, args.with_test)
+        return
+    if args.command == "decompose":
+        decompose(args.datasets, args.with_test)
+        return
+    if args.command == "decompose-latency":
+        decompose_latency(args.datasets[0], args.variant)
         return
     embedder = CachedEmbedder(Embedder())
     for name in args.datasets:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
+from toolweave.retrieval.decompose import Decomposition, decompose_query, fuse_variants
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import fleet_calibration, fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
@@ -102,6 +103,7 @@ def retrieve(
     exclude_sources: Collection[str] = frozenset(),
     context: Sequence[str] = (),
     source_of: Callable[[str], str | None] | None = None,
+    decomposition: Decomposition | None = None,
 ) -> list[RankedTool]:
     """The ranked tools for ``query``: first-pass hits, and for ``grtf`` their dependencies.
 
@@ -113,6 +115,8 @@ def retrieve(
         exclude_sources: sources whose tools must not be returned (e.g. a disconnected upstream).
         context: earlier requests of the same conversation, oldest first.
         source_of: tool id → source, needed to keep excluded sources out of dependency walks.
+        decomposition: split a multi-part request into sub-queries, searched beside the whole query
+            (one batched search) and fused into one candidate list; None = the whole query alone.
     """
     text = clean_query(query)
     if not text:
@@ -120,10 +124,7 @@ def retrieve(
     if params.final_k < 1 or params.top_k < 1:
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
-    variant = contextual_query(text, context)
-    ((hits, cosine),) = _first_pass(
-        [variant], index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
-    )
+    hits, cosine = _candidates(text, context, index, params, pool, exclude_sources, decomposition)
     relevance = turn_relevance(hits)
     kept = apply_floor(
         hits,
@@ -135,6 +136,35 @@ def retrieve(
         relevance=relevance,
     )
     return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
+
+
+def _candidates(
+    text: str,
+    context: Sequence[str],
+    index: SearchIndex,
+    params: RetrievalSettings,
+    pool: int,
+    exclude_sources: Collection[str],
+    decomposition: Decomposition | None,
+) -> tuple[list[Hit], dict[str, float]]:
+    """The first pass of the whole query, or of it and its parts fused: ranked candidates and each
+    one's best cosine similarity over the variants."""
+    texts = [text] if decomposition is None else decompose_query(text, **decomposition.split_options())
+    # each part also counts as a turn of the fleet's record (``fleet`` fusion): it is a request of its
+    # own, and that is how the variants were measured (bench/RESULTS.md, "Query decomposition")
+    variants = [contextual_query(t, context) for t in texts]
+    passes = _first_pass(
+        variants, index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
+    )
+    if decomposition is None or len(passes) == 1:
+        return passes[0]
+    depth = max(len(hits) for hits, _ in passes)  # as deep as one variant's list: the floor's scale
+    hits = fuse_variants([hits for hits, _ in passes], decomposition.fusion, depth, decomposition.part_weight)
+    cosine: dict[str, float] = {}
+    for _, part_cosine in passes:
+        for tool_id, score in part_cosine.items():
+            cosine[tool_id] = max(score, cosine.get(tool_id, score))
+    return hits, cosine
 
 
 def _destructive_check(index: SearchIndex) -> Callable[[str], bool]:

@@ -1,0 +1,139 @@
+"""Query decomposition and the fusion of per-variant lists (unit tests of our own logic: no registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.retrieval.test_pipeline import DOCS, SOURCES, WordIndex, deps
+from toolweave.retrieval.decompose import Decomposition, decompose_query, fuse_variants
+from toolweave.retrieval.fusion import RRF_K
+from toolweave.retrieval.pipeline import retrieve
+from toolweave.retrieval.results import Hit
+from toolweave.settings import RetrievalSettings
+
+
+@pytest.mark.parametrize(
+    ("query", "parts"),
+    [
+        (
+            "Find the weather forecast in Paris and then book a restaurant table for two.",
+            ["Find the weather forecast in Paris", "book a restaurant table for two"],
+        ),
+        (
+            "Show the latest stock prices for Apple. Additionally, recommend a beginner Python course.",
+            ["Show the latest stock prices for Apple", "recommend a beginner Python course"],
+        ),
+        (
+            "Translate this paragraph into French; summarise the news headlines about Mars",
+            ["Translate this paragraph into French", "summarise the news headlines about Mars"],
+        ),
+        (
+            "Get the current weather in Tokyo, and also list trending GitHub repositories, then convert "
+            "the report into a PDF file",
+            [
+                "Get the current weather in Tokyo",
+                "list trending GitHub repositories",
+                "convert the report into a PDF file",
+            ],
+        ),
+    ],
+)
+def test_multi_part_requests_split_into_their_parts(query: str, parts: list[str]) -> None:
+    assert decompose_query(query) == [query, *parts]  # the whole query always comes first
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Find a programming course that covers Python and Java",  # a bare "and" is not a cut by default
+        "Can you tell me the weather, and also?",  # a part without content words stays joined
+        "What time is it in Tokyo",
+        "Book a flight. Thanks!",  # "Thanks" is no request of its own
+        "",
+    ],
+)
+def test_single_requests_stay_whole(query: str) -> None:
+    assert decompose_query(query) == [query]
+
+
+def test_guards_and_levels() -> None:
+    query = "Find top rated restaurants and nearby career opportunities in this city"
+    assert decompose_query(query) == [query]
+    assert decompose_query(query, level="and") == [
+        query,
+        "Find top rated restaurants",
+        "nearby career opportunities in this city",
+    ]
+    # a short clause joins its neighbour instead of becoming a sub-query
+    assert decompose_query(query, level="and", min_content_words=5) == [query]
+    two = "Check weather forecast in Paris. Book cheap flights to Rome. Find vegan restaurants in Milan."
+    assert len(decompose_query(two)) == 4
+    assert decompose_query(two, max_parts=2) == [
+        two,
+        "Check weather forecast in Paris",
+        "Book cheap flights to Rome. Find vegan restaurants in Milan",
+    ]
+    assert decompose_query(two, level="sentences")[1:] == [
+        "Check weather forecast in Paris",
+        "Book cheap flights to Rome",
+        "Find vegan restaurants in Milan",
+    ]
+
+
+WHOLE = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.5), Hit("x", 0.1)]
+PART_1 = [Hit("b", 0.7), Hit("c", 0.6), Hit("a", 0.2)]
+PART_2 = [Hit("y", 9.0), Hit("c", 5.0), Hit("a", 1.0)]
+
+
+def test_rrf_sums_reciprocal_ranks() -> None:
+    fused = fuse_variants([WHOLE, PART_1, PART_2], "rrf", 10)
+    assert [h.tool_id for h in fused] == ["a", "c", "b", "y", "x"]  # a: ranks 1, 3, 3; c: 3, 2, 2
+    assert fused[0].score == pytest.approx(1 / (RRF_K + 1) + 2 / (RRF_K + 3))
+    assert fused[1].score == pytest.approx(1 / (RRF_K + 3) + 2 / (RRF_K + 2))
+
+
+def test_interleave_takes_turns_from_the_whole_query() -> None:
+    fused = fuse_variants([WHOLE, PART_1, PART_2], "interleave", 10)
+    assert [h.tool_id for h in fused] == ["a", "b", "y", "c", "x"]
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+    assert [h.tool_id for h in fuse_variants([WHOLE, PART_1, PART_2], "interleave", 3)] == ["a", "b", "y"]
+
+
+def test_max_takes_each_tools_best_normalised_score() -> None:
+    fused = fuse_variants([WHOLE, PART_1, PART_2], "max", 10)
+    # per list: best 1, weakest 0; ties keep the first-seen order (the whole query's first)
+    assert [(h.tool_id, round(h.score, 3)) for h in fused] == [
+        ("a", 1.0),
+        ("b", 1.0),
+        ("y", 1.0),
+        ("c", 0.8),
+        ("x", 0.0),
+    ]
+    weighted = fuse_variants([WHOLE, PART_1, PART_2], "max", 10, part_weight=0.5)
+    assert [h.tool_id for h in weighted] == ["a", "b", "c", "y", "x"]  # c: 0.5 from the whole query
+
+
+def test_one_list_is_returned_as_it_is() -> None:
+    for method in ("rrf", "interleave", "max"):
+        assert fuse_variants([WHOLE], method, 2) == WHOLE[:2]  # type: ignore[arg-type]
+
+
+def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
+    index = WordIndex(DOCS, SOURCES)
+    calls: list[int] = []
+    search = index.search
+
+    def counting_search(queries, k, scope=None):  # type: ignore[no-untyped-def]
+        calls.append(len(queries))
+        return search(queries, k, scope)
+
+    index.search = counting_search  # type: ignore[method-assign]
+    query = "alarm clock for seven tomorrow morning, and also show the stock price of a ticker"
+    params = RetrievalSettings(method="hybrid", final_k=2)
+    whole = [r.tool_id for r in retrieve(query, index, deps, params)]
+    split = [
+        r.tool_id for r in retrieve(query, index, deps, params, decomposition=Decomposition("interleave"))
+    ]
+    assert calls == [1, 3]  # the whole query, then the whole query and both parts in one search
+    assert "a__set_alarm" not in whole  # the stock words outvote the alarm in the whole query
+    assert split == ["a__get_price", "a__set_alarm"]
