@@ -125,7 +125,10 @@ def evaluate(
     ks=(5, 10),
     decomposition: Decomposition | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Metrics per query set (``split`` None = all queries) of ``params`` on the recording."""
+    """Metrics per query set (``split`` None = all queries) of ``params`` on the recording; without a
+    ``decomposition`` the whole query alone (the recordings hold whole queries only)."""
+    if decomposition is None:
+        params = params.model_copy(update={"decompose": "off"})
     index = RecordedIndex(records=rec.records, hits=rec.hits)
     deps = RecordedGraph(rec.graphs.get(graph, {}))
     out = {}
@@ -441,7 +444,9 @@ def walk(names: list[str], with_test: bool = False) -> None:
 def _check_walk_replay(
     rec: Recording, passes: list[Pass], deps: RecordedGraph, params: RetrievalSettings
 ) -> None:
-    """The lab's DFS lists must equal the real pipeline's, query by query."""
+    """The lab's DFS lists must equal the real pipeline's, query by query (whole queries: the lab's
+    passes are not decomposed)."""
+    params = params.model_copy(update={"decompose": "off"})
     index = RecordedIndex(records=rec.records, hits=rec.hits)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
     for text, (_set, _split, hits, _gold) in zip(texts, passes, strict=True):
@@ -580,7 +585,7 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
         reg.ingest(data.name, data.tools, data.edges)  # documents from the disk cache
         reg.embedder = Embedder(query_cache_size=0)  # every query text a model run: no condition
         # finds another's texts already embedded
-        params = RetrievalSettings()
+        params = RetrievalSettings(decompose="off")  # each condition passes its own decomposition
         for text in chosen[:20]:  # warm-up: model load, caches, the fleet record's first turns
             retrieve_tools(reg, text, params)
         times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in conditions}

@@ -68,6 +68,12 @@ class RetrievalSettings(BaseModel):
         "its record against the vectors over the fleet's turns; `peak`: by this turn's), reciprocal "
         "rank, or convex.",
     )
+    decompose: Literal["sentences", "clauses", "and", "off"] = Field(
+        "sentences",
+        description="Split a multi-part request into sub-queries searched beside the whole query (their "
+        "lists fused by best relevance): at sentence ends (`sentences`), also at clause coordinators "
+        "(`clauses`), also at a bare `and`; or `off`.",
+    )
     walk_order: Literal["dfs", "weighted"] = Field(
         "dfs",
         description="Walk order: `dfs` (the paper's) or `weighted` (parent relevance × edge confidence).",

@@ -137,3 +137,21 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
     assert calls == [1, 3]  # the whole query, then the whole query and both parts in one search
     assert "a__set_alarm" not in whole  # the stock words outvote the alarm in the whole query
     assert split == ["a__get_price", "a__set_alarm"]
+
+
+def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
+    index = WordIndex(DOCS, SOURCES)
+    calls: list[int] = []
+    search = index.search
+
+    def counting_search(queries, k, scope=None):  # type: ignore[no-untyped-def]
+        calls.append(len(queries))
+        return search(queries, k, scope)
+
+    index.search = counting_search  # type: ignore[method-assign]
+    query = "Set an alarm clock for seven tomorrow morning. Show the stock price of a ticker symbol."
+    default = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))]
+    retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2, decompose="off"))
+    assert RetrievalSettings().decompose == "sentences"  # on by default (bench/RESULTS.md)
+    assert calls == [3, 1]  # whole query + both sentences; then the whole query alone
+    assert set(default) == {"a__set_alarm", "a__get_price"}

@@ -116,7 +116,8 @@ def retrieve(
         context: earlier requests of the same conversation, oldest first.
         source_of: tool id → source, needed to keep excluded sources out of dependency walks.
         decomposition: split a multi-part request into sub-queries, searched beside the whole query
-            (one batched search) and fused into one candidate list; None = the whole query alone.
+            (one batched search) and fused into one candidate list; None = as ``params.decompose`` says
+            (``decomposition_of``).
     """
     text = clean_query(query)
     if not text:
@@ -124,6 +125,7 @@ def retrieve(
     if params.final_k < 1 or params.top_k < 1:
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
+    decomposition = decomposition or decomposition_of(params)
     hits, cosine = _candidates(text, context, index, params, pool, exclude_sources, decomposition)
     relevance = turn_relevance(hits)
     kept = apply_floor(
@@ -136,6 +138,20 @@ def retrieve(
         relevance=relevance,
     )
     return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
+
+
+DECOMPOSE_MIN_CONTENT_WORDS = 4
+"""Content words each part of a split request keeps (``decompose_query``). With ``max`` fusion and the
+parts weighted like the whole query, chosen leave-one-dataset-out over MetaTool, Seal-Tools, API-Bank and
+ToolLinkOS ``examples`` (each fold chose on the other three under the do-no-harm guard; no held-out set lost
+more than 0.0005 mAP@10): bench/RESULTS.md, "Query decomposition on by default"."""
+
+
+def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
+    """The decomposition ``params.decompose`` asks for (None for ``off``)."""
+    if params.decompose == "off":
+        return None
+    return Decomposition(fusion="max", level=params.decompose, min_content_words=DECOMPOSE_MIN_CONTENT_WORDS)
 
 
 def _candidates(
