@@ -25,13 +25,15 @@ import json
 import os
 import re
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ports import free_port, wait_port
 
 TOKYO = "what time is it in Tokyo"
 TOOL = "time__get_current_time"
@@ -136,24 +138,6 @@ def ensure_venv(venv: Path) -> Path:
     if done.returncode != 0:
         raise SystemExit(f"pip install {PACKAGES} into {venv} failed:\n{done.stderr[-2000:]}")
     return python
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"gateway exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"gateway not listening on {port}")
 
 
 def check(record: dict[str, Any]) -> tuple[bool, str]:

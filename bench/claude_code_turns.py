@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ports import free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[1]
 NPM_DIR = REPO / "bench" / "out" / "npm"
@@ -161,12 +163,6 @@ def _answer(body: dict[str, Any], content: list[dict[str, Any]], stop: str) -> R
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve_in_thread(app: Any, port: int) -> uvicorn.Server:
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
@@ -206,7 +202,7 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             log = (work / "gateway.log").open("ab")
             gateway = subprocess.Popen([*serve, "--transport", "http", "--port", str(port)], stderr=log)
             entry: dict[str, Any] = {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
-            _wait_port(port, gateway)
+            wait_port(port, gateway)
         else:
             entry = {"type": "stdio", "command": serve[0], "args": serve[1:]}
         config = work / "mcp.json"
@@ -255,18 +251,6 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
         if gateway is not None:
             gateway.terminate()
             gateway.wait(timeout=20)
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"gateway exited with {proc.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError("the gateway did not listen")
 
 
 def mcp_list_run(claude: str, work: Path, registry: Path) -> dict[str, Any]:

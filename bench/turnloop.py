@@ -25,9 +25,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ports import free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / ".." / "shared" / "datasets" / "openapi_specs" / "specs"
@@ -56,30 +58,8 @@ def names_figures(budget: int = 48) -> dict[str, Any]:
     return rows
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("gateway exited")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError("gateway did not listen")
-
-
 def ts_http_runs(registry: Path, manifest: Path, runs: int, wait_ms: int) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLWEAVE_PUBLISH__RELIST_WAIT_MS": str(wait_ms), "TOOLWEAVE_LOG_LEVEL": "WARNING"}
     proc = subprocess.Popen(
         [
@@ -100,7 +80,7 @@ def ts_http_runs(registry: Path, manifest: Path, runs: int, wait_ms: int) -> dic
     )
     held = 0
     try:
-        _wait_port(port, proc)
+        wait_port(port, proc)
         for _ in range(runs):
             out = subprocess.run(
                 ["node", str(TS_CACHE / "ts_client.mjs"), "http", f"http://127.0.0.1:{port}/mcp", QUERY],

@@ -118,7 +118,8 @@ def test_one_list_is_returned_as_it_is() -> None:
         assert fuse_variants([WHOLE], method, 2) == WHOLE[:2]  # type: ignore[arg-type]
 
 
-def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
+def counting_index() -> tuple[WordIndex, list[int]]:
+    """The test fleet's index, and the number of query variants of each search call made on it."""
     index = WordIndex(DOCS, SOURCES)
     calls: list[int] = []
     search = index.search
@@ -128,6 +129,11 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
         return search(queries, k, scope)
 
     index.search = counting_search  # type: ignore[method-assign]
+    return index, calls
+
+
+def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
+    index, calls = counting_index()
     query = "alarm clock for seven tomorrow morning, and also show the stock price of a ticker"
     params = RetrievalSettings(method="hybrid", final_k=2)
     whole = [r.tool_id for r in retrieve(query, index, deps, params)]
@@ -140,15 +146,7 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
 
 
 def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
-    index = WordIndex(DOCS, SOURCES)
-    calls: list[int] = []
-    search = index.search
-
-    def counting_search(queries, k, scope=None):  # type: ignore[no-untyped-def]
-        calls.append(len(queries))
-        return search(queries, k, scope)
-
-    index.search = counting_search  # type: ignore[method-assign]
+    index, calls = counting_index()
     query = "Set an alarm clock for seven tomorrow morning. Show the stock price of a ticker symbol."
     default = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))]
     retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2, decompose="off"))
