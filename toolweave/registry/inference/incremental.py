@@ -66,8 +66,8 @@ class ProfileCache:
         removed: Collection[str],
     ) -> Universe:
         """``universe`` as a write will leave the registry whose ``records`` and ``hashes`` are given,
-        before it is written: ``changed`` replace or join them, ``removed`` leave (so the rules can run
-        while the changed tools are being embedded)."""
+        before it is written: ``changed`` replace or join them, ``removed`` leave (so the inference that
+        runs beside the full-text index build reads neither the table nor the snapshot)."""
         after = {i: h for i, h in hashes.items() if i not in removed}
         after.update((t.id, t.content_hash) for t in changed)
         return self.universe(_Overlay({t.id: t for t in changed}, records), after)

@@ -72,7 +72,7 @@ def infer_among(
     the change, not the registry, and the edges are the same as over every tool.
 
     ``by_rules``: what ``propose_by_rules`` gave for this universe and focus (an ingest runs the rules
-    while its tools are being embedded: only the similarity pass needs their vectors)."""
+    beside its full-text index build; only the similarity pass needs the vectors)."""
     focus = {p.id for p in universe if p.id in focus}
     if not focus:
         return []

@@ -9,7 +9,7 @@ families such as dates and locations, measurement units, connectivity words), ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from itertools import chain
@@ -45,6 +45,8 @@ class Rule:
     one (a cover: sharing a key does not make an edge). An incremental ingest runs the rule for the
     changed tools and for the tools that want what a changed tool offers, not for every tool, and gets
     the same edges touching the change (``infer.infer_among``). Wanted keys are kept on the profile.
+    Both, like every key function the finders group the universe by (``universe.group_by``), depend on
+    the profile alone: a ``Universe`` carries those groupings from one ingest to the next.
     """
 
     name: str
@@ -207,12 +209,6 @@ def _tool_key(value: Hashable, holds: bool) -> tuple[Hashable, ...]:
     return (value,) if holds else ()
 
 
-def _index(universe: Sequence[ToolProfile], offers: Keys) -> Mapping[Hashable, Sequence[ToolProfile]]:
-    """The universe's tools by the keys they offer (``Rule.offers``), in universe order (a ``Universe``
-    keeps it from one ingest to the next: ``offers`` must be a function of the profile alone)."""
-    return group_by(universe, offers)
-
-
 def _keyed_params(
     subjects: Sequence[ToolProfile], key: Callable[[tuple[str, ...]], _K | None]
 ) -> Iterator[tuple[ToolProfile, str, tuple[str, ...], _K]]:
@@ -252,7 +248,7 @@ def _is_auth_producer(p: ToolProfile) -> bool:
 
 def _auth(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``session_id`` / ``token`` inputs come from the login (or token) tool of the same service."""
-    producers = _index(universe, _offers_credentials).get("credential", [])
+    producers = group_by(universe, _offers_credentials).get("credential", [])
     for t, param, pw, _credential_key in _keyed_params(subjects, _credential):
         pname = "_".join(pw)
         scored: list[tuple[float, ToolProfile]] = []
@@ -301,7 +297,7 @@ def _service_auth(
     subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
 ) -> Iterator[DependencyEdge]:
     """A tool of a service that has a login needs that login, even without a session parameter."""
-    logins = _index(universe, _offers_login)
+    logins = group_by(universe, _offers_login)
     for t in subjects:
         if not _needs_service_login(t):
             continue
@@ -338,7 +334,7 @@ def _identity_name(pw: tuple[str, ...]) -> str | None:
 
 def _identity(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """An input named exactly like what another tool returns (``country_code`` ← get_country_code)."""
-    index = _index(universe, _product_phrases)
+    index = group_by(universe, _product_phrases)
     ranked: dict[str, _Ranked] = {}
     for t, param, pw, pname in _keyed_params(subjects, _identity_name):
         if pname not in ranked:
@@ -392,7 +388,7 @@ identity_rule = Rule(
 
 def _family(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """Date, time, location, language, time-zone inputs default to the current value of a context tool."""
-    by_family = _index(universe, _families)
+    by_family = group_by(universe, _families)
     for t, param, pw, family in _keyed_params(subjects, param_family):
         cands = [
             (1.0 + (pw[-1] in p.subject_words), p)
@@ -428,7 +424,7 @@ def _value_head(pw: tuple[str, ...]) -> tuple[str, ...]:
 
 def _validator(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """An input that a ``validate_*`` / ``verify_*`` tool checks (``email`` ← validate_email)."""
-    validators = _index(universe, _offers_validation)
+    validators = group_by(universe, _offers_validation)
     for t, param, pw, last in _keyed_params(subjects, _validated):
         head = _value_head(pw)
         cands = [
@@ -476,7 +472,7 @@ def _entity(pw: tuple[str, ...]) -> str | None:
 
 def _entity_id(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """``<thing>_id`` / ``<thing>_code`` comes from a tool that creates, lists or looks up <thing>s."""
-    by_object = _index(universe, _offers_entities)
+    by_object = group_by(universe, _offers_entities)
     for t, param, pw, entity in _keyed_params(subjects, _entity):
         cands = []
         for p in by_object.get(entity, []):
@@ -519,7 +515,7 @@ def _offers_conversion(p: ToolProfile) -> tuple[Hashable, ...]:
 
 def _unit(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """Inputs with a unit in their name (``weight_kg``) may need a unit conversion first."""
-    converters = _index(universe, _offers_conversion).get("unit", ())
+    converters = group_by(universe, _offers_conversion).get("unit", ())
     for t in subjects:
         params = _unit_params(t)
         best = best_candidate(t, [(1.0, c) for c in converters if c.id != t.id])
@@ -549,7 +545,7 @@ def _offers_capability(p: ToolProfile) -> tuple[str, ...]:
 def _capability(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A tool named after a capability (bluetooth, location) needs that capability's status checked."""
     # a reader whose capability the name mentions is filed under the capability's first word
-    readers = _index(universe, _offers_capability)
+    readers = group_by(universe, _offers_capability)
     for t in subjects:
         if t.status_capability or t.is_setter:
             continue
@@ -596,7 +592,7 @@ def _role_of(p: ToolProfile) -> tuple[Hashable, ...]:
 
 def _state_pair(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
     """A setter and a reader of the same state go together: read before changing, change after reading."""
-    by_role = _index(universe, _role_of)
+    by_role = group_by(universe, _role_of)
     for t in subjects:
         role = _state_role(t)
         if role is None:
@@ -629,7 +625,7 @@ def _reader_score(p: ToolProfile) -> float:
 
 
 def _connectivity_reader(universe: Sequence[ToolProfile]) -> ToolProfile | None:
-    candidates = _index(universe, _may_read_network).get("network", ())
+    candidates = group_by(universe, _may_read_network).get("network", ())
     scored = [(score, p) for p in candidates if (score := _reader_score(p))]
     if not scored:
         return None
@@ -656,7 +652,7 @@ def _network_users(
         return t.id != reader.id and bool(_fleet_keys(t))
 
     if prior:  # counted from the universe's grouping (kept across ingests), the reader left out
-        members, own = _index(universe, _fleet_keys), _fleet_keys(reader)
+        members, own = group_by(universe, _fleet_keys), _fleet_keys(reader)
         fleet = len(members.get("fleet", ())) - ("fleet" in own)
         online = len(members.get("online", ())) - ("online" in own)
         if online <= FLEET_PRIOR_SHARE * fleet:
