@@ -69,10 +69,10 @@ class RetrievalSettings(BaseModel):
         "rank, or convex.",
     )
     decompose: Literal["sentences", "clauses", "and", "off"] = Field(
-        "sentences",
+        "off",
         description="Split a multi-part request into sub-queries searched beside the whole query (their "
-        "lists fused by best relevance): at sentence ends (`sentences`), also at clause coordinators "
-        "(`clauses`), also at a bare `and`; or `off`.",
+        "lists fused by best relevance): at sentence ends (`sentences`: for fleets whose requests are "
+        "multi-step), also at clause coordinators (`clauses`), also at a bare `and`; `off` by default.",
     )
     walk_order: Literal["dfs", "weighted"] = Field(
         "dfs",

@@ -141,10 +141,10 @@ def retrieve(
 
 
 DECOMPOSE_MIN_CONTENT_WORDS = 4
-"""Content words each part of a split request keeps (``decompose_query``). With ``max`` fusion and the
-parts weighted like the whole query, chosen leave-one-dataset-out over MetaTool, Seal-Tools, API-Bank and
-ToolLinkOS ``examples`` (each fold chose on the other three under the do-no-harm guard; no held-out set lost
-more than 0.0005 mAP@10): bench/RESULTS.md, "Query decomposition on by default"."""
+"""Content words each part of a split request keeps (``decompose_query``) when ``retrieval.decompose``
+turns decomposition on. With ``max`` fusion and the parts weighted like the whole query, chosen
+leave-one-dataset-out over MetaTool, Seal-Tools, API-Bank and ToolLinkOS ``examples``; it stays off by
+default because it cost OpenAPI-links' 8 workflow descriptions (bench/RESULTS.md, "Query decomposition")."""
 
 
 def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
