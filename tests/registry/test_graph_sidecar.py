@@ -54,3 +54,54 @@ def test_corrupt_graph_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / GRAPH_FILE).write_text(json.dumps({"format": "other"}))
     with pytest.raises(GraphError, match="not a toolweave graph"):
         DependencyGraph.load(tmp_path)
+
+
+def test_edges_touching_some_tools_are_those_with_an_end_among_them() -> None:
+    g = small()
+    g.add_tool("d", "regular", "s")
+    g.add_edge(DependencyEdge(tool="d", depends_on="c", kind=P, parameter_name="z"))
+    assert sorted((e.tool, e.depends_on, e.parameter_name) for e in g.edges(touching={"a", "b"})) == [
+        ("a", "b", "x"),  # once, though both ends are among them
+        ("a", "b", "y"),
+        ("b", "c", None),
+    ]
+    assert {e.parameter_name for e in g.edges(touching={"c"})} == {None, "z"}
+    assert list(g.edges(touching={"nobody"})) == []
+    assert [e.parameter_name for e in g.between("a", "b")] == ["x", "y"] and g.between("b", "a") == []
+
+
+def test_a_scoped_removal_removes_what_a_full_one_does_among_those_tools() -> None:
+    scoped, full = small(), small()
+    assert scoped.remove_edges(lambda e: e.tool == "a", touching={"a"}) == 2
+    assert full.remove_edges(lambda e: e.tool == "a") == 2
+    assert (
+        list(scoped.edges())
+        == list(full.edges())
+        == [DependencyEdge(tool="b", depends_on="c", kind=EdgeKind.TOOL_INDIRECTLY_DEPENDS_ON)]
+    )
+
+
+def test_the_graph_says_whose_outgoing_edges_changed() -> None:
+    g = small()
+    assert g.take_changed() is None  # never asked: everything is new
+    assert g.take_changed() == set()
+    g.add_edge(DependencyEdge(tool="c", depends_on="a", kind=P, parameter_name="w"))
+    g.remove_edges(lambda e: e.parameter_name == "x", touching={"a"})
+    assert g.take_changed() == {"a", "c"}
+    g.remove_tools(["c"])  # b loses its edge to c
+    assert g.take_changed() == {"b", "c"}
+    g.remove_edges(lambda e: False)
+    assert g.take_changed() == set()
+
+
+def test_the_graph_keeps_which_tools_declare_edges() -> None:
+    g = small()
+    assert g.declaring() == {"a", "b"}  # small()'s edges have the default origin, "declared"
+    g.add_edge(DependencyEdge(tool="c", depends_on="a", kind=P, origin="inferred"))
+    assert g.declaring() == {"a", "b"}
+    g.remove_edges(lambda e: e.parameter_name == "x", touching={"a"})
+    assert g.declaring() == {"a", "b"}  # a still declares y
+    g.remove_edges(lambda e: e.tool == "a", touching={"a"})
+    assert g.declaring() == {"b"}
+    g.remove_tools(["c"])  # b's declared edge goes with c
+    assert g.declaring() == set()

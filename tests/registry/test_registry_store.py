@@ -89,6 +89,22 @@ def test_replace_source_drops_missing_tools_and_their_edges(reg: Registry) -> No
     assert reg.delete_source("other") == 1 and reg.sources() == ["demo"]
 
 
+def test_what_retrieval_walks_follows_each_write_to_the_tools_it_touched(reg: Registry) -> None:
+    """Each write republishes the walk map of the tools it changed (and of their dependents) alone."""
+    quote = tool("quote", "Quote a share by ticker.", source="other")
+    needs_ticker = DependencyEdge(
+        tool="other__quote", depends_on="demo__get_stock_ticker", kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+    )
+    reg.ingest("other", [quote], [needs_ticker])
+    assert reg.dependencies("other__quote") == [needs_ticker]
+    assert [e.depends_on for e in reg.dependencies("demo__get_stock_price")] == ["demo__get_stock_ticker"]
+    reg.ingest("demo", [t for t in TOOLS if t.name != "get_stock_ticker"], [])
+    assert reg.dependencies("other__quote") == []  # its dependency left with the demo source's tool
+    assert reg.dependencies("demo__get_stock_price") == []
+    assert reg.dependencies("demo__get_stock_ticker") == []
+    assert reg.edges() == ()
+
+
 def test_exclude_sources_hides_an_upstream(reg: Registry) -> None:
     reg.ingest("other", [tool("stock_quote", "Stock price quote for a ticker.", source="other")])
     ids = [r.tool_id for r in retrieve_tools(reg, "stock price", exclude_sources={"other"})]

@@ -141,15 +141,18 @@ class GraphOverrides:
         return out
 
 
-def _authoritative_pairs(graph: DependencyGraph) -> set[tuple[str, str]]:
-    return {(e.tool, e.depends_on) for e in graph.edges() if e.origin != "inferred"}
+def _held(graph: DependencyGraph, tool_id: str, depends_on: str) -> bool:
+    """A declared or manifest edge holds the pair."""
+    return any(e.origin != "inferred" for e in graph.between(tool_id, depends_on))
 
 
 def add_authoritative(graph: DependencyGraph, edges: Iterable[DependencyEdge]) -> list[GraphError]:
     """Add declared or manifest edges; inferred edges on the same pairs go (declared beats inferred)."""
     edges = list(edges)
     pairs = {(e.tool, e.depends_on) for e in edges}
-    graph.remove_edges(lambda e: e.origin == "inferred" and (e.tool, e.depends_on) in pairs)
+    graph.remove_edges(
+        lambda e: e.origin == "inferred" and (e.tool, e.depends_on) in pairs, touching={a for a, _b in pairs}
+    )
     return graph.add_edges(edges)
 
 
@@ -157,10 +160,9 @@ def merge_inferred(
     graph: DependencyGraph, edges: Iterable[DependencyEdge], overrides: GraphOverrides | None = None
 ) -> int:
     """Add inferred edges where no declared/manifest edge holds the pair and no ``remove`` forbids it."""
-    taken = _authoritative_pairs(graph)
     added = 0
     for e in edges:
-        if (e.tool, e.depends_on) in taken or (overrides is not None and overrides.is_removed(e)):
+        if _held(graph, e.tool, e.depends_on) or (overrides is not None and overrides.is_removed(e)):
             continue
         if e.tool in graph and e.depends_on in graph and e.tool != e.depends_on:
             graph.add_edge(e)

@@ -168,13 +168,16 @@ def test_focused_rules_give_the_full_runs_edges_where_the_network_prior_holds() 
 def test_a_small_change_runs_the_rules_for_few_tools() -> None:
     """The point of the keys: one new tool is not a reason to run a rule for every tool."""
     from toolweave.registry.inference.infer import _reaching
-    from toolweave.registry.inference.rules import RULES
+    from toolweave.registry.inference.rules import RULES, Scope
     from toolweave.registry.inference.value_kinds import producer_rule
 
     fleet = [tool("app", f"do_task_{n}", f"Does task {n}.", {f"thing_{n}_id": ""}) for n in range(200)]
     universe = profiles({t.id: t for t in [*fleet, *SHOP, *UTIL]})
     new = next(p for p in universe if p.id == "shop__shop_list_carts")
-    visited = {rule.name: len(_reaching(rule, universe, {new.id}, [new])) for rule in (*RULES, producer_rule)}
+    visited = {
+        rule.name: len(_reaching(rule, universe, Scope({new.id}, set(rule.offers(new))), [new]))
+        for rule in (*RULES, producer_rule)
+    }
     assert max(visited.values()) < 10, visited
 
 

@@ -117,10 +117,12 @@ def refresh_inferred_edges(
     """
     source_of = {p.id: p.source for p in universe}
     changed = {i for i in changed_ids if i in source_of}
-    graph.remove_edges(lambda e: e.origin == "inferred" and (e.tool in changed or e.depends_on in changed))
+    graph.remove_edges(
+        lambda e: e.origin == "inferred" and (e.tool in changed or e.depends_on in changed), touching=changed
+    )
     if not changed:
         return 0
-    declaring = {source_of[e.tool] for e in graph.edges() if e.origin == "declared" and e.tool in source_of}
+    declaring = {source_of[t] for t in graph.declaring() if t in source_of}
     edges = infer_among(universe, changed, vectors=vectors, by_rules=by_rules)
     edges = [e for e in edges if source_of[e.tool] not in declaring]
     return merge_inferred(graph, edges, overrides)

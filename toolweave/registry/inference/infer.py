@@ -13,7 +13,7 @@ import numpy as np
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.registry.inference.producers import ToolProfile, profile
-from toolweave.registry.inference.rules import RULES, Rule
+from toolweave.registry.inference.rules import RULES, Rule, Scope
 from toolweave.registry.inference.similarity import similarity_edges
 from toolweave.registry.inference.universe import group_by, in_order
 from toolweave.registry.inference.value_kinds import producer_rule
@@ -126,25 +126,27 @@ def _by_rules(
     changed = in_order(universe, focus) if focus is not None else []
     raw: list[DependencyEdge] = []
     for rule in (*RULES, producer_rule):
-        subjects = universe if focus is None else _reaching(rule, universe, focus, changed)
-        found = rule(subjects, universe)
-        if focus is not None:  # a reached tool's edge to a tool outside the change is not wanted
+        if focus is None:
+            found = rule(universe, universe)
+        else:
+            scope = Scope(focus, {key for p in changed for key in rule.offers(p)})
+            found = rule(_reaching(rule, universe, scope, changed), universe, scope)
+            # a reached tool's edge to a tool outside the change is not wanted
             found = (e for e in found if e.tool in focus or e.depends_on in focus)
         raw.extend(_calibrated(found, table))
     return raw
 
 
 def _reaching(
-    rule: Rule, universe: Sequence[ToolProfile], focus: Collection[str], changed: Sequence[ToolProfile]
+    rule: Rule, universe: Sequence[ToolProfile], scope: Scope, changed: Sequence[ToolProfile]
 ) -> Sequence[ToolProfile]:
     """The subjects whose edges under ``rule`` can touch the focus: the changed tools, and the tools that
     want a key a changed tool offers (in universe order, as a full run visits them)."""
-    offered = {key for p in changed for key in rule.offers(p)}
-    if not offered:
+    if not scope.offered:
         return changed
     wanting = group_by(universe, rule.wants)  # kept across ingests by a ``Universe``
-    reached = set(focus)
-    for key in offered:
+    reached = set(scope.focus)
+    for key in scope.offered:
         reached.update(t.id for t in wanting.get(key, ()))
     return in_order(universe, reached)
 

@@ -26,14 +26,30 @@ __all__ = [
     "UNIT_WORDS",
     "EdgeText",
     "Rule",
+    "Scope",
     "best_candidate",
     "is_sibling",
     "param_words",
 ]
 
-Finder = Callable[[Sequence[ToolProfile], Sequence[ToolProfile]], Iterator[DependencyEdge]]
+Finder = Callable[[Sequence[ToolProfile], Sequence[ToolProfile], "Scope | None"], Iterator[DependencyEdge]]
 Keys = Callable[[ToolProfile], Collection[Hashable]]
 _K = TypeVar("_K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What an incremental run of one rule wants: the edges with an end in ``focus``. ``offered`` holds
+    the keys the focus's tools offer under the rule (``Rule.offers``). A subject outside the focus can
+    link to a focus tool only through such a key (the rule's cover), so a finder may skip the subject's
+    other keys: at 100k tools, reached tools' other parameters were most of an ingest's rule work, and
+    every edge they gave was dropped."""
+
+    focus: Collection[str]
+    offered: Collection[Hashable]
+
+    def wants(self, t: ToolProfile, key: Hashable) -> bool:
+        return t.id in self.focus or key in self.offered
 
 
 @dataclass(frozen=True)
@@ -55,9 +71,10 @@ class Rule:
     offers: Keys
 
     def __call__(
-        self, subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+        self, subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
     ) -> Iterator[DependencyEdge]:
-        return self.find(subjects, universe)
+        """Edges out of ``subjects``; with ``scope``, at least every one with an end in its focus."""
+        return self.find(subjects, universe, scope)
 
     def wanted(self, t: ToolProfile) -> frozenset[Hashable]:
         return t.memo(("wants", self.name), self._wanted)
@@ -210,14 +227,15 @@ def _tool_key(value: Hashable, holds: bool) -> tuple[Hashable, ...]:
 
 
 def _keyed_params(
-    subjects: Sequence[ToolProfile], key: Callable[[tuple[str, ...]], _K | None]
+    subjects: Sequence[ToolProfile], key: Callable[[tuple[str, ...]], _K | None], scope: Scope | None
 ) -> Iterator[tuple[ToolProfile, str, tuple[str, ...], _K]]:
-    """``(subject, parameter, its words, key)`` for each parameter whose words have a key."""
+    """``(subject, parameter, its words, key)`` for each parameter whose words have a key (and, with a
+    ``scope``, can link to its focus: the rules that use this look candidates up by that key)."""
     for t in subjects:
         for param in t.params:
             pw = param_words(param)
             found = key(pw)
-            if found is not None:
+            if found is not None and (scope is None or scope.wants(t, found)):
                 yield t, param, pw, found
 
 
@@ -246,10 +264,12 @@ def _is_auth_producer(p: ToolProfile) -> bool:
     )
 
 
-def _auth(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _auth(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """``session_id`` / ``token`` inputs come from the login (or token) tool of the same service."""
     producers = group_by(universe, _offers_credentials).get("credential", [])
-    for t, param, pw, _credential_key in _keyed_params(subjects, _credential):
+    for t, param, pw, _credential_key in _keyed_params(subjects, _credential, scope):
         pname = "_".join(pw)
         scored: list[tuple[float, ToolProfile]] = []
         for p in producers:
@@ -294,7 +314,7 @@ def _needs_service_login(t: ToolProfile) -> bool:
 
 
 def _service_auth(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
 ) -> Iterator[DependencyEdge]:
     """A tool of a service that has a login needs that login, even without a session parameter."""
     logins = group_by(universe, _offers_login)
@@ -332,11 +352,13 @@ def _identity_name(pw: tuple[str, ...]) -> str | None:
     return None if not pname or pname in _VAGUE or _AUTH_PARAM_WORDS.intersection(pw) else pname
 
 
-def _identity(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _identity(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """An input named exactly like what another tool returns (``country_code`` ← get_country_code)."""
     index = group_by(universe, _product_phrases)
     ranked: dict[str, _Ranked] = {}
-    for t, param, pw, pname in _keyed_params(subjects, _identity_name):
+    for t, param, pw, pname in _keyed_params(subjects, _identity_name, scope):
         if pname not in ranked:
             makers = [p for p in index.get(pname, []) if not p.is_setter and p.verb not in _CHECK_VERBS]
             ranked[pname] = _Ranked.of(makers, partial(_identity_score, pname))
@@ -386,10 +408,12 @@ identity_rule = Rule(
 )
 
 
-def _family(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _family(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """Date, time, location, language, time-zone inputs default to the current value of a context tool."""
     by_family = group_by(universe, _families)
-    for t, param, pw, family in _keyed_params(subjects, param_family):
+    for t, param, pw, family in _keyed_params(subjects, param_family, scope):
         cands = [
             (1.0 + (pw[-1] in p.subject_words), p)
             for p in by_family.get(family, [])
@@ -422,10 +446,12 @@ def _value_head(pw: tuple[str, ...]) -> tuple[str, ...]:
     return pw
 
 
-def _validator(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _validator(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """An input that a ``validate_*`` / ``verify_*`` tool checks (``email`` ← validate_email)."""
     validators = group_by(universe, _offers_validation)
-    for t, param, pw, last in _keyed_params(subjects, _validated):
+    for t, param, pw, last in _keyed_params(subjects, _validated, scope):
         head = _value_head(pw)
         cands = [
             (float(len(v.subject_words)), v)
@@ -470,10 +496,12 @@ def _entity(pw: tuple[str, ...]) -> str | None:
     return None if entity in ("user", "api", "item", "unique") or len(entity) < 3 else entity
 
 
-def _entity_id(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _entity_id(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """``<thing>_id`` / ``<thing>_code`` comes from a tool that creates, lists or looks up <thing>s."""
     by_object = group_by(universe, _offers_entities)
-    for t, param, pw, entity in _keyed_params(subjects, _entity):
+    for t, param, pw, entity in _keyed_params(subjects, _entity, scope):
         cands = []
         for p in by_object.get(entity, []):
             if p.id == t.id or param in p.params:
@@ -513,7 +541,9 @@ def _offers_conversion(p: ToolProfile) -> tuple[Hashable, ...]:
     return _tool_key("unit", p.is_converter)
 
 
-def _unit(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _unit(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """Inputs with a unit in their name (``weight_kg``) may need a unit conversion first."""
     converters = group_by(universe, _offers_conversion).get("unit", ())
     for t in subjects:
@@ -542,7 +572,9 @@ def _offers_capability(p: ToolProfile) -> tuple[str, ...]:
     return p.status_capability[:1]
 
 
-def _capability(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _capability(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """A tool named after a capability (bluetooth, location) needs that capability's status checked."""
     # a reader whose capability the name mentions is filed under the capability's first word
     readers = group_by(universe, _offers_capability)
@@ -590,7 +622,9 @@ def _role_of(p: ToolProfile) -> tuple[Hashable, ...]:
     return () if role is None else ((role, p.source, _state(p)),)
 
 
-def _state_pair(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _state_pair(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """A setter and a reader of the same state go together: read before changing, change after reading."""
     by_role = group_by(universe, _role_of)
     for t in subjects:
@@ -690,7 +724,7 @@ def _network_edges(
 
 
 def _connectivity(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
 ) -> Iterator[DependencyEdge]:
     """A tool whose own text says it uses the network needs it up: the connectivity reader comes first.
 
@@ -700,7 +734,7 @@ def _connectivity(
 
 
 def _connectivity_prior(
-    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
 ) -> Iterator[DependencyEdge]:
     """In a fleet that shows it, the other (non-local) tools need the network too: a weak prior whose
     calibrated confidence decides whether retrieval may use it. A fleet where at most

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import GENERIC_NAME_WORDS, ToolProfile
-from toolweave.registry.inference.rules import EdgeText, Rule, best_candidate, is_sibling, param_words
+from toolweave.registry.inference.rules import EdgeText, Rule, Scope, best_candidate, is_sibling, param_words
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, wordset
 from toolweave.registry.inference.universe import group_by
 
@@ -142,7 +142,9 @@ _PRODUCER = EdgeText(
 )
 
 
-def _producer(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) -> Iterator[DependencyEdge]:
+def _producer(
+    subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile], scope: Scope | None = None
+) -> Iterator[DependencyEdge]:
     """``remind_at`` (a timestamp) ← the tool that outputs timestamps; likewise coordinates, emails,
     URLs and file paths."""
     makers = group_by(universe, _kind_names)  # kept across ingests by a ``Universe``
@@ -150,7 +152,7 @@ def _producer(subjects: Sequence[ToolProfile], universe: Sequence[ToolProfile]) 
         formats = dict(t.formats)
         for param in t.params:
             takes = param_kind(param, formats.get(param))
-            if takes is None:
+            if takes is None or (scope is not None and not scope.wants(t, takes.name)):
                 continue
             # qualified values match both ways: a live stream's URL feeds only an input that says so, and
             # a polygon's coordinates come only from a tool that says polygon
