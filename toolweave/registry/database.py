@@ -412,10 +412,11 @@ class RegistryDatabase:
         self._handles[name] = table
         return table
 
-    def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
+    def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]] | pa.Table) -> None:
         table = self._ensure(name, schema)
-        with lance_errors(f"writing {len(rows)} rows", name):
-            table.add(pa.Table.from_pylist(rows, schema=schema), mode="overwrite")
+        arrow = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
+        with lance_errors(f"writing {arrow.num_rows} rows", name):
+            table.add(arrow, mode="overwrite")
 
     def _committed_rows(self, name: str, schema: pa.Schema) -> list[dict[str, Any]]:
         """The rows of table ``name`` at its committed version (never a writer's work in progress);
@@ -438,7 +439,11 @@ class RegistryDatabase:
     # -- edges and overrides -------------------------------------------------------------------------
     def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
         """Replace the edge table (not yet committed: ``commit`` makes it count)."""
-        self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, [e.model_dump(mode="json") for e in edges])
+        edges = list(edges)
+        # column by column: dumping each of 50k edges to a dict took most of a 100k-tool commit
+        columns: dict[str, list[Any]] = {n: [getattr(e, n) for e in edges] for n in _EDGE_SCHEMA.names}
+        columns["kind"] = [str(e.kind) for e in edges]  # a StrEnum (or, written by hand, a str)
+        self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, pa.Table.from_pydict(columns, schema=_EDGE_SCHEMA))
 
     def load_edges(self) -> list[DependencyEdge]:
         rows = self._committed_rows(EDGE_TABLE, _EDGE_SCHEMA)

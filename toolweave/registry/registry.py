@@ -72,6 +72,7 @@ from toolweave.registry.vector_index import (
     refresh,
     row_map,
 )
+from toolweave.registry.vector_rows import VectorRows
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
@@ -266,13 +267,13 @@ class Registry:
     def sources(self) -> list[str]:
         return sorted(set(self._snap.sources.values()))
 
-    def vectors(self) -> dict[str, np.ndarray]:
+    def vectors(self) -> VectorRows:
         """Tool id → unit vector, for graph inference and diagnostics (read from the table when the
         registry is large enough to keep no matrix)."""
         snap = self._snap
         if snap.ann:
             return self._table.load_vectors()
-        return {tool_id: snap.matrix[i] for i, tool_id in enumerate(snap.ids)}
+        return VectorRows(snap.ids, snap.matrix)
 
     # -- writes --------------------------------------------------------------------------------------
     def ingest(
@@ -338,10 +339,8 @@ class Registry:
                     # the registry as the write will leave it, read before the write: the inference
                     # below then reads neither the table nor the snapshot
                     universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
-                    stored = self.vectors()
-                    for tool_id in removed:
-                        stored.pop(tool_id, None)
-                    stored.update((t.id, v) for t, v in zip(changed, vectors, strict=True))
+                    new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
+                    stored = self.vectors().updated(new_vectors, removed)
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 self._table.upsert(rows, documents)
                 self._table.delete_ids(removed)

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from toolweave.errors import RegistryError
 from toolweave.records import ToolKind, ToolRecord
+from toolweave.registry.vector_rows import VectorRows
 
 __all__ = ["CompactRecords", "StoredTool", "ToolTable", "lance_errors", "sql_string"]
 
@@ -148,11 +149,11 @@ class ToolTable:
         records = CompactRecords(dict(zip(ids, arrow.column("record").to_pylist(), strict=True)), kinds)
         return ids, arrow.column("source").to_pylist(), arrow.column("content_hash").to_pylist(), records
 
-    def load_vectors(self) -> dict[str, np.ndarray]:
+    def load_vectors(self) -> VectorRows:
         """Tool id → vector, read from the table (for dependency inference when no matrix is held)."""
         with lance_errors("reading the vectors"):
             arrow = self._select(["id", "vector"])
-        return dict(zip(arrow.column("id").to_pylist(), self.decode_vectors(arrow), strict=True))
+        return VectorRows(arrow.column("id").to_pylist(), self.decode_vectors(arrow))
 
     def _select(self, columns: list[str]) -> pa.Table:
         return self._table.search().select(columns).limit(None).to_arrow()

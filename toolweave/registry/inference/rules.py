@@ -51,6 +51,23 @@ class Scope:
     def wants(self, t: ToolProfile, key: Hashable) -> bool:
         return t.id in self.focus or key in self.offered
 
+    def among(self, candidates: Sequence[ToolProfile]) -> list[ToolProfile]:
+        """The candidates in the focus."""
+        return [p for p in candidates if p.id in self.focus]
+
+    def reaches(
+        self, t: ToolProfile, focus_candidates: Sequence[ToolProfile], allowed: Callable[[ToolProfile], bool]
+    ) -> bool:
+        """Whether ``t``'s best candidate can be in the focus, if ``t`` is not: then some candidate of
+        the focus must be allowed. Asking the few focus candidates first spares ranking them all for
+        the many tools an ingest reaches that keep their old producer."""
+        return t.id in self.focus or any(allowed(p) for p in focus_candidates)
+
+    def keeps(self, t: ToolProfile, p: ToolProfile) -> bool:
+        """Whether an edge ``t -> p`` is wanted (has an end in the focus): a finder need not build the
+        others."""
+        return t.id in self.focus or p.id in self.focus
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -357,13 +374,18 @@ def _identity(
 ) -> Iterator[DependencyEdge]:
     """An input named exactly like what another tool returns (``country_code`` ← get_country_code)."""
     index = group_by(universe, _product_phrases)
-    ranked: dict[str, _Ranked] = {}
+    ranked: dict[str, tuple[_Ranked, list[ToolProfile]]] = {}
     for t, param, pw, pname in _keyed_params(subjects, _identity_name, scope):
         if pname not in ranked:
             makers = [p for p in index.get(pname, []) if not p.is_setter and p.verb not in _CHECK_VERBS]
-            ranked[pname] = _Ranked.of(makers, partial(_identity_score, pname))
-        best = ranked[pname].best(t, partial(_may_produce, t, param))
-        if best is None:
+            in_focus = makers if scope is None else scope.among(makers)
+            ranked[pname] = (_Ranked.of(makers, partial(_identity_score, pname)), in_focus)
+        order, in_focus = ranked[pname]
+        allowed = partial(_may_produce, t, param)
+        if scope is not None and not scope.reaches(t, in_focus, allowed):
+            continue
+        best = order.best(t, allowed)
+        if best is None or (scope is not None and not scope.keeps(t, best)):
             continue
         how = "output field" if pname in best.outputs else "name"
         text = _IDENTITY_DEFAULT if best.is_ambient else _IDENTITY

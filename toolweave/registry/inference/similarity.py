@@ -16,6 +16,7 @@ import numpy as np
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.inference.universe import group_by, in_order
+from toolweave.registry.vector_rows import stack_rows
 
 __all__ = ["SIMILARITY_THRESHOLD", "similarity_edges"]
 
@@ -94,7 +95,7 @@ def _near_focus(
     near: set[str] = set()
     for start in range(0, len(others), _CHUNK):
         ids = others[start : start + _CHUNK]
-        block = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids])
+        block = stack_rows(vectors, ids)
         hits = np.flatnonzero((block @ focus_matrix.T >= threshold - _MARGIN).any(axis=1))
         near.update(ids[int(n)] for n in hits)
     return near

@@ -90,7 +90,7 @@ def group_by(universe: Sequence[ToolProfile], keys: Keys) -> Mapping[Hashable, S
 def in_order(universe: Sequence[ToolProfile], ids: Collection[str]) -> list[ToolProfile]:
     """The universe's tools named in ``ids``, in universe order: without reading every tool when the
     universe is a ``Universe`` (id order), so few ids cost little in a large registry."""
-    if isinstance(universe, Universe):
+    if isinstance(universe, Universe) and len(ids) * _BISECT_COST < len(universe):
         profiles = universe._profiles
         found = []
         for tool_id in sorted(ids):
@@ -98,7 +98,14 @@ def in_order(universe: Sequence[ToolProfile], ids: Collection[str]) -> list[Tool
             if at < len(profiles) and profiles[at].id == tool_id:
                 found.append(profiles[at])
         return found
+    ids = ids if isinstance(ids, set | frozenset) else set(ids)
     return [p for p in universe if p.id in ids]
+
+
+_BISECT_COST = 64
+"""A bisection per id (and sorting the ids) costs about as much as this many steps of a scan (measured
+at 100k tools: 1.7 ms for 1,000 ids against 2.4 ms for the scan):
+many ids (an ingest reaching 10k tools of 100k) are found faster by the scan."""
 
 
 def _group(profiles: Iterable[ToolProfile], keys: Keys) -> Grouping:
