@@ -181,6 +181,26 @@ def test_a_small_change_runs_the_rules_for_few_tools() -> None:
     assert max(visited.values()) < 10, visited
 
 
+def test_a_focused_rule_builds_only_edges_touching_its_focus(dataset_dir: Callable[[str], Path]) -> None:
+    """The reached tools that keep their old producer cost no edge (most of a 100k-tool ingest's rule
+    work was building edges that were then dropped); the full-run equality above says none is missed."""
+    from toolweave.registry.inference.infer import _reaching
+    from toolweave.registry.inference.rules import RULES, Scope
+    from toolweave.registry.inference.value_kinds import producer_rule
+
+    tools = load_catalog([dataset_dir("toollinkos")], "toollinkos", require_description=False).tools
+    universe = profiles({t.id: t for t in [*tools, *SHOP, *UTIL]})
+    changed = [p for p in universe if p.source != "toollinkos"]
+    focus = {p.id for p in changed}
+    built = 0
+    for rule in (*RULES, producer_rule):
+        scope = Scope(focus, {key for p in changed for key in rule.offers(p)})
+        edges = list(rule(_reaching(rule, universe, scope, changed), universe, scope))
+        assert all(e.tool in focus or e.depends_on in focus for e in edges), rule.name
+        built += len(edges)
+    assert built > 0
+
+
 def test_the_profile_cache_profiles_only_what_changed() -> None:
     read: list[str] = []
 

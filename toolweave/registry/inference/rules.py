@@ -232,6 +232,15 @@ def _may_default(t: ToolProfile, param: str, p: ToolProfile) -> bool:
     return p.kind == "core" or param not in t.required
 
 
+def _best(
+    t: ToolProfile, cands: Sequence[tuple[float, ToolProfile]], scope: Scope | None
+) -> ToolProfile | None:
+    """``best_candidate``, when the edge to it is wanted (``Scope.keeps``): a run focused on an
+    ingest's tools need not build the edges of the tools it reached that keep their old choice."""
+    best = best_candidate(t, cands)
+    return best if best is not None and (scope is None or scope.keeps(t, best)) else None
+
+
 def _param_keys(t: ToolProfile, key: Callable[[tuple[str, ...]], Hashable | None]) -> set[Hashable]:
     """``key`` of each parameter's words, without ``None``: what a per-parameter rule looks for."""
     found = {key(pw) for pw in map(param_words, t.params) if pw}
@@ -299,7 +308,7 @@ def _auth(
                 continue  # another service's login
             score = 3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
             scored.append((score, p))
-        best = best_candidate(t, scored)
+        best = _best(t, scored, scope)
         if best is None:
             continue
         why = f"input {param!r}; " + (
@@ -344,7 +353,7 @@ def _service_auth(
             for p in logins.get(t.source, [])
             if p.id != t.id and p.service_words <= names
         ]
-        best = best_candidate(t, cands)
+        best = _best(t, cands, scope)
         if best is not None:
             yield _SERVICE_AUTH.edge(t, best, service=sorted(best.service_words))
 
@@ -441,7 +450,7 @@ def _family(
             for p in by_family.get(family, [])
             if p.id != t.id and family not in t.families and _may_default(t, param, p)
         ]
-        best = best_candidate(t, cands)
+        best = _best(t, cands, scope)
         if best is not None:
             variant = "/core" if best.kind == "core" else "/optional"
             yield _FAMILY.edge(t, best, param, variant=variant, family=family)
@@ -480,7 +489,7 @@ def _validator(
             for v in validators.get(last, [])
             if v.id != t.id and head[-len(v.subject_words) :] == v.subject_words
         ]
-        best = best_candidate(t, cands)
+        best = _best(t, cands, scope)
         if best is not None:
             yield _VALIDATOR.edge(t, best, param, what=" ".join(best.subject_words))
 
@@ -534,7 +543,7 @@ def _entity_id(
             finds = 0.5 if p.verb in ("list", "search", "find", "query", "lookup") else 0.0
             score = 1.0 + (p.source == t.source) + 0.5 * len(p.service_words & set(t.name_words)) + finds
             cands.append((score, p))
-        best = best_candidate(t, cands)
+        best = _best(t, cands, scope)
         if best is not None:
             facts = {"entity": entity, "verb": best.verb, "objects": " ".join(best.object_words)}
             yield _ENTITY.edge(t, best, param, **facts)
@@ -610,7 +619,7 @@ def _capability(
             for r in readers.get(first, ())
             if r.id != t.id and set(r.status_capability) <= names
         ]
-        best = best_candidate(t, cands)
+        best = _best(t, cands, scope)
         if best is not None:
             yield _CAPABILITY.edge(t, best, cap=" ".join(best.status_capability))
 
