@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -124,7 +124,7 @@ class ToolProfile:
     @property
     def is_ambient(self) -> bool:
         """Reads state of the world or device and needs no input: a source of defaults."""
-        return not self.required and self.verb in ("get", "fetch", "retrieve", "read", "", "check", "show")
+        return _is_ambient(self.verb, self.required)
 
     @property
     def is_auth(self) -> bool:
@@ -195,7 +195,7 @@ def profile(tool: ToolRecord) -> ToolProfile:
     service = frozenset(
         w for w in name_ws if w not in GENERIC_NAME_WORDS and w not in AUTH_WORDS and w != verb and len(w) > 1
     )
-    base = ToolProfile(
+    return ToolProfile(
         id=tool.id,
         source=tool.source,
         kind=tool.kind,
@@ -210,15 +210,23 @@ def profile(tool: ToolRecord) -> ToolProfile:
         service_words=service,
         formats=formats,
         output_formats=out_formats,
+        families=_families(subject, desc) if _is_ambient(verb, required) else frozenset(),
     )
+
+
+def _is_ambient(verb: str, required: tuple[str, ...]) -> bool:
+    return not required and verb in ("get", "fetch", "retrieve", "read", "", "check", "show")
+
+
+def _families(subject: Sequence[str], desc: str) -> frozenset[str]:
+    """The value families an ambient tool supplies: its subject's, or the current thing it returns."""
     families: set[str] = set()
-    if base.is_ambient:
-        heads = [subject[-1]] if subject else []
-        heads += [m.group(1) for m in _RETURNS_CURRENT.finditer(desc)][:1]
-        for h in heads:
-            fam = param_family([singular(h)])
-            if fam:
-                families.add(fam)
-        if "datetime" in heads:
-            families.update(("date", "time"))
-    return replace(base, families=frozenset(families))
+    heads = [subject[-1]] if subject else []
+    heads += [m.group(1) for m in _RETURNS_CURRENT.finditer(desc)][:1]
+    for h in heads:
+        fam = param_family([singular(h)])
+        if fam:
+            families.add(fam)
+    if "datetime" in heads:
+        families.update(("date", "time"))
+    return frozenset(families)
