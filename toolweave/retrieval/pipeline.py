@@ -12,7 +12,13 @@ from typing import Protocol
 
 from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
-from toolweave.retrieval.decompose import Decomposition, decompose_query, fuse_variants
+from toolweave.retrieval.decompose import (
+    Decomposition,
+    decompose_query,
+    fuse_variants,
+    list_confidence,
+    part_weights,
+)
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import fleet_calibration, fuse, turn_relevance
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
@@ -175,7 +181,13 @@ def _candidates(
     if decomposition is None or len(passes) == 1:
         return passes[0]
     depth = max(len(hits) for hits, _ in passes)  # as deep as one variant's list: the floor's scale
-    hits = fuse_variants([hits for hits, _ in passes], decomposition.fusion, depth, decomposition.part_weight)
+    weights = None
+    if decomposition.weighting != "flat":
+        confidences = [list_confidence(h, c, decomposition.weighting) for h, c in passes]
+        weights = part_weights(confidences, decomposition.weighting_power)
+    hits = fuse_variants(
+        [hits for hits, _ in passes], decomposition.fusion, depth, decomposition.part_weight, weights
+    )
     cosine: dict[str, float] = {}
     for _, part_cosine in passes:
         for tool_id, score in part_cosine.items():
