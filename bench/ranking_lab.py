@@ -601,21 +601,22 @@ DO_NO_HARM = -0.002
 def _decompose_deltas(rows: list[dict[str, object]]) -> dict[str, dict[str, dict[tuple[str, str], float]]]:
     """variant → dataset → (set/split, graph) → Δ mAP@10 of grtf against the whole query, from
     ``decompose`` rows. Units of choice: every query set, Seal-Tools by split (dev, test_in_domain),
-    ToolLinkOS ``examples`` alone (``test`` is never chosen on). Where the lab skipped grtf on a graph (no
+    ToolLinkOS ``examples`` alone (``test`` is never chosen on), a set with splits by split. Where the lab skipped grtf on a graph (no
     edges there, or the inferred edges equal the declared ones) the figure it equals stands in: hybrid
     for ``declared``, ``declared`` for ``inferred``."""
     figures: dict[tuple[str, str, str, str, str], float] = {}
     for r in rows:
         key = (str(r["variant"]), str(r["dataset"]), str(r["set"]), str(r["split"]), str(r["graph"]))
         figures[key] = float(r["map@10"])  # type: ignore[arg-type]
+    split_sets = {(k[1], k[2]) for k in figures if k[3] != "all"}
     out: dict[str, dict[str, dict[tuple[str, str], float]]] = {}
     for variant, dataset, set_name, split, graph in figures:
         if graph != "none":
             continue
         if dataset == "toollinkos" and split != "examples":
             continue
-        if dataset == "seal_tools" and split == "all":
-            continue
+        if split == "all" and (dataset, set_name) in split_sets:
+            continue  # its splits are the units (``all`` would count their queries twice)
         unit = f"{set_name}" if split == "all" else f"{set_name}/{split}"
         for g in ("declared", "inferred"):
             chain = [g, "declared", "none"] if g == "inferred" else [g, "none"]
