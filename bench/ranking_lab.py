@@ -600,10 +600,10 @@ DO_NO_HARM = -0.002
 
 def _decompose_deltas(rows: list[dict[str, object]]) -> dict[str, dict[str, dict[tuple[str, str], float]]]:
     """variant → dataset → (set/split, graph) → Δ mAP@10 of grtf against the whole query, from
-    ``decompose`` rows. Units of choice: every query set, Seal-Tools by split (dev, test_in_domain),
-    ToolLinkOS ``examples`` alone (``test`` is never chosen on), a set with splits by split. Where the lab skipped grtf on a graph (no
-    edges there, or the inferred edges equal the declared ones) the figure it equals stands in: hybrid
-    for ``declared``, ``declared`` for ``inferred``."""
+    ``decompose`` rows. Units of choice: every query set, a set with splits by split (Seal-Tools dev and
+    test_in_domain, API-Bank's levels), ToolLinkOS ``examples`` alone (``test`` is never chosen on).
+    Where the lab skipped grtf on a graph (no edges there, or the inferred edges equal the declared ones)
+    the figure it equals stands in: hybrid for ``declared``, ``declared`` for ``inferred``."""
     figures: dict[tuple[str, str, str, str, str], float] = {}
     for r in rows:
         key = (str(r["variant"]), str(r["dataset"]), str(r["set"]), str(r["split"]), str(r["graph"]))
@@ -736,6 +736,12 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
             "cpu_ms_mean": round(fmean(cpu), 2),
             "load_1min": f"{load_before} -> {load_after}",
         }
+        if d is not None:  # the split queries alone: their extra cost over the same queries whole
+            split_at = [n for n, t in enumerate(chosen) if len(decompose_query(t, **d.split_options())) > 1]
+            whole = times["whole query (today)"]
+            for i, what in ((0, "wall"), (1, "cpu")):
+                extra = sorted(times[label][n][i] - whole[n][i] for n in split_at)
+                row[f"split_queries_extra_{what}_ms_p50"] = round(extra[len(extra) // 2], 2) if extra else 0.0
         print(json.dumps(row), flush=True)
 
 

@@ -14,7 +14,7 @@ from toolweave.retrieval.decompose import (
     part_weights,
 )
 from toolweave.retrieval.fusion import RRF_K
-from toolweave.retrieval.pipeline import retrieve
+from toolweave.retrieval.pipeline import decomposition_of, retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
 
@@ -219,10 +219,15 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
 def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
     index, calls = counting_index()
     query = "Set an alarm clock for seven tomorrow morning. Show the stock price of a ticker symbol."
-    params = RetrievalSettings(method="hybrid", final_k=2, decompose="sentences")
-    default = [r.tool_id for r in retrieve(query, index, deps, params)]
-    retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))
-    # off by default: every variant cost OpenAPI-links' workflow descriptions (bench/RESULTS.md)
-    assert RetrievalSettings().decompose == "off"
-    assert calls == [3, 1]  # whole query + both sentences; then the whole query alone
+    default = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))]
+    retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2, decompose="off"))
+    retrieve(query, index, deps, RetrievalSettings(method="bm25", final_k=2))
+    # on by default, at sentence ends, the parts weighted by cosine (bench/RESULTS.md, "Query
+    # decomposition that does no harm"); never with bm25 alone: no cosine to weigh the parts
+    assert RetrievalSettings().decompose == "sentences"
+    assert decomposition_of(RetrievalSettings()) == Decomposition(
+        "max", level="sentences", min_content_words=4, weighting="cosine"
+    )
+    assert decomposition_of(RetrievalSettings(method="bm25")) is None
+    assert calls == [3, 1, 1]  # whole query + both sentences; then the whole query alone, twice
     assert set(default) == {"a__set_alarm", "a__get_price"}
