@@ -5,6 +5,8 @@
     .venv/bin/python bench/ranking_lab.py lodo               # fusion candidates, leave-one-dataset-out
     .venv/bin/python bench/ranking_lab.py walk [--with-test]  # walk orderings (issue 12 item 5)
     .venv/bin/python bench/ranking_lab.py decompose [--with-test]  # query decomposition (issue 12)
+    .venv/bin/python bench/ranking_lab.py decompose --grid weighted   # parts weighted by confidence
+    .venv/bin/python bench/ranking_lab.py decompose-lodo --rows bench/out/lab/decompose-weighted-*.json
     .venv/bin/python bench/ranking_lab.py decompose-latency toollinkos --variant "and w>=3 max"
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache), records every query's
@@ -483,15 +485,40 @@ DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
 ]
 """The grid: where a request may be cut, how many content words each part needs, how the lists fuse."""
 
+WEIGHTED_DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
+    ("whole query (today)", None),
+    *[
+        (f"{level} w>={w} max", Decomposition(fusion="max", level=level, min_content_words=w))
+        for level in ("sentences", "clauses", "and")
+        for w in (3, 4)
+    ],
+    *[
+        (
+            f"{level} w>={w} max {how}^{p:g}",
+            Decomposition(fusion="max", level=level, min_content_words=w, weighting=how, weighting_power=p),
+        )
+        for level in ("sentences", "clauses", "and")
+        for w in (3, 4)
+        for how, p in (("cosine", 1.0), ("cosine", 2.0), ("cosine", 4.0), ("gap", 1.0), ("gap", 2.0))
+    ],
+]
+"""The second grid (issue 12, branch ``decomp2``): each part's list weighted by its confidence against
+the whole query's (``part_weights``), beside the unweighted ``max`` variants it must beat; ``rrf`` and
+``interleave`` lost everywhere in the first grid and are left out."""
 
-def record_parts(name: str, embedder: Embedder) -> Recording:
+GRIDS = {"flat": DECOMPOSITIONS, "weighted": WEIGHTED_DECOMPOSITIONS}
+
+
+def record_parts(
+    name: str, embedder: Embedder, grid: Sequence[tuple[str, Decomposition | None]] = DECOMPOSITIONS
+) -> Recording:
     """The recording of ``name`` with every sub-query of the grid searched too, on a live registry
     rebuilt from the dataset (same tool ids and documents; no edges: they do not change search)."""
     rec = load(name)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
     parts = {
         (p,)
-        for _label, d in DECOMPOSITIONS
+        for _label, d in grid
         if d is not None
         for t in texts
         for p in decompose_query(t, **d.split_options())[1:]
@@ -518,14 +545,15 @@ def record_parts(name: str, embedder: Embedder) -> Recording:
     return rec
 
 
-def decompose(names: list[str], with_test: bool = False) -> None:
+def decompose(names: list[str], with_test: bool = False, grid: str = "flat") -> None:
     """Every decomposition of the grid × method (hybrid; grtf on the declared and inferred graphs) on
     every set and split, through the real pipeline (``retrieve``), with the share of queries split.
     ToolLinkOS ``test`` (and ``all``, which holds it) is scored only with ``with_test``."""
     embedder = CachedEmbedder(Embedder())
+    variants = GRIDS[grid]
     rows = []
     for name in names:
-        rec = record_parts(name, embedder)
+        rec = record_parts(name, embedder, variants)
         splits: list[str | None] = sorted({q[2] for qs in rec.queries.values() for q in qs if q[2]})
         splits = [None, *splits] if len(splits) > 1 else [None]
         if name == "toollinkos" and not with_test:
@@ -536,7 +564,7 @@ def decompose(names: list[str], with_test: bool = False) -> None:
                 not any(edges.values()) or (graph == "inferred" and edges == rec.graphs.get("declared"))
             ):
                 continue  # no edges: grtf = hybrid; or the same edges as the declared graph
-            for label, d in DECOMPOSITIONS:
+            for label, d in variants:
                 for split in splits:
                     figures = evaluate(
                         rec, RetrievalSettings(method=method), graph, split=split, decomposition=d
@@ -561,8 +589,98 @@ def decompose(names: list[str], with_test: bool = False) -> None:
                         }
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-    with (OUT / ("decompose-with-test.json" if with_test else "decompose.json")).open("w") as f:
+    stem = "decompose" if grid == "flat" else f"decompose-{grid}"
+    with (OUT / (f"{stem}-{'-'.join(names)}" + ("-with-test" if with_test else "") + ".json")).open("w") as f:
         json.dump(rows, f)
+
+
+DO_NO_HARM = -0.002
+"""The most mAP@10 a choice may cost any set (and graph) it is chosen on, against decomposition off."""
+
+
+def _decompose_deltas(rows: list[dict[str, object]]) -> dict[str, dict[str, dict[tuple[str, str], float]]]:
+    """variant → dataset → (set/split, graph) → Δ mAP@10 of grtf against the whole query, from
+    ``decompose`` rows. Units of choice: every query set, a set with splits by split (Seal-Tools dev and
+    test_in_domain, API-Bank's levels), ToolLinkOS ``examples`` alone (``test`` is never chosen on).
+    Where the lab skipped grtf on a graph (no edges there, or the inferred edges equal the declared ones)
+    the figure it equals stands in: hybrid for ``declared``, ``declared`` for ``inferred``."""
+    figures: dict[tuple[str, str, str, str, str], float] = {}
+    for r in rows:
+        key = (str(r["variant"]), str(r["dataset"]), str(r["set"]), str(r["split"]), str(r["graph"]))
+        figures[key] = float(r["map@10"])  # type: ignore[arg-type]
+    split_sets = {(k[1], k[2]) for k in figures if k[3] != "all"}
+    out: dict[str, dict[str, dict[tuple[str, str], float]]] = {}
+    for variant, dataset, set_name, split, graph in figures:
+        if graph != "none":
+            continue
+        if dataset == "toollinkos" and split != "examples":
+            continue
+        if split == "all" and (dataset, set_name) in split_sets:
+            continue  # its splits are the units (``all`` would count their queries twice)
+        unit = f"{set_name}" if split == "all" else f"{set_name}/{split}"
+        for g in ("declared", "inferred"):
+            chain = [g, "declared", "none"] if g == "inferred" else [g, "none"]
+            now, before = (
+                next(figures[k] for x in chain if (k := (v, dataset, set_name, split, x)) in figures)
+                for v in (variant, "whole query (today)")
+            )
+            out.setdefault(variant, {}).setdefault(dataset, {})[(unit, g)] = now - before
+    return out
+
+
+def _fold_choice(
+    deltas: dict[str, dict[str, dict[tuple[str, str], float]]], datasets: list[str]
+) -> tuple[str, float]:
+    """Among the variants that cost no unit of ``datasets`` more than ``DO_NO_HARM``, the best mean gain
+    over those datasets (each weighs the same; its units averaged); the whole query (Δ 0) if none gains."""
+    best, best_score = "whole query (today)", 0.0
+    for variant, by_dataset in deltas.items():
+        units = [d for n in datasets for d in by_dataset[n].values()]
+        if min(units) < DO_NO_HARM:
+            continue
+        score = fmean(fmean(by_dataset[n].values()) for n in datasets)
+        if score > best_score + 1e-12:
+            best, best_score = variant, score
+    return best, best_score
+
+
+def decompose_lodo(paths: list[Path]) -> None:
+    """Leave-one-dataset-out choice over ``decompose`` outputs (``paths``: JSON row files): for each
+    dataset, the variant ``_fold_choice`` picks on the others, judged on it; then the pick on all."""
+    rows = [r for p in paths for r in json.loads(p.read_text())]
+    deltas = _decompose_deltas(rows)
+    datasets = sorted({n for by in deltas.values() for n in by})
+    picks = {}
+    for held_out in [*datasets, None]:
+        others = [n for n in datasets if n != held_out]
+        chosen, score = _fold_choice(deltas, others)
+        picks[held_out] = chosen
+        judged = deltas[chosen][held_out] if held_out else {}
+        print(
+            json.dumps(
+                {
+                    "left_out": held_out or "(none: all datasets)",
+                    "chosen": chosen,
+                    "in_sample_mean_gain": round(score, 4),
+                    "in_sample_worst": round(min(d for n in others for d in deltas[chosen][n].values()), 4),
+                    "out_of_sample": {f"{u}@{g}": round(d, 4) for (u, g), d in judged.items()},
+                }
+            ),
+            flush=True,
+        )
+    for variant, by_dataset in deltas.items():
+        print(
+            json.dumps(
+                {
+                    "variant": variant,
+                    **{
+                        f"{n}:{u}@{g}": round(d, 4)
+                        for n, by in by_dataset.items()
+                        for (u, g), d in by.items()
+                    },
+                }
+            )
+        )
 
 
 def _cpu_ms() -> float:
@@ -579,7 +697,8 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
     machine's load falls on all of them alike."""
     data = load_dataset(name)
     chosen = [q.text for qs in data.query_sets.values() for q in qs if q.split == split]
-    conditions = [("whole query (today)", None), *[(lb, dict(DECOMPOSITIONS)[lb]) for lb in labels]]
+    grid = dict([*DECOMPOSITIONS, *WEIGHTED_DECOMPOSITIONS])
+    conditions = [("whole query (today)", None), *[(lb, grid[lb]) for lb in labels]]
     with tempfile.TemporaryDirectory(prefix="toolweave-lab-") as tmp:
         reg = Registry.open(Path(tmp) / "lat", embedder=CachedEmbedder(Embedder()), settings=Settings())
         reg.ingest(data.name, data.tools, data.edges)  # documents from the disk cache
@@ -617,16 +736,27 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
             "cpu_ms_mean": round(fmean(cpu), 2),
             "load_1min": f"{load_before} -> {load_after}",
         }
+        if d is not None:  # the split queries alone: their extra cost over the same queries whole
+            split_at = [n for n, t in enumerate(chosen) if len(decompose_query(t, **d.split_options())) > 1]
+            whole = times["whole query (today)"]
+            for i, what in ((0, "wall"), (1, "cpu")):
+                extra = sorted(times[label][n][i] - whole[n][i] for n in split_at)
+                row[f"split_queries_extra_{what}_ms_p50"] = round(extra[len(extra) // 2], 2) if extra else 0.0
         print(json.dumps(row), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "command", choices=["record", "run", "lodo", "walk", "decompose", "decompose-latency"]
+        "command",
+        choices=["record", "run", "lodo", "walk", "decompose", "decompose-lodo", "decompose-latency"],
     )
+    parser.add_argument("--rows", action="append", default=[], help="decompose-lodo: decompose JSON files")
     parser.add_argument("--variant", action="append", default=[], help="decompose-latency: grid labels")
-    parser.add_argument("datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools"])
+    parser.add_argument(
+        "datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools", "openapi_links"]
+    )
+    parser.add_argument("--grid", default="flat", choices=sorted(GRIDS), help="decompose: which grid")
     parser.add_argument("--exp", default="fusion", choices=sorted(EXPERIMENTS))
     parser.add_argument("--base", default="{}", help="JSON settings under every variant")
     parser.add_argument("--every", type=int, default=1, help="sample large query sets (see SAMPLE_ABOVE)")
@@ -645,7 +775,10 @@ def main() -> None:
         walk(args.datasets, args.with_test)
         return
     if args.command == "decompose":
-        decompose(args.datasets, args.with_test)
+        decompose(args.datasets, args.with_test, args.grid)
+        return
+    if args.command == "decompose-lodo":
+        decompose_lodo([Path(p) for p in args.rows])
         return
     if args.command == "decompose-latency":
         decompose_latency(args.datasets[0], args.variant)

@@ -69,10 +69,11 @@ class RetrievalSettings(BaseModel):
         "rank, or convex.",
     )
     decompose: Literal["sentences", "clauses", "and", "off"] = Field(
-        "off",
+        "sentences",
         description="Split a multi-part request into sub-queries searched beside the whole query (their "
-        "lists fused by best relevance): at sentence ends (`sentences`: for fleets whose requests are "
-        "multi-step), also at clause coordinators (`clauses`), also at a bare `and`; `off` by default.",
+        "lists fused by best relevance, each part's weighted by its best cosine against the whole "
+        "query's): at sentence ends (`sentences`, the default), also at clause coordinators (`clauses`), "
+        "also at a bare `and`, or `off`. Not with `bm25` (no cosine to weigh the parts).",
     )
     walk_order: Literal["dfs", "weighted"] = Field(
         "dfs",

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tests.retrieval.test_pipeline import DOCS, SOURCES, WordIndex, deps
-from toolweave.retrieval.decompose import Decomposition, decompose_query, fuse_variants
+from toolweave.benchmark.recorded import RecordedGraph, RecordedIndex
+from toolweave.retrieval.decompose import (
+    Decomposition,
+    decompose_query,
+    fuse_variants,
+    list_confidence,
+    part_weights,
+)
 from toolweave.retrieval.fusion import RRF_K
-from toolweave.retrieval.pipeline import retrieve
+from toolweave.retrieval.pipeline import decomposition_of, retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
 
@@ -118,6 +125,70 @@ def test_one_list_is_returned_as_it_is() -> None:
         assert fuse_variants([WHOLE], method, 2) == WHOLE[:2]  # type: ignore[arg-type]
 
 
+def test_list_confidence_reads_the_best_cosine_or_the_leaders_gap() -> None:
+    hits = [Hit("a", 4.0), Hit("b", 2.0), Hit("c", 1.5), Hit("d", 0.0)]
+    assert list_confidence(hits, {"a": 0.41, "z": 0.62}, "cosine") == pytest.approx(0.62)
+    # (best - median) / (best - worst): the median of 4, 2, 1.5, 0 is 1.75
+    assert list_confidence(hits, {}, "gap") == pytest.approx((4.0 - 1.75) / 4.0)
+    # no evidence: no vector side, a flat or one-hit list, or no weighting at all
+    assert list_confidence(hits, {}, "cosine") is None
+    assert list_confidence([Hit("a", 1.0), Hit("b", 1.0)], {}, "gap") is None
+    assert list_confidence([Hit("a", 1.0)], {}, "gap") is None
+    assert list_confidence(hits, {"a": 0.9}, "flat") is None
+
+
+def test_part_weights_are_the_parts_confidence_against_the_whole_querys() -> None:
+    assert part_weights([0.8, 0.4, 0.8, 0.96]) == pytest.approx([1.0, 0.5, 1.0, 1.0])  # capped at 1
+    assert part_weights([0.8, 0.4, 0.2], power=2.0) == pytest.approx([1.0, 0.25, 0.0625])
+    assert part_weights([0.8, -0.1]) == [1.0, 0.0]  # a part that matches nothing weighs nothing
+    # without evidence on either side a part weighs 1, as unweighted
+    assert part_weights([None, 0.3]) == [1.0, 1.0]
+    assert part_weights([0.0, 0.3]) == [1.0, 1.0]
+    assert part_weights([0.8, None]) == [1.0, 1.0]
+    assert part_weights([]) == []
+
+
+def test_weights_keep_a_vague_parts_leader_below_the_whole_querys() -> None:
+    flat = fuse_variants([WHOLE, PART_1, PART_2], "max", 10)
+    assert flat[2].tool_id == "y" and flat[2].score == 1.0  # PART_2's leader ties the whole query's
+    weighted = fuse_variants([WHOLE, PART_1, PART_2], "max", 10, weights=[1.0, 1.0, 0.5])
+    assert [(h.tool_id, round(h.score, 3)) for h in weighted] == [
+        ("a", 1.0),
+        ("b", 1.0),  # PART_1 keeps its full weight
+        ("c", 0.8),
+        ("y", 0.5),
+        ("x", 0.0),
+    ]
+    # the weights multiply ``part_weight``
+    both = fuse_variants([WHOLE, PART_1, PART_2], "max", 10, part_weight=0.5, weights=[1.0, 1.0, 0.5])
+    assert [(h.tool_id, round(h.score, 3)) for h in both][3:] == [("y", 0.25), ("x", 0.0)]
+
+
+def test_retrieve_weighs_each_part_by_its_cosine() -> None:
+    """A two-sentence request whose second sentence asks for nothing: unweighted, that sentence's best
+    match (a tool of another API) ties the request's own first hit; weighted by cosine it falls behind
+    every tool the whole request finds well."""
+    whole = "Apply for a loan at checkout. It is a multistep process that needs several API calls."
+    vague = "It is a multistep process that needs several API calls"
+    wanted = [Hit("loan", 0.70), Hit("terms", 0.60), Hit("customer", 0.55), Hit("other_api", 0.30)]
+    hits = {
+        (whole,): (wanted, []),
+        ("Apply for a loan at checkout",): (wanted, []),
+        (vague,): ([Hit("other_api", 0.35), Hit("loan", 0.20), Hit("terms", 0.18)], []),
+    }
+    index = RecordedIndex(hits=hits)
+    params = RetrievalSettings(method="vector", final_k=4)
+
+    def ranked(decomposition: Decomposition) -> list[str]:
+        found = retrieve(whole, index, RecordedGraph({}), params, decomposition=decomposition)
+        return [r.tool_id for r in found]
+
+    assert ranked(Decomposition("max", level="sentences")) == ["loan", "other_api", "terms", "customer"]
+    # the vague sentence's weight: its best cosine 0.35 against the whole request's 0.70
+    weighted = Decomposition("max", level="sentences", weighting="cosine")
+    assert ranked(weighted) == ["loan", "terms", "customer", "other_api"]
+
+
 def counting_index() -> tuple[WordIndex, list[int]]:
     """The test fleet's index, and the number of query variants of each search call made on it."""
     index = WordIndex(DOCS, SOURCES)
@@ -148,10 +219,15 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
 def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
     index, calls = counting_index()
     query = "Set an alarm clock for seven tomorrow morning. Show the stock price of a ticker symbol."
-    params = RetrievalSettings(method="hybrid", final_k=2, decompose="sentences")
-    default = [r.tool_id for r in retrieve(query, index, deps, params)]
-    retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))
-    # off by default: every variant cost OpenAPI-links' workflow descriptions (bench/RESULTS.md)
-    assert RetrievalSettings().decompose == "off"
-    assert calls == [3, 1]  # whole query + both sentences; then the whole query alone
+    default = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))]
+    retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2, decompose="off"))
+    retrieve(query, index, deps, RetrievalSettings(method="bm25", final_k=2))
+    # on by default, at sentence ends, the parts weighted by cosine (bench/RESULTS.md, "Query
+    # decomposition that does no harm"); never with bm25 alone: no cosine to weigh the parts
+    assert RetrievalSettings().decompose == "sentences"
+    assert decomposition_of(RetrievalSettings()) == Decomposition(
+        "max", level="sentences", min_content_words=4, weighting="cosine"
+    )
+    assert decomposition_of(RetrievalSettings(method="bm25")) is None
+    assert calls == [3, 1, 1]  # whole query + both sentences; then the whole query alone, twice
     assert set(default) == {"a__set_alarm", "a__get_price"}
