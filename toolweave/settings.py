@@ -253,6 +253,13 @@ class Settings(BaseSettings):
     security: SecuritySettings = Field(
         default_factory=SecuritySettings, description="Authentication, quarantine, audit and metrics."
     )
+    shed_decomposition_at: int = Field(
+        4,
+        ge=0,
+        description="With this many `find_tools` searches computing at once, a new one searches the whole "
+        "query alone (no `retrieval.decompose`: a split request costs ~7 ms more CPU), so that a busy "
+        "gateway's latency holds; its answer is cached as such. 0: never.",
+    )
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
     connect_timeout_s: float = Field(
         20.0, gt=0, description="Timeout for connecting to and initialising an upstream, in seconds."

@@ -328,3 +328,32 @@ async def test_published_tools_ask_claude_code_not_to_defer_them(
         listed = (await client.list_tools(cache_mode="bypass")).tools
     assert [t.name for t in listed] == ["find_tools", "call_tool", "notes__create_note"]
     assert all(bool((t.meta or {}).get("anthropic/alwaysLoad")) is always_load for t in listed), listed
+
+
+async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: Any) -> None:
+    """Query decomposition costs a split request ~7 ms more CPU. With ``shed_decomposition_at`` searches
+    computing, a new one searches the whole query alone; an answer already cached is given as it is."""
+    gateway = make_gateway(registry, *backends)
+    gateway.settings = gateway.settings.model_copy(update={"shed_decomposition_at": 2})
+    asked: list[str] = []
+    retrieve = gateway._retrieve
+
+    def recording(text: str, params: Any, *args: Any) -> Any:
+        asked.append(params.decompose)
+        return retrieve(text, params, *args)
+
+    gateway._retrieve = recording  # type: ignore[method-assign]
+    split = "What time is it in Tokyo right now? Then write a note to call Kenji tomorrow."
+    async with connected(gateway, "legacy", ListChanged()) as client:
+
+        async def find(query: str) -> list[str]:
+            doc = structured(await client.call_tool("find_tools", {"query": query, "k": 3}))
+            return [t["name"] for t in doc["tools"]]
+
+        idle = await find(split)
+        gateway._searching = 2  # as if two other searches were computing
+        assert await find(split) == idle  # the split answer is cached: given as it is
+        assert await find("Delete the note about Kenji. Then tell me the time in Lima.")  # searched whole
+        gateway._searching = 0
+    assert asked == ["sentences", "off"]
+    assert gateway.find_cache.hits == 1

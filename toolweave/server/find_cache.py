@@ -33,6 +33,10 @@ class FindCache(Generic[T]):
         self._items.clear()
         self._generation += 1  # answers computed before the clear are not stored
 
+    def holds(self, key: Hashable) -> bool:
+        """An answer for ``key`` is stored or being computed."""
+        return key in self._items or key in self._inflight
+
     async def get(self, key: Hashable, compute: Callable[[], Awaitable[T]]) -> T:
         if self.size <= 0:
             return await compute()

@@ -148,6 +148,7 @@ class Gateway:
         self.guard: Guard  # set with the registry (_attach_registry): its quarantine lives beside it
         self.metrics = GatewayMetrics()
         self.find_cache: FindCache[list[Any]] = FindCache(security.find_cache_size)
+        self._searching = 0  # find_tools searches computing now (on the event loop: no lock needed)
         if self._registry is not None:
             self._attach_registry(self._registry)
         self.audit = (
@@ -735,10 +736,10 @@ class Gateway:
             exclude = exclude | self.guard.denied_sources(session.identity, self.registry.sources())
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
         key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
-        ranked = await self.find_cache.get(
-            key,
-            partial(anyio.to_thread.run_sync, partial(self._retrieve, text, params, exclude, context)),
-        )
+        if self._sheds_decomposition(params) and not self.find_cache.holds(key):
+            params = params.model_copy(update={"decompose": "off"})  # cached under its own key
+            key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
+        ranked = await self.find_cache.get(key, partial(self._search, text, params, exclude, context))
         found = [
             FoundTool(rec, r)
             for r in ranked
@@ -754,6 +755,21 @@ class Gateway:
             if announce:
                 await self._notify_and_hold(session)
         return found, change.changed
+
+    def _sheds_decomposition(self, params: RetrievalSettings) -> bool:
+        """Whether a search now skips query decomposition: so many are computing that CPU is the queue
+        (``Settings.shed_decomposition_at``; one client's turns never get there)."""
+        limit = self.settings.shed_decomposition_at
+        return params.decompose != "off" and limit > 0 and self._searching >= limit
+
+    async def _search(
+        self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
+    ) -> list[RankedTool]:
+        self._searching += 1
+        try:
+            return await anyio.to_thread.run_sync(partial(self._retrieve, text, params, exclude, context))
+        finally:
+            self._searching -= 1
 
     def _retrieve(
         self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
