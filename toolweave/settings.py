@@ -213,7 +213,10 @@ class Settings(BaseSettings):
         description="fastembed model name. The default runs offline; others must be in the fastembed cache.",
     )
     embedding_batch_size: int = Field(
-        16, ge=1, description="Texts per embedding batch (small batches waste less on padding on CPUs)."
+        8,
+        ge=1,
+        description="Texts per embedding batch (small batches waste less on padding on CPUs: 8 embedded "
+        "6-7 % more documents/s than 16 on 2 cores).",
     )
     usage_weight: Share = Field(
         0.7,
