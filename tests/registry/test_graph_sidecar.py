@@ -105,3 +105,16 @@ def test_the_graph_keeps_which_tools_declare_edges() -> None:
     assert g.declaring() == {"b"}
     g.remove_tools(["c"])  # b's declared edge goes with c
     assert g.declaring() == set()
+
+
+def test_a_declared_edge_replaced_by_a_pin_of_the_same_key_no_longer_declares() -> None:
+    """A manifest pin of the edge a source declares replaces it (same key): its source then declares
+    nothing, and inference may serve it again, as for a registry opened afresh."""
+    g = small()
+    g.remove_edges(lambda e: e.tool == "b", touching={"b"})
+    assert g.declaring() == {"a"}
+    for parameter in ("x", "y"):
+        g.add_edge(
+            DependencyEdge(tool="a", depends_on="b", kind=P, parameter_name=parameter, origin="manifest")
+        )
+    assert g.declaring() == set()

@@ -99,14 +99,16 @@ class DependencyGraph:
         if edge.tool == edge.depends_on:
             raise GraphError(f"tool {edge.tool!r} cannot depend on itself")
         self._note(edge.tool)
-        if edge.origin == "declared":
-            self._declaring.add(edge.tool)
         data = self._g.get_edge_data(edge.tool, edge.depends_on)
         if data is None:
             self._g.add_edge(edge.tool, edge.depends_on, edges=[edge])
-            return
-        kept = [e for e in data["edges"] if e.key != edge.key]
-        data["edges"] = [*kept, edge]
+        else:
+            kept = [e for e in data["edges"] if e.key != edge.key]
+            data["edges"] = [*kept, edge]
+        if edge.origin == "declared":
+            self._declaring.add(edge.tool)
+        else:  # it may have replaced the tool's declared edge of the same key (a manifest pin does)
+            self._recheck_declaring(edge.tool)
 
     def add_edges(self, edges: Iterable[DependencyEdge]) -> list[GraphError]:
         """Add many edges; returns the problems (unknown tools) instead of stopping at the first."""

@@ -41,15 +41,21 @@ AMBIENT_QUALIFIERS = wordset("current system device user my local today now defa
 
 def words(text: str) -> list[str]:
     """``get_stockPrice-v2`` → ``["get", "stock", "price", "v2"]`` (lower case)."""
-    return list(_words(text))
+    # Profiling 100k tools splits a few million names, most of them seen before (parameter names,
+    # verbs): cached, the first ingest into a large registry profiles far faster. Descriptions are
+    # split too, each once: caching them would hold ~200 MB at 100k tools and push the names out.
+    return list(_cached_words(text) if len(text) <= _CACHED_LENGTH else _words(text))
 
 
-# Profiling 100k tools splits and singularises a few million names and words, most of them seen before
-# (parameter names, verbs): cached, the first ingest into a large registry profiles them far faster.
-@lru_cache(maxsize=1 << 16)
+_CACHED_LENGTH = 64
+
+
 def _words(text: str) -> tuple[str, ...]:
     spaced = _CAMEL.sub(" ", text)
     return tuple(w.lower() for w in _NON_WORD.split(spaced) if w)
+
+
+_cached_words = lru_cache(maxsize=1 << 16)(_words)
 
 
 @lru_cache(maxsize=1 << 16)
