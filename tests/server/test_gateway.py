@@ -357,3 +357,19 @@ async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: An
         gateway._searching = 0
     assert asked == ["sentences", "off"]
     assert gateway.find_cache.hits == 1
+
+
+async def test_a_re_listed_unchanged_tool_list_keeps_the_cached_answers(registry: Any, backends: Any) -> None:
+    """Upstreams re-list (every replica's do, and on each list_changed): only a change to the registry
+    sends cached find_tools answers away."""
+    clock, notes = backends
+    gateway = make_gateway(registry, clock, notes)
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        query = {"query": "what time is it in Tokyo", "k": 3}
+        await client.call_tool("find_tools", query)
+        await clock.set_tools(clock.tools)  # the same list again
+        await client.call_tool("find_tools", query)
+        assert (gateway.find_cache.hits, gateway.find_cache.misses) == (1, 1)
+        await clock.set_tools([*clock.tools[:-1]])  # one tool gone
+        await client.call_tool("find_tools", query)
+        assert (gateway.find_cache.hits, gateway.find_cache.misses) == (1, 2)

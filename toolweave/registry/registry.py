@@ -632,6 +632,12 @@ class Registry:
         self._db.commit(action="usage", tools=self._table, usage=self._usage)
         self._loaded_generation = self._db.committed_generation()
 
+    @property
+    def loaded_generation(self) -> int:
+        """The committed generation this process's snapshot shows: every write (here, or another
+        process's picked up by ``refresh``) changes it; a re-listed, unchanged tool list does not."""
+        return self._loaded_generation
+
     def generation(self) -> int:
         """The registry's committed generation as stored now: another process's commit raises it."""
         return self._db.generation()

@@ -352,10 +352,14 @@ class Gateway:
             before = {t.id: t.content_hash for t in self.registry.tools(source)}
             held = await anyio.to_thread.run_sync(self.guard.review, source, list(tools))
             self._quarantine_changed()
+            generation = self.registry.loaded_generation
             summary = await anyio.to_thread.run_sync(
                 partial(self.registry.ingest, source, list(tools), list(edges))
             )
-            self.find_cache.clear()
+            if self.registry.loaded_generation != generation:
+                # not for an upstream re-listing what the registry holds: every replica's upstreams do,
+                # and clearing would send every cached answer back to the model
+                self.find_cache.clear()
             await self._apply_manifest_edges()
             self.refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
