@@ -101,6 +101,8 @@ def _produces(
     named = bool(p.verb) and bool(set(p.subject_words) & made)
     fields = sorted(f for f in p.outputs if _holds(f.split("_"), kind))
     typed = fields or sorted(p.output_formats & kind.formats)
+    if not named and not typed:
+        return None  # the description alone scores 1: no need to search it (most tools, most kinds)
     said = bool(gives.search(p.description))
     score = 2.0 * named + 1.0 * bool(typed) + 1.0 * said
     if score < 2.0:
