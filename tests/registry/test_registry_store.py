@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,3 +211,42 @@ def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(
     ((_, text_hits),) = reg.search([("weather forecast",)], 3)
     assert text_hits[0].tool_id == "demo__get_weather"
     assert "full-text search works again" in caplog.text
+
+
+def takes(*names: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": list(names)}
+
+
+def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    """What inference over the registry afresh would give: when the tool an input came from leaves (or
+    changes), the tools that took it from there get their next-best producer, not nothing."""
+    weather = tool(
+        "forecast_weather",
+        "Weather forecast for a country.",
+        source="geo",
+        input_schema=takes("country_code"),
+    )
+    by_name = tool(
+        "get_country_code", "The code of a country.", source="geo", input_schema=takes("country_name")
+    )
+    by_output = tool(
+        "lookup_nation",
+        "Find a nation by name.",
+        source="geo",
+        input_schema=takes("name"),
+        output_schema=takes("country_code"),
+    )
+    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
+
+    def producers(registry: Registry) -> list[str]:
+        return [e.depends_on for e in registry.edges() if e.tool == "geo__forecast_weather"]
+
+    reg.ingest("geo", [weather, by_name, by_output])
+    assert producers(reg) == ["geo__lookup_nation"]  # an output field says more than a name
+    reg.ingest("geo", [weather, by_name])  # the output-field producer leaves
+    assert producers(reg) == ["geo__get_country_code"]
+    fresh = Registry.open(tmp_path / "fresh", embedder=shared_embedder)
+    fresh.ingest("geo", [weather, by_name])
+    assert {e.key for e in reg.edges()} == {e.key for e in fresh.edges()}

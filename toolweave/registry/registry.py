@@ -329,11 +329,13 @@ class Registry:
                 # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
+                orphans = self._inferred_dependents(removed | {t.id for t in changed}) - removed
                 graph_changed = self._update_graph(
                     source, incoming.values(), removed, edges, tools_changed=bool(changed)
                 )
-                # a source that declares edges gets none inferred: refresh all its tools so old ones go
-                focus = {t.id for t in changed} | (set(incoming) if edges else set())
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go;
+                # and a tool whose inferred producer leaves or changes may need its next-best one now
+                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans
                 universe = stored = None
                 if self.settings.infer_dependencies and (changed or removed or graph_changed):
                     # the registry as the write will leave it, read before the write: the inference
@@ -541,6 +543,14 @@ class Registry:
 
     def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
         return embed_chunked(self.embedder, documents, self.settings.embedding_batch_size, progress)
+
+    def _inferred_dependents(self, tool_ids: set[str]) -> set[str]:
+        """The tools with an inferred edge to one of ``tool_ids``."""
+        return {
+            e.tool
+            for e in self._graph.edges(touching=tool_ids)
+            if e.origin == "inferred" and e.depends_on in tool_ids and e.tool not in tool_ids
+        }
 
     def _update_graph(
         self,
