@@ -118,3 +118,12 @@ def test_a_declared_edge_replaced_by_a_pin_of_the_same_key_no_longer_declares() 
             DependencyEdge(tool="a", depends_on="b", kind=P, parameter_name=parameter, origin="manifest")
         )
     assert g.declaring() == set()
+
+
+def test_inferred_dependents_are_the_other_tools_whose_inferred_edges_lead_there() -> None:
+    g = small()
+    g.add_tool("d", "regular", "s")
+    g.add_edge(DependencyEdge(tool="d", depends_on="b", kind=P, origin="inferred"))
+    g.add_edge(DependencyEdge(tool="c", depends_on="b", kind=P, origin="inferred"))
+    assert g.inferred_dependents({"b"}) == {"c", "d"}  # a's edge to b is declared
+    assert g.inferred_dependents({"b", "c"}) == {"d"}

@@ -145,6 +145,14 @@ class DependencyGraph:
         for _a, _b, data in self._pairs(touching):
             yield from data["edges"]
 
+    def inferred_dependents(self, tool_ids: Collection[str]) -> set[str]:
+        """The other tools with an inferred edge to one of ``tool_ids``."""
+        return {
+            e.tool
+            for e in self.edges(touching=tool_ids)
+            if e.origin == "inferred" and e.depends_on in tool_ids and e.tool not in tool_ids
+        }
+
     def between(self, tool_id: str, depends_on: str) -> list[DependencyEdge]:
         """The edges ``tool_id -> depends_on`` (of every kind and parameter)."""
         data = self._g.get_edge_data(tool_id, depends_on)

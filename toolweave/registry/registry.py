@@ -329,7 +329,7 @@ class Registry:
                 # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
-                orphans = self._inferred_dependents(removed | {t.id for t in changed}) - removed
+                orphans = self._graph.inferred_dependents(removed | {t.id for t in changed})
                 graph_changed = self._update_graph(
                     source, incoming.values(), removed, edges, tools_changed=bool(changed)
                 )
@@ -543,14 +543,6 @@ class Registry:
 
     def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
         return embed_chunked(self.embedder, documents, self.settings.embedding_batch_size, progress)
-
-    def _inferred_dependents(self, tool_ids: set[str]) -> set[str]:
-        """The tools with an inferred edge to one of ``tool_ids``."""
-        return {
-            e.tool
-            for e in self._graph.edges(touching=tool_ids)
-            if e.origin == "inferred" and e.depends_on in tool_ids and e.tool not in tool_ids
-        }
 
     def _update_graph(
         self,
