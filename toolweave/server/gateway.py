@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -739,11 +739,15 @@ class Gateway:
             # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
             exclude = exclude | self.guard.denied_sources(session.identity, self.registry.sources())
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
-        key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
-        if self._sheds_decomposition(params) and not self.find_cache.holds(key):
+
+        def key_of(params: RetrievalSettings) -> Hashable:
+            return (text, tuple(context), params.model_dump_json(), frozenset(exclude))
+
+        if self._sheds_decomposition(params) and not self.find_cache.holds(key_of(params)):
             params = params.model_copy(update={"decompose": "off"})  # cached under its own key
-            key = (text, tuple(context), params.model_dump_json(), frozenset(exclude))
-        ranked = await self.find_cache.get(key, partial(self._search, text, params, exclude, context))
+        ranked = await self.find_cache.get(
+            key_of(params), partial(self._search, text, params, exclude, context)
+        )
         found = [
             FoundTool(rec, r)
             for r in ranked
