@@ -118,6 +118,7 @@ class Registry:
         self._sources: tuple[SourceSpec, ...] = ()
         self._loaded_generation = -1
         """The committed generation the snapshot shows (``refresh`` compares it with the stored one)."""
+        self.foreign_loads = 0  # other processes' commits loaded, by refresh or by a write catching up
         single_threaded_blas()
         self._load_committed()
         self._repair()
@@ -635,9 +636,7 @@ class Registry:
         self._loaded_generation = self._db.committed_generation()
 
     @property
-    def loaded_generation(self) -> int:
-        """The committed generation this process's snapshot shows: every write (here, or another
-        process's picked up by ``refresh``) changes it; a re-listed, unchanged tool list does not."""
+    def loaded_generation(self) -> int:  # every write or reload changes it; an unchanged re-list does not
         return self._loaded_generation
 
     def generation(self) -> int:
@@ -729,6 +728,7 @@ class Registry:
             raise RegistryError(f"registry {self.path} lost its commit record")
         if head.generation != self._loaded_generation:
             self._load_committed()
+            self.foreign_loads += 1
         else:  # same state: handles opened at an older committed version may be read-only
             self._table.writable()
             self._usage.writable()
@@ -766,6 +766,7 @@ class Registry:
                 )
                 return False
             self._load_committed()
+            self.foreign_loads += 1
         log.info("registry %s: loaded generation %d (%s)", self.path, head.generation, head.action)
         return True
 

@@ -9,12 +9,16 @@ Two duties, both cheap when nothing changes:
 - **Follow other replicas.** Every ``Settings.registry_poll_s`` the committed generation is read (one
   small row). When another process committed, the registry reloads its snapshot, sources this manifest
   lacks get a backend built from their shared spec (with this process's environment), and sessions
-  whose published tools changed hear ``list_changed``; ``find_tools`` sees the new tools at once.
+  whose published tools changed hear ``list_changed``; ``find_tools`` sees the new tools at once. A
+  write of this replica that loaded another's commits first (every write catches up) is followed the same
+  way: the poll counts the registry's foreign loads, not only its own reloads.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -87,10 +91,11 @@ async def follow_registry(gateway: Gateway) -> None:
     """Poll the registry for commits of other processes, forever (run it in the gateway's task group).
     A failed poll (object store unreachable) keeps the last snapshot serving and tries again."""
     failing = False
+    followed = _Followed(gateway.registry.foreign_loads, gateway.registry.content_hashes())
     while True:
         await anyio.sleep(gateway.settings.registry_poll_s)
         try:
-            await poll_once(gateway)
+            await poll_once(gateway, followed)
         except Exception:  # the store is down or a reload failed: serve what we have, retry next poll
             # once per outage with the cause; every poll of it would be a traceback every few seconds
             log.log(
@@ -105,13 +110,26 @@ async def follow_registry(gateway: Gateway) -> None:
             failing = False
 
 
-async def poll_once(gateway: Gateway) -> bool:
-    """Reload when another process committed; re-publish what changed. False when nothing did."""
+@dataclass
+class _Followed:
+    """What the follower announced last: the registry's ``foreign_loads`` then, and its tools' hashes."""
+
+    loads: int
+    hashes: Mapping[str, str]
+
+
+async def poll_once(gateway: Gateway, followed: _Followed) -> bool:
+    """Reload when another process committed; re-publish what changed. False when nothing did.
+
+    Another process's commits may also have been loaded by a write of this one (it catches up first):
+    they are announced here all the same, against what was announced last."""
     registry = gateway.registry
-    before = registry.content_hashes()
-    if not await anyio.to_thread.run_sync(registry.refresh):
+    await anyio.to_thread.run_sync(registry.refresh)
+    before, after = followed.hashes, registry.content_hashes()
+    followed.hashes = after  # this process's own writes were announced by the writes themselves
+    if registry.foreign_loads == followed.loads:
         return False
-    after = registry.content_hashes()
+    followed.loads = registry.foreign_loads
     gateway.find_cache.clear()
     adopt_shared_sources(gateway)
     await gateway.republish(
