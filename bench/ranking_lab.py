@@ -382,7 +382,14 @@ def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
     for set_name, queries in rec.queries.items():
         for text, gold, split in queries:
             ((hits, _cosine),) = _first_pass(
-                [contextual_query(text, ())], index, "grtf", pool, params.hybrid_alpha, params.fusion, ()
+                [contextual_query(text, ())],
+                index,
+                "grtf",
+                pool,
+                params.hybrid_alpha,
+                params.fusion,
+                (),
+                params.name_match,
             )
             out.append((set_name, split, hits, gold))
     return out

@@ -30,13 +30,14 @@ def modules_under(folder: str) -> list[Path]:
 
 SHARED = {
     "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
-    "redaction", "_lazy", "tracing",
+    "redaction", "_lazy", "tracing", "names",
 }  # fmt: skip
 """Root modules every layer may import: the records, errors, settings and config values they all speak
 (``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
 pure security rules (access policy, tool-definition scanner, log redaction); ``_lazy``: the lazy-exports
 helper of the package ``__init__``s (importlib only); ``tracing``: optional OpenTelemetry spans (API only,
-a no-op without it)."""
+a no-op without it); ``names``: tool names as words, cut the same way by the registry (which counts
+them) and retrieval (which matches requests against them)."""
 
 MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).
@@ -142,6 +143,7 @@ print("ok")
 RETRIEVAL_MAY_IMPORT = {
     "__future__", "collections.abc", "dataclasses", "typing", "math", "statistics", "re", "numpy",
     "toolweave.records", "toolweave.errors", "toolweave.settings",
+    "toolweave.names",  # tool names as words (re, math, collections: no I/O)
     "toolweave._lazy",  # the package's lazy exports (importlib only)
     "weakref",  # fusion's per-index record goes with its index (no I/O)
 }  # fmt: skip

@@ -68,6 +68,14 @@ class RetrievalSettings(BaseModel):
         "its record against the vectors over the fleet's turns; `peak`: by this turn's), reciprocal "
         "rank, or convex.",
     )
+    name_match: float = Field(
+        1.0,
+        ge=0.0,
+        le=10.0,
+        description="After fusion (hybrid, grtf), lift each candidate by this many standard deviations of "
+        "the fused scores times the share of its name the request spells out, name words weighed by "
+        "their rarity among the fleet's names (0 = off).",
+    )
     decompose: Literal["sentences", "clauses", "and", "off"] = Field(
         "sentences",
         description="Split a multi-part request into sub-queries searched beside the whole query (their "

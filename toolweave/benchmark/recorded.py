@@ -9,10 +9,11 @@ replays.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolweave.errors import RetrievalError
+from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, Hit, QueryVariant, SearchResults, SearchScope
 from toolweave.retrieval.pipeline import SearchIndex
 
@@ -35,6 +36,7 @@ class RecordedIndex:
     records: dict[str, object] = field(default_factory=dict)
     """Tool id → record (for ``find``: the floor reads ``destructive`` / ``read_only``)."""
     hits: dict[QueryVariant, tuple[list[Hit], list[Hit]]] = field(default_factory=dict)
+    _names: NameVocabulary | None = field(default=None, repr=False)
 
     def view(self) -> RecordedIndex:
         """A new index sharing these recordings (and recording into them): one per benchmark run, as
@@ -65,6 +67,15 @@ class RecordedIndex:
             vector_hits, text_hits = self.hits[query]
             out.append((vector_hits[:k] if scope.vector else [], text_hits[:k] if scope.text else []))
         return out
+
+    def name_vocabulary(self) -> NameVocabulary:
+        """The live index's, else one over the recorded tools (the names a registry would count)."""
+        get: Callable[[], NameVocabulary] | None = getattr(self.live, "name_vocabulary", None)
+        if get is not None:
+            return get()
+        if self._names is None or self._names.size != len(self.records):
+            self._names = NameVocabulary.of(self.records)
+        return self._names
 
     def find(self, tool_id: str) -> object | None:
         if tool_id in self.records:

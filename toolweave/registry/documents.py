@@ -7,23 +7,15 @@ usage examples. The document stays within MiniLM's 256-token window: important p
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from toolweave.names import name_words
 from toolweave.records import ToolRecord
 
-__all__ = ["name_words", "tool_document"]
+__all__ = ["tool_document"]
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SEPARATORS = re.compile(r"[_\-.:/\s]+")
 _MAX_PARAMS = 12
 _MAX_CHARS = 1200
-
-
-def name_words(name: str) -> str:
-    """``get_stockPrice`` → ``get stock price``: names carry meaning embedders only see as words."""
-    spaced = _CAMEL.sub(" ", name)
-    return " ".join(w.lower() for w in _SEPARATORS.split(spaced) if w)
 
 
 def tool_document(tool: ToolRecord, *, with_examples: bool = True) -> str:

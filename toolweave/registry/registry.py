@@ -28,6 +28,7 @@ from toolweave.errors import (
     ToolNotFound,
     ToolweaveError,
 )
+from toolweave.names import NameVocabulary
 from toolweave.records import (
     CONTEXT_WEIGHT,
     DependencyEdge,
@@ -36,7 +37,6 @@ from toolweave.records import (
     QueryVariant,
     SearchResults,
     SearchScope,
-    ToolKind,
     ToolRecord,
 )
 from toolweave.registry.database import RegistryDatabase, RegistryLocation, graph_from_rows
@@ -252,6 +252,9 @@ class Registry:
             return records.is_destructive(tool_id)
         record = records.get(tool_id)
         return record is not None and record.destructive
+
+    def name_vocabulary(self) -> NameVocabulary:
+        return self._snap.names
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""
@@ -680,7 +683,7 @@ class Registry:
         self._sources = tuple(SourceSpec(**row) for row in self._db.load_sources())
         self._loaded_generation = self._db.committed_generation()
         self._reload()
-        self._graph = graph_from_rows(self._nodes(), self._db.load_edges())
+        self._graph = graph_from_rows(self._snap.nodes(), self._db.load_edges())
         self._publish_graph()
 
     def _repair(self) -> None:
@@ -811,6 +814,7 @@ class Registry:
         names = tuple(sorted(set(source_list)))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
+        last = self._snap
         self._snap = Snapshot(
             ids=ids,
             matrix=matrix,
@@ -823,18 +827,11 @@ class Registry:
             usage_matrix=usage_matrix,
             ann=ann,
             ann_refine=ann and not index_state(self._table).exact,
+            names=last.names.following(last.ids, ids),
         )  # ``rows``: read by the first search (in the background), not on the ingest's or open's path
-        for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
+        for tool_id, kind, source in self._snap.nodes():  # graph nodes follow the rows (rebuilt at open)
             if tool_id not in self._graph:
                 self._graph.add_tool(tool_id, kind, source)
-
-    def _nodes(self) -> Iterator[tuple[str, ToolKind, str]]:
-        """``(id, kind, source)`` of every tool, without decoding compact records."""
-        snap = self._snap
-        records = snap.records
-        for tool_id in snap.ids:
-            kind = records.kinds[tool_id] if isinstance(records, CompactRecords) else records[tool_id].kind
-            yield tool_id, kind, snap.sources[tool_id]
 
     # -- search --------------------------------------------------------------------------------------
     def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:

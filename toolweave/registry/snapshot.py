@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 import numpy as np
 
-from toolweave.records import ToolRecord
+from toolweave.names import NameVocabulary
+from toolweave.records import ToolKind, ToolRecord
+from toolweave.registry.store import CompactRecords
 from toolweave.registry.vector_index import RowMap
 
 __all__ = ["TEXT_HIT_CACHE_SIZE", "Snapshot", "TextHitCache", "single_threaded_blas"]
@@ -68,6 +70,15 @@ class Snapshot:
     """The ANN index is quantised: its candidates are re-scored with the full vectors from the table."""
     rows: RowMap | None = None
     """Row address → id of the tool table (the ANN path), for the version it names."""
+    names: NameVocabulary = field(default_factory=NameVocabulary)
+    """How many tool names hold each term (retrieval's name match), updated from the last snapshot's."""
+
+    def nodes(self) -> Iterator[tuple[str, ToolKind, str]]:
+        """``(id, kind, source)`` of every tool, without decoding compact records."""
+        records = self.records
+        for tool_id in self.ids:
+            kind = records.kinds[tool_id] if isinstance(records, CompactRecords) else records[tool_id].kind
+            yield tool_id, kind, self.sources[tool_id]
 
     @cached_property
     def row_of(self) -> dict[str, int]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from toolweave.errors import RetrievalError
+from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.decompose import (
     Decomposition,
@@ -22,6 +23,7 @@ from toolweave.retrieval.decompose import (
 )
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import fleet_calibration, fuse, turn_relevance
+from toolweave.retrieval.name_match import match_names
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
@@ -70,9 +72,12 @@ def first_pass(
     alpha: float,
     fusion: str = "zscore",
     exclude_sources: Collection[str] = (),
+    name_match: float = 0.0,
 ) -> list[list[Hit]]:
-    """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``)."""
-    return [hits[:k] for hits, _ in _first_pass(queries, index, method, k, alpha, fusion, exclude_sources)]
+    """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``)
+    and, with ``name_match`` > 0, lifted by how much of each name the query spells out."""
+    passes = _first_pass(queries, index, method, k, alpha, fusion, exclude_sources, name_match)
+    return [hits[:k] for hits, _ in passes]
 
 
 def _first_pass(
@@ -83,6 +88,7 @@ def _first_pass(
     alpha: float,
     fusion: str,
     exclude_sources: Collection[str],
+    name_match: float,
 ) -> list[tuple[list[Hit], dict[str, float]]]:
     """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
@@ -95,10 +101,20 @@ def _first_pass(
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
     calibration = fleet_calibration(index) if fusion == "fleet" else None  # the fleet's running record
-    return [
-        (fuse(vector, text, fusion, alpha, calibration), {h.tool_id: h.score for h in vector})
-        for vector, text in both
-    ]
+    vocabulary = _name_vocabulary(index) if name_match > 0 else None
+    passes = []
+    for query, (vector, text) in zip(queries, both, strict=True):
+        fused = fuse(vector, text, fusion, alpha, calibration)
+        if vocabulary is not None:  # the query text alone, as BM25 reads it
+            fused = match_names(fused, query[0], vocabulary, name_match)
+        passes.append((fused, {h.tool_id: h.score for h in vector}))
+    return passes
+
+
+def _name_vocabulary(index: SearchIndex) -> NameVocabulary | None:
+    """The index's ``name_vocabulary()`` where it has one (a registry does); without it, no name match."""
+    get: Callable[[], NameVocabulary] | None = getattr(index, "name_vocabulary", None)
+    return get() if get is not None else None
 
 
 def retrieve(
@@ -189,7 +205,14 @@ def _candidates(
     # own, and that is how the variants were measured (bench/RESULTS.md, "Query decomposition")
     variants = [contextual_query(t, context) for t in texts]
     passes = _first_pass(
-        variants, index, params.method, pool, params.hybrid_alpha, params.fusion, exclude_sources
+        variants,
+        index,
+        params.method,
+        pool,
+        params.hybrid_alpha,
+        params.fusion,
+        exclude_sources,
+        params.name_match,
     )
     if decomposition is None or len(passes) == 1:
         return passes[0]
