@@ -49,7 +49,6 @@ from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.recorded import RecordedGraph
 from toolweave.records import DependencyEdge, SearchResults, SearchScope
 from toolweave.registry import Embedder, Registry
-from toolweave.registry.smoothing import smooth_rows
 from toolweave.retrieval import retrieve
 from toolweave.retrieval.metrics import average_precision, recall
 from toolweave.retrieval.query import QueryVariant
@@ -74,20 +73,31 @@ def smooth(
     beta: float,
     direction: Direction,
 ) -> np.ndarray:
-    """One hop of graph smoothing over ``pairs`` (``(tool, depends_on)``), by the registry's own
-    ``smooth_rows``: ``out`` = a tool borrows from what it depends on (what the registry does), ``in`` =
-    from what depends on it, ``both``."""
+    """One hop of graph smoothing over ``pairs`` (``(tool, depends_on)``): ``out`` = a tool borrows from
+    what it depends on, ``in`` = from what depends on it (TGR's prerequisite that borrows its dependents'
+    meaning), ``both``. A new matrix; rows without neighbours are copied unchanged, a repeated
+    neighbour counts once."""
     row = {tool_id: n for n, tool_id in enumerate(ids)}
-    rows: list[tuple[int, int]] = []
+    links: set[tuple[int, int]] = set()
     for tool, dep in pairs:
         a, b = row.get(tool), row.get(dep)
-        if a is None or b is None:
+        if a is None or b is None or a == b:
             continue
         if direction in ("out", "both"):
-            rows.append((a, b))
+            links.add((a, b))
         if direction in ("in", "both"):
-            rows.append((b, a))
-    return smooth_rows(matrix, rows, beta)
+            links.add((b, a))
+    out = np.array(matrix, dtype=np.float32, copy=True)
+    if not links or beta <= 0:
+        return out
+    edges = np.array(sorted(links), dtype=np.int64)
+    sums = np.zeros_like(out)
+    np.add.at(sums, edges[:, 0], matrix[edges[:, 1]])
+    counts = np.bincount(edges[:, 0], minlength=len(out))
+    touched = np.flatnonzero(counts)
+    mixed = matrix[touched] + beta * sums[touched] / counts[touched, None]
+    out[touched] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
+    return out
 
 
 @dataclass(eq=False)
@@ -172,8 +182,7 @@ def build(name: str, embedder: Embedder, tmp: Path) -> Fleet:
     pairs: dict[str, list[tuple[str, str]]] = {}
     live: Registry | None = None
     for graph in ("inferred", "declared"):  # the declared registry stays open: it is searched
-        # the registry's own smoothing off: the lab smooths, and checks its unsmoothed ranking against it
-        settings = Settings(infer_dependencies=graph == "inferred", graph_smoothing=0)
+        settings = Settings(infer_dependencies=graph == "inferred")
         reg = Registry.open(tmp / name / graph, embedder=embedder, settings=settings)
         t0 = time.perf_counter()
         reg.ingest(data.name, data.tools, data.edges if graph == "declared" else [])

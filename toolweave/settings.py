@@ -251,11 +251,6 @@ class Settings(BaseSettings):
         0.5,
         description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
     )
-    graph_smoothing: Share = Field(
-        0.0,
-        description="Vector ranking uses each tool's vector plus this times the mean of its dependencies' "
-        "(walked edges, one hop), normalised; 0 = off. Below `vector_index_threshold` tools only.",
-    )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
     security: SecuritySettings = Field(

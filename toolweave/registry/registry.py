@@ -52,7 +52,6 @@ from toolweave.registry.overrides import (
     apply_overrides,
     merge_inferred,
 )
-from toolweave.registry.smoothing import with_smoothing
 from toolweave.registry.snapshot import Snapshot, single_threaded_blas
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import CompactRecords, StoredTool
@@ -270,8 +269,8 @@ class Registry:
         return sorted(set(self._snap.sources.values()))
 
     def vectors(self) -> VectorRows:
-        """Tool id → unit vector (its own, never graph-smoothed), for graph inference and diagnostics
-        (read from the table when the registry is large enough to keep no matrix)."""
+        """Tool id → unit vector, for graph inference and diagnostics (read from the table when the
+        registry is large enough to keep no matrix)."""
         snap = self._snap
         if snap.ann:
             return self._table.load_vectors()
@@ -288,8 +287,10 @@ class Registry:
         progress: Progress | None = None,
     ) -> IngestSummary:
         """Add or update ``source``'s tools and declared edges; embed only tools whose content changed.
+
         Everything is checked before anything is written: a tool of another source, a duplicate id or
-        an edge to an unknown tool raise, and the registry keeps what it held."""
+        an edge to an unknown tool raise, and the registry keeps what it held.
+        """
         started = time.perf_counter()
         summary = IngestSummary(source=source)
         with self._write_lock:
@@ -384,8 +385,10 @@ class Registry:
         return [e.query for e in self._usage_by_tool.get(tool_id, [])]
 
     def set_private(self, names: Collection[str]) -> None:
-        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples
-        (queries already recorded for them are forgotten; examples a manifest or catalog declares stay)."""
+        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples.
+
+        Queries already recorded for them are forgotten; examples a manifest or catalog declares stay.
+        """
         with self._write_lock:
             self._private = frozenset(names)
             if not self._private_calls():
@@ -658,7 +661,6 @@ class Registry:
                     deps.pop(tool, None)
         self._deps = deps
         self._edges = tuple(graph.edges())
-        self._snap = with_smoothing(self._snap, self.dependencies, self.settings.graph_smoothing)
 
     def edges(self) -> tuple[DependencyEdge, ...]:
         """Every dependency edge, as of the last completed write (safe from any thread)."""
@@ -809,7 +811,7 @@ class Registry:
         names = tuple(sorted(set(source_list)))
         code = {name: n for n, name in enumerate(names)}
         usage_rows, usage_matrix = self._usage_snapshot(ids)
-        snap = Snapshot(
+        self._snap = Snapshot(
             ids=ids,
             matrix=matrix,
             records=records,
@@ -822,7 +824,6 @@ class Registry:
             ann=ann,
             ann_refine=ann and not index_state(self._table).exact,
         )  # ``rows``: read by the first search (in the background), not on the ingest's or open's path
-        self._snap = with_smoothing(snap, self.dependencies, self.settings.graph_smoothing)
         for tool_id, kind, source in self._nodes():  # graph nodes follow the rows (rebuilt from them at open)
             if tool_id not in self._graph:
                 self._graph.add_tool(tool_id, kind, source)
@@ -842,7 +843,7 @@ class Registry:
             return []
         if snap.ann:
             return self._ann_rank(snap, query_vector, k, exclude_sources)
-        scores = snap.search_matrix @ query_vector  # graph-smoothed when ``graph_smoothing`` > 0
+        scores = snap.matrix @ query_vector
         if snap.usage_rows.size and self._usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
             fuse_usage(scores, snap.usage_rows, snap.usage_matrix @ query_vector, self.settings.usage_weight)

@@ -68,14 +68,6 @@ class Snapshot:
     """The ANN index is quantised: its candidates are re-scored with the full vectors from the table."""
     rows: RowMap | None = None
     """Row address → id of the tool table (the ANN path), for the version it names."""
-    smoothed: np.ndarray | None = None
-    """``matrix`` smoothed over the walkable dependency edges (``registry.smoothing``), which vector
-    ranking uses; None: rank ``matrix`` itself."""
-
-    @property
-    def search_matrix(self) -> np.ndarray:
-        """The vectors the vector first pass ranks."""
-        return self.matrix if self.smoothed is None else self.smoothed
 
     @cached_property
     def row_of(self) -> dict[str, int]:
