@@ -253,7 +253,7 @@ def grid(names: list[str]) -> None:
                         smoothed = smooth(base, fleet.index.ids, fleet.pairs[sgraph], beta, direction)
                         label = f"beta={beta} {direction}"
                         if np.array_equal(smoothed, base):
-                            continue  # no edges: the baseline's figures (added below)
+                            continue  # no edges to smooth over: ``_deltas`` counts it as Δ 0
                         runs.append((label, sgraph, smoothed, "hybrid", None))
                         runs.append((label, sgraph, smoothed, "grtf", wgraph))
             edges = {g: len(p) for g, p in fleet.pairs.items()}
@@ -379,7 +379,7 @@ def main() -> None:
     parser.add_argument(
         "datasets", nargs="*", default=["toollinkos", "api_bank", "seal_tools", "openapi_links", "metatool"]
     )
-    parser.add_argument("--rows", action="append", default=[], help="lodo: grid JSON files")
+    parser.add_argument("--rows", action="extend", nargs="+", default=[], help="lodo: grid JSON files")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.command == "grid":
