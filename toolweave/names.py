@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 
 __all__ = ["NameVocabulary", "name_of", "name_terms", "name_words", "text_terms"]
@@ -45,6 +46,13 @@ def name_terms(name: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _WORD.findall(name_words(name)))
 
 
+@lru_cache(maxsize=8192)
+def _candidate_terms(tool_id: str) -> frozenset[str]:
+    # a search matches the same few thousand candidates again and again; counting a fleet does not
+    # come through here (100k names would only churn the cache)
+    return name_terms(name_of(tool_id))
+
+
 def text_terms(text: str) -> frozenset[str]:
     """The stemmed words of a request, cut as ``name_terms`` cuts names."""
     return frozenset(_stem(w) for w in _WORD.findall(text.lower()))
@@ -62,6 +70,8 @@ class NameVocabulary:
 
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     size: int = 0
+    _weights: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    """``weight`` by term, filled as searches ask (a lost race only computes a weight twice)."""
 
     @classmethod
     def of(cls, tool_ids: Iterable[str]) -> NameVocabulary:
@@ -90,13 +100,14 @@ class NameVocabulary:
 
     def weight(self, term: str) -> float:
         """Inverse document frequency of ``term`` over the names (a term no name holds weighs most)."""
-        return math.log(1.0 + self.size / max(self.counts.get(term, 0), 1))
+        found = self._weights.get(term)
+        if found is None:
+            found = self._weights[term] = math.log(1.0 + self.size / max(self.counts.get(term, 0), 1))
+        return found
 
     def match(self, request: Collection[str], tool_id: str) -> float:
         """Share of ``tool_id``'s name, each term weighed by ``weight``, that the ``request``'s terms
         (``text_terms``) spell out: 0 (none) to 1 (every word of the name)."""
-        terms = name_terms(name_of(tool_id))
-        total = sum(self.weight(t) for t in terms)
-        if total <= 0:
-            return 0.0
-        return sum(self.weight(t) for t in terms if t in request) / total
+        weights = [(self.weight(t), t in request) for t in _candidate_terms(tool_id)]
+        total = sum(w for w, _ in weights)
+        return sum(w for w, said in weights if said) / total if total > 0 else 0.0
