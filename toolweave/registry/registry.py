@@ -254,6 +254,7 @@ class Registry:
         return record is not None and record.destructive
 
     def name_vocabulary(self) -> NameVocabulary:
+        """How many tool names hold each term, as of the last completed write (retrieval's name match)."""
         return self._snap.names
 
     def source_of(self, tool_id: str) -> str | None:
