@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from toolweave.names import NameVocabulary, name_of, name_terms, name_words, text_terms
+from toolweave.records import make_tool_id
 
 
 def test_names_and_requests_are_cut_into_the_same_stemmed_words() -> None:
@@ -42,3 +43,22 @@ def test_a_vocabulary_follows_writes_as_if_counted_afresh() -> None:
     assert "news" in vocab.counts and vocab.counts["get"] == 2
     assert NameVocabulary().following([], after) == NameVocabulary.of(after)
     assert NameVocabulary.of(before).following(before, []).size == 0
+
+
+def test_a_tool_is_counted_by_its_own_name_where_its_id_had_to_change_it() -> None:
+    # ids are sanitised and cut to 64 characters with a hash: the id's name part is not always the name
+    tools: dict[str, str] = {}
+    for name in ("获取天气", "查询股票", "list_deliveries_for_a_repository_webhook_by_organization_and_date"):
+        tools[make_tool_id("zh", name, set(tools))] = name
+    weather, stocks, deliveries = tools
+    assert weather == "zh__tool" and stocks.startswith("zh__tool_") and len(deliveries) == 64
+    fleet = [*tools, "en__find_tool", "en__get_weather"]
+    vocab = NameVocabulary.of(fleet, tools)
+    assert vocab.counts["tool"] == 1  # find_tool's; "zh__tool" was the whole name of an unrelated tool
+    assert vocab.match(text_terms("which tool tells the weather?"), weather) == 0.0
+    spelled = "list deliveries for a repository webhook by organization and date"
+    assert vocab.match(text_terms(spelled), deliveries) == 1.0  # the id's hash is no word of its name
+    # leaving, such a tool takes its own terms (none, for the Chinese names) and nothing else
+    assert vocab.following(fleet, fleet[1:], tools) == NameVocabulary.of(fleet[1:], tools)
+    assert vocab.following(fleet, fleet[3:], tools) == NameVocabulary.of(fleet[3:])
+    assert vocab.following(fleet, fleet[3:], tools).counts["tool"] == 1

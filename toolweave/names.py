@@ -70,33 +70,56 @@ class NameVocabulary:
 
     counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     size: int = 0
+    renamed: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
+    """Terms of the tools whose own name cuts otherwise than their id's name part, by id (usually
+    none). An id is sanitised to ``[A-Za-z0-9_-]`` and cut to 64 characters with a hash
+    (``make_tool_id``): ``获取天气`` becomes ``<source>__tool``, which a request saying "tool" would
+    spell out whole, and a long name ends in a hash no request spells."""
     _weights: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
     """``weight`` by term, filled as searches ask (a lost race only computes a weight twice)."""
 
     @classmethod
-    def of(cls, tool_ids: Iterable[str]) -> NameVocabulary:
-        """The vocabulary of the tools ``tool_ids`` name."""
-        return cls().changed(removed=(), added=tool_ids)
+    def of(cls, tool_ids: Iterable[str], names: Mapping[str, str] | None = None) -> NameVocabulary:
+        """The vocabulary of the tools ``tool_ids`` name (``names``: id → the tool's own name, where
+        known; otherwise its id's name part counts)."""
+        return cls().changed(removed=(), added=tool_ids, names=names)
 
-    def changed(self, removed: Iterable[str], added: Iterable[str]) -> NameVocabulary:
-        """This vocabulary after the tools ``removed`` left and ``added`` joined (ids): a write costs
-        what it changed, not the fleet (100k names take ~0.5 s to count)."""
+    def changed(
+        self, removed: Iterable[str], added: Iterable[str], names: Mapping[str, str] | None = None
+    ) -> NameVocabulary:
+        """This vocabulary after the tools ``removed`` left and ``added`` joined (ids; ``names`` as in
+        ``of``): a write costs what it changed, not the fleet (100k names take ~0.5 s to count)."""
         counts = Counter(self.counts)
+        renamed = dict(self.renamed)
         size = self.size
         for tool_id in removed:
-            counts.subtract(name_terms(name_of(tool_id)))
+            gone = renamed.pop(tool_id, None)  # its own name's terms may be none at all
+            counts.subtract(name_terms(name_of(tool_id)) if gone is None else gone)
             size -= 1
         for tool_id in added:
-            counts.update(name_terms(name_of(tool_id)))
+            part = name_of(tool_id)
+            terms = name_terms(part)
+            own = names.get(tool_id, part) if names is not None else part
+            if own != part and name_terms(own) != terms:  # a string compare for nearly every tool
+                terms = renamed[tool_id] = name_terms(own)
+            counts.update(terms)
             size += 1
-        return NameVocabulary(MappingProxyType({t: n for t, n in counts.items() if n > 0}), size)
+        kept = {t: n for t, n in counts.items() if n > 0}
+        return NameVocabulary(MappingProxyType(kept), size, MappingProxyType(renamed))
 
-    def following(self, before: Collection[str], after: Collection[str]) -> NameVocabulary:
-        """This vocabulary (of the ids ``before``) for the ids ``after``."""
+    def following(
+        self, before: Collection[str], after: Collection[str], names: Mapping[str, str] | None = None
+    ) -> NameVocabulary:
+        """This vocabulary (of the ids ``before``) for the ids ``after`` (``names`` as in ``of``)."""
         if not before:
-            return NameVocabulary.of(after)
+            return NameVocabulary.of(after, names)
         old, new = set(before), set(after)
-        return self.changed(removed=old - new, added=new - old)
+        return self.changed(removed=old - new, added=new - old, names=names)
+
+    def terms_of(self, tool_id: str) -> frozenset[str]:
+        """The terms of ``tool_id``'s name, as counted."""
+        found = self.renamed.get(tool_id)
+        return _candidate_terms(tool_id) if found is None else found
 
     def weight(self, term: str) -> float:
         """Inverse document frequency of ``term`` over the names (a term no name holds weighs most)."""
@@ -108,6 +131,6 @@ class NameVocabulary:
     def match(self, request: Collection[str], tool_id: str) -> float:
         """Share of ``tool_id``'s name, each term weighed by ``weight``, that the ``request``'s terms
         (``text_terms``) spell out: 0 (none) to 1 (every word of the name)."""
-        weights = [(self.weight(t), t in request) for t in _candidate_terms(tool_id)]
+        weights = [(self.weight(t), t in request) for t in self.terms_of(tool_id)]
         total = sum(w for w, _ in weights)
         return sum(w for w, said in weights if said) / total if total > 0 else 0.0

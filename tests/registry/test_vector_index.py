@@ -21,7 +21,8 @@ import pytest
 import toolweave.registry.registry as registry_module
 import toolweave.registry.vector_index as vector_index_module
 from toolweave.errors import RegistryError
-from toolweave.records import SearchScope, ToolRecord
+from toolweave.names import NameVocabulary, text_terms
+from toolweave.records import SearchScope, ToolRecord, make_tool_id
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.database import RegistryDatabase
 from toolweave.registry.store import CompactRecords
@@ -345,3 +346,49 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
         assert time.monotonic() < deadline, "the row addresses were never read after the ingest"
         time.sleep(0.05)
     assert len(large._snap.rows.ids) == TOOLS + 3
+
+
+@pytest.mark.parametrize("size", ["exact", "large"])
+def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snapshot(
+    size: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids are sanitised and cut (``获取天气`` → ``zh__tool``): the vocabulary counts the tools' own
+    names, read decoded (``exact``) or compact (``large``: the ANN path), after an ingest, a deletion, a
+    rolled-back write, another process's commit loaded by ``refresh``, and at open."""
+    reg: Registry = request.getfixturevalue(size)
+    threshold = reg.settings.vector_index_threshold
+    follower = open_registry(reg.path, threshold)  # type: ignore[arg-type]
+    follower._index_pool.submit(lambda: None).result()  # its index check at open is over: no race
+    taken: set[str] = set()
+    named = []
+    for name in ("获取天气", "查询股票", "list_deliveries_for_a_repository_webhook_by_organization_and_date"):
+        taken.add(tool_id := make_tool_id("zh", name, taken))
+        named.append(ToolRecord(id=tool_id, source="zh", name=name, description=f"{name} tool"))
+
+    def counted_afresh(reg: Registry) -> NameVocabulary:
+        every = reg.tools()
+        return NameVocabulary.of([t.id for t in every], {t.id: t.name for t in every})
+
+    try:
+        reg.ingest("zh", named)
+        vocab = reg.name_vocabulary()
+        assert "tool" not in vocab.counts and vocab == counted_afresh(reg)
+        assert vocab.match(text_terms("which tool tells the weather?"), "zh__tool") == 0.0
+        assert follower.refresh() and follower.name_vocabulary() == vocab
+        reopened = open_registry(reg.path, threshold)  # type: ignore[arg-type]
+        assert reopened.name_vocabulary() == vocab
+        reopened.close()
+
+        def failing_commit(action: str) -> None:
+            raise RuntimeError("the store went away")
+
+        monkeypatch.setattr(reg, "_commit", failing_commit)
+        with pytest.raises(RuntimeError):
+            reg.delete_source("zh")  # reloaded without zh, then rolled back
+        assert reg.name_vocabulary() == vocab
+        monkeypatch.undo()
+        reg.delete_source("zh")
+        assert reg.name_vocabulary() == counted_afresh(reg) == NameVocabulary.of(t.id for t in reg.tools())
+        assert follower.refresh() and follower.name_vocabulary() == reg.name_vocabulary()
+    finally:
+        follower.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +59,22 @@ def test_weight_zero_or_no_spread_changes_nothing() -> None:
     flat = [Hit("f__qreator", 1.0), Hit("f__create_qr_code", 1.0)]
     assert match_names(flat, "create a qr code", FLEET, 1.0) == flat
     assert match_names(fused[:1], "create a qr code", FLEET, 1.0) == fused[:1]
+
+
+@pytest.mark.parametrize("odd", [math.inf, -math.inf, math.nan])
+def test_a_score_that_is_not_finite_leaves_the_list_as_fused(odd: float) -> None:
+    # one such score made the spread NaN, and NaN was added to every candidate's score
+    fused = [Hit("f__qreator", 2.0), Hit("f__create_qr_code", odd), Hit("f__search", 0.5)]
+    ranked = match_names(fused, "create a qr code", FLEET, 1.0)
+    assert [h.tool_id for h in ranked] == [h.tool_id for h in fused]
+    assert [h.score for h in ranked[::2]] == [2.0, 0.5]
+
+
+def test_scores_near_the_float_limit_leave_the_list_as_fused() -> None:
+    # the spread overflowed (OverflowError out of the square, or an infinite spread times a match of 0)
+    for high in (1e308, 1e200):
+        fused = [Hit("f__qreator", high), Hit("f__search", -high), Hit("f__create_qr_code", 0.0)]
+        assert match_names(fused, "create a qr code", FLEET, 1.0) == fused
 
 
 @pytest.mark.integration

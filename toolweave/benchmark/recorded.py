@@ -74,7 +74,10 @@ class RecordedIndex:
         if get is not None:
             return get()
         if self._names is None or self._names.size != len(self.records):
-            self._names = NameVocabulary.of(self.records)
+            names = {
+                i: name for i, r in self.records.items() if isinstance(name := getattr(r, "name", None), str)
+            }
+            self._names = NameVocabulary.of(self.records, names)
         return self._names
 
     def find(self, tool_id: str) -> object | None:

@@ -254,6 +254,7 @@ class Registry:
         return record is not None and record.destructive
 
     def name_vocabulary(self) -> NameVocabulary:
+        """How many tool names hold each term, as of the last completed write (retrieval's name match)."""
         return self._snap.names
 
     def source_of(self, tool_id: str) -> str | None:
@@ -801,13 +802,14 @@ class Registry:
         ann = self._table.count() >= self.settings.vector_index_threshold
         records: Mapping[str, ToolRecord]
         if ann:  # neither vectors nor decoded records in memory: see docs/registry.md "Large registries"
-            id_list, source_list, hash_list, records = self._table.load_compact()
+            id_list, source_list, hash_list, name_list, records = self._table.load_compact()
             matrix = np.zeros((0, 1), np.float32)
         else:
             rows = self._table.load_all()
             id_list = [r.record.id for r in rows]
             source_list = [r.record.source for r in rows]
             hash_list = [r.content_hash for r in rows]
+            name_list = [r.record.name for r in rows]
             records = {r.record.id: r.record for r in rows}
             matrix = np.stack([r.vector for r in rows]) if rows else np.zeros((0, 1), np.float32)
         ids = tuple(id_list)
@@ -827,7 +829,7 @@ class Registry:
             usage_matrix=usage_matrix,
             ann=ann,
             ann_refine=ann and not index_state(self._table).exact,
-            names=last.names.following(last.ids, ids),
+            names=last.names.following(last.ids, ids, dict(zip(ids, name_list, strict=True))),
         )  # ``rows``: read by the first search (in the background), not on the ingest's or open's path
         for tool_id, kind, source in self._snap.nodes():  # graph nodes follow the rows (rebuilt at open)
             if tool_id not in self._graph:

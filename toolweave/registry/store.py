@@ -136,18 +136,19 @@ class ToolTable:
                 f"tool table {self.name}: a stored tool record does not decode: {exc}"
             ) from exc
 
-    def load_compact(self) -> tuple[list[str], list[str], list[str], CompactRecords]:
-        """``(ids, sources, content hashes, records)`` without vectors or documents, the records left as
-        stored JSON (``CompactRecords``): for registries too large to hold decoded."""
+    def load_compact(self) -> tuple[list[str], list[str], list[str], list[str], CompactRecords]:
+        """``(ids, sources, content hashes, names, records)`` without vectors or documents, the records
+        left as stored JSON (``CompactRecords``): for registries too large to hold decoded."""
         with lance_errors("reading the table"):
-            arrow = self._select(["id", "source", "kind", "content_hash", "record"])
+            arrow = self._select(["id", "source", "kind", "content_hash", "name", "record"])
         ids = arrow.column("id").to_pylist()
         kind_of: dict[str, ToolKind] = {"core": "core", "regular": "regular"}
         kinds = {
             i: kind_of.get(k, "regular") for i, k in zip(ids, arrow.column("kind").to_pylist(), strict=True)
         }
         records = CompactRecords(dict(zip(ids, arrow.column("record").to_pylist(), strict=True)), kinds)
-        return ids, arrow.column("source").to_pylist(), arrow.column("content_hash").to_pylist(), records
+        sources, hashes, names = (arrow.column(c).to_pylist() for c in ("source", "content_hash", "name"))
+        return ids, sources, hashes, names, records
 
     def load_vectors(self) -> VectorRows:
         """Tool id → vector, read from the table (for dependency inference when no matrix is held)."""

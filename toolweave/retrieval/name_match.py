@@ -24,14 +24,20 @@ __all__ = ["match_names"]
 
 def match_names(hits: Sequence[Hit], request: str, vocabulary: NameVocabulary, weight: float) -> list[Hit]:
     """``hits`` (fused, best first) re-scored by how much of each tool's name ``request`` spells out,
-    best first again; unchanged when ``weight`` is 0 or the scores do not spread."""
+    best first again; unchanged when ``weight`` is 0 or the scores do not spread (all tied, or not all
+    finite)."""
     if weight <= 0 or len(hits) < 2:
         return list(hits)
     scores = [h.score for h in hits]
-    mean = math.fsum(scores) / len(scores)
-    # population standard deviation (statistics.pstdev is exact, and 20x slower, with Fractions)
-    spread = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
-    if spread <= 1e-12:
+    if not all(map(math.isfinite, scores)):
+        return list(hits)  # no spread to measure the lift in: adding NaN or inf would taint every score
+    try:
+        mean = math.fsum(scores) / len(scores)
+        # population standard deviation (statistics.pstdev is exact, and 20x slower, with Fractions)
+        spread = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
+    except OverflowError:  # scores near float's limit: no unit either
+        return list(hits)
+    if spread <= 1e-12 or not math.isfinite(spread):
         return list(hits)
     terms = text_terms(request)
     scored = [Hit(h.tool_id, h.score + weight * spread * vocabulary.match(terms, h.tool_id)) for h in hits]
