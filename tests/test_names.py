@@ -62,3 +62,12 @@ def test_a_tool_is_counted_by_its_own_name_where_its_id_had_to_change_it() -> No
     assert vocab.following(fleet, fleet[1:], tools) == NameVocabulary.of(fleet[1:], tools)
     assert vocab.following(fleet, fleet[3:], tools) == NameVocabulary.of(fleet[3:])
     assert vocab.following(fleet, fleet[3:], tools).counts["tool"] == 1
+
+
+def test_words_of_any_script_stay_whole() -> None:
+    # accented words are not broken at their accents ("m", "t", "o"); ASCII text cuts as before
+    assert text_terms("La météo de Zürich") == {"la", "météo", "de", "zürich"}
+    assert text_terms("what's the weather") == {"what", "s", "the", "weather"}
+    assert name_terms("obtenir_météo") == {"obtenir", "météo"}
+    vocab = NameVocabulary.of(["f__obtenir_météo", "f__get_weather"], {"f__obtenir_météo": "obtenir_météo"})
+    assert vocab.match(text_terms("quelle est la météo ?"), "f__obtenir_météo") > 0

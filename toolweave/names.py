@@ -21,7 +21,7 @@ __all__ = ["NameVocabulary", "name_of", "name_terms", "name_words", "text_terms"
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script: "météo" stays one word
 _SUFFIXES = ("ing", "es", "ed", "s")
 _ID_SEPARATOR = "__"  # ToolRecord.id is ``<source>__<name>``
 
