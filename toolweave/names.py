@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
 
-__all__ = ["NameVocabulary", "name_of", "name_terms", "name_words", "text_terms"]
+__all__ = ["NameVocabulary", "camel_spaced", "name_of", "name_terms", "name_words", "text_terms"]
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
@@ -26,10 +26,15 @@ _SUFFIXES = ("ing", "es", "ed", "s")
 _ID_SEPARATOR = "__"  # ToolRecord.id is ``<source>__<name>``
 
 
+def camel_spaced(text: str) -> str:
+    """``getStockPrice`` → ``get Stock Price`` (``HTTPServer`` → ``HTTP Server``): a space at each camelCase
+    boundary, the one rule every part that reads names as words cuts them by."""
+    return _CAMEL.sub(" ", text)
+
+
 def name_words(name: str) -> str:
     """``get_stockPrice`` → ``get stock price``: names carry meaning embedders only see as words."""
-    spaced = _CAMEL.sub(" ", name)
-    return " ".join(w.lower() for w in _SEPARATORS.split(spaced) if w)
+    return " ".join(w.lower() for w in _SEPARATORS.split(camel_spaced(name)) if w)
 
 
 def _stem(word: str) -> str:
@@ -43,7 +48,8 @@ def _stem(word: str) -> str:
 
 def name_terms(name: str) -> frozenset[str]:
     """The stemmed words of a tool name (camelCase and separators split)."""
-    return frozenset(_stem(w) for w in _WORD.findall(name_words(name)))
+    # ``name_words`` without its join: every separator is a non-word character (or ``_``) to ``_WORD``
+    return frozenset(_stem(w) for w in _WORD.findall(camel_spaced(name).lower()))
 
 
 @lru_cache(maxsize=8192)

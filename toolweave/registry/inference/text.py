@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+from toolweave.names import camel_spaced
+
 __all__ = [
     "AMBIENT_QUALIFIERS",
     "PRODUCER_VERBS",
@@ -25,7 +27,6 @@ def wordset(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^A-Za-z0-9]+")
 
 PRODUCER_VERBS = wordset(
@@ -51,7 +52,7 @@ _CACHED_LENGTH = 64
 
 
 def _words(text: str) -> tuple[str, ...]:
-    spaced = _CAMEL.sub(" ", text)
+    spaced = camel_spaced(text)
     return tuple(w.lower() for w in _NON_WORD.split(spaced) if w)
 
 
