@@ -13,9 +13,9 @@ this query alone; ``rrf_fusion`` and ``convex_fusion`` are kept for comparison.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
-from statistics import fmean, pstdev
 
 from toolweave.retrieval.results import Hit
 
@@ -86,12 +86,20 @@ def rrf_fusion(vector: Sequence[Hit], text: Sequence[Hit], k: int = RRF_K) -> li
     return _ranked(fused, vector, text)
 
 
+def mean_and_spread(scores: Sequence[float]) -> tuple[float, float]:
+    """Mean and population standard deviation of ``scores`` (at least one). Every fused search computes
+    a few: ``statistics`` computes them exactly, with fractions, at ~45 µs for 30 scores; ``fsum`` is
+    within a rounding of it at ~3 µs. Raises ``OverflowError`` for scores near float's limit."""
+    mean = math.fsum(scores) / len(scores)
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
+
+
 def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     """Each score as standard deviations above its list's mean, and the floor for absent tools."""
     if not hits:
         return {}, 0.0
     scores = [h.score for h in hits]
-    mean, spread = fmean(scores), pstdev(scores)
+    mean, spread = mean_and_spread(scores)
     if spread <= 1e-12:  # one candidate, or all tied: no evidence to prefer any
         return {h.tool_id: 0.0 for h in hits}, 0.0
     z = {h.tool_id: (h.score - mean) / spread for h in hits}

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import Hit
+from toolweave.retrieval.fusion import mean_and_spread
 
 __all__ = ["match_names"]
 
@@ -32,9 +33,7 @@ def match_names(hits: Sequence[Hit], request: str, vocabulary: NameVocabulary, w
     if not all(map(math.isfinite, scores)):
         return list(hits)  # no spread to measure the lift in: adding NaN or inf would taint every score
     try:
-        mean = math.fsum(scores) / len(scores)
-        # population standard deviation (statistics.pstdev is exact, and 20x slower, with Fractions)
-        spread = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
+        _mean, spread = mean_and_spread(scores)
     except OverflowError:  # scores near float's limit: no unit either
         return list(hits)
     if spread <= 1e-12 or not math.isfinite(spread):
