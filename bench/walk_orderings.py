@@ -74,7 +74,7 @@ def expand_with_ordering(
         if n > 0 and own < walk_gate:
             continue
         path_weight = {hit.tool_id: own}
-        for edge, depth in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
+        for edge, depth, _w in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
             if order == "weighted":
                 weight = path_weight.get(edge.tool, 0.0) * edge.confidence
                 path_weight[edge.depends_on] = weight

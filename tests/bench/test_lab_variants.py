@@ -173,3 +173,81 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
         expand_with_ordering(hits, lambda t, _k=None: sure.get(t, []), top_k=1, final_k=4, order="weighted")
         == paper
     )
+
+
+def _lab_walk(hits: list[Hit], edges: list[DependencyEdge], policy: object, records=()) -> list[str]:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from toolweave.retrieval.walk import expand_with_dependencies
+
+    by_tool: dict[str, list[DependencyEdge]] = {}
+    for e in edges:
+        by_tool.setdefault(e.tool, []).append(e)
+    described = {r.id: r for r in records}
+    policy = replace(policy, describe=described.get)  # type: ignore[type-var]
+    return ids(
+        expand_with_dependencies(
+            hits,
+            lambda t, _k=None: by_tool.get(t, []),
+            top_k=1,
+            final_k=10,
+            relevance={h.tool_id: h.score for h in hits},
+            policy=policy,  # type: ignore[arg-type]
+        )
+    )
+
+
+def test_lab_variant_a_parameter_the_request_supplies_is_not_walked_one_it_lacks_is() -> None:
+    from walk_variants import LabPolicy
+
+    from toolweave.records import EdgeKind, ToolRecord
+
+    def tool(tool_id: str, **params: dict[str, str]) -> ToolRecord:
+        schema = {"type": "object", "properties": params}
+        return ToolRecord(id=tool_id, source="s", name=tool_id, input_schema=schema)
+
+    records = [
+        tool("details", order_id={"type": "string"}),
+        tool("place_order", item={"type": "string"}),
+        tool("send", to={"type": "string", "format": "email"}),
+        tool("validate_email", email={"type": "string"}),
+    ]
+    d = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+    edges = [
+        DependencyEdge(tool="details", depends_on="place_order", kind=d, parameter_name="order_id"),
+        DependencyEdge(tool="send", depends_on="validate_email", kind=d, parameter_name="to"),
+    ]
+    supplied = LabPolicy(skip_supplied=True)
+    lacks = _lab_walk(
+        [Hit("details", 1.0)], edges, replace_request(supplied, "details of my last order"), records
+    )
+    holds = _lab_walk(
+        [Hit("details", 1.0)], edges, replace_request(supplied, "details of order ORD-1193"), records
+    )
+    assert (lacks, holds) == (["details", "place_order"], ["details"])
+    # a tool that takes the value itself checks it: walked even when the request holds an address
+    mail = replace_request(supplied, "mail bob@example.com the minutes")
+    assert _lab_walk([Hit("send", 1.0)], edges, mail, records) == ["send", "validate_email"]
+
+
+def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_walked() -> None:
+    from walk_variants import LabPolicy
+
+    from toolweave.records import EdgeKind
+
+    d = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
+    edges = [
+        DependencyEdge(tool="total", depends_on=f"f{n}", kind=d, parameter_name="amount", confidence=c)
+        for n, c in enumerate((0.95, 0.99, 0.97))
+    ]
+    hits = [Hit("total", 1.0), Hit("x", 0.1)]
+    best = LabPolicy(producers_per_parameter=1, alternatives_power=0.0, placement="after_parent")
+    assert _lab_walk(hits, edges, best) == ["total", "f1", "x"]  # the surest: nothing else tells them apart
+    hits = [Hit("total", 1.0), Hit("f2", 0.2), Hit("x", 0.1)]
+    assert _lab_walk(hits, edges, best) == ["total", "f2", "x"]  # the one the request matches comes first
+
+
+def replace_request(policy: object, request: str) -> object:
+    from dataclasses import replace
+
+    return replace(policy, request=request)  # type: ignore[type-var]

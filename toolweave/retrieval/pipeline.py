@@ -156,7 +156,8 @@ def retrieve(
         is_destructive=_destructive_check(index),
         relevance=relevance,
     )
-    return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
+    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
+    return mark_published(ranked, kept)
 
 
 def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
@@ -218,9 +219,9 @@ def _ranked(
     hits: list[Hit],
     dependencies: DependencyLookup,
     params: RetrievalSettings,
+    relevance: dict[str, float],
     exclude_sources: Collection[str],
     source_of: Callable[[str], str | None] | None,
-    relevance: dict[str, float],
 ) -> list[RankedTool]:
     if params.method != "grtf":
         return [
@@ -243,6 +244,7 @@ def _ranked(
         d_limit=params.d_limit,
         edge_kinds=kinds,
         keep=keep,
+        relevance=relevance,
     )
 
 

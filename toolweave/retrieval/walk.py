@@ -1,23 +1,75 @@
-"""Algorithm 1 of Graph RAG-Tool Fusion: walk each first-pass tool's dependencies, depth first.
+"""Algorithm 1 of Graph RAG-Tool Fusion, walking only what is likely needed.
 
-The result is ``tool 1, its dependencies (pre-order DFS), tool 2, its dependencies, ...`` with every
-tool once, cut to ``final_k``. Cycles are harmless (a tool is never visited twice) and ``d_limit``
-bounds the depth (1 = direct dependencies only, 0 = no limit). Orderings measured against it and not
-shipped (by weight, a share of the hit's relevance, a gate, held hits) live in
-``bench/walk_orderings.py``.
+The paper's walk lists ``tool 1, its dependencies (pre-order DFS), tool 2, its dependencies, ...``
+with every tool once, cut to ``final_k``. Cycles are harmless (a tool is never visited twice) and
+``d_limit`` bounds the depth (1 = direct dependencies only, 0 = no limit).
+
+A graph walked blindly hurts even when every edge is true: a tool fed by many producers (NESTFUL's
+calculators take an ``amount`` that a dozen tools give, in different requests) pulls them all in, and
+an edge inferred from a naming pattern (a travel API's ``access_token`` comes from its login) puts a
+step the conversation already took at rank 2. So each dependency weighs what the walk knows of it
+(``WalkPolicy``), and takes its place among the search hits by that weight:
+
+- a search hit weighs its relevance in the turn (best hit 1, weakest candidate 0);
+- a dependency weighs its parent's weight times the edge's confidence, shared among the alternatives
+  when several tools can give the same parameter (``1 / n``); a dependency that is itself a search hit
+  weighs at least its own relevance;
+- a dependency weighing less than ``min_weight``, or reached through edges whose confidences multiply
+  to less than ``min_confidence``, is not walked; nor is another producer of a parameter a listed tool
+  already gives.
+
+Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
+it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
+``WalkPolicy.everything()`` is the paper's walk. Orderings and filters measured and not shipped live
+in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
 
-__all__ = ["DependencyLookup", "expand_with_dependencies"]
+__all__ = ["DependencyLookup", "WalkPolicy", "expand_with_dependencies"]
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
+
+
+Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyEdge, float]]]
+"""``(tool, its edges, its weight) → the edges to walk, each with the weight of its dependency``."""
+
+
+@dataclass(frozen=True)
+class WalkPolicy:
+    """How the walk weighs dependencies. Not settings: the defaults are the gateway's, chosen
+    leave-one-dataset-out (bench/RESULTS.md, "A walk that only helps"; ``bench/walk_lab.py``)."""
+
+    confidence_power: float = 1.0
+    """A dependency weighs its parent's weight × the edge's confidence ** this (0: as much as its parent,
+    i.e. right after it)."""
+    alternatives_power: float = 1.0
+    """A producer among ``n`` of one parameter (same parameter and edge kind) weighs ``1 / n ** this``:
+    a value many tools can give is rarely needed from one of them in particular."""
+    min_weight: float = 0.4
+    """A dependency weighing less is not walked."""
+    min_confidence: float = 0.9
+    """A dependency reached through edges whose confidences multiply to less is not walked."""
+    skip_fed: bool = True
+    """No other producer is walked for a parameter that a tool already listed gives."""
+
+    def _chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        """The edges a turn's walk follows out of each tool (the lab's variants override this)."""
+        return _Chooser(self, seen, relevance)
+
+    @classmethod
+    def everything(cls) -> WalkPolicy:
+        """The paper's walk: every edge, each dependency right after the tool that needs it."""
+        return cls(
+            confidence_power=0.0, alternatives_power=0.0, min_weight=0.0, min_confidence=0.0, skip_fed=False
+        )
 
 
 def expand_with_dependencies(
@@ -29,26 +81,43 @@ def expand_with_dependencies(
     d_limit: int = 0,
     edge_kinds: Sequence[EdgeKind] | None = None,
     keep: Callable[[str], bool] | None = None,
+    relevance: Mapping[str, float] | None = None,
+    policy: WalkPolicy | None = None,
 ) -> list[RankedTool]:
-    """Rank ``hits[:top_k]`` each followed by its dependency walk; fill up with later hits.
+    """``hits[:top_k]`` with the dependencies ``policy`` walks from them, and the later hits, ranked by
+    weight (ties in the paper's order: a hit, then its walk), cut to ``final_k``.
 
     ``keep`` filters tools that must not be returned (e.g. of an unreachable upstream): they are
-    neither listed nor walked through.
+    neither listed nor walked through. ``relevance`` is each candidate's relevance within the turn
+    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1.
     """
+    policy = policy or WalkPolicy()
+    relevance = relevance or {}
     out: list[RankedTool] = []
+    weights: list[float] = []
     seen: set[str] = set()
+    choose = policy._chooser(seen, relevance)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
             seen.add(hit.tool_id)
             out.append(RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score))
+            weights.append(relevance.get(hit.tool_id, 1.0))
 
+    # the later hits come after the walks, and a hit may outweigh a dependency listed before it: every
+    # tool that could make the first final_k is placed before the cut
+    limit = len(hits) + final_k * (top_k + 1)
     for hit in hits[:top_k]:
-        if len(out) >= final_k:
+        if len(out) >= limit:
             break
         emit_hit(hit)
-        for edge, depth in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
+        root = relevance.get(hit.tool_id, 1.0)
+        for edge, depth, weight in _walk(
+            hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep, root, choose
+        ):
             seen.add(edge.depends_on)
+            # a dependency that is itself a strong search hit keeps its own place
+            weights.append(max(weight, relevance.get(edge.depends_on, 0.0)))
             out.append(
                 RankedTool(
                     edge.depends_on,
@@ -62,10 +131,11 @@ def expand_with_dependencies(
                 )
             )
     for hit in hits[top_k:]:
-        if len(out) >= final_k:
+        if len(out) >= limit:
             break
         emit_hit(hit)
-    return out[:final_k]
+    order = sorted(range(len(out)), key=lambda n: (-weights[n], n))[:final_k]
+    return [out[n] if out[n].rank == rank else replace(out[n], rank=rank) for rank, n in enumerate(order, 1)]
 
 
 def _walk(
@@ -75,21 +145,70 @@ def _walk(
     kinds: Sequence[EdgeKind] | None,
     seen: set[str],
     keep: Callable[[str], bool] | None,
-) -> Iterator[tuple[DependencyEdge, int]]:
-    """Pre-order DFS without recursion (a 10k-tool chain must not hit Python's recursion limit).
+    weight: float = 1.0,
+    choose: Choice | None = None,
+) -> Iterator[tuple[DependencyEdge, int, float]]:
+    """Pre-order DFS without recursion (a 10k-tool chain must not hit Python's recursion limit), over
+    the edges ``choose`` keeps at each tool (all of them, at the root's weight, without it).
 
     ``seen`` is shared with the caller and updated by it as edges are yielded.
     """
-    stack: list[tuple[Iterator[DependencyEdge], int]] = [(iter(dependencies(root, kinds)), 1)]
+
+    def out_of(tool: str, w: float) -> Iterator[tuple[DependencyEdge, float]]:
+        edges = dependencies(tool, kinds)
+        return iter(choose(tool, edges, w) if choose is not None else [(e, w) for e in edges])
+
+    stack: list[tuple[Iterator[tuple[DependencyEdge, float]], int]] = [(out_of(root, weight), 1)]
     while stack:
         edges, depth = stack[-1]
-        edge = next(edges, None)
-        if edge is None:
+        step = next(edges, None)
+        if step is None:
             stack.pop()
             continue
+        edge, w = step
         target = edge.depends_on
         if target in seen or target == root or (keep is not None and not keep(target)):
             continue
-        yield edge, depth
+        yield edge, depth, w
         if d_limit == 0 or depth < d_limit:
-            stack.append((iter(dependencies(target, kinds)), depth + 1))
+            stack.append((out_of(target, w), depth + 1))
+
+
+class _Chooser:
+    """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
+
+    def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
+        self.policy, self.seen, self.relevance = policy, seen, relevance
+        self.path_confidence: dict[str, float] = {}
+        """Tool → the product of the confidences of the edges the walk reached it by."""
+
+    def __call__(
+        self, tool: str, edges: Sequence[DependencyEdge], weight: float
+    ) -> list[tuple[DependencyEdge, float]]:
+        if not edges:
+            return []
+        policy = self.policy
+        # (parameter, kind) -> its producers: alternatives for one value. A direct and an indirect
+        # dependency of one parameter play different parts (where the value comes from; what converts
+        # or checks it), so they are no alternatives. An edge without a parameter stands alone.
+        groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
+        for n, edge in enumerate(edges):
+            key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
+            groups.setdefault(key, []).append(edge)
+        share: dict[int, float] = {}
+        for members in groups.values():
+            if policy.skip_fed and len(members) > 1 and any(e.depends_on in self.seen for e in members):
+                continue  # a producer of this parameter is already listed: it needs no other
+            for e in members:
+                share[id(e)] = len(members) ** -policy.alternatives_power
+        sure = self.path_confidence.get(tool, 1.0)
+        out = []
+        for edge in edges:
+            if id(edge) not in share:
+                continue
+            w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
+            path = sure * edge.confidence
+            if w >= policy.min_weight and path >= policy.min_confidence:
+                out.append((edge, w))
+                self.path_confidence.setdefault(edge.depends_on, path)
+        return out
