@@ -26,6 +26,7 @@ in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``).
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -104,12 +105,7 @@ def expand_with_dependencies(
             out.append(RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score))
             weights.append(relevance.get(hit.tool_id, 1.0))
 
-    # the later hits come after the walks, and a hit may outweigh a dependency listed before it: every
-    # tool that could make the first final_k is placed before the cut
-    limit = len(hits) + final_k * (top_k + 1)
     for hit in hits[:top_k]:
-        if len(out) >= limit:
-            break
         emit_hit(hit)
         root = relevance.get(hit.tool_id, 1.0)
         for edge, depth, weight in _walk(
@@ -130,10 +126,17 @@ def expand_with_dependencies(
                     depth=depth,
                 )
             )
+    # a later hit may outweigh a dependency listed before it; it can enter the first final_k only while
+    # fewer than final_k tools weigh at least as much (hits come best first: none after it can either)
+    placed = sorted(weights)
     for hit in hits[top_k:]:
-        if len(out) >= limit:
+        if hit.tool_id in seen:
+            continue
+        above = len(placed) - bisect_left(placed, relevance.get(hit.tool_id, 1.0))
+        if above >= final_k:
             break
         emit_hit(hit)
+        insort(placed, weights[-1])
     order = sorted(range(len(out)), key=lambda n: (-weights[n], n))[:final_k]
     return [out[n] if out[n].rank == rank else replace(out[n], rank=rank) for rank, n in enumerate(order, 1)]
 
