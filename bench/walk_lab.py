@@ -202,9 +202,9 @@ def check(names: list[str]) -> None:
 
 def cost(names: list[str], repeats: int = 5) -> None:
     """CPU time per query (``time.process_time``: the load-robust figure on a shared machine) of the
-    walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and graph
-    (declared where it has edges, else inferred); and of the lab's scan of a request for values (``value_kinds``), which the
-    "request supplies it" variant would add."""
+    walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and
+    graph (declared where it has edges, else inferred); and of the lab's scan of a request for values
+    (``value_kinds``), which the "request supplies it" variant would add."""
     from value_kinds import request_kinds
     from walk_orderings import expand_with_ordering
     from walk_variants import PAPER, product_walker, walker
@@ -213,6 +213,7 @@ def cost(names: list[str], repeats: int = 5) -> None:
         rec = load(name)
         graph = "declared" if any(rec.graphs["declared"].values()) else "inferred"
         deps = RecordedGraph(rec.graphs[graph])
+
         def main_walk(q: Query, deps: RecordedGraph, _rec: Recording) -> list[RankedTool]:
             return expand_with_ordering(q.candidates, deps, top_k=3, final_k=10)
 
