@@ -106,7 +106,7 @@ class _LabChooser(_Chooser):
         for n in sorted(kept):
             edge = edges[n]
             w = gate * edge.confidence**policy.confidence_power * share.get(n, 1.0)
-            path = sure * edge.confidence
+            path = sure * (edge.confidence if edge.origin == "inferred" else 1.0)
             if w >= policy.min_weight and path >= policy.min_confidence:
                 self.path_confidence.setdefault(edge.depends_on, path)
                 if policy.placement == "after_parent":

@@ -83,9 +83,16 @@ PD, PI = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_D
 
 
 def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):  # type: ignore[no-untyped-def]
+    """A declared edge, or an inferred one when it is less than sure."""
     kind = kind or (PD if param else T)
+    origin = "declared" if confidence == 1.0 else "inferred"
     return DependencyEdge(
-        tool=consumer, depends_on=producer, kind=kind, parameter_name=param, confidence=confidence
+        tool=consumer,
+        depends_on=producer,
+        kind=kind,
+        parameter_name=param,
+        confidence=confidence,
+        origin=origin,
     )
 
 
@@ -165,3 +172,7 @@ def test_edges_whose_confidences_multiply_below_the_bar_are_not_walked() -> None
     guess = [edge("a", "login", None, 0.5)]  # an edge the inference is unsure of
     assert walk([Hit("a", 1.0)], guess) == ["a"]
     assert walk([Hit("a", 1.0)], guess, WalkPolicy.everything()) == ["a", "login"]
+    # a declared (or manifest) edge is someone's word: walked whatever confidence it states, and
+    # placed by it like any other
+    said = [guess[0].model_copy(update={"origin": "declared"})]
+    assert walk([Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.4)], said) == ["a", "b", "login", "c"]
