@@ -23,7 +23,7 @@ from typing import Literal
 from toolweave.records import EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.retrieval.walk import DependencyLookup, _walk
+from toolweave.retrieval.walk import DependencyLookup, _walk, dependency_entry
 
 __all__ = ["expand_with_ordering"]
 
@@ -81,19 +81,7 @@ def expand_with_ordering(
             else:
                 # a dependency that is itself a strong search hit keeps its own place
                 weight = max(own * dependency_share, relevance.get(edge.depends_on, 0.0))
-            emit(
-                RankedTool(
-                    edge.depends_on,
-                    len(out) + 1,
-                    "dependency",
-                    edge.confidence,
-                    via=edge.tool,
-                    edge_kind=edge.kind,
-                    parameter_name=edge.parameter_name,
-                    depth=depth,
-                ),
-                weight,
-            )
+            emit(dependency_entry(edge, len(out) + 1, depth), weight)
     for hit in hits[top_k:]:
         if len(out) >= limit:
             break

@@ -157,28 +157,9 @@ _relevance: dict[int, tuple[Query, dict[str, float]]] = {}
 """Each query's ``turn_relevance`` (the query is kept with it: an id is unique only while it lives)."""
 
 
-def walker(policy: LabPolicy):  # type: ignore[no-untyped-def]
-    def run(q: Query, deps: RecordedGraph, rec: Recording) -> list[RankedTool]:
-        cached = _relevance.get(id(q))
-        if cached is None or cached[0] is not q:
-            cached = _relevance[id(q)] = (q, turn_relevance(q.candidates))
-        turn = replace(policy, request=q.text, describe=rec.records.get) if policy.skip_supplied else policy
-        return expand_with_dependencies(
-            q.candidates,
-            deps,
-            top_k=PARAMS.top_k,
-            final_k=PARAMS.final_k,
-            d_limit=PARAMS.d_limit,
-            edge_kinds=tuple(PARAMS.edge_kinds),
-            relevance=cached[1],
-            policy=turn,
-        )
-
-    return run
-
-
-def product_walker(q: Query, deps: RecordedGraph, rec: Recording) -> list[RankedTool]:
-    """The product's walk with its own defaults (what ``check`` compares with ``retrieve``)."""
+def _expand(
+    q: Query, deps: RecordedGraph, relevance: dict[str, float], policy: WalkPolicy | None
+) -> list[RankedTool]:
     return expand_with_dependencies(
         q.candidates,
         deps,
@@ -186,8 +167,25 @@ def product_walker(q: Query, deps: RecordedGraph, rec: Recording) -> list[Ranked
         final_k=PARAMS.final_k,
         d_limit=PARAMS.d_limit,
         edge_kinds=tuple(PARAMS.edge_kinds),
-        relevance=turn_relevance(q.candidates),
+        relevance=relevance,
+        policy=policy,
     )
+
+
+def walker(policy: LabPolicy):  # type: ignore[no-untyped-def]
+    def run(q: Query, deps: RecordedGraph, rec: Recording) -> list[RankedTool]:
+        cached = _relevance.get(id(q))
+        if cached is None or cached[0] is not q:
+            cached = _relevance[id(q)] = (q, turn_relevance(q.candidates))
+        turn = replace(policy, request=q.text, describe=rec.records.get) if policy.skip_supplied else policy
+        return _expand(q, deps, cached[1], turn)
+
+    return run
+
+
+def product_walker(q: Query, deps: RecordedGraph, rec: Recording) -> list[RankedTool]:
+    """The product's walk with its own defaults (what ``check`` compares with ``retrieve``)."""
+    return _expand(q, deps, turn_relevance(q.candidates), None)
 
 
 _KNOB_ORDER = (

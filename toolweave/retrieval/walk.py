@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
 
-__all__ = ["DependencyLookup", "WalkPolicy", "expand_with_dependencies"]
+__all__ = ["DependencyLookup", "WalkPolicy", "dependency_entry", "expand_with_dependencies"]
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
@@ -115,18 +115,7 @@ def expand_with_dependencies(
             seen.add(edge.depends_on)
             # a dependency that is itself a strong search hit keeps its own place
             weights.append(max(weight, relevance.get(edge.depends_on, 0.0)))
-            out.append(
-                RankedTool(
-                    edge.depends_on,
-                    len(out) + 1,
-                    "dependency",
-                    edge.confidence,
-                    via=edge.tool,
-                    edge_kind=edge.kind,
-                    parameter_name=edge.parameter_name,
-                    depth=depth,
-                )
-            )
+            out.append(dependency_entry(edge, len(out) + 1, depth))
     # a later hit may outweigh a dependency listed before it; it can enter the first final_k only while
     # fewer than final_k tools weigh at least as much (hits come best first: none after it can either)
     placed = sorted(weights)
@@ -140,6 +129,20 @@ def expand_with_dependencies(
         insort(placed, weights[-1])
     order = sorted(range(len(out)), key=lambda n: (-weights[n], n))[:final_k]
     return [out[n] if out[n].rank == rank else replace(out[n], rank=rank) for rank, n in enumerate(order, 1)]
+
+
+def dependency_entry(edge: DependencyEdge, rank: int, depth: int) -> RankedTool:
+    """The list entry of a tool the walk reached along ``edge``, ``depth`` hops from its search hit."""
+    return RankedTool(
+        edge.depends_on,
+        rank,
+        "dependency",
+        edge.confidence,
+        via=edge.tool,
+        edge_kind=edge.kind,
+        parameter_name=edge.parameter_name,
+        depth=depth,
+    )
 
 
 def _walk(
