@@ -30,7 +30,7 @@ def make_gateway(registry: Any, *backends: FakeBackend, **publish: Any) -> Gatew
 @asynccontextmanager
 async def connected(gateway: Gateway, mode: str, watch: ListChanged) -> AsyncIterator[Client]:
     async with Client(gateway.server, mode=mode, message_handler=watch.on_message) as client:
-        for backend in gateway.backends.values():
+        for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
         async with watching(client, watch):
@@ -282,7 +282,7 @@ dependencies:
             ("clock__get_current_time", "manifest", "time")
         ]
         assert registry.find("cities__lookup_city") is not None
-        assert gateway.excluded_sources() == {"old"}  # in the registry, not in this manifest
+        assert gateway.sources.excluded_sources() == {"old"}  # in the registry, not in this manifest
         # A catalog tool is searchable but has no upstream: calling it says so.
         result = await gateway.proxy.call(registry.get("cities__lookup_city"), {})
         assert result.structured_content["error"]["code"] == "no_backend"
@@ -333,16 +333,16 @@ async def test_published_tools_ask_claude_code_not_to_defer_them(
 async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: Any) -> None:
     """Query decomposition costs a split request ~7 ms more CPU. With ``shed_decomposition_at`` searches
     computing, a new one searches the whole query alone; an answer already cached is given as it is."""
-    gateway = make_gateway(registry, *backends)
-    gateway.settings = gateway.settings.model_copy(update={"shed_decomposition_at": 2})
+    settings = make_gateway(registry).settings.model_copy(update={"shed_decomposition_at": 2})
+    gateway = Gateway(registry, list(backends), settings)
     asked: list[str] = []
-    retrieve = gateway._retrieve
+    retrieve = gateway.turns._retrieve
 
     def recording(text: str, params: Any, *args: Any) -> Any:
         asked.append(params.decompose)
         return retrieve(text, params, *args)
 
-    gateway._retrieve = recording  # type: ignore[method-assign]
+    gateway.turns._retrieve = recording  # type: ignore[method-assign]
     split = "What time is it in Tokyo right now? Then write a note to call Kenji tomorrow."
     async with connected(gateway, "legacy", ListChanged()) as client:
 
@@ -351,10 +351,10 @@ async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: An
             return [t["name"] for t in doc["tools"]]
 
         idle = await find(split)
-        gateway._searching = 2  # as if two other searches were computing
+        gateway.turns._searching = 2  # as if two other searches were computing
         assert await find(split) == idle  # the split answer is cached: given as it is
         assert await find("Delete the note about Kenji. Then tell me the time in Lima.")  # searched whole
-        gateway._searching = 0
+        gateway.turns._searching = 0
     assert asked == ["sentences", "off"]
     assert gateway.find_cache.hits == 1
 

@@ -147,11 +147,11 @@ def test_http_transports_run_on_uvloop_when_installed() -> None:
 def test_find_tools_skips_the_schema_check_only_for_valid_arguments(
     arguments: dict[str, object], plain: bool
 ) -> None:
-    from toolweave.server.gateway import _plain_find_tools_arguments
     from toolweave.server.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
+    from toolweave.server.meta_tools import plain_find_tools_arguments
     from toolweave.server.proxy import argument_errors
 
-    assert _plain_find_tools_arguments(arguments) is plain
+    assert plain_find_tools_arguments(arguments) is plain
     if plain:  # never skips a check that would have found a problem
         assert argument_errors(META_INPUT_SCHEMAS[FIND_TOOLS], arguments) == []
 
