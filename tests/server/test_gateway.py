@@ -11,6 +11,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
@@ -53,7 +54,9 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
     gateway = make_gateway(registry, clock, notes, pinned=("notes__create_note",))
     watch = ListChanged()
     async with connected(gateway, mode, watch) as client:
-        assert client.protocol_version == ("2026-07-28" if mode == "auto" else client.protocol_version)
+        # auto reaches the 2026 era against our server; legacy stays in the handshake era's latest
+        expected = LATEST_MODERN_VERSION if mode == "auto" else LATEST_HANDSHAKE_VERSION
+        assert client.protocol_version == expected
         first = await client.list_tools(cache_mode="bypass")
         assert names(first) == ["find_tools", "call_tool", "notes__create_note"]
 
@@ -79,10 +82,12 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
         assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
 
         # Same query again: same set, no notification.
-        before = await watch.settle()
+        (session,) = list(gateway.sessions)
+        before, sent = await watch.flushed(client), session.notices
         again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
         assert structured(again)["tool_list_changed"] is False
-        assert await watch.settle() == before
+        assert session.notices == sent  # the server sent none (it would have before answering)
+        assert await watch.flushed(client) == before
         assert names(await client.list_tools(cache_mode="bypass")) == listed
 
         # call_tool reaches a tool that is not published.
@@ -124,7 +129,8 @@ async def test_sessions_are_isolated(registry: Any, backends: Any, mode: str) ->
         await a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
         await watch_a.wait()
         assert "clock__get_current_time" in names(await a.list_tools(cache_mode="bypass"))
-        assert await watch_b.settle() == 0
+        assert all(s.notices == 0 for s in gateway.sessions if not s.queries)  # only a searched
+        assert await watch_b.flushed(b) == 0
         assert names(await b.list_tools(cache_mode="bypass")) == ["find_tools", "call_tool"]
 
 

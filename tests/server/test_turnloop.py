@@ -193,7 +193,9 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
                 reports.append(await gateway.turns.hear_turn("what time is it in Tokyo", first_session=True))
 
             tg.start_soon(hear)
-            await anyio.sleep(0.05)  # let the turn arrive first (ordering only: it then waits)
+            with anyio.fail_after(20):  # the turn arrives first, and waits for the first session
+                while not gateway.turns.has_pending_turn():
+                    await anyio.sleep(0.01)
             first = names(await client.list_tools(cache_mode="bypass"))
     assert "clock__get_current_time" in first  # the very first list carries the turn's tools
     assert reports[0]["sessions"] and reports[0]["sessions"][0]["tool_list_changed"] is True
