@@ -37,8 +37,9 @@ class ListChanged:
 
     async def flushed(self, client: Client) -> int:
         """The count once every notice the server sent before now was handled: the server's answer to a
-        ping travels behind them, and the handlers they started have run once every task waits."""
-        await client.send_ping()
+        request sent now travels behind them, and the handlers they started have run once every task
+        waits. The request is a ``tools/list`` (``ping`` is not in the 2026 era)."""
+        await client.list_tools(cache_mode="bypass")
         await anyio.wait_all_tasks_blocked()
         return self.count
 
