@@ -52,7 +52,7 @@ def test_overrides_are_committed_and_hold_for_later_processes(
     )
     reg.set_overrides(overrides)
     again = Registry.open(reg.path, embedder=shared_embedder)
-    assert RegistryDatabase.open(again.path).load_overrides() == overrides  # what is committed
+    assert RegistryDatabase.open(again.path).side.load_overrides() == overrides  # what is committed
     assert state(again) == state(reg)
     assert pin in again.edges()
     assert not again.dependencies("demo__get_stock_ticker")
@@ -69,7 +69,7 @@ def test_an_unchanged_ingest_commits_nothing_and_a_change_commits_once(reg: Regi
 def test_writes_no_commit_names_are_rolled_back_at_open(reg: Registry, shared_embedder: Embedder) -> None:
     committed = state(reg)
     # what a process killed after its row write leaves: rows and a new FTS index, no edges, no commit
-    RegistryDatabase.open(reg.path).save_edges([])
+    RegistryDatabase.open(reg.path).side.save_edges([])
     db = lancedb.connect(str(reg.path))
     table = ToolTable(db, "tools", shared_embedder.dim)
     extra = tool("send_email", "Send an email message to an address.")
@@ -93,7 +93,7 @@ def test_a_write_failing_half_way_leaves_the_committed_state(
     def broken(*_args: object, **_kw: object) -> None:
         raise RegistryError("edges: object store unreachable")
 
-    monkeypatch.setattr(reg._state.db, "save_edges", broken)
+    monkeypatch.setattr(reg._state.db.side, "save_edges", broken)
     changed = [tool("get_weather", "Weather forecast and air quality for a city."), *TOOLS[:3]]
     with pytest.raises(RegistryError, match="unreachable"):
         reg.ingest("demo", changed, EDGES[:1])

@@ -68,7 +68,7 @@ class Commits:
         the graph is published after); then the commit record, the last step."""
         state = self._state
         if graph:
-            state.db.save_edges(state.graph.edges())
+            state.db.side.save_edges(state.graph.edges())
         if compact:
             self._compact_now_and_then()
         state.db.commit(action=action, tools=state.table, usage=state.usage)

@@ -40,11 +40,11 @@ class Follower:
         state.table = db.tool_table()
         state.usage = db.usage_table()
         self._usage.load()
-        state.overrides = db.load_overrides()
-        state.sources = tuple(SourceSpec(**row) for row in db.load_sources())
+        state.overrides = db.side.load_overrides()
+        state.sources = tuple(SourceSpec(**row) for row in db.side.load_sources())
         state.loaded_generation = db.committed_generation()
         self.reload()
-        state.graph = graph_from_rows(state.snap.nodes(), db.load_edges())
+        state.graph = graph_from_rows(state.snap.nodes(), db.side.load_edges())
         state.publish_graph()
 
     def reload(self) -> None:

@@ -185,7 +185,7 @@ class Ingest:
         with state.write_lock, self._commits.writer():
             state.overrides = overrides
             report = apply_overrides(state.graph, overrides)
-            state.db.save_overrides(overrides)
+            state.db.side.save_overrides(overrides)
             self._commits.commit("set overrides", graph=True)
         return report
 

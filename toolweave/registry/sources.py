@@ -62,9 +62,9 @@ class SourceBook:
                 if not self._changes(specs):
                     return
                 merged = {s.name: s for s in state.sources} | {s.name: s for s in specs}
-                state.db.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
+                state.db.side.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
                 self._commits.commit("sources")
-                state.sources = tuple(SourceSpec(**row) for row in state.db.load_sources())
+                state.sources = tuple(SourceSpec(**row) for row in state.db.side.load_sources())
 
     def _changes(self, specs: Sequence[SourceSpec]) -> bool:
         have = {s.name: s for s in self._state.sources}
