@@ -47,9 +47,8 @@ class Flusher:
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time: the thread's, an explicit one, close's
         self._failing = False  # logged once per outage
-        self.commits = 0
-        """Flushes that committed a generation (what followers reload)."""
         observations.on_full = self._wake.set
 
     def start(self) -> None:
@@ -75,6 +74,10 @@ class Flusher:
     def flush(self) -> bool:
         """Write everything buffered: one write per kind, one commit. True when a generation was
         committed. A failure puts the batch back (the next flush retries it) and returns False."""
+        with self._flush_lock:
+            return self._flush()
+
+    def _flush(self) -> bool:
         batch = self._observations.take()
         if not len(batch):
             return False
@@ -85,8 +88,9 @@ class Flusher:
                 wrote = [sink.write(batch) for sink in self._sinks]
                 if any(wrote):
                     self._commits.commit("observations")
-            for sink in self._sinks:
-                sink.publish()
+            for sink, did in zip(self._sinks, wrote, strict=True):
+                if did:
+                    sink.publish()
         except BaseException as exc:
             self._observations.put_back(batch)
             if not isinstance(exc, ToolweaveError):
@@ -110,7 +114,6 @@ class Flusher:
                 self._observations.dropped,
             )
             self._observations.dropped = 0
-        self.commits += any(wrote)
         return any(wrote)
 
     def close(self) -> None:
