@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 10, item 4): synthetic fleets of 10k, 50k and 100k tools built from the
+"""Scale benchmark: synthetic fleets of 10k, 50k and 100k tools built from the
 datasets' tools; ingest rate, find_tools retrieval p50/p95 (the real pipeline), recall@30 of the ANN
 first pass against exact search, and the process's RSS.
 

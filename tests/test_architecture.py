@@ -180,13 +180,12 @@ FACADE_LINES = {"registry/registry.py": 400, "server/gateway.py": 400}
 """The doors a newcomer reads first stay thin: their parts hold the work."""
 CLASS_METHODS = 25
 STILL_LARGER = {
-    "server/gateway.py": 956,
     "adapters/openapi/parser.py": 750,
     "registry/inference/rules.py": 809,
 }
 """Modules written before these limits, being split: they may shrink, never grow. Remove an entry once
 its module is within the limit (the test says so)."""
-CLASSES_STILL_LARGER = {"server/gateway.py:Gateway": 50}
+CLASSES_STILL_LARGER: dict[str, int] = {}
 
 
 def line_limit(rel: str) -> int:

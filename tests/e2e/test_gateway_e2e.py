@@ -63,10 +63,10 @@ async def scenario(client: Client, watch: ListChanged) -> None:
     assert "dyn__big" not in listed
     assert text(unpublished) == "xxxxx"
 
-    before = await watch.settle()
+    before = await watch.flushed(client)
     again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
     assert doc(again)["tool_list_changed"] is False
-    assert await watch.settle() == before
+    assert await watch.flushed(client) == before
     assert names(await client.list_tools(cache_mode="bypass")) == listed
 
     bad = await client.call_tool("time__get_current_time", {"timezone": 5})
