@@ -169,14 +169,13 @@ def test_a_small_change_runs_the_rules_for_few_tools() -> None:
     """The point of the keys: one new tool is not a reason to run a rule for every tool."""
     from toolweave.registry.inference.infer import _reaching
     from toolweave.registry.inference.rules import RULES, Scope
-    from toolweave.registry.inference.value_kinds import producer_rule
 
     fleet = [tool("app", f"do_task_{n}", f"Does task {n}.", {f"thing_{n}_id": ""}) for n in range(200)]
     universe = profiles({t.id: t for t in [*fleet, *SHOP, *UTIL]})
     new = next(p for p in universe if p.id == "shop__shop_list_carts")
     visited = {
         rule.name: len(_reaching(rule, universe, Scope({new.id}, set(rule.offers(new))), [new]))
-        for rule in (*RULES, producer_rule)
+        for rule in RULES
     }
     assert max(visited.values()) < 10, visited
 
@@ -186,14 +185,13 @@ def test_a_focused_rule_builds_only_edges_touching_its_focus(dataset_dir: Callab
     work was building edges that were then dropped); the full-run equality above says none is missed."""
     from toolweave.registry.inference.infer import _reaching
     from toolweave.registry.inference.rules import RULES, Scope
-    from toolweave.registry.inference.value_kinds import producer_rule
 
     tools = load_catalog([dataset_dir("toollinkos")], "toollinkos", require_description=False).tools
     universe = profiles({t.id: t for t in [*tools, *SHOP, *UTIL]})
     changed = [p for p in universe if p.source != "toollinkos"]
     focus = {p.id for p in changed}
     built = 0
-    for rule in (*RULES, producer_rule):
+    for rule in RULES:
         scope = Scope(focus, {key for p in changed for key in rule.offers(p)})
         edges = list(rule(_reaching(rule, universe, scope, changed), universe, scope))
         assert all(e.tool in focus or e.depends_on in focus for e in edges), rule.name
