@@ -8,13 +8,15 @@ read, the ``evidence`` (which words or fields matched) and, once calibrated, a `
   ``<thing>_id`` producers, unit conversions;
 * ``value_kinds``: typed inputs (timestamps, coordinates, emails, URLs, paths) from the tool that
   makes that kind;
-* ``environment``: capability status checks, read/change pairs, connectivity.
+* ``environment``: capability status checks, read/change pairs, connectivity;
+* ``dataflow``: inputs filled by what another tool's output schema returns, by name or by kind.
 """
 
 from __future__ import annotations
 
 from toolweave.registry.inference.rules.auth import auth_rule, service_auth_rule
 from toolweave.registry.inference.rules.base import EdgeText, Rule, Scope
+from toolweave.registry.inference.rules.dataflow import dataflow_rule
 from toolweave.registry.inference.rules.environment import (
     capability_rule,
     connectivity_prior_rule,
@@ -45,5 +47,6 @@ RULES: tuple[Rule, ...] = (
     connectivity_rule,
     connectivity_prior_rule,
     producer_rule,
+    dataflow_rule,
 )
 """Every rule, in the order they run (the order of their proposals, before one edge per pair is kept)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
 from typing import TypeVar
 
 from toolweave.records import DependencyEdge, EdgeKind
@@ -199,11 +198,14 @@ class Ranked:
 
     def best(self, t: ToolProfile, allowed: Callable[[ToolProfile], bool]) -> ToolProfile | None:
         """What ``best_candidate(t, [(score, p) for allowed p])`` gives, without scoring them all."""
+        return next(self.first(t, allowed), None)
+
+    def first(self, t: ToolProfile, allowed: Callable[[ToolProfile], bool]) -> Iterator[ToolProfile]:
+        """The allowed candidates in ``best_candidate`` order (a caller that wants a few stops early)."""
         for tier, by_source in self.tiers:
-            for p in chain(by_source.get(t.source, ()), tier):  # same source first, as in best_candidate
-                if allowed(p):
-                    return p
-        return None
+            own = by_source.get(t.source, ())
+            yield from (p for p in own if allowed(p))  # same source first, as in best_candidate
+            yield from (p for p in tier if p.source != t.source and allowed(p))
 
 
 def is_sibling(t: ToolProfile, p: ToolProfile) -> bool:

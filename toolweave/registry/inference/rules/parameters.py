@@ -68,14 +68,14 @@ def _identity(
         best = order.best(t, allowed)
         if best is None or (scope is not None and not scope.keeps(t, best)):
             continue
-        how = "output field" if pname in best.outputs else "name"
+        how = "description" if pname in best.said else "name"
         text = _IDENTITY_DEFAULT if best.is_ambient else _IDENTITY
         evidence = f"input {param!r} matches {best.id}'s {how} {pname!r}"
         yield text.edge(t, best, param, variant=_identity_variant(how, best, pw), evidence=evidence)
 
 
 def _identity_score(pname: str, p: ToolProfile) -> float:
-    return 1.0 + (pname in p.outputs)  # an output field says more than a name
+    return 1.0 + (pname in p.said)  # the description saying so says more than a name
 
 
 def _may_produce(t: ToolProfile, param: str, p: ToolProfile) -> bool:
@@ -93,11 +93,12 @@ def _product_phrases(p: ToolProfile) -> set[str]:
 
 def _identity_variant(how: str, producer: ToolProfile, pw: tuple[str, ...]) -> str:
     """Calibrated apart: defaults from a fleet's declared context (``core``) tools or from any
-    input-free reader; output-field matches; one-word names (``crop``) or phrases (``fluid_density``)."""
+    input-free reader; identifiers the description says it returns; one-word names (``crop``) or
+    phrases (``fluid_density``)."""
     if producer.is_ambient:
         return "/default-" + ("core" if producer.kind == "core" else "reader")
-    if how == "output field":
-        return "/output"
+    if how == "description":
+        return "/described"
     return "/name-" + ("phrase" if len(pw) > 1 else "word")
 
 
