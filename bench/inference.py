@@ -14,10 +14,9 @@ with the inferred graph against no graph (hybrid) and the dataset's own graph.
         figures are ``toolweave bench NAME --method grtf --graph ...``'s. One first pass per dataset,
         replayed for every graph.
 
-Gold graphs are the folders of ``calibration.GOLD_FAMILIES`` under ``../shared/datasets``. The
-OpenAPI-links operations are read from the specs in its ``raw/`` folder by the OpenAPI adapter (the
-folder's ``tools.jsonl`` drops the response schemas a real OpenAPI fleet has); its gold edges are the
-folder's. ToolLinkOS's ``test`` split is used for nothing but ``retrieval --split test``.
+Gold graphs are the folders of ``calibration.GOLD_FAMILIES`` under ``../shared/datasets``, read by
+``toolweave.benchmark.gold_graphs`` (OpenAPI-links from its specs, with their response schemas).
+ToolLinkOS's ``test`` split is used for nothing but ``retrieval --split test``.
 """
 
 from __future__ import annotations
@@ -30,17 +29,14 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from toolweave.adapters.openapi.parser import parse_spec_file
 from toolweave.benchmark import load_dataset
-from toolweave.benchmark.datasets import resolve_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
-from toolweave.benchmark.openapi_links import LINK_PAIRS
+from toolweave.benchmark.gold_graphs import all_rule_counts, gold_graph
 from toolweave.benchmark.recorded import RecordedIndex
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
-from toolweave.registry.catalog import load_catalog
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import infer_edges, propose_edges, rule_of, score_edges, walkable
+from toolweave.registry.inference import infer_edges, score_edges, walkable
 from toolweave.registry.inference.calibration import (
     GOLD_FAMILIES,
     RuleCounts,
@@ -57,36 +53,6 @@ Lookup = Callable[[str, Sequence[EdgeKind] | None], list[DependencyEdge]]
 GOLD_OF = {"nestful": "nestful_graph"}
 """Query folders whose tools have a gold graph in another folder (the graph comes from their queries)."""
 CALIBRATION = Path(__file__).resolve().parents[1] / "toolweave/registry/inference/calibration.py"
-
-
-def gold_graph(name: str) -> tuple[list[ToolRecord], list[DependencyEdge]]:
-    """A gold graph's tools (as the product would ingest them) and its gold edges."""
-    path = resolve_dataset(name)
-    catalog = load_catalog([path], path.name, require_description=False)
-    if name != "openapi_links":
-        return catalog.tools, catalog.edges
-    by_name = {t.name.lower(): t for t in catalog.tools}
-    tools = []
-    for spec, openapi, _arazzo in LINK_PAIRS:
-        for op in parse_spec_file(str(path / "raw" / openapi), source=spec).operations:
-            # the catalog's id and text, the adapter's schemas (a case quirk of one spec: `PAR` / `Par`)
-            row = by_name[f"{spec}:{op.operation_id}".lower()]
-            update = {"input_schema": op.tool.input_schema, "output_schema": op.tool.output_schema}
-            tools.append(row.model_copy(update=update))
-    return tools, catalog.edges
-
-
-def rule_counts(tools: Sequence[ToolRecord], gold: Sequence[DependencyEdge]) -> dict[str, tuple[int, int]]:
-    """Per rule: (proposed pairs that are gold edges, proposed pairs); rules only."""
-    pairs = {(e.tool, e.depends_on) for e in gold}
-    by_rule: dict[str, set[tuple[str, str]]] = {}
-    for e in propose_edges(tools):
-        by_rule.setdefault(rule_of(e), set()).add((e.tool, e.depends_on))
-    return {r: (len(found & pairs), len(found)) for r, found in sorted(by_rule.items())}
-
-
-def all_counts() -> dict[str, dict[str, tuple[int, int]]]:
-    return {name: rule_counts(*gold_graph(name)) for name in GOLD_FAMILIES}
 
 
 def calibration_table(counts: RuleCounts) -> list[str]:
@@ -125,7 +91,7 @@ def write_table(table: Mapping[str, float]) -> None:
 
 def graph_scores(min_confidence: float) -> list[dict[str, object]]:
     """Per gold graph, in and out of sample: every inferred edge and the walked ones vs the gold."""
-    counts = all_counts()
+    counts = all_rule_counts()
     rows: list[dict[str, object]] = []
     for name in GOLD_FAMILIES:
         tools, gold = gold_graph(name)
@@ -163,7 +129,7 @@ def _lookup(tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> Loo
 
 
 def retrieval_rows(args: argparse.Namespace) -> list[dict[str, object]]:
-    counts = all_counts()
+    counts = all_rule_counts()
     embedder = CachedEmbedder(Embedder())
     rows: list[dict[str, object]] = []
     for name in args.datasets:
@@ -174,7 +140,8 @@ def retrieval_rows(args: argparse.Namespace) -> list[dict[str, object]]:
             )
             registry.ingest(dataset.name, dataset.tools, [])
             records = list(registry.tools())
-            inferred = infer_edges(records)
+            vectors = registry.vectors()  # the similarity pass, as an ingest runs it
+            inferred = infer_edges(records, vectors=vectors)
             graphs: dict[str, list[DependencyEdge]] = {
                 "none": [],
                 "inferred": walkable(inferred, args.min_confidence),
@@ -186,7 +153,7 @@ def retrieval_rows(args: argparse.Namespace) -> list[dict[str, object]]:
             ):  # a gold-graph fleet: also with confidences calibrated without its source
                 table = out_of_sample(counts, gold)
                 graphs["inferred_out_of_sample"] = walkable(
-                    infer_edges(records, confidence=table), args.min_confidence
+                    infer_edges(records, vectors=vectors, confidence=table), args.min_confidence
                 )
             if args.save_edges:
                 out = Path(args.save_edges)
@@ -245,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument("--min-confidence", type=float, default=Settings().infer_min_confidence)
     args = ap.parse_args(argv)
     if args.command == "calibrate":
-        counts = all_counts()
+        counts = all_rule_counts()
         print("\n".join(calibration_table(counts)))
         if args.write:
             write_table(shipped(counts))
