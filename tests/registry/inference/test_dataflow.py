@@ -52,10 +52,13 @@ def flows(tools: list[ToolRecord]) -> dict[tuple[str, str], DependencyEdge]:
 def test_an_input_is_fed_by_a_search_that_returns_it_not_by_an_act_that_repeats_it() -> None:
     tools = [
         rec("h", "search_hotels", {"city": S}, obj(hotel_name=S, price_per_night=N, city=S)),
-        rec("h", "reserve_hotel", {"hotel_name": S, "nights": N}, obj(hotel_name=S, booking_id=S)),
+        rec(
+            "h", "reserve_hotel", {"hotel_name": S, "nights": N}, obj(hotel_name=S, booking_id=S, room_type=S)
+        ),
+        rec("h", "upgrade_room", {"room_type": S}),
         rec("h", "cancel_booking", {"booking_id": S}, obj(status=S)),
         rec("h", "rate_hotel", {"hotel_name": S, "stars": N}, obj(hotel_name=S, average=N)),
-        rec("h", "get_hotel", {"hotel_id": S}, obj(hotel_address=obj(street=S, zip_code=S))),
+        rec("h", "get_hotel", {"hotel_id": S}, obj(hotel_address=obj(street=S, zip_code=S), city=S)),
         rec("h", "send_letter", {"hotel_address": S, "letter": S}),
     ]
     got = flows(tools)
@@ -63,8 +66,10 @@ def test_an_input_is_fed_by_a_search_that_returns_it_not_by_an_act_that_repeats_
     assert rule_of(got[("h__reserve_hotel", "h__search_hotels")]) == "dataflow_rule/name"
     # an act's identifier is what it makes: the booking id of a reservation feeds its cancellation
     assert rule_of(got[("h__cancel_booking", "h__reserve_hotel")]) == "dataflow_rule/name-id"
-    # the reservation repeats the hotel name it was given: it is no source of hotel names
+    # the reservation repeats the hotel name it was given: it is no source of hotel names; and what an
+    # act returns besides its identifier is a confirmation, not something found
     assert ("h__rate_hotel", "h__reserve_hotel") not in got
+    assert ("h__upgrade_room", "h__reserve_hotel") not in got
     # rate_hotel takes hotel_name itself: it echoes it, it does not make it
     assert ("h__reserve_hotel", "h__rate_hotel") not in got
     # a record is not a string: the hotel's address record does not fill a one-line address
@@ -156,6 +161,12 @@ def test_choices_filters_optional_search_criteria_and_credentials_are_never_fed(
         ),
         rec("s", "list_items", {"limit": {"type": "integer"}, "page_size": {"type": "integer"}, "token": S}),
         rec("s", "login", {"user": S, "password": S}, obj(token=S)),
+        rec("s", "export_report", {"max_price": N, "title": S}),
+        rec("s", "list_categories", {}, obj(result={"type": "array", "items": obj(id=S, name=S)})),
+        rec("s", "find_offers", {"category_id": S, "query": S}, obj(offer=S), required=["query"]),
+        rec("s", "get_category_products", {"category_id": S}, obj(products=S)),
+        rec("s", "delete_note", {"note_id": S}, obj(success={"type": "boolean"}, message=S)),
+        rec("s", "send_message", {"message": S, "to": S}),
     ]
     got = flows(tools)
     assert (
@@ -163,6 +174,11 @@ def test_choices_filters_optional_search_criteria_and_credentials_are_never_fed(
     )  # a price is an amount
     assert not any(e.tool == "s__search_products" for e in got.values())  # filters and choices
     assert not any(e.tool == "s__list_items" for e in got.values())  # paging; the token is auth_rule's
+    assert not any(e.tool == "s__export_report" for e in got.values())  # a maximum is the caller's bound
+    # a search's optional input is one of its criteria; a required one is what it works on
+    assert ("s__find_offers", "s__list_categories") not in got
+    assert got[("s__get_category_products", "s__list_categories")].parameter_name == "category_id"
+    assert ("s__send_message", "s__delete_note") not in got  # a deletion's message is its status
 
 
 def test_a_locator_feeds_an_input_that_points_at_the_same_thing() -> None:
@@ -192,7 +208,9 @@ def test_a_request_body_takes_references_from_tools_not_its_own_fields() -> None
 
 
 def test_each_input_gets_a_bounded_number_of_producers_same_source_first() -> None:
-    writers = [rec("far", f"generate_poem_{n:02d}", {"topic": S}, obj(poem=S)) for n in range(2 * MAX_PRODUCERS)]
+    writers = [
+        rec("far", f"generate_poem_{n:02d}", {"topic": S}, obj(poem=S)) for n in range(2 * MAX_PRODUCERS)
+    ]
     tools = [
         *writers,
         rec("near", "generate_story", {"topic": S}, obj(story=S)),

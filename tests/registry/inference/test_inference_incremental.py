@@ -146,17 +146,19 @@ def _check_focused_runs(tools: list[ToolRecord], focuses: list[set[str]]) -> lis
 
 
 def test_focused_rules_give_the_full_runs_edges_on_the_datasets(dataset_dir: Callable[[str], Path]) -> None:
-    tools = [
-        t
-        for name in ("toollinkos", "api_bank", "openapi_links")
-        for t in load_catalog([dataset_dir(name)], name, require_description=False).tools
-    ]
-    tools += SHOP + UTIL
+    from test_dataflow_datasets import demo_fleet
+
+    from toolweave.benchmark.gold_graphs import gold_graph
+
+    names = ("toollinkos", "api_bank", "openapi_links", "nestful_graph", "taskbench_multimedia")
+    tools = [t for name in names if dataset_dir(name) for t in gold_graph(name)[0]]
+    tools += SHOP + UTIL + demo_fleet()
     ids = sorted(t.id for t in tools)
     rng = random.Random(5)
     focuses = [set(ids[n::9]) for n in range(9)]  # every tool is in one of these
     focuses += [{i} for i in rng.sample(ids, 40)] + [{t.id for t in SHOP}, {t.id for t in UTIL}]
-    assert len(_check_focused_runs(tools, focuses)) > 500
+    full = _check_focused_runs(tools, focuses)
+    assert len(full) > 900 and any(e.evidence.startswith("dataflow_rule") for e in full)
 
 
 def test_focused_rules_give_the_full_runs_edges_where_the_network_prior_holds() -> None:
