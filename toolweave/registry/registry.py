@@ -995,5 +995,7 @@ class Registry:
         return list(zip(ranked, texts, strict=True))
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
-        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
-        return [e.tool for e in self._edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
+        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write;
+        like ``dependencies``, only through edges retrieval may walk (``walkable``)."""
+        edges = walkable(self._edges, self.settings.infer_min_confidence)
+        return [e.tool for e in edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]

@@ -136,7 +136,9 @@ class ToolProfile:
 
     @property
     def is_auth(self) -> bool:
-        return bool(AUTH_WORDS.intersection(self.name_words))
+        """Logs in (``login_to_acme``, ``authenticate``); a reader of the login *status* does not."""
+        reads_status = bool(self.subject_words) and self.subject_words[-1] in ("status", "state")
+        return bool(AUTH_WORDS.intersection(self.name_words)) and not reads_status
 
     @property
     def is_validator(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Sequence
 
 from toolweave.records import DependencyEdge
-from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.inference.producers import AUTH_WORDS, ToolProfile
 from toolweave.registry.inference.rules.base import (
     AUTH_PARAM_WORDS,
     DIRECT,
@@ -19,14 +19,21 @@ from toolweave.registry.inference.rules.base import (
     param_words,
     tool_key,
 )
+from toolweave.registry.inference.text import wordset
 from toolweave.registry.inference.universe import group_by
 
 __all__ = ["auth_rule", "service_auth_rule"]
 
 
 def _is_credential(pw: tuple[str, ...]) -> bool:
-    """The value is a credential (session_id, access_token), not about a session (session_date)."""
-    return bool(pw) and (pw[-1] in AUTH_PARAM_WORDS or (pw[-1] in ("id", "key") and "session" in pw))
+    """The value is a credential (session_id, access_token), not about a session (session_date) nor a
+    count of tokens (``max_tokens`` of a language model)."""
+    if not pw or _COUNTS.intersection(pw[:-1]):
+        return False
+    return pw[-1] in AUTH_PARAM_WORDS or (pw[-1] in ("id", "key") and "session" in pw)
+
+
+_COUNTS = wordset("max min num number total count limit")
 
 
 def _credential(pw: tuple[str, ...]) -> str | None:
@@ -64,6 +71,10 @@ def _auth(
             named = bool(set(pw) & set(p.name_words))
             if p.service_words and not overlap and not exact:
                 continue  # another service's login
+            if not p.service_words and not exact:
+                # a login that names no service and is not seen to return this credential is any API's
+                # ("user_authenticate"), and "get api tokens" may list tokens rather than issue one
+                continue
             score = 3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
             scored.append((score, p))
         best = best_allowed(t, scored, scope)
@@ -94,7 +105,9 @@ def _offers_login(p: ToolProfile) -> tuple[Hashable, ...]:
 
 
 def _needs_service_login(t: ToolProfile) -> bool:
-    return not (t.is_auth or any(AUTH_PARAM_WORDS.intersection(param_words(p)) for p in t.params))
+    # a login, a reader of the login status, or a tool taking a credential (auth_rule's) needs no login edge
+    about_login = bool(AUTH_WORDS.intersection(t.name_words))
+    return not (about_login or any(AUTH_PARAM_WORDS.intersection(param_words(p)) for p in t.params))
 
 
 def _service_auth(
