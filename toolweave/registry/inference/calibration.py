@@ -103,7 +103,7 @@ RULE_CONFIDENCE: Mapping[str, float] = {
     "dataflow_rule/kind-text": 0.4,
     "dataflow_rule/kind-time": 0.125,
     "dataflow_rule/name": 0.4,
-    "dataflow_rule/name-id": 0.2,
+    "dataflow_rule/name-id": 0.28,
     "entity_id_rule": 0.208,
     "family_rule/core": NO_EVIDENCE,
     "identity_rule/default-core": NO_EVIDENCE,

@@ -8,16 +8,18 @@ strongest first:
   ``hotel_name``), or like its unqualified core (``origin_sky_id`` ← ``sky_id``), or it is the ``id``
   of the thing the input identifies (``pet_id`` ← ``findPetsByStatus``'s ``[].id``; ``category_id`` ←
   a ``category.id``);
-* by kind: the producer's *product* (its one or two top-level fields, or the field its name is about)
-  holds the kind of value the input takes (``image`` ← a text-to-image tool; ``amount`` ← a tool whose
-  product is a ``total_price``; ``start_timestamp`` ← a ``datetime``), see ``fields.FLOW_KINDS``.
+* by kind: the producer's *product* (one of its one or two top-level fields) holds the kind of value
+  the input takes (``image`` ← a text-to-image tool; ``amount`` ← a tool whose product is a
+  ``total_price``; ``start_timestamp`` ← a clock's ``datetime``), see ``fields.FLOW_KINDS``. Dates
+  and times come only from a tool that needs no input (it tells the present one).
 
 Never: inputs the caller picks from a few values (enums, booleans), filters and paging (``limit``,
 ``max_price``, ``number_of_rooms``), one-word names that say nothing (``target``, ``name``, ``query``),
 credentials (``auth_rule``'s), a record passed as a string (types must fit), a producer that takes the
 same input (it echoes the value, it does not make it), or, for a non-identifier field, a producer that
 is not a reader (a booking's confirmation repeats what it was given). Each input gets at most
-``MAX_PRODUCERS`` producers: same source first, then fewer inputs.
+``MAX_NAMED`` producers by name (finders first) and ``MAX_PRODUCERS`` in all: same source first, then
+fewer inputs.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ from toolweave.registry.inference.rules.base import (
 from toolweave.registry.inference.text import wordset
 from toolweave.registry.inference.universe import group_by
 
-__all__ = ["MAX_PRODUCERS", "dataflow_rule", "input_keys"]
+__all__ = ["MAX_NAMED", "MAX_PRODUCERS", "dataflow_rule", "input_keys"]
 
 MAX_PRODUCERS = 8
 """Producers kept per input: a kind many tools make (text, images) links each input to a few of them,
 not to every one (at 100k tools that would be quadratic)."""
+MAX_NAMED = 3
+"""Of them, matched by name: the finders of a record first; the many records that repeat an identifier
+(every order carries a ``user_id``) add edges, not knowledge."""
 
 Key = tuple[str, str]
 """``("name", phrase)``, ``("entity", thing)`` or ``("kind", kind)``."""
@@ -61,6 +66,10 @@ _ACTION_VERBS = wordset(
 )
 """A tool named for an act returns a confirmation: it repeats what it was given, it does not find it."""
 _ID_HEADS = wordset("id code key slug")
+_TIME_KINDS = frozenset(("date", "time", "timestamp"))
+"""A date or time is the caller's unless a tool tells the present one (no input needed: a clock, today's
+date); a date computed from inputs (a due date, a peak sales day) is an answer, not a source of dates."""
+_FINDERS = wordset("list search find query lookup look get fetch retrieve")
 _NOT_FLOWING = wordset(
     "limit page offset size sort order count radius zoom format mode level flag option rating verbose cursor"
 )
@@ -173,7 +182,7 @@ def _offers_of(p: ToolProfile) -> dict[Key, tuple[Field, ...]]:
             elif entity is not None:
                 keys.append(("entity", entity))
         if reader and _is_product(p, f):  # what an act returns is its status, not a product
-            if f.kind is not None:
+            if f.kind is not None and (f.kind not in _TIME_KINDS or not p.required):
                 keys.append(("kind", f.kind))
             if f.type in ("number", "integer") and not identifier:  # any number feeds a "number" input
                 keys.append(("kind", "number"))
@@ -247,29 +256,31 @@ def _dataflow(
             for key, score in keys:
                 order = orders.get(key)
                 if order is None:
-                    order = orders[key] = Ranked.of(index.get(key, ()), _same)
-                for p in islice(order.first(t, partial(_can_feed, t, c, key)), MAX_PRODUCERS):
-                    if p.id not in found or found[p.id][0] < score:
+                    order = orders[key] = Ranked.of(index.get(key, ()), partial(_rank, key))
+                cap = MAX_PRODUCERS if key[0] == "kind" else MAX_NAMED
+                for p in islice(order.first(t, partial(_can_feed, t, c, key)), cap):
+                    total = score + _rank(key, p)
+                    if p.id not in found or found[p.id][0] < total:
                         field = _feeds(t, c, key, p)
                         assert field is not None
-                        found[p.id] = (score, p, key, field)
-            chosen = sorted(
-                found.values(),
-                key=lambda m: (
-                    -m[0],
-                    m[1].source != t.source,
-                    m[1].kind != "core",
-                    len(m[1].required),
-                    m[1].id,
-                ),
-            )[:MAX_PRODUCERS]
-            for _score, p, key, field in chosen:
+                        found[p.id] = (total, p, key, field)
+            ranked = sorted(found.values(), key=partial(_order, t))
+            named = [m for m in ranked if m[2][0] != "kind"][:MAX_NAMED]
+            chosen = sorted(named + [m for m in ranked if m[2][0] == "kind"], key=partial(_order, t))
+            for _score, p, key, field in chosen[:MAX_PRODUCERS]:
                 if scope is None or scope.keeps(t, p):
                     yield _edge(t, c, key, p, field)
 
 
-def _same(p: ToolProfile) -> float:
-    return 0.0
+def _rank(key: Key, p: ToolProfile) -> float:
+    """Among the tools returning an identifier or a named value, the ones that find or list records come
+    first: a record that merely mentions a ``user_id`` is a weaker source of user ids than a user search."""
+    return 0.5 if key[0] != "kind" and p.verb in _FINDERS else 0.0
+
+
+def _order(t: ToolProfile, m: tuple[float, ToolProfile, Key, Field]) -> tuple[float, bool, bool, int, str]:
+    score, p = m[0], m[1]
+    return (-score, p.source != t.source, p.kind != "core", len(p.required), p.id)
 
 
 def _edge(t: ToolProfile, c: Field, key: Key, p: ToolProfile, field: Field) -> DependencyEdge:
