@@ -995,7 +995,6 @@ class Registry:
         return list(zip(ranked, texts, strict=True))
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
-        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write;
-        like ``dependencies``, only through edges retrieval may walk (``walkable``)."""
+        """Tools that consume what ``tool_id`` produces, through walkable edges, as of the last write."""
         edges = walkable(self._edges, self.settings.infer_min_confidence)
         return [e.tool for e in edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]

@@ -14,12 +14,12 @@ strongest first:
   and times come only from a tool that needs no input (it tells the present one).
 
 Never: inputs the caller picks from a few values (enums, booleans), filters and paging (``limit``,
-``max_price``, ``number_of_rooms``), one-word names that say nothing (``target``, ``name``, ``query``),
-credentials (``auth_rule``'s), a record passed as a string (types must fit), a producer that takes the
-same input (it echoes the value, it does not make it), or, for a non-identifier field, a producer that
-is not a reader (a booking's confirmation repeats what it was given). Each input gets at most
-``MAX_NAMED`` producers by name (finders first) and ``MAX_PRODUCERS`` in all: same source first, then
-fewer inputs.
+``max_price``, ``number_of_rooms``), a match on a one-word name (``target``, ``city``: an attribute of
+many records; such inputs match by kind only), credentials (``auth_rule``'s), a record passed as a
+string (types must fit), a producer that takes the same input (it echoes the value, it does not make
+it), or, for a non-identifier field, a producer that is not a reader (a booking's confirmation repeats
+what it was given). Each input gets at most ``MAX_NAMED`` producers by name (finders first) and
+``MAX_PRODUCERS`` in all: same source first, then fewer inputs.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.inference.rules.base import (
     AUTH_PARAM_WORDS,
     DIRECT,
-    VAGUE,
     EdgeText,
     Ranked,
     Rule,
@@ -74,7 +73,6 @@ _NOT_FLOWING = wordset(
     "limit page offset size sort order count radius zoom format mode level flag option rating verbose cursor"
 )
 _FILTER_FIRST = wordset("max min is has include")
-_SAYS_NOTHING = VAGUE | wordset("target source q info result detail item list code term")
 _NOT_ENTITIES = wordset("id data info detail details list item result all by")
 _PREPOSITIONS = wordset("by for of with from in on to")
 _KIND_CLASS = {
