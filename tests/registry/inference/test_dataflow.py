@@ -2,43 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from inference_helpers import obj, rec
 
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.inference import infer_edges, propose_edges, rule_of
 from toolweave.registry.inference.fields import input_fields, output_fields
 from toolweave.registry.inference.rules.dataflow import MAX_PRODUCERS
-
-
-def rec(
-    source: str,
-    name: str,
-    inputs: dict[str, Any] | None = None,
-    output: dict[str, Any] | None = None,
-    *,
-    required: list[str] | None = None,
-    description: str = "",
-) -> ToolRecord:
-    """A record with typed JSON Schemas (``inputs``: name → property schema; all required unless said)."""
-    props = inputs or {}
-    schema = {
-        "type": "object",
-        "properties": props,
-        "required": list(props) if required is None else required,
-    }
-    return ToolRecord(
-        id=f"{source}__{name}",
-        source=source,
-        name=name,
-        description=description or name.replace("_", " "),
-        input_schema=schema,
-        output_schema=output,
-    )
-
-
-def obj(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props}
-
 
 S = {"type": "string"}
 N = {"type": "number"}
