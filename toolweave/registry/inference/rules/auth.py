@@ -63,6 +63,7 @@ def _auth(
     for t, param, pw, _credential_key in keyed_params(subjects, _credential, scope):
         pname = "_".join(pw)
         scored: list[tuple[float, ToolProfile]] = []
+        generic: list[tuple[float, ToolProfile]] = []
         for p in producers:
             if p.id == t.id or param in p.params or (p.source != t.source and not p.outputs):
                 continue
@@ -71,12 +72,11 @@ def _auth(
             named = bool(set(pw) & set(p.name_words))
             if p.service_words and not overlap and not exact:
                 continue  # another service's login
-            if not p.service_words and not exact:
-                # a login that names no service and is not seen to return this credential is any API's
-                # ("user_authenticate"), and "get api tokens" may list tokens rather than issue one
-                continue
             score = 3.0 * exact + 2.0 * overlap + 1.0 * p.is_auth + 1.0 * named + 0.5 * (p.source == t.source)
-            scored.append((score, p))
+            # a login that names no service and is not seen to return this credential
+            (generic if not p.service_words and not exact else scored).append((score, p))
+        if len(generic) == 1:  # the fleet's one login; several ("user_authenticate", "get_api_tokens", …
+            scored += generic  # in a catalog of many APIs) are any API's, none is this tool's
         best = best_allowed(t, scored, scope)
         if best is None:
             continue
