@@ -181,7 +181,6 @@ FACADE_LINES = {"registry/registry.py": 400, "server/gateway.py": 400}
 CLASS_METHODS = 25
 STILL_LARGER = {
     "adapters/openapi/parser.py": 750,
-    "registry/inference/rules.py": 809,
 }
 """Modules written before these limits, being split: they may shrink, never grow. Remove an entry once
 its module is within the limit (the test says so)."""

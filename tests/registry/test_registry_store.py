@@ -233,10 +233,9 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
     )
     by_output = tool(
         "lookup_nation",
-        "Find a nation by name.",
+        "Find a nation by name; returns a country_code.",
         source="geo",
         input_schema=takes("name"),
-        output_schema=takes("country_code"),
     )
     reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
 
@@ -244,8 +243,8 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
         return [e.depends_on for e in registry.edges() if e.tool == "geo__forecast_weather"]
 
     reg.ingest("geo", [weather, by_name, by_output])
-    assert producers(reg) == ["geo__lookup_nation"]  # an output field says more than a name
-    reg.ingest("geo", [weather, by_name])  # the output-field producer leaves
+    assert producers(reg) == ["geo__lookup_nation"]  # the description saying so says more than a name
+    reg.ingest("geo", [weather, by_name])  # that producer leaves
     assert producers(reg) == ["geo__get_country_code"]
     fresh = Registry.open(tmp_path / "fresh", embedder=shared_embedder)
     fresh.ingest("geo", [weather, by_name])
