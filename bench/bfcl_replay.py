@@ -204,18 +204,19 @@ class Replay:
 
 
 class Names:
-    """Published names ↔ bare BFCL names (ids are ``<source>__<name>``; the gateway publishes ids of up to
-    48 characters as they are, and only distractor ids are longer)."""
+    """Published names ↔ bare BFCL names. Ids are ``<source>__<name>``; the gateway publishes an id over
+    ``publish.name_budget`` (48: only distractor ids are that long) under a shortened name, reproduced
+    here with its own ``NameMap``."""
 
     def __init__(self) -> None:
         from toolweave.records import make_tool_id
+        from toolweave.server.names import NameMap
+        from toolweave.settings import PublishSettings
 
-        self.bare: dict[str, str] = {}
-        self.published: dict[str, str] = {}
-        for tool in catalogue():
-            tool_id = make_tool_id(source_of_class(tool["class"]), tool["name"])
-            self.bare[tool_id] = tool["name"]
-            self.published.setdefault(tool["name"], tool_id)
+        ids = {make_tool_id(source_of_class(t["class"]), t["name"]): t["name"] for t in catalogue()}
+        published = NameMap(PublishSettings().name_budget, lambda: ids)
+        self.bare = {published.name(tool_id): name for tool_id, name in ids.items()}
+        self.published = {name: published_name for published_name, name in self.bare.items()}
 
     def to_bare(self, names: Iterable[str]) -> list[str]:
         return [self.bare.get(n, n) for n in names]
@@ -470,8 +471,9 @@ async def run_gateway(
                     print(f"== {label}: {len(measured)} dialogues", file=sys.stderr, flush=True)
                     async with gateway(registry, method, graph_choice, label) as gw:
                         replay = await play(gw.url, measured, fleet, names, probe=plan.probe, label=label)
-                    exported = await anyio.to_thread.run_sync(export_graph, registry)
-                    replay.graph_origins = origins(exported)
+                    if learned:  # what the measured half taught it too (only worth a look once it learns)
+                        exported = await anyio.to_thread.run_sync(export_graph, registry)
+                        replay.graph_origins = origins(exported)
                     replays[label] = replay
     out["variants"] = bfcl_report.variant_figures(replays)
     if plan.details:

@@ -195,8 +195,13 @@ def direct_results(
         c: new_instance(classes[c], c, dialogue["initial_config"].get(c, {}))
         for c in dialogue["involved_classes"]
     }
+    # Copies: a backend may keep an argument and change it later (post_tweet stores its ``mentions``
+    # list, a later ``mention`` extends it), which must not change the gold calls replayed afterwards.
     return [
-        [structured(getattr(live[c.class_name], c.tool)(**c.arguments), outputs[c.tool]) for c in turn]
+        [
+            structured(getattr(live[c.class_name], c.tool)(**copy.deepcopy(c.arguments)), outputs[c.tool])
+            for c in turn
+        ]
         for turn in calls
     ]
 

@@ -115,7 +115,8 @@ def test_two_dialogues_are_replayed_faithfully_and_scored_from_the_gateways_answ
     details = report["details"][VARIANT]
     scored = [t for t in details["turns"] if t["gold"]]
     assert len(scored) == len(measured["turns"]) == variant["retrieval"]["queries"]
-    assert all(0 < len(t["ranked"]) <= 10 for t in scored)
+    catalogue = {json.loads(line)["name"] for line in (folder / "tools.jsonl").read_text().splitlines()}
+    assert all(0 < len(t["ranked"]) <= 10 and set(t["ranked"]) <= catalogue for t in scored)
     expected = summarize(
         [(t["ranked"], t["gold"]) for t in scored], (5, 10), [t["published"] for t in scored]
     )
