@@ -311,9 +311,16 @@ def manifest_edges(manifest: Manifest) -> list[DependencyEdge]:
 
 
 def graph_overrides(manifest: Manifest) -> GraphOverrides:
-    """The manifest's ``dependencies`` as the registry's graph corrections (add / remove / pin)."""
+    """The manifest's ``dependencies`` as the registry's graph corrections (add / remove / pin), each
+    add / pin entry with where it was written (``gw.yaml: dependencies.add[2]``) for problem reports."""
     removals = [EdgeSelector(r.tool, r.depends_on, r.kind, r.parameter) for r in manifest.dependencies.remove]
-    return GraphOverrides.from_edges(manifest_edges(manifest), removals)
+    overrides = GraphOverrides.from_edges(manifest_edges(manifest), removals)
+    file = manifest.source_path or "<memory>"
+    for section, specs in (("add", manifest.dependencies.add), ("pin", manifest.dependencies.pin)):
+        for n, spec in enumerate(specs):  # a pin of the same edge comes last: its entry is named
+            key = (spec.tool, spec.depends_on, spec.resolved_kind, spec.parameter)
+            overrides.where[key] = f"{file}: dependencies.{section}[{n}]"
+    return overrides
 
 
 def filter_removed_edges(manifest: Manifest, edges: Iterable[DependencyEdge]) -> list[DependencyEdge]:

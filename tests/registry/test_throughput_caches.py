@@ -63,7 +63,7 @@ def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
 def test_repeated_full_text_queries_are_answered_without_lancedb(
     reg: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = reg._table
+    table = reg._state.table
     calls: list[str] = []
     search = table.text_search
 

@@ -12,6 +12,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.registry.demo import stored_examples
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
 
@@ -296,12 +297,12 @@ async def test_a_successful_call_keeps_the_turns_request_as_a_usage_example(
     async with connected(gateway, "legacy", ListChanged()) as client:
         await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
         assert not (await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})).is_error
-        assert registry.usage_examples("clock__get_current_time") == ["what time is it in Tokyo"]
-
         await client.call_tool("find_tools", {"query": "note down the milk", "k": 3})
         notes.behaviour = "raise"  # a failed call teaches nothing
         assert (await client.call_tool("notes__create_note", {"title": "milk", "body": "2 l"})).is_error
-        assert registry.usage_examples("notes__create_note") == []
+        assert registry.flush_observations()  # what the flusher does on its cadence
+        assert stored_examples(registry.path, "clock__get_current_time") == ["what time is it in Tokyo"]
+        assert stored_examples(registry.path, "notes__create_note") == []
 
 
 async def test_weak_matches_are_listed_but_not_published(registry: Any, backends: Any) -> None:

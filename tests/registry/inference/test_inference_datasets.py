@@ -16,7 +16,7 @@ from toolweave.registry.inference import infer_edges, score_edges
 def test_api_bank_every_token_input_links_to_the_token_issuer(dataset_dir: Callable[[str], Path]) -> None:
     cat = load_catalog([dataset_dir("api_bank")], "api_bank", require_description=False)
     predicted = infer_edges(cat.tools)
-    token_tools = {t.id for t in cat.tools if "token" in t.parameter_names}
+    token_tools = {t.id for t in cat.tools if "token" in t.input_schema.get("properties", {})}
     linked = {
         e.tool for e in predicted if e.depends_on == "api_bank__GetUserToken" and e.parameter_name == "token"
     }
