@@ -205,8 +205,8 @@ class Replay:
 
 class Names:
     """Published names ↔ bare BFCL names. Ids are ``<source>__<name>``; the gateway publishes an id over
-    ``publish.name_budget`` (48: only distractor ids are that long) under a shortened name, reproduced
-    here with its own ``NameMap``."""
+    ``publish.name_budget`` (48: some distractors, ``vehicle__get_outside_temperature_from_weather_com``)
+    under a shortened name, reproduced here with its own ``NameMap``."""
 
     def __init__(self) -> None:
         from toolweave.records import make_tool_id
