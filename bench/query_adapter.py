@@ -253,7 +253,8 @@ def cmd_realpath(args: argparse.Namespace) -> None:
         data = load_dataset(name)
         if name == "metatool" and args.every > 1:
             data.query_sets["queries_single"] = data.query_sets["queries_single"][:: args.every]
-        file = weights / ("all.npy" if name == "toollinkos" else f"without-{name}.npy")
+        use_all = name == "toollinkos" or args.in_sample
+        file = weights / ("all.npy" if use_all else f"without-{name}.npy")
         models = [] if args.skip_base else [("minilm", MINILM.name)]
         if file.is_file():
             digest = hashlib.sha256(file.read_bytes()).hexdigest()
@@ -309,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("--dataset", action="append")
     r.add_argument("--every", type=int, default=4)
     r.add_argument("--skip-base", action="store_true")
+    r.add_argument("--in-sample", action="store_true", help="score all.npy (trained on every dataset)")
     t = sub.add_parser("table")
     t.set_defaults(func=cmd_table)
     t.add_argument("file")

@@ -16,7 +16,9 @@ from toolweave.registry.models import (
     MINILM,
     OFFLINE_MODELS,
     QUERY_ADAPTERS,
+    TOOL_ADAPTER,
     QueryAdapterSpec,
+    load_query_adapter,
     register_offline_model,
     verify_model_file,
 )
@@ -93,3 +95,9 @@ def test_a_changed_or_misshapen_adapter_is_refused(tmp_path: Path, monkeypatch: 
     monkeypatch.setitem(QUERY_ADAPTERS, small.name, small)
     with pytest.raises(EmbeddingError, match=r"\(3, 3\), expected \(384, 384\)"):
         Embedder(small.name).embed_query("hello")
+
+
+def test_the_shipped_tool_adapter_matches_its_pinned_sha256() -> None:
+    matrix = load_query_adapter(TOOL_ADAPTER, MINILM.dim)  # raises on a missing or different file
+    assert matrix.dtype == np.float32 and np.abs(matrix).max() > 0  # trained, not the identity
+    assert (TOOL_ADAPTER.file.parent / "MODEL_CARD.md").is_file()

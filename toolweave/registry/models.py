@@ -25,6 +25,7 @@ from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 __all__ = [
     "OFFLINE_MODELS",
     "QUERY_ADAPTERS",
+    "TOOL_ADAPTER",
     "ModelSpec",
     "QueryAdapterSpec",
     "load_query_adapter",
@@ -105,8 +106,8 @@ class QueryAdapterSpec:
 TOOL_ADAPTER = QueryAdapterSpec(
     name="toolweave/minilm-tool-adapter-v1",
     base=MINILM.name,
-    file=Path(__file__).parent / "toolret" / "query_adapter_v1.npy",
-    sha256="",
+    file=Path(__file__).parent / "toolret" / "query_adapter_v1.npy",  # its card: MODEL_CARD.md beside it
+    sha256="8ca4292fb789b05d004501cf55c62e24ecca828bd7e4bb9d6df457353916f312",
 )
 
 QUERY_ADAPTERS: dict[str, QueryAdapterSpec] = {TOOL_ADAPTER.name: TOOL_ADAPTER}
