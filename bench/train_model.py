@@ -287,6 +287,19 @@ def sha256(path: Path) -> str:
 # ------------------------------------------------------------------------------------------- commands
 
 
+def train_as_asked(queries: list[TrainingQuery], args: argparse.Namespace) -> Encoder:
+    return train(
+        queries,
+        epochs=args.epochs,
+        batch_size=args.batch,
+        hard_k=args.hard,
+        lr=args.lr,
+        seed=args.seed,
+        doc_len=args.doc_len,
+        limit=args.limit,
+    )
+
+
 def cmd_folds(args: argparse.Namespace) -> None:
     """One model per fold, scored (vector only, fp32) on its held-out datasets and on ToolLinkOS; each
     model exported to int8 ONNX so the real pipeline can score it too."""
@@ -297,16 +310,7 @@ def cmd_folds(args: argparse.Namespace) -> None:
         train_on = [d for d in TRAINING_DATASETS if d not in fold]
         queries = training_queries(train_on, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
         started = time.time()
-        enc = train(
-            queries,
-            epochs=args.epochs,
-            batch_size=args.batch,
-            hard_k=args.hard,
-            lr=args.lr,
-            seed=args.seed,
-            doc_len=args.doc_len,
-            limit=args.limit,
-        )
+        enc = train_as_asked(queries, args)
         took = time.time() - started
         name = "+".join(fold)
         scored: dict[str, Any] = {"train_s": round(took), "held_out": {}, "in_sample": {}}
@@ -335,15 +339,7 @@ def cmd_ship(args: argparse.Namespace) -> None:
     loaded = load_all(TRAINING_DATASETS)
     queries = training_queries(TRAINING_DATASETS, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
     started = time.time()
-    enc = train(
-        queries,
-        epochs=args.epochs,
-        batch_size=args.batch,
-        hard_k=args.hard,
-        lr=args.lr,
-        seed=args.seed,
-        doc_len=args.doc_len,
-    )
+    enc = train_as_asked(queries, args)
     path = export_onnx(enc, Path(args.out))
     info = {
         "train_s": round(time.time() - started),
