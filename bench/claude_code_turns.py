@@ -1,6 +1,6 @@
 """Real-client turn loop: Claude Code against the gateway, driven by a scripted model endpoint.
 
-What it answers (issue 8): when the model calls ``find_tools``, does its *next* request already carry the
+What it answers: when the model calls ``find_tools``, does its *next* request already carry the
 tool the gateway just published (so it can call it directly), or must it fall back to ``call_tool``? With
 the UserPromptSubmit hook installed, does the *first* request already carry it?
 

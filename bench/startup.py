@@ -1,4 +1,4 @@
-"""Startup benchmark (issue 8, item 2): spawn `toolweave serve` over stdio -> `initialize` answered,
+"""Startup benchmark: spawn `toolweave serve` over stdio -> `initialize` answered,
 -> first `tools/list` answered, p50/p95 over repeated starts, in both protocol eras.
 
 Two manifests:

@@ -94,7 +94,11 @@ def bench(
             if graph_choice != "declared":
                 raise ConfigError("--graph-from replaces the declared graph: use it with --graph declared")
             data.edges = edges_from(data, graph_from)
-        embedder = CachedEmbedder(Embedder()) if cache else Embedder()
+        from toolweave.settings import Settings
+
+        # the configured model (TOOLWEAVE_EMBEDDING_MODEL), so models are compared without editing code
+        model = Embedder(Settings().embedding_model)
+        embedder = CachedEmbedder(model) if cache else model
         results = run_benchmark(
             data,
             params,

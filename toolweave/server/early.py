@@ -1,7 +1,7 @@
 """The early front: `toolweave serve` (stdio) answers the handshake before the MCP SDK is imported.
 
 Importing the SDK, typer and the settings model costs well over a second of CPU on a small machine, and
-clients give a server a few seconds (issue 8, docs/gateway.md "Startup"). So ``toolweave.__main__``
+clients give a server a few seconds (docs/gateway.md "Startup"). So ``toolweave.__main__``
 starts this front first, standard library only: a thread reads the client's first JSON-RPC lines from
 fd 0 and answers, on fd 1,
 
