@@ -5,6 +5,7 @@
     .venv/bin/python bench/walk_lab.py grid [--with-test]               # every walk variant, every graph
     .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid]
     .venv/bin/python bench/walk_lab.py cost toollinkos nestful        # CPU per query of the walk
+    .venv/bin/python bench/walk_lab.py compare [--with-test]          # hybrid / paper / shipped, every graph
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache) and runs every query,
 in the order ``toolweave bench`` asks them, through the real pipeline up to the walk
@@ -210,6 +211,33 @@ def check(names: list[str]) -> None:
                 raise SystemExit(f"{name}/{graph}: the lab's walks differ from the product's")
 
 
+def compare(names: list[str], with_test: bool) -> None:
+    """mAP@10 of hybrid, the paper's walk and the shipped walk on every recorded graph: what to re-run when
+    the graph changes (new inference rules, learned edges), without choosing anything again."""
+    from walk_variants import PAPER, product_walker, walker
+
+    for name in names:
+        rec = load(name)
+        base = per_set(rec, scores(rec, "declared", hybrid), with_test)
+        for graph, edges in rec.graphs.items():
+            if not any(edges.values()):
+                continue
+            paper = per_set(rec, scores(rec, graph, walker(PAPER)), with_test)
+            shipped = per_set(rec, scores(rec, graph, product_walker), with_test)
+            for set_label, h in base.items():
+                row = {
+                    "dataset": name,
+                    "set": set_label,
+                    "graph": graph,
+                    "edges": sum(len(e) for e in edges.values()),
+                    "hybrid": round(h, 4),
+                    "paper": round(paper[set_label], 4),
+                    "shipped": round(shipped[set_label], 4),
+                    "shipped_vs_hybrid": round(shipped[set_label] - h, 4),
+                }
+                print(json.dumps(row), flush=True)
+
+
 def cost(names: list[str], repeats: int = 5) -> None:
     """CPU time per query (``time.process_time``: the load-robust figure on a shared machine) of the
     walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and
@@ -249,7 +277,7 @@ def cost(names: list[str], repeats: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["record", "check", "grid", "lodo", "cost"])
+    parser.add_argument("command", choices=["record", "check", "grid", "lodo", "cost", "compare"])
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="grid: score ToolLinkOS test (once)")
     parser.add_argument("--paper-only", action="store_true", help="grid: the paper's walk alone")
@@ -270,6 +298,9 @@ def main() -> None:
         return
     if args.command == "cost":
         cost(args.datasets)
+        return
+    if args.command == "compare":
+        compare(args.datasets, args.with_test)
         return
     from walk_variants import grid, lodo
 
