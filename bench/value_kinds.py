@@ -124,9 +124,9 @@ _NOT_A_CODE = re.compile(
 
 
 def _holds_id(text: str) -> bool:
-    """An id-like value: a UUID, a number after a hash sign, or a code that mixes digits with letters or is a long number
-    (``ORD-1193``, ``A1B2``, ``84119``), not a year, an ordinal, an amount or a measure (``2020``,
-    ``12th``, ``1,500``, ``10km``)."""
+    """An id-like value: a UUID, a number after a hash sign, or a code that mixes digits with letters
+    or is a long number (``ORD-1193``, ``A1B2``, ``84119``), not a year, an ordinal, an amount or a
+    measure (``2020``, ``12th``, ``1,500``, ``10km``)."""
     if _UUID_OR_NUMBERED.search(text):
         return True
     for code in _CODE.findall(text):
