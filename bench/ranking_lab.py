@@ -42,7 +42,13 @@ from toolweave.records import DependencyEdge
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve, retrieve_tools
 from toolweave.retrieval.decompose import Decomposition, decompose_query
-from toolweave.retrieval.fusion import FLEET_POWER, FLEET_TOP_N, FleetCalibration, zscore_fusion
+from toolweave.retrieval.fusion import (
+    FLEET_POWER,
+    FLEET_TOP_N,
+    FleetCalibration,
+    turn_relevance,
+    zscore_fusion,
+)
 from toolweave.retrieval.metrics import average_precision, recall, summarize
 from toolweave.retrieval.pipeline import _first_pass
 from toolweave.retrieval.query import clean_query, contextual_query
@@ -441,17 +447,19 @@ def walk(names: list[str], with_test: bool = False) -> None:
 def _check_walk_replay(
     rec: Recording, passes: list[Pass], deps: RecordedGraph, params: RetrievalSettings
 ) -> None:
-    """The lab's DFS lists must equal the real pipeline's, query by query (whole queries: the lab's
-    passes are not decomposed)."""
+    """The lab's first passes must feed the walk as the real pipeline does: the product's walk over them
+    equals ``retrieve``, query by query (whole queries: the lab's passes are not decomposed). The
+    orderings measured here start from the paper's walk (``expand_with_ordering``, every option off),
+    which ``bench/walk_lab.py check`` compares with ``WalkPolicy.everything()``."""
     params = params.model_copy(update={"decompose": "off"})
     index = RecordedIndex(records=rec.records, hits=rec.hits)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
     for text, (_set, _split, hits, _gold) in zip(texts, passes, strict=True):
         real = [r.tool_id for r in retrieve(text, index, deps, params)]
-        lab = [
-            r.tool_id
-            for r in expand_with_dependencies(hits, deps, top_k=params.top_k, final_k=params.final_k)
-        ]
+        walked = expand_with_dependencies(
+            hits, deps, top_k=params.top_k, final_k=params.final_k, relevance=turn_relevance(hits)
+        )
+        lab = [r.tool_id for r in walked]
         if real != lab:
             raise SystemExit(f"walk replay differs from the pipeline on {rec.name}: {text!r}")
 
