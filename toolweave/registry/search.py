@@ -27,6 +27,7 @@ from toolweave.records import (
     SearchScope,
     ToolRecord,
 )
+from toolweave.registry.inference import walkable
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import CompactRecords
@@ -112,13 +113,14 @@ class SnapshotSearch:
         ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
         return [e for e in self._state.deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
-    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
-        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
-        return [
-            e.tool
-            for e in self._state.edges
-            if e.depends_on == tool_id and (kinds is None or e.kind in kinds)
+    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+        """The edges into ``tool_id`` (from the tools that consume what it produces) that the walk may
+        follow, as of the last completed write: weak inferred and learned ones are left out."""
+        floor = self._state.settings.infer_min_confidence
+        into = [
+            e for e in self._state.edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)
         ]
+        return walkable(into, floor)
 
     # -- search --------------------------------------------------------------------------------------
     def search(

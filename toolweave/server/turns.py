@@ -5,7 +5,7 @@ or a successful proxied call. ``TurnEngine.retrieve_turn`` retrieves on the turn
 conversation as context (dropped when the topic shifts), answers repeats from the ``find_tools``
 cache, publishes into the session's set, and notifies the client and holds the answer until it
 re-listed (bounded), so that the answer reaches a client that already lists the new tools. After a
-successful call, ``next_steps`` publishes the tools that consume what the call produced.
+successful call, ``next_steps`` publishes the few tools most likely to come next.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from toolweave.tracing import span
 if TYPE_CHECKING:  # the registry's types come with it, after the handshake
     from toolweave.retrieval.results import RankedTool
 
-__all__ = ["MAX_QUERY_CHARS", "TurnEngine"]
+__all__ = ["MAX_QUERY_CHARS", "NEXT_STEPS", "TurnEngine"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ MAX_QUERY_CHARS = 4000
 RELIST_SETTLE_S = 0.005
 """After the client's re-list was answered, a held find_tools result waits this much longer: the list
 response is written after its handler returns, and over HTTP it travels on another connection."""
+
+NEXT_STEPS = 3
+"""Tools published after a call at most: a guess costs the client's prompt cache and its attention."""
 
 TOPIC_SHIFT_BELOW = 0.08
 """A turn whose embedding is on average less similar than this to the context turns starts a new topic:
@@ -248,19 +251,36 @@ class TurnEngine:
 
     # -- after a call ------------------------------------------------------------------------------------
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
-        """Publish the tools that consume what ``record`` produced (its dependents in the graph), into
-        the set's free room and at most ``final_k`` of them."""
-        registry, guard = self.served.registry, self.served.guard
+        """Publish the tools most likely to follow a call of ``record``, into the set's free room: those
+        traffic saw called right after it in enough sessions (``Registry.next_steps``), and those that
+        consume its output through a walkable edge (declared, manifest, or inferred or learned above
+        ``Settings.infer_min_confidence``); only at or above that bar, most confident first, at most
+        ``NEXT_STEPS``."""
         params = self.settings.retrieval
+        kinds = params.edge_kinds
+        if not kinds:
+            return
+        registry, guard = self.served.registry, self.served.guard
+        bar = self.settings.infer_min_confidence
+        score: dict[str, float] = {}
+        for tool_id, confidence, kind in registry.next_steps(record.id):
+            if kind in kinds and confidence >= bar:
+                score[tool_id] = max(confidence, score.get(tool_id, 0.0))
+        for edge in registry.dependents(record.id, kinds):
+            # a learned edge speaks through its next-step evidence above, not its dependency confidence
+            if edge.origin != "learned":
+                score[edge.tool] = max(edge.confidence, score.get(edge.tool, 0.0))
         excluded = self.sources.excluded_sources()
-        dependents = [
+        ranked = sorted(score, key=lambda t: (-score[t], t))
+        chosen = [
             tool_id
-            for tool_id in registry.dependents(record.id, params.edge_kinds)
-            if (dep := registry.find(tool_id)) is not None
+            for tool_id in ranked
+            if tool_id != record.id
+            and (dep := registry.find(tool_id)) is not None
             and dep.source not in excluded
             and guard.allows(session.identity, dep)
         ]
-        change = session.published.suggest(dependents[: params.final_k], turn)
+        change = session.published.suggest(chosen[:NEXT_STEPS], turn)
         if change.changed:
             await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
