@@ -76,6 +76,7 @@ from bfcl_flow import (
     CallRecord,
     FlowTable,
     LearnedEdge,
+    adjacent_pairs,
     export_graph,
     learned_edges,
     origins,
@@ -484,7 +485,14 @@ async def run_gateway(
         learn_table = FlowTable.of(replays["learning"].call_records()) if "learning" in replays else None
         out["flow"] = bfcl_report.flow_figures(table, learn_table)
         if learn_table is not None and learned is not None:
-            out["learned"] = score_learned(learned, table, learn_table, min_confidence=plan.min_confidence)
+            adjacent = adjacent_pairs((c.dialogue, c.turn, c.index, c.tool) for c in measured_flow.calls)
+            out["learned"] = score_learned(
+                learned,
+                table,
+                learn_table,
+                min_confidence=plan.min_confidence,
+                measured_adjacent=adjacent,
+            )
     return out
 
 

@@ -14,10 +14,14 @@ distinct sessions (``Sketch``, a bounded set that merges by union, so replicas' 
 without counting a session twice), how many of them right after the producer (the next-step
 evidence), their mean specificity, first and last seen.
 
-**Confidence** (``confidence``): ``specificity × (1 − SESSION_DECAY ** (sessions − 1))``. One session is
+**Confidence** (``confidence``): ``weight × (1 − SESSION_DECAY ** (sessions − 1))``. One session is
 never an edge (0, whatever it saw), each further independent session closes a share of the remaining
-doubt, and a value that says little (a short word, a two-digit number) caps what any number of
-sessions can prove. Sequence evidence has no value, so its specificity is ``SEQUENCE_SPECIFICITY``.
+doubt, and the weight caps what any number of sessions can prove. For value flow the weight is the
+values' mean specificity (a short word or a two-digit number proves little). Sequence evidence has no
+value: its weight is how regularly the pair occurs, the share of the consumer's sessions in which it
+came right after the producer (``cd`` follows ``mv`` now and then; ``startEngine`` follows
+``pressBrakePedal`` every time). The next-step confidence counts adjacent sessions only, and for a
+sequence weighs the share of the *producer's* sessions that went on to the consumer.
 The constants were chosen on the learning half of the BFCL multi-turn replay (bench/RESULTS.md).
 """
 
@@ -29,7 +33,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "SEQUENCE_SPECIFICITY",
     "SESSION_DECAY",
     "SKETCH_SIZE",
     "Evidence",
@@ -44,9 +47,6 @@ __all__ = [
 SESSION_DECAY = 0.25
 """Doubt left after each session beyond the first: two sessions reach 0.75 of the value's
 specificity, three 0.94."""
-
-SEQUENCE_SPECIFICITY = 0.75
-"""What "called right after it in the same turn" is worth in place of a value's specificity."""
 
 SKETCH_SIZE = 32
 """Session hashes kept per evidence row (the smallest ones): exact counts up to this, an estimate
@@ -108,11 +108,12 @@ class Sketch:
         return max(SKETCH_SIZE, round((SKETCH_SIZE - 1) * _HASH_SPACE / (self.hashes[-1] + 1)))
 
 
-def confidence(sessions: int, specificity: float) -> float:
-    """How sure ``sessions`` independent sessions of mean ``specificity`` make an edge (module docstring)."""
-    if sessions < 2 or specificity <= 0:
+def confidence(sessions: int, weight: float) -> float:
+    """How sure ``sessions`` independent sessions of ``weight`` (specificity or regularity, 0-1) make an
+    edge (module docstring)."""
+    if sessions < 2 or weight <= 0:
         return 0.0
-    return round(min(1.0, specificity) * (1.0 - SESSION_DECAY ** (sessions - 1)), 3)
+    return round(min(1.0, weight) * (1.0 - SESSION_DECAY ** (sessions - 1)), 3)
 
 
 @dataclass
@@ -146,19 +147,23 @@ class Evidence:
 
     @property
     def specificity(self) -> float:
-        if self.is_sequence:
-            return SEQUENCE_SPECIFICITY
+        """The values' mean specificity (0 for sequence evidence: no value)."""
         return self.specificity_sum / self.sightings if self.sightings else 0.0
 
-    @property
-    def confidence(self) -> float:
-        """How sure the edge ``consumer ← producer`` is (``confidence``)."""
+    def edge_confidence(self, consumer_sessions: int) -> float:
+        """How sure the edge ``consumer ← producer`` is; ``consumer_sessions``: the sessions the consumer
+        was called in (module docstring)."""
+        if self.is_sequence:
+            adjacent = self.adjacent.count()
+            return confidence(adjacent, adjacent / max(1, consumer_sessions))
         return confidence(self.sessions.count(), self.specificity)
 
-    @property
-    def next_step_confidence(self) -> float:
-        """How sure "after ``producer``, ``consumer`` comes next" is: counted on adjacent sessions only."""
-        return confidence(self.adjacent.count(), self.specificity)
+    def next_step_confidence(self, producer_sessions: int) -> float:
+        """How sure "after ``producer``, ``consumer`` comes next" is: adjacent sessions only."""
+        adjacent = self.adjacent.count()
+        if self.is_sequence:
+            return confidence(adjacent, adjacent / max(1, producer_sessions))
+        return confidence(adjacent, self.specificity)
 
     def add(self, sighting: Sighting) -> None:
         self.sightings += 1

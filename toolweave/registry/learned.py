@@ -8,11 +8,12 @@ to the ``traffic`` table, and turned into edges of origin ``learned`` in the gra
 one commit. Nothing here runs per call.
 
 A learned edge is ``consumer ← producer``: ``PARAMETER_DIRECTLY_DEPENDS_ON`` with the parameter for value
-flow, ``TOOL_DIRECTLY_DEPENDS_ON`` for sequence evidence, confidence ``evidence.confidence``. Only rows of
-two sessions or more become edges (one session never does); those below ``Settings.infer_min_confidence``
-stay in the graph unwalked, like weak inferred edges. The manifest wins: a pair a declared or manifest
-edge holds gets no learned edge, and ``dependencies.remove`` keeps one out however often traffic sees it.
-Rows naming a private tool are dropped at the next flush (the observer sees none after ``set_private``).
+flow, ``TOOL_DIRECTLY_DEPENDS_ON`` for sequence evidence, confidence ``Evidence.edge_confidence``. Only
+rows of two sessions or more become edges (one session never does); those below
+``Settings.infer_min_confidence`` stay in the graph unwalked, like weak inferred edges. The manifest
+wins: a pair a declared or manifest edge holds gets no learned edge, and ``dependencies.remove`` keeps
+one out however often traffic sees it. Rows naming a private tool are dropped at the next flush (the
+observer sees none after ``set_private``).
 
 ``next_steps(tool)`` answers the gateway's after-call publishing: the tools seen called right after
 ``tool`` in two sessions or more, most confident first (``Evidence.next_step_confidence``).
@@ -92,7 +93,7 @@ class LearnedEdgeBook:
         for key in [k for k in rows if not self._observable(k[0], k[2])]:
             del rows[key]  # a tool gone or made private since
         state.db.side.save_traffic([_row(e) for e in rows.values()])
-        edges = self._edges(rows.values())
+        edges = self._edges(rows)
         if self._sync_graph(edges):
             state.db.side.save_edges(state.graph.edges())
         self._pending = (rows, self._next_steps(rows, edges))
@@ -106,16 +107,20 @@ class LearnedEdgeBook:
         self._state.publish_graph()
 
     # -- edges --------------------------------------------------------------------------------------------
-    def _edges(self, rows: Iterable[Evidence]) -> list[DependencyEdge]:
+    def _edges(self, rows: dict[EvidenceKey, Evidence]) -> list[DependencyEdge]:
         """The learned edges ``rows`` make, minus what the manifest or a declared edge says instead."""
         graph, overrides = self._state.graph, self._state.overrides
         out = []
-        for row in rows:
-            if row.is_call_count or row.confidence <= 0:
+        calls = _sessions_per_tool(rows)
+        for row in rows.values():
+            if row.is_call_count:
                 continue
-            if row.consumer not in graph or row.producer not in graph or row.consumer == row.producer:
+            confidence = row.edge_confidence(calls.get(row.consumer, 0))
+            if confidence <= 0 or row.consumer not in graph or row.producer not in graph:
                 continue
-            edge = learned_edge(row)
+            if row.consumer == row.producer:
+                continue
+            edge = learned_edge(row, confidence)
             if held(graph, edge.tool, edge.depends_on) or (
                 overrides is not None and overrides.is_removed(edge)
             ):
@@ -142,10 +147,11 @@ class LearnedEdgeBook:
         """Producer → its likely next tools, over the rows whose edge is in the graph (or ``edges``)."""
         if edges is None:
             edges = (e for e in self._state.graph.edges() if e.origin == "learned")
+        calls = _sessions_per_tool(rows)
         best: dict[str, dict[str, NextStep]] = {}
         for e in edges:
             row = rows.get((e.tool, e.parameter_name or "", e.depends_on))
-            score = row.next_step_confidence if row is not None else 0.0
+            score = row.next_step_confidence(calls.get(e.depends_on, 0)) if row is not None else 0.0
             after = best.setdefault(e.depends_on, {})
             if score > 0 and score > after.get(e.tool, ("", 0.0, e.kind))[1]:
                 after[e.tool] = (e.tool, score, e.kind)
@@ -156,13 +162,19 @@ class LearnedEdgeBook:
         }
 
 
-def learned_edge(row: Evidence) -> DependencyEdge:
+def _sessions_per_tool(rows: dict[EvidenceKey, Evidence]) -> dict[str, int]:
+    """Tool → the sessions it was called in (its call-count row)."""
+    return {row.consumer: row.sessions.count() for row in rows.values() if row.is_call_count}
+
+
+def learned_edge(row: Evidence, confidence: float) -> DependencyEdge:
     """The edge an evidence row makes (value flow: a parameter edge; sequence: a tool edge)."""
     sessions = row.sessions.count()
     first, last = _day(row.first_ns), _day(row.last_ns)
+    how = "no value flowed" if row.is_sequence else f"specificity {row.specificity:.2f}"
     counts = (
         f"traffic: {row.sightings} sightings in {sessions} sessions, {row.adjacent.count()} of them right "
-        f"after it; specificity {row.specificity:.2f}; first seen {first}, last seen {last}"
+        f"after it; {how}; first seen {first}, last seen {last}"
     )
     if row.is_sequence:
         return DependencyEdge(
@@ -172,7 +184,7 @@ def learned_edge(row: Evidence) -> DependencyEdge:
             reason=f"learned from {sessions} sessions: {row.consumer} was called right after "
             f"{row.producer} in the same turn",
             origin="learned",
-            confidence=row.confidence,
+            confidence=confidence,
             evidence=counts,
         )
     taken = f"{row.producer}'s {row.field}" if row.field else f"{row.producer}'s result"
@@ -183,7 +195,7 @@ def learned_edge(row: Evidence) -> DependencyEdge:
         parameter_name=row.parameter,
         reason=f"learned from {sessions} sessions: {row.consumer}.{row.parameter} took {taken}",
         origin="learned",
-        confidence=row.confidence,
+        confidence=confidence,
         evidence=counts,
     )
 
