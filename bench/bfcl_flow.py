@@ -31,6 +31,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -186,7 +187,7 @@ def adjacent_pairs(calls: Iterable[tuple[str, int, int, str]]) -> Counter[tuple[
     seen: set[tuple[str, str, str]] = set()
     for (dialogue, _turn), items in by_turn.items():
         tools = [tool for _, tool in sorted(items)]
-        seen.update((dialogue, b, a) for a, b in zip(tools, tools[1:], strict=False) if a != b)
+        seen.update((dialogue, b, a) for a, b in pairwise(tools) if a != b)
     return Counter((b, a) for _dialogue, b, a in seen)
 
 
