@@ -44,9 +44,11 @@ __all__ = [
     "session_hash",
 ]
 
-SESSION_DECAY = 0.25
-"""Doubt left after each session beyond the first: two sessions reach 0.75 of the value's
-specificity, three 0.94."""
+SESSION_DECAY = 0.5
+"""Doubt left after each session beyond the first: two sessions reach half the weight (the walk's bar
+for a fully specific value), three 0.75, four 0.875. Chosen on the BFCL learning half
+(``bench/traffic_calibration.py``): the best worst-fold recall among the constants whose precision
+stays >= 0.8 in both folds."""
 
 SKETCH_SIZE = 32
 """Session hashes kept per evidence row (the smallest ones): exact counts up to this, an estimate

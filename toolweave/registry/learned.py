@@ -22,7 +22,7 @@ observer sees none after ``set_private``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +33,7 @@ from toolweave.registry.observations import Batch, Observations
 from toolweave.registry.overrides import held
 from toolweave.registry.state import RegistryState
 
-__all__ = ["LearnedEdgeBook", "NextStep", "learned_edge"]
+__all__ = ["LearnedEdgeBook", "NextStep", "edge_evidence", "learned_edge"]
 
 log = logging.getLogger(__name__)
 
@@ -111,19 +111,12 @@ class LearnedEdgeBook:
         """The learned edges ``rows`` make, minus what the manifest or a declared edge says instead."""
         graph, overrides = self._state.graph, self._state.overrides
         out = []
-        calls = _sessions_per_tool(rows)
-        for row in rows.values():
-            if row.is_call_count:
-                continue
-            confidence = row.edge_confidence(calls.get(row.consumer, 0))
-            if confidence <= 0 or row.consumer not in graph or row.producer not in graph:
-                continue
-            if row.consumer == row.producer:
+        for row, confidence in edge_evidence(rows):
+            if row.consumer not in graph or row.producer not in graph:
                 continue
             edge = learned_edge(row, confidence)
-            if held(graph, edge.tool, edge.depends_on) or (
-                overrides is not None and overrides.is_removed(edge)
-            ):
+            removed = overrides is not None and overrides.is_removed(edge)
+            if removed or held(graph, edge.tool, edge.depends_on):
                 continue
             out.append(edge)
         return out
@@ -160,6 +153,17 @@ class LearnedEdgeBook:
             for producer, after in best.items()
             if after
         }
+
+
+def edge_evidence(rows: dict[EvidenceKey, Evidence]) -> Iterator[tuple[Evidence, float]]:
+    """The rows that make an edge (two sessions or more, not a tool feeding itself), with its confidence."""
+    calls = _sessions_per_tool(rows)
+    for row in rows.values():
+        if row.is_call_count or row.consumer == row.producer:
+            continue
+        confidence = row.edge_confidence(calls.get(row.consumer, 0))
+        if confidence > 0:
+            yield row, confidence
 
 
 def _sessions_per_tool(rows: dict[EvidenceKey, Evidence]) -> dict[str, int]:

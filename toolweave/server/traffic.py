@@ -61,6 +61,13 @@ MAX_PRODUCERS = 2
 MAX_SESSIONS = 512
 """Session windows kept (least recently used dropped): bounded memory whatever the clients do."""
 MAX_DEPTH = 8
+STRUCTURED_FULL_AT = 5
+"""Characters at which a string with digits or separators (an id, a date, a path) is fully specific."""
+NAME_FULL_AT = 4.0
+"""Characters at which a string with capitals and no separators (a code, a name) is fully specific:
+``AAPL``, ``Rivermist`` (``SFO``: 0.75). Chosen with ``SESSION_DECAY`` (``bench/traffic_calibration.py``)."""
+WORD_FULL_AT = 12.0
+"""Characters at which a lowercase word or phrase is fully specific."""
 
 COMMON_WORDS = frozenset(
     [
@@ -114,8 +121,9 @@ def specificity(value: Any) -> float:
     """How much ``value`` tells about where it came from: 0 (no evidence) to 1 (module docstring).
 
     Numbers by their significant digits (10-99: 0.25, 100-999: 0.5, 1000-9999: 0.75, more: 1; 2.5:
-    0.25, 227.16: 1); strings by length, raised when they carry digits or separators (ids, dates,
-    paths, emails: ``ORD-7`` is 1, ``report.txt`` 1, ``Paris`` 0.42, ``hello world`` 0.92)."""
+    0.25, 227.16: 1); strings by length, faster when they carry digits or separators (ids, dates,
+    paths, emails: ``ORD-7`` is 1, ``report.txt`` 1) or capitals (codes and names: ``SFO`` 0.75,
+    ``Paris`` 1) than plain lowercase words (``hello world`` 0.92, ``admin`` 0.42)."""
     if value is None or isinstance(value, bool):
         return 0.0
     if isinstance(value, int | float):
@@ -132,8 +140,10 @@ def specificity(value: Any) -> float:
     if len(text) < 3 or text.lower() in COMMON_WORDS:
         return 0.0
     if _STRUCTURE.search(text):
-        return min(1.0, len(text) / 5)
-    return min(1.0, len(text) / 12)
+        return min(1.0, len(text) / STRUCTURED_FULL_AT)
+    if text.lower() != text:  # a code or a name: SFO, AAPL, Rivermist
+        return min(1.0, len(text) / NAME_FULL_AT)
+    return min(1.0, len(text) / WORD_FULL_AT)
 
 
 def _canonical(value: Any) -> bytes:
@@ -282,7 +292,7 @@ class TrafficObserver:
         return out, hashes
 
     def _hold(self, window: _Window, tool: str, result: types.CallToolResult, echoed: set[bytes]) -> None:
-        """The result's specific values into the window; a value the call was given is not its output."""
+        """The result's specific values into the window (see the comment on echoed values)."""
         value = result_value(result)
         if value is None:
             return
@@ -293,9 +303,10 @@ class TrafficObserver:
             if specificity(leaf) <= 0:
                 continue
             digest = self._hash(leaf)
-            if digest in echoed:
-                continue
-            held = [h for h in values.pop(digest, ()) if h.producer != tool]
+            # A value this call was given and hands back passed through it: the tool is now where a
+            # later call reads it from (the latest holder), not a second, independent producer.
+            held = [] if digest in echoed else [h for h in values.pop(digest, ()) if h.producer != tool]
+            values.pop(digest, None)
             held.append(_Held(tool, path, window.calls))
             values[digest] = held[-MAX_PRODUCERS - 1 :]
         while len(values) > WINDOW_VALUES:
