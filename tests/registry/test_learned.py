@@ -28,7 +28,9 @@ PLACE, GET = "shop__place_order", "shop__get_order"
 BAR = 0.5  # Settings.infer_min_confidence
 
 
-def flow(session: int, *, adjacent: bool = True, consumer: str = GET, producer: str = PLACE) -> list[Sighting]:
+def flow(
+    session: int, *, adjacent: bool = True, consumer: str = GET, producer: str = PLACE
+) -> list[Sighting]:
     """What the observer reports when ``consumer.order_id`` takes ``producer``'s order id in a session."""
     now = time.time_ns()
     return [

@@ -27,7 +27,10 @@ def flows(sightings: list[Any]) -> list[tuple[str, str, str, str, float]]:
 
 def test_a_value_from_a_result_in_a_later_argument_is_a_sighting_with_its_field() -> None:
     seen = TrafficObserver()
-    assert flows(seen.observe("s", "shop__place_order", {"item": "lamp"}, result({"order_id": "ORD-48213"}), 1)) == []
+    assert (
+        flows(seen.observe("s", "shop__place_order", {"item": "lamp"}, result({"order_id": "ORD-48213"}), 1))
+        == []
+    )
     got = seen.observe("s", "shop__get_order", {"order_id": "ORD-48213"}, result({"status": "open"}), 2)
     assert flows(got) == [("shop__get_order", "order_id", "shop__place_order", "order_id", 1.0)]
     [flow] = [s for s in got if s.parameter]
