@@ -20,6 +20,7 @@ import anyio
 
 from toolweave.errors import ServerError
 from toolweave.records import ToolRecord
+from toolweave.retrieval.decompose import decompose_query
 from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.server.find_cache import FindCache
 from toolweave.server.meta_tools import FoundTool
@@ -50,6 +51,9 @@ response is written after its handler returns, and over HTTP it travels on anoth
 
 NEXT_STEPS = 3
 """Tools published after a call at most: a guess costs the client's prompt cache and its attention."""
+
+REST_MIN_WORDS = 2
+"""Content words each part of a request needs to be ranked alone after a call served another part."""
 
 TOPIC_SHIFT_BELOW = 0.08
 """A turn whose embedding is on average less similar than this to the context turns starts a new topic:
@@ -251,17 +255,41 @@ class TurnEngine:
 
     # -- after a call ------------------------------------------------------------------------------------
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
-        """Publish the tools most likely to follow a call of ``record``, into the set's free room: those
-        traffic saw called right after it in enough sessions (``Registry.next_steps``), and those that
-        consume its output through a walkable edge (declared, manifest, or inferred or learned above
-        ``Settings.infer_min_confidence``); only at or above that bar, most confident first, at most
-        ``NEXT_STEPS``."""
-        params = self.settings.retrieval
-        kinds = params.edge_kinds
-        if not kinds:
-            return
+        """Publish the tools most likely to follow a call of ``record``, into the set's free room.
+
+        First the rest of the request (``_rest_of_request``): a turn that asks for two things ("show the
+        last commit and remember its hash in memory") is ranked as a whole, where the first thing
+        drowns the second; once a call served one part, the other parts' best tools come next. Then
+        the tools traffic saw called right after it in enough sessions (``Registry.next_steps``) and
+        those that consume its output through a walkable edge (declared, manifest, or inferred above
+        ``Settings.infer_min_confidence``), at or above that bar, most confident first. At most
+        ``NEXT_STEPS`` in all."""
         registry, guard = self.served.registry, self.served.guard
-        bar = self.settings.infer_min_confidence
+        excluded = self.sources.excluded_sources()
+        chosen: list[str] = []
+        for tool_id in [*await self._rest_of_request(session, record), *self._evidence_next(record)]:
+            dep = registry.find(tool_id)
+            if (
+                tool_id not in chosen
+                and tool_id != record.id
+                and tool_id not in session.published
+                and dep is not None
+                and dep.source not in excluded
+                and guard.allows(session.identity, dep)
+            ):
+                chosen.append(tool_id)
+        change = session.published.suggest(chosen[:NEXT_STEPS], turn)
+        if change.changed:
+            await self.sessions.commit(session)
+            log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
+            await self.notify_and_hold(session)
+
+    def _evidence_next(self, record: ToolRecord) -> list[str]:
+        """Tools that follow ``record`` by traffic or by the graph, most confident first, above the bar."""
+        kinds = self.settings.retrieval.edge_kinds
+        if not kinds:
+            return []
+        registry, bar = self.served.registry, self.settings.infer_min_confidence
         score: dict[str, float] = {}
         for tool_id, confidence, kind in registry.next_steps(record.id):
             if kind in kinds and confidence >= bar:
@@ -270,21 +298,38 @@ class TurnEngine:
             # a learned edge speaks through its next-step evidence above, not its dependency confidence
             if edge.origin != "learned":
                 score[edge.tool] = max(edge.confidence, score.get(edge.tool, 0.0))
-        excluded = self.sources.excluded_sources()
-        ranked = sorted(score, key=lambda t: (-score[t], t))
-        chosen = [
-            tool_id
-            for tool_id in ranked
-            if tool_id != record.id
-            and (dep := registry.find(tool_id)) is not None
-            and dep.source not in excluded
-            and guard.allows(session.identity, dep)
-        ]
-        change = session.published.suggest(chosen[:NEXT_STEPS], turn)
-        if change.changed:
-            await self.sessions.commit(session)
-            log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
-            await self.notify_and_hold(session)
+        return sorted(score, key=lambda t: (-score[t], t))
+
+    async def _rest_of_request(self, session: Session, record: ToolRecord) -> list[str]:
+        """The current turn's other parts, once ``record`` served one: the request is split at its
+        clause and ``and`` boundaries (``decompose_query``); the part the tool's vector is closest to
+        is the one it served, and the other parts, each ranked alone (cached like a find_tools), give
+        their publishable hits, best first. Nothing for a request of one part, or on a registry too
+        large to hold its vectors in memory."""
+        registry = self.served.registry
+        if not session.queries or len(registry) >= self.settings.vector_index_threshold:
+            return []
+        parts = decompose_query(session.queries[-1], level="and", min_content_words=REST_MIN_WORDS)[1:]
+        vectors = registry.vectors()
+        if len(parts) < 2 or record.id not in vectors:
+            return []
+        embedder = registry.embedder
+        part_vectors = embedder.cached_queries(parts)
+        if part_vectors is None:
+            part_vectors = await anyio.to_thread.run_sync(embedder.embed_queries, parts)
+        tool_vector = vectors[record.id]
+        closeness = [float(v @ tool_vector) for v in part_vectors]
+        served = max(range(len(parts)), key=lambda n: closeness[n])
+        params = self.settings.retrieval.model_copy(update={"decompose": "off"})
+        exclude = self.sources.excluded_sources()
+        out: list[str] = []
+        for n, part in enumerate(parts):
+            if n == served:
+                continue
+            key = (part, (), params.model_dump_json(), frozenset(exclude))
+            hits = await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
+            out += [r.tool_id for r in hits if r.publish]
+        return out
 
 
 @dataclass
