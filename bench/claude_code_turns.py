@@ -282,7 +282,7 @@ def one_run(
             TOOLWEAVE_LOG_LEVEL="WARNING",
             # Claude Code gets a fresh HOME; npx (the demo's memory server) keeps the user's npm cache,
             # or each run would download the package again before the memory tools exist
-            npm_config_cache=os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+            NPM_CONFIG_CACHE=os.environ.get("NPM_CONFIG_CACHE", str(Path.home() / ".npm")),
         )
         allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
         if scenario == "commit-memory":  # the server's every tool: the model calls what it is given
