@@ -30,7 +30,7 @@ import os
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,8 @@ def specificity(value: Any) -> float:
     0.25, 227.16: 1); strings by length, faster when they carry digits or separators (ids, dates,
     paths, emails: ``ORD-7`` is 1, ``report.txt`` 1) or capitals (codes and names: ``SFO`` 0.75,
     ``Paris`` 1) than plain lowercase words (``hello world`` 0.92, ``admin`` 0.42)."""
+    if isinstance(value, str):
+        return _string_specificity(value)
     if value is None or isinstance(value, bool):
         return 0.0
     if isinstance(value, int | float):
@@ -134,8 +136,10 @@ def specificity(value: Any) -> float:
         else:
             digits = len(str(int(abs(value))))
         return max(0.0, min(1.0, (digits - 1) * 0.25))
-    if not isinstance(value, str):
-        return 0.0
+    return 0.0
+
+
+def _string_specificity(value: str) -> float:
     text = value.strip()
     if len(text) < 3 or text.lower() in COMMON_WORDS:
         return 0.0
@@ -153,19 +157,25 @@ def _canonical(value: Any) -> bytes:
     return b"s" + str(value).strip().encode("utf-8", "surrogatepass")
 
 
-def leaves(value: Any, path: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
-    """``(field path, scalar)`` for each scalar inside ``value`` (dict keys joined by dots, list items as
-    ``[]``), depth first, at most ``MAX_DEPTH`` deep."""
-    if isinstance(value, Mapping):
-        if depth < MAX_DEPTH:
-            for key, item in value.items():
-                yield from leaves(item, f"{path}.{key}" if path else str(key), depth + 1)
-    elif isinstance(value, list | tuple):
-        if depth < MAX_DEPTH:
-            for item in value:
-                yield from leaves(item, f"{path}[]", depth + 1)
-    else:
-        yield path, value
+def leaves(value: Any, limit: int) -> list[tuple[str, Any]]:
+    """The first ``limit`` ``(field path, scalar)`` pairs inside ``value`` (dict keys joined by dots, list
+    items as ``[]``), depth first, at most ``MAX_DEPTH`` deep. JSON data: dicts and lists (an explicit
+    stack, no generator per level: this runs on every call)."""
+    out: list[tuple[str, Any]] = []
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack and len(out) < limit:
+        path, item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth < MAX_DEPTH:
+                stack.extend(
+                    (f"{path}.{key}" if path else str(key), v, depth + 1) for key, v in reversed(item.items())
+                )
+        elif isinstance(item, list | tuple):
+            if depth < MAX_DEPTH:
+                stack.extend((f"{path}[]", v, depth + 1) for v in reversed(item))
+        else:
+            out.append((path, item))
+    return out
 
 
 def result_value(result: types.CallToolResult) -> Any:
@@ -260,10 +270,9 @@ class TrafficObserver:
         oldest = window.calls - WINDOW_CALLS
         budget = MAX_LEAVES
         for parameter, value in arguments.items():
-            for _path, leaf in leaves(value):
-                budget -= 1
-                if budget < 0:
-                    return out, hashes
+            found = leaves(value, budget)
+            budget -= len(found)
+            for _path, leaf in found:
                 weight = specificity(leaf)
                 if weight <= 0:
                     continue
@@ -297,9 +306,7 @@ class TrafficObserver:
         if value is None:
             return
         values = window.values
-        for n, (path, leaf) in enumerate(leaves(value)):
-            if n >= MAX_LEAVES:
-                break
+        for path, leaf in leaves(value, MAX_LEAVES):
             if specificity(leaf) <= 0:
                 continue
             digest = self._hash(leaf)
