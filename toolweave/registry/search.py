@@ -115,7 +115,8 @@ class SnapshotSearch:
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
         """The edges into ``tool_id`` (from the tools that consume what it produces) that the walk may
-        follow, as of the last completed write: weak inferred and learned ones are left out."""
+        follow, as of the last completed write: weak inferred and learned ones are left out (an edge
+        below ``Settings.infer_min_confidence`` publishes nothing after a call either)."""
         floor = self._state.settings.infer_min_confidence
         into = [
             e for e in self._state.edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)
