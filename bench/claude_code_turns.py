@@ -317,12 +317,24 @@ def one_run(
             "exit": proc.returncode,
             "seconds": round(time.monotonic() - started, 2),
             "stderr_tail": proc.stderr[-300:] if proc.returncode else "",
+            # what the gateway did, when a commit-memory run missed (HTTP: its log is ours to read)
+            "gateway_said": _turn_lines(work / "gateway.log") if model.outcome == "memory-missing" else [],
         }
     finally:
         model_server.should_exit = True
         if gateway is not None:
             gateway.terminate()
             gateway.wait(timeout=20)
+
+
+def _turn_lines(log: Path) -> list[str]:
+    """The gateway's publishing and re-list lines (INFO and up), for a run that missed."""
+    if not log.exists():
+        return []
+    keep = ("next steps", "re-list", ": +[", "is available", "is unavailable")
+    return [
+        line[-160:] for line in log.read_text(errors="replace").splitlines() if any(k in line for k in keep)
+    ]
 
 
 def mcp_list_run(claude: str, work: Path, registry: Path) -> dict[str, Any]:
