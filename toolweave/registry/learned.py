@@ -101,10 +101,11 @@ class LearnedEdgeBook:
 
     def publish(self) -> None:
         """After the commit: the new rows and next steps, and the graph searches read."""
-        if self._pending is not None:
-            self.rows, self._next = self._pending
-            self._pending = None
-        self._state.publish_graph()
+        with self._state.write_lock:  # the flusher publishes after the commit, outside its write
+            if self._pending is not None:
+                self.rows, self._next = self._pending
+                self._pending = None
+            self._state.publish_graph()
 
     # -- edges --------------------------------------------------------------------------------------------
     def _edges(self, rows: dict[EvidenceKey, Evidence]) -> list[DependencyEdge]:

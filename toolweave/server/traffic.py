@@ -50,16 +50,18 @@ __all__ = [
 
 WINDOW_CALLS = 64
 """Calls of one session whose results can still be matched."""
-WINDOW_VALUES = 1024
-"""Hashed values held per session (the oldest go first)."""
+WINDOW_VALUES = 512
+"""Hashed values held per session (the oldest go first). With ``MAX_SESSIONS`` windows full, about 45 MB
+at worst; a BFCL dialogue's window holds at most 36."""
 MAX_LEAVES = 256
 """Scalar leaves hashed per result or per call's arguments: a huge result costs no more than this."""
 MAX_TEXT_CHARS = 65_536
 """Text content longer than this is not parsed for JSON."""
 MAX_PRODUCERS = 2
 """A value more tools than this returned in the window is no evidence for any of them."""
-MAX_SESSIONS = 512
-"""Session windows kept (least recently used dropped): bounded memory whatever the clients do."""
+MAX_SESSIONS = 256
+"""Session windows kept (least recently used dropped), as many as the gateway keeps sessions: bounded
+memory whatever the clients do."""
 MAX_DEPTH = 8
 STRUCTURED_FULL_AT = 5
 """Characters at which a string with digits or separators (an id, a date, a path) is fully specific."""
