@@ -16,7 +16,11 @@ values (it finds 281 calls and 67 pairs over the 200 dialogues; the dataset READ
 not one the gateway had before learning existed (``declared``, ``manifest``, ``inferred``). An edge
 ``tool ← depends_on`` with ``parameter_name`` p is the pair ``tool.p ← depends_on``; an edge without a
 parameter matches any parameter of that consumer/producer pair. Only edges at or above the walk's
-confidence bar are scored (``min_confidence``); all of them are counted too.
+confidence bar are scored (``min_confidence``); all of them are counted too. Value flow is what parameter
+edges claim; a learned *tool* edge (``TOOL_DIRECTLY_DEPENDS_ON``: "called right after it in the same
+turn", a prerequisite through state such as ``pressBrakePedal`` before ``startEngine``) claims no value
+flow, so it is counted apart (``sequence``) and scored against the gold calls' own order instead
+(``sequence_pairs``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +178,19 @@ def _matches(edge: LearnedEdge, pair: Pair) -> bool:
     )
 
 
+def adjacent_pairs(calls: Iterable[tuple[str, int, int, str]]) -> Counter[tuple[str, str]]:
+    """``(consumer, producer)`` → in how many dialogues ``consumer`` was called right after ``producer``
+    in the same turn; ``calls`` as ``(dialogue, turn, index, tool)``."""
+    by_turn: dict[tuple[str, int], list[tuple[int, str]]] = {}
+    for dialogue, turn, index, tool in calls:
+        by_turn.setdefault((dialogue, turn), []).append((index, tool))
+    seen: set[tuple[str, str, str]] = set()
+    for (dialogue, _turn), items in by_turn.items():
+        tools = [tool for _, tool in sorted(items)]
+        seen.update((dialogue, b, a) for a, b in pairwise(tools) if a != b)
+    return Counter((b, a) for _dialogue, b, a in seen)
+
+
 def score_learned(
     edges: Iterable[LearnedEdge],
     measured: FlowTable,
@@ -180,13 +198,16 @@ def score_learned(
     *,
     min_confidence: float,
     min_learning_dialogues: int = 2,
+    measured_adjacent: Counter[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Precision of the learned edges against the measured half's value-flow pairs, and their recall
     of the measured pairs that also occur in ``min_learning_dialogues`` learning dialogues or more (the
     ones a learner could have learned). ``oracle``: the same scores for a learner that kept exactly
     the learning half's pairs seen in that many dialogues (the ceiling of counting sessions)."""
     every = list(edges)
-    scored = [e for e in every if e.confidence >= min_confidence]
+    flow = [e for e in every if e.kind.startswith("PARAMETER")]
+    sequence = [e for e in every if not e.kind.startswith("PARAMETER") and e.confidence >= min_confidence]
+    scored = [e for e in flow if e.confidence >= min_confidence]
     truth = set(measured.count)
     learnable = {p for p in truth if learning.dialogues[p] >= min_learning_dialogues}
 
@@ -210,7 +231,13 @@ def score_learned(
         "min_confidence": min_confidence,
         "measured_pairs": len(truth),
         "learnable_pairs": len(learnable),
-        "learned_all_confidences": len(every),
+        "learned_all_confidences": len(flow),
         **scores(scored),
+        "sequence": [asdict(e) for e in sequence],
+        "sequence_true": (
+            sum(measured_adjacent[(e.consumer, e.producer)] > 0 for e in sequence)
+            if measured_adjacent is not None
+            else None
+        ),
         "oracle": scores(oracle),
     }

@@ -24,7 +24,9 @@ What runs (every part real):
 Dialogues are split by id: even ids are the **learning** half, odd ids the **measured** half.
 Phases: ``cold`` plays the measured half on a registry that only ingested the tools. ``warm`` first
 plays the learning half through its own gateway (defaults: grtf, every edge), stops it (what it learnt
-must survive a restart), then plays the measured half on a copy of that registry. Graphs: ``none`` =
+must survive a restart), then plays the measured half on a copy of that registry. ``edges`` does the
+same with a learning gateway that records no usage examples (``usage_weight: 0``): what the learned
+graph does without Tool2Vec's share (``edges`` needs ``cold``). Graphs: ``none`` =
 ``retrieval.edge_kinds: []`` (no edge walked, none used for after-call next steps); ``inferred`` = the
 defaults, every edge the registry holds: inferred ones, and learned ones once the gateway learns them.
 The measuring phase knows nothing of how learning works: learned edges are found by reading the
@@ -60,7 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,7 @@ from bfcl_flow import (
     CallRecord,
     FlowTable,
     LearnedEdge,
+    adjacent_pairs,
     export_graph,
     learned_edges,
     origins,
@@ -100,7 +103,7 @@ from load_bench import wait_ready
 from ports import free_port, wait_port
 
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
-PHASES = ("cold", "warm")
+PHASES = ("cold", "warm", "edges")
 GRAPHS = ("none", "inferred")
 METHODS = ("hybrid", "grtf")
 
@@ -253,8 +256,11 @@ def readiness_tools(names: Names) -> list[str]:
 class Gateway:
     """``toolweave serve --transport http`` on ``registry``, until the ``async with`` ends."""
 
-    def __init__(self, manifest: Path, registry: Path, log: Path, probes: Sequence[str]) -> None:
+    def __init__(
+        self, manifest: Path, registry: Path, log: Path, probes: Sequence[str], env: Mapping[str, str]
+    ) -> None:
         self.manifest, self.registry, self.log, self.probes = manifest, registry, log, probes
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -269,6 +275,7 @@ class Gateway:
             **os.environ,
             "TOOLWEAVE_LOG_LEVEL": "WARNING",
             "TOOLWEAVE_SECURITY__AUDIT_LOG": str(self.audit),
+            **self.env,
         }
         cmd = [TOOLWEAVE, "serve", "--manifest", str(self.manifest), "--registry", str(self.registry)]
         with self.log.open("ab") as err:
@@ -439,12 +446,14 @@ async def run_gateway(
     learned: list[LearnedEdge] | None = None
     async with serve_backends(fleet) as urls:
 
-        def gateway(registry: Path, method: str, graph: str, label: str) -> Gateway:
+        def gateway(
+            registry: Path, method: str, graph: str, label: str, env: Mapping[str, str] | None = None
+        ) -> Gateway:
             manifest = write_manifest(tmp / f"{label}.yaml", urls, catalogs, method, graph)
-            return Gateway(manifest, registry, tmp / f"{label}.log", probes)
+            return Gateway(manifest, registry, tmp / f"{label}.log", probes, env or {})
 
         templates: dict[str, Path] = {}
-        if "cold" in plan.phases:
+        if {"cold", "edges"} & set(plan.phases):  # edges starts from the cold registry
             templates["cold"] = tmp / "cold"
             print("== cold registry: the tools ingested", file=sys.stderr, flush=True)
             async with gateway(templates["cold"], "grtf", "inferred", "ingest"):
@@ -462,6 +471,15 @@ async def run_gateway(
             learned = learned_edges(graph, names.bare)
             out["learned_edges"] = [asdict(e) for e in learned]
             replays["learning"] = learnt
+        if "edges" in plan.phases:
+            # the learning half once more, on a gateway that records no usage examples (usage_weight 0:
+            # the catalogs declare none, so the tool vectors are the same): the learned graph alone
+            templates["edges"] = tmp / "edges"
+            shutil.copytree(templates["cold"], templates["edges"])
+            print(f"== learning edges only: {len(learning)} dialogues", file=sys.stderr, flush=True)
+            no_usage = {"TOOLWEAVE_USAGE_WEIGHT": "0"}
+            async with gateway(templates["edges"], "grtf", "inferred", "learning-edges", no_usage) as gw:
+                await play(gw.url, learning, fleet, names, probe=False, label="learning-edges")
         for phase in plan.phases:
             for graph_choice in plan.graphs:
                 for method in plan.methods:
@@ -484,7 +502,14 @@ async def run_gateway(
         learn_table = FlowTable.of(replays["learning"].call_records()) if "learning" in replays else None
         out["flow"] = bfcl_report.flow_figures(table, learn_table)
         if learn_table is not None and learned is not None:
-            out["learned"] = score_learned(learned, table, learn_table, min_confidence=plan.min_confidence)
+            adjacent = adjacent_pairs((c.dialogue, c.turn, c.index, c.tool) for c in measured_flow.calls)
+            out["learned"] = score_learned(
+                learned,
+                table,
+                learn_table,
+                min_confidence=plan.min_confidence,
+                measured_adjacent=adjacent,
+            )
     return out
 
 
@@ -522,7 +547,7 @@ def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phases", default="cold,warm", help="cold, warm (comma list)")
+    parser.add_argument("--phases", default="cold,warm", help="cold, warm, edges (comma list)")
     parser.add_argument("--graphs", default="none,inferred", help="none, inferred (comma list)")
     parser.add_argument("--methods", default="hybrid,grtf", help="hybrid, grtf (comma list)")
     parser.add_argument("--dialogues", help="N (ids 0..N-1) or a comma list of numbers or ids; default all")

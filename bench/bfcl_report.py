@@ -223,6 +223,13 @@ def print_report(report: Mapping[str, Any], out: TextIO) -> None:
             f"{_f(o['precision'])}, recall {_f(o['recall'])}",
             file=out,
         )
+        sequence = learned.get("sequence") or []
+        print(
+            f"learned sequence edges (tool edges, confidence >= {learned['min_confidence']}): "
+            f"{len(sequence)}, {learned.get('sequence_true')} of them seen in the measured half's gold "
+            f"order: " + ", ".join(f"{e['consumer']} <- {e['producer']}" for e in sequence[:30]),
+            file=out,
+        )
     lines = acceptance(report)
     if lines:
         print("\nacceptance (measured half):", file=out)

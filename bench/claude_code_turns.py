@@ -10,11 +10,19 @@ in Tokyo"`` with toolweave as its only MCP server (stdio or streamable HTTP) on 
 request 1 → ``find_tools``; request 2 → the time tool directly if listed (``direct``), else through
 ``call_tool`` (``fallback``); then a final answer. Every model request's tool names are recorded.
 
+``--scenario commit-memory``: ``claude -p "show me the last commit of this repository and remember its hash
+in memory"``: request 1 → ``find_tools`` (or ``git_log`` at once when listed); then ``git_log`` (directly when
+listed, else through ``call_tool``); the request after the git call must carry memory tools (the gateway
+publishes the rest of a multi-part request once a call served its first part), and the model then stores
+the hash with the memory tool it is given (``create_entities`` when listed, else the first memory tool
+listed, called through ``call_tool`` if none is). Outcome ``memory-published`` or ``memory-missing``.
+
 ``--mcp-list`` instead runs ``claude mcp list`` (its health check: spawn, initialize, tools/list, each
 within Claude Code's own time limits) with toolweave as a project server, ``--runs`` times, from a cold
 gateway start each time.
 
 Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook] [--json]
+           [--scenario time|commit-memory]
        .venv/bin/python bench/claude_code_turns.py --mcp-list [--runs 10]
 Needs node/npm (the runner says so and exits 0 without them).
 """
@@ -98,6 +106,51 @@ class ScriptedModel:
             args = {"name": TIME_TOOL, "arguments": {"timezone": "Asia/Tokyo"}}
             return _tool_use(body, prefixed("call_tool"), args)
         return _answer(body, [{"type": "text", "text": "It is late in Tokyo."}], "end_turn")
+
+
+COMMIT_PROMPT = "show me the last commit of this repository and remember its hash in memory"
+GIT_LOG = "git__git_log"
+
+
+class CommitMemoryModel(ScriptedModel):
+    """Plays the model for the commit-and-remember request (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory_tools: list[str] = []
+        """The memory tools the request after the git call carried."""
+
+    async def messages(self, request: Request) -> Response:
+        body = await request.json()
+        tools = [t.get("name", "") for t in body.get("tools") or []]
+        if not tools:
+            return _answer(body, [{"type": "text", "text": "ok"}], "end_turn")
+        self.requests.append({"tools": tools, "at": time.monotonic()})
+        if prefixed("find_tools") not in tools:
+            self.outcome = self.outcome or "not-connected"
+            return _answer(body, [{"type": "text", "text": "I have no tool for that."}], "end_turn")
+        answered = _last_tool_result_for(body.get("messages") or [])
+        git_args = {"repo_path": str(REPO), "max_count": 1}
+        if answered is None or answered == prefixed("find_tools"):
+            if answered is None:
+                self.first_has_tool = prefixed(GIT_LOG) in tools
+                if not self.first_has_tool:
+                    return _tool_use(body, prefixed("find_tools"), {"query": COMMIT_PROMPT})
+            if prefixed(GIT_LOG) in tools:
+                return _tool_use(body, prefixed(GIT_LOG), git_args)
+            return _tool_use(body, prefixed("call_tool"), {"name": GIT_LOG, "arguments": git_args})
+        if answered in (prefixed(GIT_LOG), prefixed("call_tool")) and self.outcome is None:
+            memory = [t for t in tools if t.startswith(prefixed("memory__"))]
+            self.memory_tools = [t.removeprefix(prefixed("")) for t in memory]
+            self.outcome = "memory-published" if memory else "memory-missing"
+            entity = {"entities": [{"name": "last commit", "entityType": "commit", "observations": ["hash"]}]}
+            if prefixed("memory__create_entities") in tools:
+                return _tool_use(body, prefixed("memory__create_entities"), entity)
+            if memory:
+                return _tool_use(body, memory[0], {})
+            args = {"name": "memory__create_entities", "arguments": entity}
+            return _tool_use(body, prefixed("call_tool"), args)
+        return _answer(body, [{"type": "text", "text": "Done: the hash is in memory."}], "end_turn")
 
 
 def _last_tool_result_for(messages: list[dict[str, Any]]) -> str | None:
@@ -189,8 +242,11 @@ def claude_binary() -> str | None:
     return str(binary)
 
 
-def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool) -> dict[str, Any]:
-    model = ScriptedModel()
+def one_run(
+    claude: str, work: Path, registry: Path, transport: str, hook: bool, scenario: str = "time"
+) -> dict[str, Any]:
+    model = CommitMemoryModel() if scenario == "commit-memory" else ScriptedModel()
+    prompt = COMMIT_PROMPT if scenario == "commit-memory" else PROMPT
     model_port = free_port()
     model_server = serve_in_thread(model.app, model_port)
     gateway: subprocess.Popen[bytes] | None = None
@@ -224,10 +280,15 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             DISABLE_AUTOUPDATER="1",
             DISABLE_TELEMETRY="1",
             TOOLWEAVE_LOG_LEVEL="WARNING",
+            # Claude Code gets a fresh HOME; npx (the demo's memory server) keeps the user's npm cache,
+            # or each run would download the package again before the memory tools exist
+            NPM_CONFIG_CACHE=os.environ.get("NPM_CONFIG_CACHE", str(Path.home() / ".npm")),
         )
         allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
+        if scenario == "commit-memory":  # the server's every tool: the model calls what it is given
+            allowed = f"mcp__{SERVER}"
         started = time.monotonic()
-        command = [claude, "-p", PROMPT, "--mcp-config", str(config), "--strict-mcp-config"]
+        command = [claude, "-p", prompt, "--mcp-config", str(config), "--strict-mcp-config"]
         command += ["--settings", str(settings_file), "--allowedTools", allowed]
         command += ["--model", "claude-sonnet-4-5", "--output-format", "json"]
         proc = subprocess.run(
@@ -240,17 +301,40 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
         )
         return {
             "outcome": model.outcome or "no-call",
+            "memory_tools": getattr(model, "memory_tools", None),
+            "sources_listed": [
+                sorted(
+                    {
+                        t.removeprefix(prefixed("")).split("__")[0]
+                        for t in r["tools"]
+                        if t.startswith(prefixed(""))
+                    }
+                )
+                for r in model.requests
+            ],
             "first_request_has_tool": model.first_has_tool,
             "model_requests": len(model.requests),
             "exit": proc.returncode,
             "seconds": round(time.monotonic() - started, 2),
             "stderr_tail": proc.stderr[-300:] if proc.returncode else "",
+            # what the gateway did, when a commit-memory run missed (HTTP: its log is ours to read)
+            "gateway_said": _turn_lines(work / "gateway.log") if model.outcome == "memory-missing" else [],
         }
     finally:
         model_server.should_exit = True
         if gateway is not None:
             gateway.terminate()
             gateway.wait(timeout=20)
+
+
+def _turn_lines(log: Path) -> list[str]:
+    """The gateway's publishing and re-list lines (INFO and up), for a run that missed."""
+    if not log.exists():
+        return []
+    keep = ("next steps", "re-list", ": +[", "is available", "is unavailable")
+    return [
+        line[-160:] for line in log.read_text(errors="replace").splitlines() if any(k in line for k in keep)
+    ]
 
 
 def mcp_list_run(claude: str, work: Path, registry: Path) -> dict[str, Any]:
@@ -288,6 +372,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--hook", action="store_true", help="install toolweave's UserPromptSubmit hook")
+    parser.add_argument("--scenario", choices=["time", "commit-memory"], default="time")
     parser.add_argument("--mcp-list", action="store_true", help="health-check with `claude mcp list`")
     parser.add_argument(
         "--no-tool-search",
@@ -310,7 +395,7 @@ def main() -> int:
         for n in range(args.runs):
             work = Path(tmp) / f"run{n}"
             work.mkdir()
-            row = one_run(claude, work, registry, args.transport, args.hook)
+            row = one_run(claude, work, registry, args.transport, args.hook, args.scenario)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     counts = Counter(r["outcome"] for r in rows)
@@ -318,6 +403,7 @@ def main() -> int:
         "bench": "claude_code_turns",
         "transport": args.transport,
         "hook": args.hook,
+        "scenario": args.scenario,
         "tool_search": os.environ.get("ENABLE_TOOL_SEARCH", "default"),
         "runs": len(rows),
         "outcomes": dict(counts),

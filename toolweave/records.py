@@ -73,7 +73,9 @@ SearchResults = list[tuple[list[Hit], list[Hit]]]
 """``(vector hits, text hits)`` for each query variant of a search (empty for a side not asked for)."""
 
 
-EdgeOrigin = Literal["declared", "manifest", "inferred"]
+EdgeOrigin = Literal["declared", "manifest", "inferred", "learned"]
+"""Who says so: the tool's source, a manifest, a rule over names and schemas, or the gateway's traffic
+(values seen flowing from one tool's result into another's arguments; ``toolweave.registry.learned``)."""
 
 
 class EdgeKind(StrEnum):

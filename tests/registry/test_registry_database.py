@@ -172,6 +172,7 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
         "overrides",
         "sources",
         "tools",
+        "traffic",
         "usage",
     ]
 
@@ -183,6 +184,7 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
         "overrides",
         "sources",
         "tools_g2",
+        "traffic",
         "usage_g2",
     ]
     after = Registry.open(reg.path, embedder=shared_embedder)

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from tests.e2e.watch import Relister, relisting
+from tests.edges import edge
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
 from toolweave.server.publishing import PublishedSet
@@ -212,3 +213,52 @@ async def test_a_turn_for_nobody_is_not_given_to_whoever_connects_next(registry:
         report = await gateway.turns.hear_turn("what time is it in Tokyo")
         assert report == {"sessions": []}
         assert "clock__get_current_time" not in names(await client.list_tools(cache_mode="bypass"))
+
+
+def inferred(tool_id: str, confidence: float, parameter: str | None = None) -> Any:
+    """An inferred edge ``tool_id ← clock__get_current_time`` of the given confidence."""
+    return edge(
+        tool_id, "clock__get_current_time", parameter, origin="inferred", confidence=confidence, evidence="t"
+    )
+
+
+async def test_next_steps_are_at_most_three_the_most_confident_first(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        registry.add_edges(
+            [
+                inferred("notes__search_notes", 0.6, "keyword"),
+                inferred("clock__convert_time", 0.55, "time"),
+                inferred("notes__create_note", 0.9, "body"),
+                inferred("notes__delete_note", 0.7),
+            ]
+        )
+        before = names(await client.list_tools(cache_mode="bypass"))
+        await client.call_tool(
+            "call_tool", {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}}
+        )
+        added = [n for n in relister.lists[-1] if n not in before]
+        assert added == ["notes__create_note", "notes__delete_note", "notes__search_notes"]
+
+
+async def test_a_weak_guess_is_never_a_next_step(registry: Any, backends: Any) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
+        registry.add_edges([inferred("clock__convert_time", 0.333, "time")])  # a shared parameter name
+        await client.call_tool(
+            "call_tool", {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}}
+        )
+        assert "clock__convert_time" not in names(await client.list_tools(cache_mode="bypass"))
+
+
+async def test_the_rest_of_a_two_part_request_follows_the_call_that_served_one_part(
+    registry: Any, backends: Any
+) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        request = "what time is it in Tokyo and create a note titled standup with the agenda"
+        found = await client.call_tool("find_tools", {"query": request, "k": 1})
+        assert [t["name"] for t in structured(found)["tools"]] == ["notes__create_note"]  # the note wins
+        assert "clock__get_current_time" not in relister.lists[-1]
+        await client.call_tool("notes__create_note", {"title": "standup"})
+        assert "clock__get_current_time" in relister.lists[-1]  # the part the note did not serve

@@ -2,8 +2,8 @@
 
 At open, after a rollback, when a write catches up under the lease, and when a gateway polls
 (``refresh``), the follower reads the commit record and loads the tables at the versions it names:
-tools (the snapshot), usage examples, edges (the graph), overrides and source specs. Nothing a writer
-has not committed is ever read. See docs/registry.md ("Replicas").
+tools (the snapshot), usage examples, edges (the graph), overrides, source specs and traffic evidence.
+Nothing a writer has not committed is ever read. See docs/registry.md ("Replicas").
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
 from toolweave.registry.database import graph_from_rows
+from toolweave.registry.learned import LearnedEdgeBook
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.state import RegistryState
@@ -30,12 +31,13 @@ log = logging.getLogger(__name__)
 class Follower:
     """Loads committed generations into the shared ``RegistryState``."""
 
-    def __init__(self, state: RegistryState, usage: UsageBook) -> None:
+    def __init__(self, state: RegistryState, usage: UsageBook, learned: LearnedEdgeBook) -> None:
         self._state = state
         self._usage = usage
+        self._learned = learned
 
     def load_committed(self) -> None:
-        """Snapshot, graph, usage, overrides and source specs from the committed tables."""
+        """Snapshot, graph, usage, overrides, source specs and traffic evidence from the committed tables."""
         state, db = self._state, self._state.db
         state.table = db.tool_table()
         state.usage = db.usage_table()
@@ -45,6 +47,7 @@ class Follower:
         state.loaded_generation = db.committed_generation()
         self.reload()
         state.graph = graph_from_rows(state.snap.nodes(), db.side.load_edges())
+        self._learned.load()
         state.publish_graph()
 
     def reload(self) -> None:

@@ -2,7 +2,8 @@
 
 A proxied call must not write the registry: on a shared ``s3://`` registry a write is a lease take, a
 table write and a commit record (seconds), and every commit makes every other replica reload. So an
-observation (today: a usage example, the request that led to a successful call) is a cheap append to
+observation (a usage example, the request that led to a successful call; a sighting of value flow
+between calls, ``toolweave.registry.evidence``) is a cheap append to
 a bounded in-memory buffer, ``Observations``; the ``Flusher`` (``flusher.py``) writes everything
 buffered in one write and one commit every ``Settings.usage_flush_s``, when the buffer fills, and at
 ``Registry.close``. A flush that fails (store down, lease busy) puts its batch back for the next one.
@@ -16,11 +17,12 @@ same writer lease; the flusher commits once for all of them.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from toolweave.registry.evidence import Sighting
 from toolweave.registry.usage import text_key
 
 __all__ = ["MAX_BUFFERED", "Batch", "Observations", "Sink", "UsageCall"]
@@ -44,9 +46,11 @@ class Batch:
     """Everything observed since the last flush: written together, committed once."""
 
     usage: list[UsageCall] = field(default_factory=list)
+    sightings: list[Sighting] = field(default_factory=list)
+    """What the traffic observer saw flow between calls (the learned-edge book's part)."""
 
     def __len__(self) -> int:
-        return len(self.usage)
+        return len(self.usage) + len(self.sightings)
 
 
 class Sink(Protocol):
@@ -64,7 +68,7 @@ class Sink(Protocol):
 
 
 class Observations:
-    """The bounded, thread-safe buffer. ``add_usage`` never does I/O and never raises."""
+    """The bounded, thread-safe buffer. ``add_usage`` and ``add_sightings`` never do I/O nor raise."""
 
     def __init__(self, limit: int = MAX_BUFFERED) -> None:
         self._limit = limit
@@ -73,13 +77,14 @@ class Observations:
         """(tool id, text key) → the newest call with that text, oldest first."""
         self._newest: dict[str, str] = {}
         """Tool id → text key of its newest buffered call (a repeat of it is no new example)."""
+        self._sightings: deque[Sighting] = deque()
         self.dropped = 0
         """Observations evicted unwritten because the buffer stayed full (flushes failing)."""
         self.on_full: Callable[[], None] = lambda: None
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._usage)
+            return len(self._usage) + len(self._sightings)
 
     def newest_usage(self, tool_id: str) -> str | None:
         """Text key of the newest buffered call of ``tool_id``."""
@@ -102,6 +107,20 @@ class Observations:
             self.on_full()
         return True
 
+    def add_sightings(self, sightings: Iterable[Sighting]) -> int:
+        """Buffer ``sightings``; returns how many."""
+        with self._lock:
+            before = len(self._sightings)
+            self._sightings.extend(sightings)
+            added = len(self._sightings) - before
+            full = len(self._sightings) >= self._limit
+            while len(self._sightings) > self._limit:
+                self._sightings.popleft()
+                self.dropped += 1
+        if full:
+            self.on_full()
+        return added
+
     def _evict_oldest(self) -> None:
         (tool_id, key), _ = self._usage.popitem(last=False)
         if self._newest.get(tool_id) == key:
@@ -114,13 +133,18 @@ class Observations:
             for key in [k for k in self._usage if drop(k[0])]:
                 del self._usage[key]
                 self._newest.pop(key[0], None)
+            kept = [
+                s for s in self._sightings if not drop(s.consumer) and not (s.producer and drop(s.producer))
+            ]
+            self._sightings = deque(kept)
 
     def take(self) -> Batch:
         """Everything buffered, leaving the buffer empty."""
         with self._lock:
-            batch = Batch(usage=list(self._usage.values()))
+            batch = Batch(usage=list(self._usage.values()), sightings=list(self._sightings))
             self._usage.clear()
             self._newest.clear()
+            self._sightings.clear()
             return batch
 
     def put_back(self, batch: Batch) -> None:
@@ -136,3 +160,7 @@ class Observations:
                 self._newest[tool_id] = text  # insertion order: the last one seen is the newest
             while len(self._usage) > self._limit:
                 self._evict_oldest()
+            self._sightings.extendleft(reversed(batch.sightings))  # older than any buffered since
+            while len(self._sightings) > self._limit:
+                self._sightings.popleft()
+                self.dropped += 1

@@ -8,7 +8,9 @@ Precedence, strongest first:
 3. **declared** edges (from the source) and manifest **add** entries beat inferred edges: an
    inferred edge is never added on a (tool, depends_on) pair that already has one of them, and
    adding one drops the inferred edges of that pair.
-4. **inferred** edges fill in the rest.
+4. **learned** edges (``toolweave.registry.learned``: seen in traffic) and **inferred** edges fill in the
+   rest; a learned edge is never replaced by an inferred guess of the same key, and neither lands on a
+   pair a declared or manifest edge holds or a ``remove`` entry names.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ if TYPE_CHECKING:  # networkx only where a graph is used, not for the manifest
     from toolweave.registry.graph import DependencyGraph
 
 __all__ = [
+    "AUTHORITATIVE",
     "EdgeSelector",
     "GraphOverrides",
     "OverrideReport",
     "add_authoritative",
     "apply_overrides",
+    "held",
     "merge_inferred",
 ]
 
@@ -90,9 +94,13 @@ class GraphOverrides:
         return any(sel.matches(edge) for sel in self.remove) and not self.is_pinned(edge)
 
 
-def _held(graph: DependencyGraph, tool_id: str, depends_on: str) -> bool:
+AUTHORITATIVE = frozenset({"declared", "manifest"})
+"""Edge origins a person or the tool's source stated (the others are guessed or learned)."""
+
+
+def held(graph: DependencyGraph, tool_id: str, depends_on: str) -> bool:
     """A declared or manifest edge holds the pair."""
-    return any(e.origin != "inferred" for e in graph.between(tool_id, depends_on))
+    return any(e.origin in AUTHORITATIVE for e in graph.between(tool_id, depends_on))
 
 
 def add_authoritative(graph: DependencyGraph, edges: Iterable[DependencyEdge]) -> list[GraphError]:
@@ -108,10 +116,13 @@ def add_authoritative(graph: DependencyGraph, edges: Iterable[DependencyEdge]) -
 def merge_inferred(
     graph: DependencyGraph, edges: Iterable[DependencyEdge], overrides: GraphOverrides | None = None
 ) -> int:
-    """Add inferred edges where no declared/manifest edge holds the pair and no ``remove`` forbids it."""
+    """Add inferred edges where no declared/manifest edge holds the pair, no learned edge has the key and
+    no ``remove`` forbids it."""
     added = 0
     for e in edges:
-        if _held(graph, e.tool, e.depends_on) or (overrides is not None and overrides.is_removed(e)):
+        if held(graph, e.tool, e.depends_on) or (overrides is not None and overrides.is_removed(e)):
+            continue
+        if any(x.key == e.key and x.origin == "learned" for x in graph.between(e.tool, e.depends_on)):
             continue
         if e.tool in graph and e.depends_on in graph and e.tool != e.depends_on:
             graph.add_edge(e)

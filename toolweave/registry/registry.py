@@ -11,6 +11,7 @@ part                      job
 ``search.SnapshotSearch``  look-ups, the walkable edges, vector and full-text search over the snapshot
 ``ingest.Ingest``          the writer path: check, embed, graph update, inference, commit, repair
 ``usage_book.UsageBook``   Tool2Vec usage examples; a call is buffered (``observations``), not written
+``learned.LearnedEdgeBook`` value flow seen between calls (buffered too) and the learned edges it makes
 ``flusher.Flusher``        writes buffered observations in batches: one write, one commit per flush
 ``follower.Follower``      loads committed generations (open, rollback, catch-up, ``refresh``)
 ``commits.Commits``        the writer lease, catching up, rollback on error, the commit record
@@ -26,17 +27,19 @@ imports retrieval). The quarantine (``quarantine.py``) keeps its own table in th
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from toolweave.errors import ModelMismatchError, NotARegistryError
 from toolweave.registry.commits import LEASE_WAIT_S, Commits
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder, Progress
+from toolweave.registry.evidence import Sighting
 from toolweave.registry.flusher import Flusher
 from toolweave.registry.follower import Follower
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.ingest import Ingest
-from toolweave.registry.observations import Observations
+from toolweave.registry.learned import LearnedEdgeBook
+from toolweave.registry.observations import Observations, Sink
 from toolweave.registry.reindex import reindex_database
 from toolweave.registry.search import SnapshotSearch
 from toolweave.registry.snapshot import single_threaded_blas
@@ -66,13 +69,15 @@ class Registry:
         self._state = state = RegistryState(path, embedder, settings, database)
         observations = Observations()
         self._usage = UsageBook(state, observations)
-        self._follower = Follower(state, self._usage)
+        self._learned = LearnedEdgeBook(state, observations, self._usage.is_private)
+        self._follower = Follower(state, self._usage, self._learned)
         self._commits = Commits(state, self._follower)
         self.vector_index = VectorIndexUpkeep(state, self._commits)
         """A large registry's ANN index: ``in_use``, ``refresh()`` (also run after ingests)."""
         self._reads = reads = SnapshotSearch(state, self.vector_index)
         self._ingest = Ingest(state, self._follower, self._commits, self._usage, reads, self.vector_index)
-        self._flusher = Flusher(state, self._commits, observations, [self._usage], settings.usage_flush_s)
+        sinks: list[Sink] = [self._usage, self._learned]
+        self._flusher = Flusher(state, self._commits, observations, sinks, settings.usage_flush_s)
         self._sources = SourceBook(state, self._commits)
 
         # Reads, as of the last completed write, safe from any thread (search.py).
@@ -90,6 +95,8 @@ class Registry:
         self.dependents = reads.dependents
         self.search = reads.search
         self.text_hits = reads.text_hits
+        self.next_steps = self._learned.next_steps
+        self.is_private = self._usage.is_private
         # Writes of tools and edges (ingest.py), each committed before it returns.
         self.ingest = self._ingest.ingest
         self.add_edges = self._ingest.add_edges
@@ -220,11 +227,24 @@ class Registry:
         """
         if not self._usage.record(tool_id, query):
             return False
+        self._start_flusher()
+        return True
+
+    def record_sightings(self, sightings: Sequence[Sighting]) -> int:
+        """Keep what the traffic observer saw flow between calls (``toolweave.registry.evidence``): an
+        append to the same in-memory buffer as usage examples, written by the same flushes (one commit
+        each) into the traffic table and the learned edges (``learned.py``). Sightings about unknown or
+        private tools are dropped; returns how many were kept."""
+        kept = self._learned.record(sightings)
+        if kept:
+            self._start_flusher()
+        return kept
+
+    def _start_flusher(self) -> None:
         try:
             self._flusher.start()
         except RuntimeError:  # no thread to be had: the next call, or close, writes the buffer
             log.warning("registry %s: could not start the observation flusher", self.path, exc_info=True)
-        return True
 
     def flush_observations(self) -> bool:
         """Write the buffered observations now, in one commit (the flusher does it on its cadence).
@@ -232,10 +252,11 @@ class Registry:
         return self._flusher.flush()
 
     def set_private(self, names: Collection[str]) -> None:
-        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples.
+        """Tools (by id) or whole sources (by name) whose calls are never recorded as usage examples nor
+        as traffic evidence.
 
         Calls recorded for them are forgotten (buffered or stored); examples a manifest or catalog
-        declares stay.
+        declares stay. Stored traffic evidence naming them goes at the next flush.
         """
         state = self._state
         with state.write_lock:

@@ -113,11 +113,15 @@ class SnapshotSearch:
         ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
         return [e for e in self._state.deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
-    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
-        """Tools that consume what ``tool_id`` produces, through walkable edges, as of the last write
-        (an edge below ``Settings.infer_min_confidence`` publishes nothing after a call either)."""
-        edges = walkable(self._state.edges, self._state.settings.infer_min_confidence)
-        return [e.tool for e in edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
+    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+        """The edges into ``tool_id`` (from the tools that consume what it produces) that the walk may
+        follow, as of the last completed write: weak inferred and learned ones are left out (an edge
+        below ``Settings.infer_min_confidence`` publishes nothing after a call either)."""
+        floor = self._state.settings.infer_min_confidence
+        into = [
+            e for e in self._state.edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)
+        ]
+        return walkable(into, floor)
 
     # -- search --------------------------------------------------------------------------------------
     def search(

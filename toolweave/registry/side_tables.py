@@ -1,4 +1,5 @@
-"""The small tables beside the tool and usage tables: dependency edges, manifest overrides, source specs.
+"""The small tables beside the tool and usage tables: dependency edges, manifest overrides, source specs,
+and the traffic evidence behind learned edges.
 
 Each is written whole (an overwrite: one new table version) and named by the commit record like every
 registry table (``toolweave.registry.database``): a reader reads it at its committed version, never a
@@ -21,12 +22,13 @@ from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
 from toolweave.registry.store import lance_errors
 
-__all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "SideTables"]
+__all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables"]
 
 log = logging.getLogger(__name__)
 
 EDGE_TABLE = "edges"
 OVERRIDE_TABLE = "overrides"
+TRAFFIC_TABLE = "traffic"
 _EDGE_SCHEMA = pa.schema(
     [
         pa.field("tool", pa.string(), nullable=False),
@@ -52,6 +54,23 @@ _OVERRIDE_SCHEMA = pa.schema(
     ]
 )
 
+_TRAFFIC_SCHEMA = pa.schema(
+    [
+        pa.field("consumer", pa.string(), nullable=False),
+        pa.field("parameter", pa.string(), nullable=False),
+        pa.field("producer", pa.string(), nullable=False),
+        pa.field("field", pa.string()),
+        pa.field("sightings", pa.int64()),
+        pa.field("sessions", pa.list_(pa.int64())),
+        pa.field("adjacent", pa.list_(pa.int64())),
+        pa.field("specificity_sum", pa.float64()),
+        pa.field("first_ns", pa.int64()),
+        pa.field("last_ns", pa.int64()),
+    ]
+)
+"""Evidence rows (``toolweave.registry.evidence.Evidence``): tool ids, a parameter and a field path,
+counts and keyed session hashes; never a value."""
+
 
 class SideTables:
     """The edge, override and source tables of one LanceDB database. ``committed`` gives the table
@@ -74,7 +93,7 @@ class SideTables:
     def compact(self) -> None:
         """Merge the small versions the edge and override tables collect (one per commit), through the
         cached handles: the next commit must name the compacted versions. Failures cost only disk."""
-        for name in (EDGE_TABLE, OVERRIDE_TABLE):
+        for name in (EDGE_TABLE, OVERRIDE_TABLE, TRAFFIC_TABLE):
             try:
                 with lance_errors("compacting", name):
                     self._ensure(name, _SCHEMAS[name]).optimize()
@@ -115,6 +134,13 @@ class SideTables:
 
     def load_sources(self) -> list[dict[str, Any]]:
         return self._committed_rows(SOURCE_TABLE, SOURCE_SCHEMA)
+
+    def save_traffic(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the traffic evidence table (not yet committed)."""
+        self._replace_rows(TRAFFIC_TABLE, _TRAFFIC_SCHEMA, rows)
+
+    def load_traffic(self) -> list[dict[str, Any]]:
+        return self._committed_rows(TRAFFIC_TABLE, _TRAFFIC_SCHEMA)
 
     # -- edges and overrides -------------------------------------------------------------------------
     def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
@@ -176,4 +202,9 @@ class SideTables:
         return out
 
 
-_SCHEMAS = {EDGE_TABLE: _EDGE_SCHEMA, OVERRIDE_TABLE: _OVERRIDE_SCHEMA, SOURCE_TABLE: SOURCE_SCHEMA}
+_SCHEMAS = {
+    EDGE_TABLE: _EDGE_SCHEMA,
+    OVERRIDE_TABLE: _OVERRIDE_SCHEMA,
+    SOURCE_TABLE: SOURCE_SCHEMA,
+    TRAFFIC_TABLE: _TRAFFIC_SCHEMA,
+}

@@ -4,8 +4,10 @@
 tools alike, waits out a backend's first connection, proxies through ``Proxy`` (schema check, timeout,
 result limits) and commits the session. A successful call is reported in exactly one place,
 ``CallPath._succeeded``, with everything known about it (``ProxiedCall``): the conversation's request
-becomes the tool's usage example, and the tools that consume its output are published as next steps.
-Whatever else should learn from traffic is added there, not in the dispatch.
+becomes the tool's usage example, the traffic observer (``traffic.py``) matches its arguments against
+the session's earlier results and holds its result's values (as keyed hashes) for later calls, and the
+likely next tools are published. Whatever else should learn from traffic is added there, not in the
+dispatch.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from toolweave.server.proxy import Proxy
 from toolweave.server.served import Served
 from toolweave.server.sessions import Session, SessionStore
 from toolweave.server.sources import SourceSync
+from toolweave.server.traffic import TrafficObserver
 from toolweave.server.turns import TurnEngine
 from toolweave.tracing import span
 
@@ -69,6 +72,7 @@ class CallPath:
         self.sessions = sessions
         self.proxy = proxy
         self.names = names
+        self.traffic = TrafficObserver()
 
     def record_named(self, name: str) -> ToolRecord | None:
         """The tool a client means by ``name``: its published name or its full id."""
@@ -120,11 +124,16 @@ class CallPath:
 
     async def _succeeded(self, call: ProxiedCall) -> None:
         """What follows a successful call, in order (the one place a success is reported)."""
-        session = call.session
+        session, registry, tool_id = call.session, self.served.registry, call.tool.id
         if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
-            await anyio.to_thread.run_sync(
-                self.served.registry.record_usage, call.tool.id, session.queries[-1]
-            )
+            await anyio.to_thread.run_sync(registry.record_usage, tool_id, session.queries[-1])
+        # value flow between calls: a few microseconds of hashing, then an append to the registry's buffer
+        private = registry.is_private(tool_id)
+        sightings = self.traffic.observe(
+            session.key, tool_id, call.arguments, call.result, call.turn, private=private
+        )
+        if sightings:
+            registry.record_sightings(sightings)
         await self.turns.next_steps(session, call.tool, call.turn)
 
 

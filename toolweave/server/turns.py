@@ -5,7 +5,7 @@ or a successful proxied call. ``TurnEngine.retrieve_turn`` retrieves on the turn
 conversation as context (dropped when the topic shifts), answers repeats from the ``find_tools``
 cache, publishes into the session's set, and notifies the client and holds the answer until it
 re-listed (bounded), so that the answer reaches a client that already lists the new tools. After a
-successful call, ``next_steps`` publishes the tools that consume what the call produced.
+successful call, ``next_steps`` publishes the few tools most likely to come next.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import anyio
 
 from toolweave.errors import ServerError
 from toolweave.records import ToolRecord
+from toolweave.retrieval.decompose import decompose_query
 from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.server.find_cache import FindCache
 from toolweave.server.meta_tools import FoundTool
@@ -34,7 +35,7 @@ from toolweave.tracing import span
 if TYPE_CHECKING:  # the registry's types come with it, after the handshake
     from toolweave.retrieval.results import RankedTool
 
-__all__ = ["MAX_QUERY_CHARS", "TurnEngine"]
+__all__ = ["MAX_QUERY_CHARS", "NEXT_STEPS", "TurnEngine"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ MAX_QUERY_CHARS = 4000
 RELIST_SETTLE_S = 0.005
 """After the client's re-list was answered, a held find_tools result waits this much longer: the list
 response is written after its handler returns, and over HTTP it travels on another connection."""
+
+NEXT_STEPS = 3
+"""Tools published after a call at most: a guess costs the client's prompt cache and its attention."""
+
+REST_MIN_WORDS = 2
+"""Content words each part of a request needs to be ranked alone after a call served another part."""
 
 TOPIC_SHIFT_BELOW = 0.08
 """A turn whose embedding is on average less similar than this to the context turns starts a new topic:
@@ -248,23 +255,81 @@ class TurnEngine:
 
     # -- after a call ------------------------------------------------------------------------------------
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
-        """Publish the tools that consume what ``record`` produced (its dependents in the graph), into
-        the set's free room and at most ``final_k`` of them."""
+        """Publish the tools most likely to follow a call of ``record``, into the set's free room.
+
+        First the rest of the request (``_rest_of_request``): a turn that asks for two things ("show the
+        last commit and remember its hash in memory") is ranked as a whole, where the first thing
+        drowns the second; once a call served one part, the other parts' best tools come next. Then
+        the tools traffic saw called right after it in enough sessions (``Registry.next_steps``) and
+        those that consume its output through a walkable edge (declared, manifest, or inferred above
+        ``Settings.infer_min_confidence``), at or above that bar, most confident first. At most
+        ``NEXT_STEPS`` in all."""
         registry, guard = self.served.registry, self.served.guard
-        params = self.settings.retrieval
         excluded = self.sources.excluded_sources()
-        dependents = [
-            tool_id
-            for tool_id in registry.dependents(record.id, params.edge_kinds)
-            if (dep := registry.find(tool_id)) is not None
-            and dep.source not in excluded
-            and guard.allows(session.identity, dep)
-        ]
-        change = session.published.suggest(dependents[: params.final_k], turn)
+        chosen: list[str] = []
+        for tool_id in [*await self._rest_of_request(session, record), *self._evidence_next(record)]:
+            dep = registry.find(tool_id)
+            if (
+                tool_id not in chosen
+                and tool_id != record.id
+                and tool_id not in session.published
+                and dep is not None
+                and dep.source not in excluded
+                and guard.allows(session.identity, dep)
+            ):
+                chosen.append(tool_id)
+        change = session.published.suggest(chosen[:NEXT_STEPS], turn)
         if change.changed:
             await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
             await self.notify_and_hold(session)
+
+    def _evidence_next(self, record: ToolRecord) -> list[str]:
+        """Tools that follow ``record`` by traffic or by the graph, most confident first, above the bar."""
+        kinds = self.settings.retrieval.edge_kinds
+        if not kinds:
+            return []
+        registry, bar = self.served.registry, self.settings.infer_min_confidence
+        score: dict[str, float] = {}
+        for tool_id, confidence, kind in registry.next_steps(record.id):
+            if kind in kinds and confidence >= bar:
+                score[tool_id] = max(confidence, score.get(tool_id, 0.0))
+        for edge in registry.dependents(record.id, kinds):
+            # a learned edge speaks through its next-step evidence above, not its dependency confidence
+            if edge.origin != "learned":
+                score[edge.tool] = max(edge.confidence, score.get(edge.tool, 0.0))
+        return sorted(score, key=lambda t: (-score[t], t))
+
+    async def _rest_of_request(self, session: Session, record: ToolRecord) -> list[str]:
+        """The current turn's other parts, once ``record`` served one: the request is split at its
+        clause and ``and`` boundaries (``decompose_query``); the part the tool's vector is closest to
+        is the one it served, and the other parts, each ranked alone (cached like a find_tools), give
+        their publishable hits, best first. Nothing for a request of one part, or on a registry too
+        large to hold its vectors in memory."""
+        registry = self.served.registry
+        if not session.queries or len(registry) >= self.settings.vector_index_threshold:
+            return []
+        parts = decompose_query(session.queries[-1], level="and", min_content_words=REST_MIN_WORDS)[1:]
+        vectors = registry.vectors()
+        if len(parts) < 2 or record.id not in vectors:
+            return []
+        embedder = registry.embedder
+        part_vectors = embedder.cached_queries(parts)
+        if part_vectors is None:
+            part_vectors = await anyio.to_thread.run_sync(embedder.embed_queries, parts)
+        tool_vector = vectors[record.id]
+        closeness = [float(v @ tool_vector) for v in part_vectors]
+        served = max(range(len(parts)), key=lambda n: closeness[n])
+        params = self.settings.retrieval.model_copy(update={"decompose": "off"})
+        exclude = self.sources.excluded_sources()
+        out: list[str] = []
+        for n, part in enumerate(parts):
+            if n == served:
+                continue
+            key = (part, (), params.model_dump_json(), frozenset(exclude))
+            hits = await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
+            out += [r.tool_id for r in hits if r.publish]
+        return out
 
 
 @dataclass

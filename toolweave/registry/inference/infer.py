@@ -194,9 +194,13 @@ def _one_per_pair(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
     return sorted(best.values(), key=lambda e: (e.tool, -e.confidence, e.depends_on))
 
 
+_GUESSED = frozenset({"inferred", "learned"})
+"""Origins whose confidence decides whether the walk follows them (learned: not yet sure enough)."""
+
+
 def walkable(edges: Iterable[DependencyEdge], min_confidence: float) -> list[DependencyEdge]:
-    """The edges retrieval may walk: declared and manifest ones, and inferred ones whose calibrated
-    confidence reaches ``min_confidence`` (``Settings.infer_min_confidence``). The others stay in the
-    graph for ``toolweave graph`` and for a person to confirm, but a wrong guess never moves a tool
-    into a ranked list."""
-    return [e for e in edges if e.origin != "inferred" or e.confidence >= min_confidence]
+    """The edges retrieval may walk: declared and manifest ones, and inferred (calibrated) or learned
+    (from traffic) ones whose confidence reaches ``min_confidence`` (``Settings.infer_min_confidence``).
+    The others stay in the graph for ``toolweave graph`` and for a person to confirm, but a wrong guess
+    never moves a tool into a ranked list."""
+    return [e for e in edges if e.origin not in _GUESSED or e.confidence >= min_confidence]

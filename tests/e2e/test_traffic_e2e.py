@@ -1,0 +1,108 @@
+"""The gateway learns an edge from live traffic: a real `toolweave serve` in front of a real upstream MCP
+server (tests/upstreams/orders.py) whose order ids only travel from one call's result into the next
+call's arguments. Two client sessions place an order and read it back; the third session is offered
+`get_order_details` right after its `place_order`, and the edge survives the gateway's restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from .conftest import TOOLWEAVE, UPSTREAMS, start_http_gateway, stop
+from .watch import Relister, relisting
+from .watch import names as listed_names
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+PLACE, DETAILS = "shop__place_order", "shop__get_order_details"
+
+
+def learned_edges(registry: Path) -> list[dict[str, Any]]:
+    """What `toolweave graph show` says the details tool depends on through traffic (a second process
+    reading the committed registry, as an operator would)."""
+    done = subprocess.run(
+        [TOOLWEAVE, "graph", "show", DETAILS, "--json", "--registry", str(registry)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [e for e in json.loads(done.stdout)["depends_on"] if e["origin"] == "learned"]
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
+    assert not answer.is_error, answer.content
+    assert isinstance(answer.structured_content, dict)
+    return answer.structured_content
+
+
+async def tools_known(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with Client(url, mode="legacy") as client:
+        while True:
+            answer = await client.call_tool("call_tool", {"name": PLACE, "arguments": {}})
+            error = (answer.structured_content or {}).get("error") or {}
+            if error.get("code") != "unknown_tool":
+                return
+            assert time.monotonic() < deadline, "the gateway never listed the shop"
+            await anyio.sleep(0.3)
+
+
+async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLWEAVE_USAGE_FLUSH_S", "0.5")  # observations written every half second
+    monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_WAIT_MS", "5000")
+    manifest = tmp_path / "gw.yaml"
+    manifest.write_text(
+        f"servers:\n  shop:\n    command: {sys.executable}\n    args: [{UPSTREAMS / 'orders.py'}]\n",
+        encoding="utf-8",
+    )
+    registry = tmp_path / "registry"
+    gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
+    try:
+        await tools_known(gateway.url)
+        for item in ("lamp", "chair"):  # two sessions, each its own order id
+            async with Client(gateway.url, mode="legacy") as client:
+                await client.call_tool("find_tools", {"query": f"order a {item} and show me the order"})
+                placed = await call(client, PLACE, {"item": item})
+                details = await call(client, DETAILS, {"order_id": placed["order_id"]})
+                assert details["item"] == item
+        deadline = time.monotonic() + 60
+        while not (edges := await anyio.to_thread.run_sync(learned_edges, registry)):
+            assert time.monotonic() < deadline, "no learned edge was committed"
+            await anyio.sleep(0.5)
+        [edge] = edges
+        assert (edge["tool"], edge["parameter"], edge["kind"]) == (
+            PLACE,
+            "order_id",
+            "PARAMETER_DIRECTLY_DEPENDS_ON",
+        )
+        assert edge["reason"] == f"learned from 2 sessions: {DETAILS}.order_id took {PLACE}'s order_id"
+        assert edge["confidence"] >= 0.5
+
+        # a third session, which never searched: right after its place_order, the details tool is listed
+        relister = Relister()
+        async with (
+            Client(gateway.url, mode="legacy", message_handler=relister.on_message) as client,
+            relisting(client, relister),
+        ):
+            before = listed_names(await client.list_tools(cache_mode="bypass"))
+            assert DETAILS not in before
+            await call(client, PLACE, {"item": "desk"})
+            await relister.settled()
+            assert relister.lists and DETAILS in relister.lists[-1]
+    finally:
+        stop(gateway.proc)
+    assert (await anyio.to_thread.run_sync(learned_edges, registry)) == [edge]  # kept across the stop
+    log = (tmp_path / "gw.log").read_text(errors="replace")
+    assert "ORD-" not in log  # no value reached the log
