@@ -6,6 +6,7 @@
     .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid]
     .venv/bin/python bench/walk_lab.py cost toollinkos nestful        # CPU per query of the walk
     .venv/bin/python bench/walk_lab.py compare [--with-test]          # hybrid / paper / shipped, every graph
+    .venv/bin/python bench/walk_lab.py learned                        # BFCL multi-turn with learned edges
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache) and runs every query,
 in the order ``toolweave bench`` asks them, through the real pipeline up to the walk
@@ -45,6 +46,7 @@ from toolweave.retrieval.results import RankedTool
 from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out" / "walk"
+DATASET_ROOT = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"
 DATASETS = [
     "toollinkos",
     "api_bank",
@@ -238,6 +240,57 @@ def compare(names: list[str], with_test: bool) -> None:
                 print(json.dumps(row), flush=True)
 
 
+def learned(bar: float = 0.5) -> None:
+    """BFCL multi-turn with edges learned from traffic: the learning half's gold calls (even dialogue ids,
+    results from direct execution) played through the gateway's own observer
+    (``traffic_calibration.play``), the edges the registry makes of them (``learned.edge_evidence``) at or
+    above the walk's bar, alone and beside the inferred graph; hybrid / the paper's walk / the shipped walk
+    on the measured half (odd ids) and on every turn."""
+    from traffic_calibration import load_learning_half, number_of, play
+    from walk_variants import PAPER, product_walker, walker
+
+    from toolweave.registry.learned import edge_evidence, learned_edge
+
+    rec = load("bfcl_multi_turn")
+    ids = {n: i for i, n in rec.names.items()}
+    rows, _flow, _order = play(load_learning_half())
+    graph: dict[str, list[DependencyEdge]] = {}
+    for row, confidence in edge_evidence(rows):
+        edge = learned_edge(row, confidence)
+        if confidence < bar or edge.tool not in ids or edge.depends_on not in ids:
+            continue
+        edge = edge.model_copy(update={"tool": ids[edge.tool], "depends_on": ids[edge.depends_on]})
+        graph.setdefault(edge.tool, []).append(edge)
+    both = {
+        t: [*rec.graphs["inferred"].get(t, []), *graph.get(t, [])] for t in {*graph, *rec.graphs["inferred"]}
+    }
+    rec.graphs["learned"], rec.graphs["inferred+learned"] = graph, both
+    lines = (DATASET_ROOT / "bfcl_multi_turn" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    dialogue = [json.loads(line)["dialogue_id"] for line in lines if line.strip()]
+    measured = [number_of(d) % 2 == 1 for d in dialogue]
+    confidences = sorted(e.confidence for es in graph.values() for e in es)
+    print(json.dumps({"learned_edges": len(confidences), "confidences": confidences}), flush=True)
+    for name in ("learned", "inferred+learned", "inferred"):
+        for label_, run in (("hybrid", hybrid), ("paper", walker(PAPER)), ("shipped", product_walker)):
+            per_query = scores(rec, name, run)
+            half = [m[0] for m, keep in zip(per_query, measured, strict=True) if keep]
+            print(
+                json.dumps(
+                    {
+                        "graph": name,
+                        "walk": label_,
+                        "measured_half_map@10": round(fmean(half), 4),
+                        "measured_half_complete@10": round(
+                            fmean(m[3] for m, keep in zip(per_query, measured, strict=True) if keep), 4
+                        ),
+                        "all_map@10": round(fmean(m[0] for m in per_query), 4),
+                        "measured_turns": len(half),
+                    }
+                ),
+                flush=True,
+            )
+
+
 def cost(names: list[str], repeats: int = 5) -> None:
     """CPU time per query (``time.process_time``: the load-robust figure on a shared machine) of the
     walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and
@@ -277,7 +330,7 @@ def cost(names: list[str], repeats: int = 5) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["record", "check", "grid", "lodo", "cost", "compare"])
+    parser.add_argument("command", choices=["record", "check", "grid", "lodo", "cost", "compare", "learned"])
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="grid: score ToolLinkOS test (once)")
     parser.add_argument("--paper-only", action="store_true", help="grid: the paper's walk alone")
@@ -301,6 +354,9 @@ def main() -> None:
         return
     if args.command == "compare":
         compare(args.datasets, args.with_test)
+        return
+    if args.command == "learned":
+        learned()
         return
     from walk_variants import grid, lodo
 

@@ -28,7 +28,7 @@ from toolweave.benchmark.recorded import RecordedGraph
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import RankedTool
-from toolweave.retrieval.walk import _SOMEONES_WORD, Choice, WalkPolicy, _Chooser, expand_with_dependencies
+from toolweave.retrieval.walk import _CUT_ORIGINS, Choice, WalkPolicy, _Chooser, expand_with_dependencies
 from toolweave.settings import RetrievalSettings
 
 PARAMS = RetrievalSettings()
@@ -106,7 +106,7 @@ class _LabChooser(_Chooser):
         for n in sorted(kept):
             edge = edges[n]
             w = gate * edge.confidence**policy.confidence_power * share.get(n, 1.0)
-            path = sure * (1.0 if edge.origin in _SOMEONES_WORD else edge.confidence)
+            path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
             if w >= policy.min_weight and path >= policy.min_confidence:
                 self.path_confidence.setdefault(edge.depends_on, path)
                 if policy.placement == "after_parent":

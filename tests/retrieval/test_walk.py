@@ -172,7 +172,9 @@ def test_edges_whose_confidences_multiply_below_the_bar_are_not_walked() -> None
     guess = [edge("a", "login", None, 0.5)]  # an edge the inference is unsure of
     assert walk([Hit("a", 1.0)], guess) == ["a"]
     assert walk([Hit("a", 1.0)], guess, WalkPolicy.everything()) == ["a", "login"]
-    # a declared (or manifest) edge is someone's word: walked whatever confidence it states, and
-    # placed by it like any other
-    said = [guess[0].model_copy(update={"origin": "declared"})]
-    assert walk([Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.4)], said) == ["a", "b", "login", "c"]
+    # a declared (or manifest) edge is someone's word, a learned one what traffic showed: walked
+    # whatever confidence it states, and placed by it like any other
+    hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.4)]
+    for origin in ("declared", "manifest", "learned"):
+        said = [guess[0].model_copy(update={"origin": origin})]
+        assert walk(hits, said) == ["a", "b", "login", "c"], origin
