@@ -12,7 +12,8 @@
 ``record`` builds each dataset's registry once (embeddings from the disk cache), records every query's
 vector and full-text candidates and both dependency graphs (declared; inferred at ingest by the
 product's own rules) into bench/out/lab/NAME.pkl. ``run`` replays them through the real pipeline
-(``toolweave.retrieval.retrieve``) under each setting: seconds per variant instead of minutes.
+(``toolweave.retrieval.retrieve``) under each setting: seconds per variant instead of minutes. Fusions
+and walk orderings that are not shipped come from ``fusion_variants.py`` and ``walk_orderings.py``.
 Design splits: ToolLinkOS ``examples`` and Seal-Tools ``dev``; everything else is out-of-sample.
 ``lodo`` scores every fusion candidate's first pass (hybrid) and chooses constants leave-one-dataset-out
 (see ``lodo``); ToolLinkOS ``test`` is reported, never chosen on. ``walk`` replays every walk ordering
@@ -45,9 +46,7 @@ from toolweave.retrieval.fusion import (
     FLEET_POWER,
     FLEET_TOP_N,
     FleetCalibration,
-    peak_fusion,
-    rrf_fusion,
-    weighted_zscore_fusion,
+    turn_relevance,
     zscore_fusion,
 )
 from toolweave.retrieval.metrics import average_precision, recall, summarize
@@ -56,6 +55,10 @@ from toolweave.retrieval.query import clean_query, contextual_query
 from toolweave.retrieval.results import Hit
 from toolweave.retrieval.walk import expand_with_dependencies
 from toolweave.settings import RetrievalSettings, Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fusion_variants import peak_fusion, rrf_fusion, weighted_zscore_fusion
+from walk_orderings import expand_with_ordering
 
 OUT = Path(__file__).parent / "out" / "lab"
 DESIGN = {"toollinkos": "examples", "seal_tools": "dev"}
@@ -149,21 +152,14 @@ def evaluate(
 
 EXPERIMENTS: dict[str, list[tuple[str, dict[str, object]]]] = {
     # (graph, settings) per variant; method first
-    "fusion": [
-        (g, {"method": m, "fusion": f})
-        for f in ("convex", "rrf", "zscore")
-        for m, g in (("hybrid", "none"), ("grtf", "declared"), ("grtf", "inferred"))
-    ]
-    + [("none", {"method": "bm25"}), ("none", {"method": "vector"})],
-    "fleet": [
-        (g, {"method": m, "fusion": f})
-        for f in ("zscore", "fleet")
-        for m, g in (("hybrid", "none"), ("grtf", "declared"))
-    ],
-    "order": [
-        (g, {"method": "grtf", "walk_order": o})
-        for o in ("dfs", "weighted")
-        for g in ("declared", "inferred")
+    # fusions other than the shipped one are compared on the first pass by ``lodo`` (they are no
+    # longer settings of the pipeline); ``order`` lives in ``walk`` (bench/walk_orderings.py)
+    "methods": [
+        ("none", {"method": "bm25"}),
+        ("none", {"method": "vector"}),
+        ("none", {"method": "hybrid"}),
+        ("declared", {"method": "grtf"}),
+        ("inferred", {"method": "grtf"}),
     ],
     "floor": [
         (g, {"method": m, "floor_relative": r, "floor_absolute": a})
@@ -283,14 +279,15 @@ def _design_score(figures: dict[str, dict[str, float]]) -> float:
     return fmean(m["map@10"] for label, m in figures.items() if not label.endswith("/test"))
 
 
-def _check_replay(rec: Recording, figures: dict[str, dict[str, float]], fusion: str) -> None:
-    """The lab's ``fusion`` figures must equal the real pipeline's (``retrieve``, method hybrid)."""
-    settings = RetrievalSettings.model_validate({"method": "hybrid", "fusion": fusion})
+def _check_replay(rec: Recording, figures: dict[str, dict[str, float]]) -> None:
+    """The lab's figures of the shipped fusion must equal the real pipeline's (``retrieve``, method
+    hybrid, name match off: the candidates here are fused lists alone)."""
+    settings = RetrievalSettings(method="hybrid", name_match=0.0)
     for set_name, m in evaluate(rec, settings, "none").items():
         parts = [f for label, f in figures.items() if label.split("/")[0] == set_name]
         pooled = sum(f["map@10"] * f["queries"] for f in parts) / sum(f["queries"] for f in parts)
         if abs(pooled - m["map@10"]) > 1e-9:
-            raise SystemExit(f"{fusion}: replay differs from the pipeline on {rec.name}/{set_name}")
+            raise SystemExit(f"fleet: replay differs from the pipeline on {rec.name}/{set_name}")
 
 
 def lodo(names: list[str]) -> None:
@@ -301,8 +298,8 @@ def lodo(names: list[str]) -> None:
       (each dataset weighs the same; ToolLinkOS counts with ``examples`` only), judged on the one left out.
 
     ``test`` of ToolLinkOS is reported, never chosen on. Each dataset's queries are replayed in the order
-    ``toolweave bench`` asks them, through one fusion instance (``fleet`` learns as it goes); the zscore
-    and shipped ``fleet`` rows are checked against the real pipeline.
+    ``toolweave bench`` asks them, through one fusion instance (``fleet`` learns as it goes); the
+    shipped ``fleet`` rows are checked against the real pipeline.
     """
     figures: dict[str, dict[str, dict[str, dict[str, float]]]] = {}  # candidate → dataset → set → metrics
     for name in names:
@@ -313,8 +310,7 @@ def lodo(names: list[str]) -> None:
                 figures.setdefault(label, {})[name] = first_pass_metrics(stream, make())
                 for set_label, m in figures[label][name].items():
                     print(json.dumps({"dataset": name, "set": set_label, "fusion": label, **m}), flush=True)
-        _check_replay(rec, figures["zscore"][name], "zscore")
-        _check_replay(rec, figures[f"fleet n={FLEET_TOP_N} p={FLEET_POWER}"][name], "fleet")
+        _check_replay(rec, figures[f"fleet n={FLEET_TOP_N} p={FLEET_POWER}"][name])
     fusions = [label for fam, fs in CANDIDATES.items() if fam not in SINGLE_RETRIEVERS for label, _ in fs]
     design = {c: figures[c]["toollinkos"]["instances/examples"]["map@10"] for c in fusions}
     chosen_once = max(fusions, key=lambda c: (design[c], c == "zscore"))
@@ -344,7 +340,7 @@ def lodo(names: list[str]) -> None:
 # -- walk orderings --------------------------------------------------------------------------------------
 
 WalkVariant = tuple[str, dict[str, object], float | None]
-"""(label, ``expand_with_dependencies`` keywords, every edge's confidence replaced by this or None)."""
+"""(label, ``expand_with_ordering`` keywords, every edge's confidence replaced by this or None)."""
 
 WALK_VARIANTS: list[WalkVariant] = [
     ("dfs (paper)", {}, None),
@@ -386,8 +382,6 @@ def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
                 index,
                 "grtf",
                 pool,
-                params.hybrid_alpha,
-                params.fusion,
                 (),
                 params.name_match,
             )
@@ -420,7 +414,7 @@ def walk(names: list[str], with_test: bool = False) -> None:
                 scored: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
                 for set_name, split, hits, gold in passes:
                     options = {"top_k": params.top_k, "final_k": params.final_k, **kwargs}
-                    ranked = expand_with_dependencies(hits, lookup, **options)  # type: ignore[arg-type]
+                    ranked = expand_with_ordering(hits, lookup, **options)  # type: ignore[arg-type]
                     names_ = [rec.names[r.tool_id] for r in ranked]
                     m = (
                         average_precision(names_, gold, 10),
@@ -453,17 +447,19 @@ def walk(names: list[str], with_test: bool = False) -> None:
 def _check_walk_replay(
     rec: Recording, passes: list[Pass], deps: RecordedGraph, params: RetrievalSettings
 ) -> None:
-    """The lab's DFS lists must equal the real pipeline's, query by query (whole queries: the lab's
-    passes are not decomposed)."""
+    """The lab's first passes must feed the walk as the real pipeline does: the product's walk over them
+    equals ``retrieve``, query by query (whole queries: the lab's passes are not decomposed). The
+    orderings measured here start from the paper's walk (``expand_with_ordering``, every option off),
+    which ``bench/walk_lab.py check`` compares with ``WalkPolicy.everything()``."""
     params = params.model_copy(update={"decompose": "off"})
     index = RecordedIndex(records=rec.records, hits=rec.hits)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
     for text, (_set, _split, hits, _gold) in zip(texts, passes, strict=True):
         real = [r.tool_id for r in retrieve(text, index, deps, params)]
-        lab = [
-            r.tool_id
-            for r in expand_with_dependencies(hits, deps, top_k=params.top_k, final_k=params.final_k)
-        ]
+        walked = expand_with_dependencies(
+            hits, deps, top_k=params.top_k, final_k=params.final_k, relevance=turn_relevance(hits)
+        )
+        lab = [r.tool_id for r in walked]
         if real != lab:
             raise SystemExit(f"walk replay differs from the pipeline on {rec.name}: {text!r}")
 
@@ -476,14 +472,17 @@ DECOMPOSE_DESIGN = ("metatool", "queries_multi")
 DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
     ("whole query (today)", None),
     *[
-        (f"{level} w>={w} rrf", Decomposition(fusion="rrf", level=level, min_content_words=w))
+        (
+            f"{level} w>={w} rrf",
+            Decomposition(fusion="rrf", level=level, min_content_words=w, weighting="flat"),
+        )
         for level in ("sentences", "clauses")
         for w in (3,)
     ],
     *[
         (
             f"{level} w>={w} {fusion}{'' if pw == 1 else f' parts x{pw}'}",
-            Decomposition(fusion=fusion, level=level, min_content_words=w, part_weight=pw),
+            Decomposition(fusion=fusion, level=level, min_content_words=w, part_weight=pw, weighting="flat"),
         )
         for level in ("sentences", "clauses", "and")
         for w in (2, 3, 4)
@@ -495,7 +494,10 @@ DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
 WEIGHTED_DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
     ("whole query (today)", None),
     *[
-        (f"{level} w>={w} max", Decomposition(fusion="max", level=level, min_content_words=w))
+        (
+            f"{level} w>={w} max",
+            Decomposition(fusion="max", level=level, min_content_words=w, weighting="flat"),
+        )
         for level in ("sentences", "clauses", "and")
         for w in (3, 4)
     ],
@@ -764,7 +766,7 @@ def main() -> None:
         "datasets", nargs="*", default=["toollinkos", "api_bank", "metatool", "seal_tools", "openapi_links"]
     )
     parser.add_argument("--grid", default="flat", choices=sorted(GRIDS), help="decompose: which grid")
-    parser.add_argument("--exp", default="fusion", choices=sorted(EXPERIMENTS))
+    parser.add_argument("--exp", default="methods", choices=sorted(EXPERIMENTS))
     parser.add_argument("--base", default="{}", help="JSON settings under every variant")
     parser.add_argument("--every", type=int, default=1, help="sample large query sets (see SAMPLE_ABOVE)")
     parser.add_argument(

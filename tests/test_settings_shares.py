@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 from toolweave.settings import RetrievalSettings, Settings
 
 SHARES = {
-    RetrievalSettings: ["hybrid_alpha", "floor_relative", "floor_absolute", "floor_destructive"],
+    RetrievalSettings: ["floor_relative", "floor_absolute", "floor_destructive"],
     Settings: ["usage_weight", "infer_min_confidence"],
 }
 

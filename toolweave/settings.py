@@ -7,17 +7,19 @@ these defaults per run. ``docs/settings.md`` documents every field (a test check
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolweave.records import EdgeKind
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
+    "REMOVED_RETRIEVAL_SETTINGS",
     "PublishSettings",
     "RetrievalMethod",
     "RetrievalSettings",
@@ -44,8 +46,31 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 """A weight, share or confidence: 0 to 1."""
 
 
+REMOVED_RETRIEVAL_SETTINGS: dict[str, str] = {
+    "fusion": "hybrid always fuses per-query z-scores, BM25 weighted by its record on the fleet",
+    "hybrid_alpha": "it weighed `convex` fusion only, which is no longer offered",
+    "walk_order": "the walk follows what the request lacks, right after the tool that needs it",
+}
+"""Retrieval settings of earlier versions: measured variants nobody should turn (bench/RESULTS.md). A
+manifest or environment that still sets one keeps working: the key is ignored with a warning that says
+what the gateway does instead."""
+
+_log = logging.getLogger(__name__)
+
+
 class RetrievalSettings(BaseModel):
     """Graph RAG-Tool Fusion parameters (the paper's k, K and d_limit)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_removed(cls, data: Any) -> Any:
+        removed = sorted(REMOVED_RETRIEVAL_SETTINGS.keys() & data.keys()) if isinstance(data, dict) else []
+        if not removed:
+            return data
+        for key in removed:
+            why = REMOVED_RETRIEVAL_SETTINGS[key]
+            _log.warning("retrieval.%s is no longer a setting and is ignored (%s): remove it", key, why)
+        return {k: v for k, v in data.items() if k not in REMOVED_RETRIEVAL_SETTINGS}
 
     method: RetrievalMethod = Field(
         "grtf",
@@ -58,15 +83,6 @@ class RetrievalSettings(BaseModel):
     )
     edge_kinds: tuple[EdgeKind, ...] = Field(
         tuple(EdgeKind), description="Which dependency kinds the walk follows."
-    )
-    hybrid_alpha: Share = Field(
-        0.8, description="Weight of the vector score in `convex` fusion (1 = vector only)."
-    )
-    fusion: Literal["fleet", "zscore", "peak", "rrf", "convex"] = Field(
-        "fleet",
-        description="How hybrid combines vector and BM25: per-query z-scores (`fleet`: BM25 weighted by "
-        "its record against the vectors over the fleet's turns; `peak`: by this turn's), reciprocal "
-        "rank, or convex.",
     )
     name_match: float = Field(
         1.0,
@@ -82,10 +98,6 @@ class RetrievalSettings(BaseModel):
         "lists fused by best relevance, each part's weighted by its best cosine against the whole "
         "query's): at sentence ends (`sentences`, the default), also at clause coordinators (`clauses`), "
         "also at a bare `and`, or `off`. Not with `bm25` (no cosine to weigh the parts).",
-    )
-    walk_order: Literal["dfs", "weighted"] = Field(
-        "dfs",
-        description="Walk order: `dfs` (the paper's) or `weighted` (parent relevance × edge confidence).",
     )
     # The floor only decides what is published unasked; the ranked list (find_tools, benchmarks' mAP)
     # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/RESULTS.md).

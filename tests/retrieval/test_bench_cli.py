@@ -38,10 +38,41 @@ def test_bench_runs_with_the_gateways_retrieval_settings(monkeypatch: pytest.Mon
     compared without editing code); ``--no-floor`` turns off the floor and nothing else."""
     from toolweave.commands.bench import bench_retrieval
 
-    assert bench_retrieval(floor=True).fusion == "fleet"
-    monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__FUSION", "zscore")
+    assert bench_retrieval(floor=True).name_match == 1.0
+    monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__NAME_MATCH", "0")
     monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__TOP_K", "4")
     with_floor, without = bench_retrieval(floor=True), bench_retrieval(floor=False)
-    assert (with_floor.fusion, with_floor.top_k) == (without.fusion, without.top_k) == ("zscore", 4)
+    assert (with_floor.name_match, with_floor.top_k) == (without.name_match, without.top_k) == (0.0, 4)
     assert with_floor.floor_relative > 0
     assert (without.floor_relative, without.floor_absolute, without.floor_destructive) == (0.0, 0.0, 0.0)
+
+
+def test_bench_walks_the_graph_another_folder_declares_for_the_same_tools(
+    tiny_dataset: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from tests.test_cli_core import TOOLS
+
+    def folder(name: str, tools: list[dict[str, object]]) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools))
+        return str(path)
+
+    def scored(*options: str) -> dict[str, object]:
+        code, out, err = run(
+            "bench", str(tiny_dataset), "--json", "--no-floor", "--final-k", "2", "--at", "2", *options
+        )
+        assert code == 0, err
+        (row,) = rows(out)
+        return row
+
+    no_edges = folder("bare", [{**t, "depends_on": []} for t in TOOLS])
+    declared, walked_bare, none = scored(), scored("--graph-from", no_edges), scored("--graph", "none")
+    assert walked_bare["map@2"] == none["map@2"] < declared["map@2"]  # the edges came from the other folder
+    assert scored("--graph-from", folder("same", TOOLS))["map@2"] == declared["map@2"]
+    code, _out, err = run("bench", str(tiny_dataset), "--graph", "inferred", "--graph-from", no_edges)
+    assert code == 1 and "--graph declared" in err
+    other = folder("other", [{**TOOLS[0], "name": "Elsewhere"}])
+    code, _out, err = run("bench", str(tiny_dataset), "--graph-from", other)
+    assert code == 1 and "not the tools of" in err

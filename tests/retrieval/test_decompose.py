@@ -46,7 +46,8 @@ from toolweave.settings import RetrievalSettings
     ],
 )
 def test_multi_part_requests_split_into_their_parts(query: str, parts: list[str]) -> None:
-    assert decompose_query(query) == [query, *parts]  # the whole query always comes first
+    # the whole query always comes first
+    assert decompose_query(query, level="clauses", min_content_words=3) == [query, *parts]
 
 
 @pytest.mark.parametrize(
@@ -60,13 +61,14 @@ def test_multi_part_requests_split_into_their_parts(query: str, parts: list[str]
     ],
 )
 def test_single_requests_stay_whole(query: str) -> None:
+    assert decompose_query(query, level="clauses", min_content_words=3) == [query]
     assert decompose_query(query) == [query]
 
 
 def test_guards_and_levels() -> None:
     query = "Find top rated restaurants and nearby career opportunities in this city"
-    assert decompose_query(query) == [query]
-    assert decompose_query(query, level="and") == [
+    assert decompose_query(query, level="clauses") == [query]
+    assert decompose_query(query, level="and", min_content_words=3) == [
         query,
         "Find top rated restaurants",
         "nearby career opportunities in this city",
@@ -74,13 +76,13 @@ def test_guards_and_levels() -> None:
     # a short clause joins its neighbour instead of becoming a sub-query
     assert decompose_query(query, level="and", min_content_words=5) == [query]
     two = "Check weather forecast in Paris. Book cheap flights to Rome. Find vegan restaurants in Milan."
-    assert len(decompose_query(two)) == 4
-    assert decompose_query(two, max_parts=2) == [
+    assert len(decompose_query(two, min_content_words=3)) == 4
+    assert decompose_query(two, min_content_words=3, max_parts=2) == [
         two,
         "Check weather forecast in Paris",
         "Book cheap flights to Rome. Find vegan restaurants in Milan",
     ]
-    assert decompose_query(two, level="sentences")[1:] == [
+    assert decompose_query(two, level="sentences", min_content_words=3)[1:] == [
         "Check weather forecast in Paris",
         "Book cheap flights to Rome",
         "Find vegan restaurants in Milan",
@@ -183,10 +185,10 @@ def test_retrieve_weighs_each_part_by_its_cosine() -> None:
         found = retrieve(whole, index, RecordedGraph({}), params, decomposition=decomposition)
         return [r.tool_id for r in found]
 
-    assert ranked(Decomposition("max", level="sentences")) == ["loan", "other_api", "terms", "customer"]
+    flat = Decomposition(min_content_words=3, weighting="flat")
+    assert ranked(flat) == ["loan", "other_api", "terms", "customer"]
     # the vague sentence's weight: its best cosine 0.35 against the whole request's 0.70
-    weighted = Decomposition("max", level="sentences", weighting="cosine")
-    assert ranked(weighted) == ["loan", "terms", "customer", "other_api"]
+    assert ranked(Decomposition(min_content_words=3)) == ["loan", "terms", "customer", "other_api"]
 
 
 def counting_index() -> tuple[WordIndex, list[int]]:
@@ -209,7 +211,14 @@ def test_retrieve_searches_the_parts_in_one_call_and_fuses_them() -> None:
     params = RetrievalSettings(method="hybrid", final_k=2)
     whole = [r.tool_id for r in retrieve(query, index, deps, params)]
     split = [
-        r.tool_id for r in retrieve(query, index, deps, params, decomposition=Decomposition("interleave"))
+        r.tool_id
+        for r in retrieve(
+            query,
+            index,
+            deps,
+            params,
+            decomposition=Decomposition("interleave", level="clauses", min_content_words=3),
+        )
     ]
     assert calls == [1, 3]  # the whole query, then the whole query and both parts in one search
     assert "a__set_alarm" not in whole  # the stock words outvote the alarm in the whole query
@@ -228,6 +237,7 @@ def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
     assert decomposition_of(RetrievalSettings()) == Decomposition(
         "max", level="sentences", min_content_words=4, weighting="cosine"
     )
+    assert decomposition_of(RetrievalSettings()) == Decomposition()  # the defaults are the gateway's
     assert decomposition_of(RetrievalSettings(method="bm25")) is None
     assert calls == [3, 1, 1]  # whole query + both sentences; then the whole query alone, twice
     assert set(default) == {"a__set_alarm", "a__get_price"}

@@ -27,7 +27,7 @@ def test_two_part_request_retrieves_both_tools(
     query = (
         "What's the forecast for tomorrow? Also, can you check the current value of a specific stock for me?"
     )
-    assert decompose_query(query)[1:] == [
+    assert decompose_query(query, level="clauses", min_content_words=3)[1:] == [
         "What's the forecast for tomorrow",
         "can you check the current value of a specific stock for me",
     ]
@@ -42,7 +42,7 @@ def test_two_part_request_retrieves_both_tools(
             )
             return [r.tool_id for r in ranked]
 
-        whole, split = top(None), top(Decomposition("max"))
+        whole, split = top(None), top(Decomposition(level="clauses", min_content_words=3, weighting="flat"))
     finally:
         reg.close()
     assert "metatool__FinanceTool" in whole

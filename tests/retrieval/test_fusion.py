@@ -8,44 +8,15 @@ import pytest
 
 from toolweave.records import SearchResults, SearchScope
 from toolweave.retrieval.fusion import (
-    RRF_K,
     FleetCalibration,
-    convex_fusion,
     fleet_calibration,
     fuse,
-    peak_fusion,
-    rrf_fusion,
     turn_relevance,
-    weighted_zscore_fusion,
     zscore_fusion,
 )
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
-
-
-def test_convex_fusion_normalises_each_list() -> None:
-    vector = [Hit("a", 0.9), Hit("b", 0.7), Hit("c", 0.1)]
-    text = [Hit("c", 30.0), Hit("b", 20.0), Hit("d", 10.0)]
-    fused = convex_fusion(vector, text, alpha=0.6)
-    scores = {h.tool_id: h.score for h in fused}
-    assert scores["a"] == pytest.approx(0.6)  # vector 1.0 * 0.6, absent from text
-    assert scores["b"] == pytest.approx(0.6 * 0.75 + 0.4 * 0.5)
-    assert scores["c"] == pytest.approx(0.4)
-    assert scores["d"] == pytest.approx(0.0)
-    assert [h.tool_id for h in fused] == ["b", "a", "c", "d"]
-    assert [h.tool_id for h in convex_fusion(vector, text, alpha=1.0)][:3] == ["a", "b", "c"]
-    tied = convex_fusion([Hit("x", 1.0)], [Hit("y", 1.0)], alpha=0.5)
-    assert [h.tool_id for h in tied] == ["x", "y"]  # ties keep first-seen order
-    assert convex_fusion(vector, text, alpha=0.0)[0].tool_id == "c"
-
-
-def test_rrf_rewards_agreement_between_lists() -> None:
-    vector = [Hit("a", 0.9), Hit("b", 0.8)]
-    text = [Hit("b", 12.0), Hit("c", 3.0)]
-    fused = rrf_fusion(vector, text)
-    assert [h.tool_id for h in fused] == ["b", "a", "c"]
-    assert fused[0].score == pytest.approx(1 / (RRF_K + 2) + 1 / (RRF_K + 1))
 
 
 def test_zscore_fusion_lets_the_confident_list_lead() -> None:
@@ -55,8 +26,6 @@ def test_zscore_fusion_lets_the_confident_list_lead() -> None:
     vector[15] = Hit("win", vector[15].score)
     text = [Hit("win", 40.0), *(Hit(f"t{n}", 10.0 - n * 0.2) for n in range(29))]
     assert zscore_fusion(vector, text)[0].tool_id == "win"
-    # convex fusion at the old default (alpha 0.8) trusts the vector side and buries it
-    assert convex_fusion(vector, text, alpha=0.8)[0].tool_id == "v0"
     # and the other way round: a clear vector winner leads over an evenly spread BM25 list
     text = [Hit(f"t{n}", 10.0 - n * 0.2) for n in range(30)]
     vector = [Hit("best", 0.9), *(Hit(f"v{n}", 0.40 - n * 0.005) for n in range(29))]
@@ -69,55 +38,6 @@ def test_zscore_fusion_scores_absent_tools_as_the_weakest_listed() -> None:
     assert fused["a"] == pytest.approx(0.0) and fused["c"] == pytest.approx(0.0)  # +1 and -1 (absent)
     assert fused["b"] == pytest.approx(-2.0)
     assert [h.tool_id for h in zscore_fusion([Hit("only", 0.4)], [])] == ["only"]  # no spread: kept
-
-
-def test_fuse_dispatches_on_the_setting() -> None:
-    vector = [Hit("a", 0.9), Hit("b", 0.1)]
-    text = [Hit("b", 9.0), Hit("a", 1.0)]
-    assert fuse(vector, text, "convex", 1.0)[0].tool_id == "a"
-    assert fuse(vector, text, "convex", 0.0)[0].tool_id == "b"
-    assert fuse(vector, text, "rrf", 0.8) == rrf_fusion(vector, text)
-    assert fuse(vector, text, "zscore", 0.8) == zscore_fusion(vector, text)
-    assert fuse(vector, text, "peak", 0.8) == peak_fusion(vector, text)
-
-
-def _multi_part_request() -> tuple[list[Hit], list[Hit]]:
-    """A three-part request: BM25 matches each part's words and three leaders stand out of its list;
-    the one embedding of the whole request found a fairly good single tool and little else."""
-    text = [Hit("part1", 9.0), Hit("part2", 8.5), Hit("part3", 8.0)]
-    text += [Hit(f"t{n}", 2.0 - n * 0.05) for n in range(27)]
-    vector = [Hit("blurred", 0.54), Hit("v0", 0.50), Hit("v1", 0.49)]
-    vector += [Hit(f"v{n}", 0.48 - n * 0.002) for n in range(2, 25)]
-    vector += [Hit("part1", 0.40), Hit("part2", 0.399), Hit("part3", 0.398)]
-    return vector, text
-
-
-def test_peak_fusion_trusts_the_list_whose_leaders_stand_out() -> None:
-    vector, text = _multi_part_request()
-    # equal weights: the vector side's lone leader comes first
-    assert zscore_fusion(vector, text)[0].tool_id == "blurred"
-    # weighted by peak (mean z of each list's top 3), BM25's three leaders come first
-    assert [h.tool_id for h in peak_fusion(vector, text)][:3] == ["part1", "part2", "part3"]
-    # the first hit alone (top_n 1) sees one outlier in each list and trusts the vector side's more
-    assert peak_fusion(vector, text, top_n=1)[0].tool_id == "blurred"
-
-
-def test_peak_fusion_reduces_to_zscore_fusion_without_peaks_or_power() -> None:
-    vector, text = _multi_part_request()
-    assert peak_fusion(vector, text, power=0.0) == zscore_fusion(vector, text)
-    flat_vector = [Hit("a", 0.5), Hit("b", 0.5)]
-    flat_text = [Hit("b", 3.0), Hit("c", 3.0)]
-    assert peak_fusion(flat_vector, flat_text) == zscore_fusion(flat_vector, flat_text)  # no peak: equal
-    assert [h.tool_id for h in peak_fusion([Hit("only", 0.4)], [])] == ["only"]
-    assert peak_fusion([], []) == []
-
-
-def test_weighted_zscore_fusion_weighs_the_bm25_side() -> None:
-    vector = [Hit("a", 0.9), Hit("b", 0.5), Hit("c", 0.1)]
-    text = [Hit("c", 9.0), Hit("b", 5.0), Hit("a", 1.0)]
-    assert weighted_zscore_fusion(vector, text, text_weight=1.0) == zscore_fusion(vector, text)
-    assert weighted_zscore_fusion(vector, text, text_weight=2.0)[0].tool_id == "c"
-    assert weighted_zscore_fusion(vector, text, text_weight=0.5)[0].tool_id == "a"
 
 
 def test_turn_relevance_spans_best_to_worst() -> None:
@@ -227,15 +147,25 @@ class _FixedIndex:
 
 
 def test_pipeline_fleet_fusion_learns_from_the_turns_on_the_same_index() -> None:
-    params = RetrievalSettings(method="hybrid", fusion="fleet")
+    params = RetrievalSettings(method="hybrid")
     bm25_fleet = _FixedIndex(_spread("v", 0.02), _spread("t", 2.0))
     for _ in range(FleetCalibration().warm_up):
         retrieve("a turn", bm25_fleet, lambda _tool, _kinds=None: [], params)
     # the same index now meets a conflict: the fleet's record says BM25, plain z-scores say vector
     bm25_fleet.vector, bm25_fleet.text = _conflict()
     assert retrieve("a conflict", bm25_fleet, lambda _tool, _kinds=None: [], params)[0].tool_id == "tlead"
-    zscore = RetrievalSettings(method="hybrid", fusion="zscore")
-    assert retrieve("a conflict", bm25_fleet, lambda _tool, _kinds=None: [], zscore)[0].tool_id == "vlead"
+    assert zscore_fusion(*_conflict())[0].tool_id == "vlead"  # what plain z-scores say
     # a fresh index has no record yet
     fresh = _FixedIndex(*_conflict())
     assert retrieve("a conflict", fresh, lambda _tool, _kinds=None: [], params)[0].tool_id == "vlead"
+
+
+def test_fuse_follows_the_fleet_record_it_is_given_and_plain_zscores_without_one() -> None:
+    record = FleetCalibration()
+    for _ in range(record.warm_up):
+        record.observe(_spread("v", 0.02), _spread("t", 2.0))  # a fleet where BM25 stands out
+    vector, text = _conflict()
+    assert fuse(vector, text) == zscore_fusion(vector, text)
+    assert fuse(vector, text)[0].tool_id == "vlead"
+    assert fuse(vector, text, record)[0].tool_id == "tlead"
+    assert record.turns == record.warm_up + 1  # the turn counts in the record it was fused by

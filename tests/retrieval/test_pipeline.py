@@ -132,26 +132,6 @@ def test_floor_marks_weak_hits_unpublished_but_keeps_dependencies_of_kept_ones()
     assert published[2].reason == "dependency"  # matches nothing itself, but the kept tools need it
 
 
-def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
-    kind = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
-    doubtful = DependencyEdge(tool="a__set_alarm", depends_on="b__net_status", kind=kind, confidence=0.2)
-
-    def lookup(tool: str, kinds: Sequence[EdgeKind] | None) -> list[DependencyEdge]:
-        return [doubtful] if tool == "a__set_alarm" else deps(tool, kinds)
-
-    hits = [Hit("a__set_alarm", 1.0), Hit("a__get_price", 0.9), Hit("x", 0.0)]
-    from toolweave.retrieval.walk import expand_with_dependencies
-
-    dfs = expand_with_dependencies(hits, lookup, top_k=1, final_k=4)
-    weighted = expand_with_dependencies(hits, lookup, top_k=1, final_k=4, order="weighted")
-    assert [r.tool_id for r in dfs] == ["a__set_alarm", "b__net_status", "a__get_price", "x"]
-    assert [r.tool_id for r in weighted] == ["a__set_alarm", "a__get_price", "b__net_status", "x"]
-    assert [r.rank for r in weighted] == [1, 2, 3, 4]
-    # declared edges (confidence 1) keep the paper's order exactly
-    paper = expand_with_dependencies(hits, deps, top_k=2, final_k=5)
-    assert expand_with_dependencies(hits, deps, top_k=2, final_k=5, order="weighted") == paper
-
-
 class Destructive:
     destructive = True
 

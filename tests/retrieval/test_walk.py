@@ -1,4 +1,5 @@
-"""Algorithm 1: DFS order, de-duplication, d_limit, cycles, edge kinds, filtering, fill-up."""
+"""Algorithm 1: DFS order, de-duplication, d_limit, cycles, edge kinds, filtering, fill-up; and which
+edges the walk follows (what the request lacks, alternative producers, weights)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Sequence
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit
-from toolweave.retrieval.walk import expand_with_dependencies
+from toolweave.retrieval.walk import WalkPolicy, expand_with_dependencies
 
 T, P = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
@@ -76,71 +77,104 @@ def test_final_k_cuts_and_later_hits_fill_without_walk() -> None:
     assert ids(out) == ["price", "ticker", "net", "date", "x", "news"]
 
 
-# -- orderings a doubtful first hit cannot spoil -----------------------------------------------------------
+# -- which dependencies the walk takes, and where -------------------------------------------------------
+
+PD, PI = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
 
-def test_dependency_share_defers_a_hit_s_walk_below_near_tied_hits_only() -> None:
-    tied = [Hit("price", 1.0), Hit("x", 0.98), Hit("y", 0.97), Hit("z", 0.2), Hit("w", 0.0)]
-    dfs = expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10)
-    assert ids(dfs) == ["price", "ticker", "net", "date", "x", "y", "z", "w"]
-    assert expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10, dependency_share=1.0) == dfs
-    out = expand_with_dependencies(tied, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)
-    # the walk stays one block in DFS order, after the hits standing within 10 % of price
-    assert ids(out) == ["price", "x", "y", "ticker", "net", "date", "z", "w"]
-    assert [r.rank for r in out] == list(range(1, 9))
-    assert (out[3].reason, out[3].via) == ("dependency", "price")
-    # a sure first pass (the next hit far below) keeps the paper's order
-    sure = [Hit("price", 1.0), Hit("x", 0.5), Hit("y", 0.4), Hit("w", 0.0)]
-    assert ids(expand_with_dependencies(sure, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)) == [
-        "price",
-        "ticker",
-        "net",
-        "date",
-        "x",
-        "y",
-        "w",
-    ]
-
-
-def test_dependency_share_keeps_a_dependency_that_is_itself_a_strong_hit_at_its_own_place() -> None:
-    hits = [Hit("price", 1.0), Hit("x", 0.96), Hit("date", 0.95), Hit("w", 0.0)]
-    out = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10, dependency_share=0.9)
-    assert ids(out) == ["price", "x", "date", "ticker", "net", "w"]
-    assert out[2].reason == "dependency"  # found by the walk, placed by its own relevance
-
-
-def test_walk_gate_walks_only_hits_close_to_the_best_and_always_the_first() -> None:
-    graph = {**GRAPH, "news": [("feed", T)]}
-    hits = [Hit("price", 1.0), Hit("news", 0.4), Hit("w", 0.0)]
-    walked = ["price", "ticker", "net", "date", "news", "feed", "w"]
-    assert ids(expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10)) == walked
-    assert ids(expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.3)) == walked
-    gated = expand_with_dependencies(hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.5)
-    assert ids(gated) == ["price", "ticker", "net", "date", "news", "w"]  # news listed, not walked
-    first = expand_with_dependencies(
-        hits, lookup(graph), top_k=2, final_k=10, walk_gate=0.5, relevance={"price": 0.1, "news": 0.05}
+def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):  # type: ignore[no-untyped-def]
+    """A declared edge, or an inferred one when it is less than sure."""
+    kind = kind or (PD if param else T)
+    origin = "declared" if confidence == 1.0 else "inferred"
+    return DependencyEdge(
+        tool=consumer,
+        depends_on=producer,
+        kind=kind,
+        parameter_name=param,
+        confidence=confidence,
+        origin=origin,
     )
-    assert ids(first)[:4] == ["price", "ticker", "net", "date"]  # the first hit is walked whatever its score
 
 
-def test_hold_hits_keeps_strong_hits_in_the_list_in_place_of_the_last_dependencies() -> None:
-    hits = [Hit("price", 1.0), Hit("x", 0.95), Hit("y", 0.5), Hit("w", 0.0)]
-    dfs = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4)
-    assert ids(dfs) == ["price", "ticker", "net", "date"]  # the walk pushed x (almost tied) out
-    held = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4, hold_hits=0.9)
-    assert ids(held) == ["price", "ticker", "net", "x"]
-    assert [r.rank for r in held] == [1, 2, 3, 4]
-    assert ids(expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=4, hold_hits=0.4)) == [
-        "price",
-        "ticker",
-        "x",
-        "y",
+def walk(hits, edges, policy=None, final_k=10, top_k=1):  # type: ignore[no-untyped-def]
+    """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1])."""
+    by_tool: dict[str, list[DependencyEdge]] = {}
+    for e in edges:
+        by_tool.setdefault(e.tool, []).append(e)
+    relevance = {h.tool_id: h.score for h in hits}
+    return ids(
+        expand_with_dependencies(
+            hits,
+            lambda t, _k=None: by_tool.get(t, []),
+            top_k=top_k,
+            final_k=final_k,
+            relevance=relevance,
+            policy=policy,
+        )
+    )
+
+
+def test_a_declared_prerequisite_follows_the_tool_that_needs_it_as_in_the_paper() -> None:
+    edges = [edge("alarm", "token", "token"), edge("token", "net")]
+    hits = [Hit("alarm", 1.0), Hit("clock", 0.95), Hit("z", 0.0)]
+    assert walk(hits, edges) == ["alarm", "token", "net", "clock", "z"]
+    assert walk(hits, edges, WalkPolicy.everything()) == ["alarm", "token", "net", "clock", "z"]
+
+
+def test_a_tool_fed_by_many_producers_pulls_none_of_them_in() -> None:
+    # a calculator fed, in different requests, by six tools: each weighs 1/6 of it, below the bar;
+    # the one the request names is listed anyway, as a search hit
+    edges = [edge("total", f"feeder{n}", "amount") for n in range(6)]
+    hits = [Hit("total", 1.0), Hit("feeder4", 0.5), Hit("x", 0.1), Hit("y", 0.0)]
+    assert walk(hits, edges) == ["total", "feeder4", "x", "y"]
+    assert len(walk(hits, edges, WalkPolicy.everything())) == 9  # the paper's walk takes all six
+    # two alternatives weigh half each: walked, after the hits that stand above half the parent
+    two = [edge("total", "a", "amount"), edge("total", "b", "amount")]
+    assert walk([Hit("total", 1.0), Hit("near", 0.6), Hit("far", 0.3)], two) == [
+        "total",
+        "near",
+        "a",
+        "b",
+        "far",
     ]
-    # at most final_k tools are held, the first-pass leaders
-    assert ids(expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=2, hold_hits=0.0)) == [
-        "price",
-        "x",
-    ]
-    # nothing to hold when the walk leaves room: the paper's list, ranks included
-    roomy = expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10)
-    assert expand_with_dependencies(hits, lookup(GRAPH), top_k=1, final_k=10, hold_hits=0.9) == roomy
+    # a direct producer and an indirect converter of one parameter are no alternatives
+    both = [edge("total", "source", "amount"), edge("total", "convert", "amount", kind=PI)]
+    assert walk([Hit("total", 1.0)], both) == ["total", "source", "convert"]
+
+
+def test_a_parameter_a_listed_tool_already_gives_needs_no_other_producer() -> None:
+    edges = [edge("a", "p1", "x"), edge("b", "p1", "x"), edge("b", "p2", "x")]
+    hits = [Hit("a", 1.0), Hit("b", 0.9), Hit("z", 0.0)]
+    assert walk(hits, edges, top_k=2) == ["a", "p1", "b", "z"]
+    assert walk(hits, edges, WalkPolicy.everything(), top_k=2) == ["a", "p1", "b", "p2", "z"]
+
+
+def test_confidence_and_parent_relevance_weigh_and_place_a_dependency() -> None:
+    doubtful = [edge("top", "login", "token", confidence=0.92)]
+    tied = [Hit("top", 1.0), Hit("near", 0.95), Hit("below", 0.5), Hit("z", 0.0)]
+    # 1 × 0.92: after the hit that stands above it, before the ones below
+    assert walk(tied, doubtful) == ["top", "near", "login", "below", "z"]
+    # a weak parent's dependency weighs too little to be walked (0.3 × 1 < 0.4)
+    weak = [edge("second", "its_dep", "y")]
+    hits = [Hit("top", 1.0), Hit("second", 0.3), Hit("z", 0.0)]
+    assert walk(hits, weak, top_k=2) == ["top", "second", "z"]
+    assert walk(hits, weak, WalkPolicy.everything(), top_k=2) == ["top", "second", "its_dep", "z"]
+    # a dependency that is itself a strong hit keeps its own place (0.99, not 1 × 0.92)
+    own = [edge("top", "near", "x", confidence=0.92)]
+    strong = [Hit("top", 1.0), Hit("near", 0.99), Hit("mid", 0.95), Hit("z", 0.0)]
+    assert walk(strong, own) == ["top", "near", "mid", "z"]
+
+
+def test_edges_whose_confidences_multiply_below_the_bar_are_not_walked() -> None:
+    chain = [edge("a", "b", "x", 0.97), edge("b", "c", "y", 0.97), edge("c", "d", "z", 0.97)]
+    # 0.97, 0.94, then 0.91 ... the fourth hop would be 0.885: below 0.9
+    assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)]) == ["a", "b", "c", "d"]
+    guess = [edge("a", "login", None, 0.5)]  # an edge the inference is unsure of
+    assert walk([Hit("a", 1.0)], guess) == ["a"]
+    assert walk([Hit("a", 1.0)], guess, WalkPolicy.everything()) == ["a", "login"]
+    # a declared (or manifest) edge is someone's word, a learned one what traffic showed: walked
+    # whatever confidence it states, and placed by it like any other
+    hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.4)]
+    for origin in ("declared", "manifest", "learned"):
+        said = [guess[0].model_copy(update={"origin": origin})]
+        assert walk(hits, said) == ["a", "b", "login", "c"], origin

@@ -14,7 +14,7 @@ from toolweave.errors import CatalogError
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.catalog import load_catalog
 
-__all__ = ["BenchDataset", "BenchQuery", "dataset_roots", "load_dataset", "resolve_dataset"]
+__all__ = ["BenchDataset", "BenchQuery", "dataset_roots", "edges_from", "load_dataset", "resolve_dataset"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +105,16 @@ def _read_queries(path: Path) -> list[BenchQuery]:
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise CatalogError(f"{path}: line {lineno}: not a query record: {exc}") from exc
     return out
+
+
+def edges_from(dataset: BenchDataset, name_or_dir: str) -> list[DependencyEdge]:
+    """The declared edges of another folder that holds the same tools (``nestful_graph`` beside
+    ``nestful``: a gold graph kept apart from the queries it was read from), as edges of ``dataset``'s
+    tools. For checking what walking a graph does; raises when the folders' tools differ."""
+    path = resolve_dataset(name_or_dir)
+    catalog = load_catalog([path], dataset.name, require_description=False)
+    ours, theirs = {t.id for t in dataset.tools}, {t.id for t in catalog.tools}
+    if ours != theirs:
+        missing = sorted(theirs ^ ours)[:5]
+        raise CatalogError(f"{path}: not the tools of {dataset.path} (e.g. {', '.join(missing)})")
+    return catalog.edges

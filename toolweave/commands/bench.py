@@ -32,6 +32,14 @@ def bench(
     graph: Annotated[
         str, typer.Option("--graph", help="grtf's graph: declared (the dataset's), inferred, or none.")
     ] = "declared",
+    graph_from: Annotated[
+        str | None,
+        typer.Option(
+            "--graph-from",
+            help="With --graph declared: walk the edges another folder declares for the same tools "
+            "(e.g. nestful_graph for nestful), to check what walking that graph does.",
+        ),
+    ] = None,
     examples: Annotated[
         bool,
         typer.Option("--examples", help="Few-shot: the examples split becomes usage examples; scores test."),
@@ -68,6 +76,7 @@ def bench(
         import json
 
         from toolweave.benchmark import load_dataset, run_benchmark
+        from toolweave.benchmark.datasets import edges_from
         from toolweave.benchmark.embedding_cache import CachedEmbedder
         from toolweave.benchmark.runner import GraphChoice, SplitChoice
         from toolweave.errors import ConfigError
@@ -81,6 +90,10 @@ def bench(
         base = bench_retrieval(floor)
         params = retrieval_params(base, method=method or "grtf", top_k=top_k, final_k=final_k)
         data = load_dataset(dataset, query_file=queries)
+        if graph_from is not None:
+            if graph_choice != "declared":
+                raise ConfigError("--graph-from replaces the declared graph: use it with --graph declared")
+            data.edges = edges_from(data, graph_from)
         from toolweave.settings import Settings
 
         # the configured model (TOOLWEAVE_EMBEDDING_MODEL), so models are compared without editing code

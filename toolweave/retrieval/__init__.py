@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from toolweave._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from toolweave.retrieval.fusion import convex_fusion
     from toolweave.retrieval.pipeline import SearchIndex, ToolIndex, first_pass, retrieve, retrieve_tools
     from toolweave.retrieval.results import Hit, RankedTool
     from toolweave.retrieval.walk import expand_with_dependencies
@@ -19,7 +18,6 @@ __all__ = [
     "RankedTool",
     "SearchIndex",
     "ToolIndex",
-    "convex_fusion",
     "expand_with_dependencies",
     "first_pass",
     "retrieve",
@@ -29,7 +27,6 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "convex_fusion": "toolweave.retrieval.fusion",
         "SearchIndex": "toolweave.retrieval.pipeline",
         "first_pass": "toolweave.retrieval.pipeline",
         "retrieve": "toolweave.retrieval.pipeline",

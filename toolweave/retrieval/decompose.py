@@ -49,8 +49,9 @@ PartWeighting = Literal["flat", "cosine", "gap"]
 alike; ``cosine`` = by its best cosine similarity (how well its leader matches in absolute terms);
 ``gap`` = by how far its leader stands above the median of its own fused list (how sure it is)."""
 
-MIN_CONTENT_WORDS = 3
-"""A part must hold at least this many content words (not filler like "can you tell me")."""
+MIN_CONTENT_WORDS = 4
+"""A part must hold at least this many content words (not filler like "can you tell me"); chosen with
+the weighting leave-one-dataset-out (bench/RESULTS.md, "Query decomposition that does no harm")."""
 
 MAX_PARTS = 4
 """At most this many sub-queries (each is one more variant to embed and search)."""
@@ -96,7 +97,7 @@ def _tidy(part: str) -> str:
 def decompose_query(
     query: str,
     *,
-    level: SplitLevel = "clauses",
+    level: SplitLevel = "sentences",
     min_content_words: int = MIN_CONTENT_WORDS,
     max_parts: int = MAX_PARTS,
 ) -> list[str]:
@@ -213,16 +214,22 @@ def fuse_variants(
 
 @dataclass(frozen=True)
 class Decomposition:
-    """How ``retrieve`` splits a request (``decompose_query``'s options) and fuses the variants' lists."""
+    """How ``retrieve`` splits a request (``decompose_query``'s options) and fuses the variants' lists.
 
-    fusion: VariantFusion = "rrf"
-    level: SplitLevel = "clauses"
+    The defaults are what the gateway uses (``retrieval.decompose`` picks the level); the other values
+    are the alternatives the lab measured (``bench/ranking_lab.py decompose``)."""
+
+    fusion: VariantFusion = "max"
+    level: SplitLevel = "sentences"
     min_content_words: int = MIN_CONTENT_WORDS
     max_parts: int = MAX_PARTS
     part_weight: float = 1.0
     """``max`` fusion: the parts' relevance against the whole query's 1."""
-    weighting: PartWeighting = "flat"
-    """``max`` fusion: each part's list also weighted by its confidence against the whole query's."""
+    weighting: PartWeighting = "cosine"
+    """``max`` fusion: each part's list also weighted by its confidence against the whole query's: a
+    sentence that asks for nothing matches every tool worse than the request does and cannot bring its
+    best match to the top. Unweighted (``flat``), decomposition cost OpenAPI-links' workflow
+    descriptions 0.014 / 0.028 mAP@10 (bench/RESULTS.md, "Query decomposition that does no harm")."""
     weighting_power: float = 1.0
     """The power of that confidence ratio (``part_weights``)."""
 

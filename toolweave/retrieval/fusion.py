@@ -22,17 +22,12 @@ from toolweave.retrieval.results import Hit
 __all__ = [
     "FLEET_POWER",
     "FLEET_TOP_N",
-    "PEAK_POWER",
-    "PEAK_TOP_N",
     "RRF_K",
     "FleetCalibration",
-    "convex_fusion",
     "fleet_calibration",
     "fuse",
-    "peak_fusion",
-    "rrf_fusion",
+    "mean_and_spread",
     "turn_relevance",
-    "weighted_zscore_fusion",
     "zscore_fusion",
 ]
 
@@ -45,45 +40,10 @@ FLEET_TOP_N = 1
 FLEET_POWER = 3.0
 """BM25's weight is (its mean peak / the vectors' mean peak) ** this (chosen leave-one-dataset-out)."""
 
-PEAK_TOP_N = 3
-"""``peak_fusion`` reads a list's confidence from the mean z-score of its first this many hits."""
-
-PEAK_POWER = 1.0
-"""``peak_fusion`` weighs a list by its peak to this power (0 = equal weights, i.e. ``zscore_fusion``)."""
-
-
-def _min_max(hits: Sequence[Hit]) -> dict[str, float]:
-    if not hits:
-        return {}
-    scores = [h.score for h in hits]
-    lo, hi = min(scores), max(scores)
-    if hi - lo <= 1e-12:
-        return {h.tool_id: 1.0 for h in hits}
-    return {h.tool_id: (h.score - lo) / (hi - lo) for h in hits}
-
 
 def _ranked(fused: dict[str, float], vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     order = {h.tool_id: n for n, h in enumerate([*vector, *text])}  # stable tie-break: first seen
     return [Hit(i, s) for i, s in sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))]
-
-
-def convex_fusion(vector: Sequence[Hit], text: Sequence[Hit], alpha: float) -> list[Hit]:
-    """``alpha * vector + (1 - alpha) * text`` after min-max normalising each list (hybrid search).
-
-    A tool missing from one list gets 0 there.
-    """
-    v, t = _min_max(vector), _min_max(text)
-    fused = {i: alpha * v.get(i, 0.0) + (1 - alpha) * t.get(i, 0.0) for i in v.keys() | t.keys()}
-    return _ranked(fused, vector, text)
-
-
-def rrf_fusion(vector: Sequence[Hit], text: Sequence[Hit], k: int = RRF_K) -> list[Hit]:
-    """Reciprocal rank fusion: ``sum 1 / (k + rank)`` over the lists a tool appears in."""
-    fused: dict[str, float] = {}
-    for hits in (vector, text):
-        for rank, hit in enumerate(hits, 1):
-            fused[hit.tool_id] = fused.get(hit.tool_id, 0.0) + 1.0 / (k + rank)
-    return _ranked(fused, vector, text)
 
 
 def mean_and_spread(scores: Sequence[float]) -> tuple[float, float]:
@@ -110,10 +70,6 @@ def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
 _ZScores = tuple[dict[str, float], float]
 
 
-def _z_sum(vector: Sequence[Hit], text: Sequence[Hit], w_vector: float, w_text: float) -> list[Hit]:
-    return _weighted(vector, text, _z_scores(vector), _z_scores(text), w_vector, w_text)
-
-
 def _weighted(
     vector: Sequence[Hit], text: Sequence[Hit], v_z: _ZScores, t_z: _ZScores, w_vector: float, w_text: float
 ) -> list[Hit]:
@@ -128,16 +84,7 @@ def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     A list with one clear winner (a name the query repeats, for BM25) gives that winner a high z; a
     flat list (a retriever with no idea) gives everything about 0 and leaves the choice to the other.
     """
-    return _z_sum(vector, text, 1.0, 1.0)
-
-
-def weighted_zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit], text_weight: float) -> list[Hit]:
-    """Z-score fusion with BM25's z-scores weighted ``text_weight`` against the vector side's 1.
-
-    A fixed weight is a per-fleet constant in disguise (it helps the fleets it was set on); kept for
-    measuring that (``bench/ranking_lab.py lodo``), not offered as a setting.
-    """
-    return _z_sum(vector, text, 1.0, text_weight)
+    return _weighted(vector, text, _z_scores(vector), _z_scores(text), 1.0, 1.0)
 
 
 def _peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
@@ -145,25 +92,6 @@ def _peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
     if not hits or top_n < 1:
         return 0.0
     return max(sum(z[h.tool_id] for h in hits[:top_n]) / top_n, 0.0)
-
-
-def peak_fusion(
-    vector: Sequence[Hit], text: Sequence[Hit], top_n: int = PEAK_TOP_N, power: float = PEAK_POWER
-) -> list[Hit]:
-    """Z-score fusion with each list weighted by its peak (mean z of its ``top_n`` leaders) ** ``power``.
-
-    Per query, not per fleet: a retriever whose leaders stand out of its own list is sure of them, one
-    whose list is flat is guessing. A multi-part request shows it well: BM25 matches each part's words
-    and several of its leaders stand out, while one embedding of the whole request blurs the parts and
-    its list flattens. When neither list has a peak the weights are equal (plain z-score fusion). One
-    turn's peak is noisy: averaged over a fleet's turns (``FleetCalibration``) it did better on average
-    and on Seal-Tools (bench/RESULTS.md), so this is an option, not the default.
-    """
-    v_z, t_z = _z_scores(vector), _z_scores(text)
-    w_vector, w_text = _peak(vector, v_z[0], top_n) ** power, _peak(text, t_z[0], top_n) ** power
-    if w_vector + w_text <= 1e-12:
-        w_vector = w_text = 1.0
-    return _weighted(vector, text, v_z, t_z, w_vector, w_text)
 
 
 class FleetCalibration:
@@ -230,22 +158,12 @@ def fleet_calibration(index: object) -> FleetCalibration:
 
 
 def fuse(
-    vector: Sequence[Hit],
-    text: Sequence[Hit],
-    method: str,
-    alpha: float,
-    calibration: FleetCalibration | None = None,
+    vector: Sequence[Hit], text: Sequence[Hit], calibration: FleetCalibration | None = None
 ) -> list[Hit]:
-    """The fusion ``method`` (``zscore``, ``fleet`` with ``calibration`` (without one: ``zscore``),
-    ``peak``, ``rrf`` or ``convex`` with ``alpha``) of both lists."""
-    if method == "fleet" and calibration is not None:
+    """Both lists fused by ``calibration`` (the fleet's record, which it updates); without one, plain
+    z-score fusion (equal weights, what a record does while it warms up)."""
+    if calibration is not None:
         return calibration.fuse(vector, text)
-    if method == "convex":
-        return convex_fusion(vector, text, alpha)
-    if method == "rrf":
-        return rrf_fusion(vector, text)
-    if method == "peak":
-        return peak_fusion(vector, text)
     return zscore_fusion(vector, text)
 
 

@@ -15,7 +15,6 @@ from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.decompose import (
     Decomposition,
-    PartWeighting,
     decompose_query,
     fuse_variants,
     list_confidence,
@@ -69,14 +68,13 @@ def first_pass(
     method: RetrievalMethod,
     k: int,
     *,
-    alpha: float,
-    fusion: str = "zscore",
     exclude_sources: Collection[str] = (),
     name_match: float = 0.0,
 ) -> list[list[Hit]]:
-    """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``)
-    and, with ``name_match`` > 0, lifted by how much of each name the query spells out."""
-    passes = _first_pass(queries, index, method, k, alpha, fusion, exclude_sources, name_match)
+    """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``:
+    z-scores weighted by the index's fleet record) and, with ``name_match`` > 0, lifted by how much of
+    each name the query spells out."""
+    passes = _first_pass(queries, index, method, k, exclude_sources, name_match)
     return [hits[:k] for hits, _ in passes]
 
 
@@ -85,8 +83,6 @@ def _first_pass(
     index: SearchIndex,
     method: RetrievalMethod,
     k: int,
-    alpha: float,
-    fusion: str,
     exclude_sources: Collection[str],
     name_match: float,
 ) -> list[tuple[list[Hit], dict[str, float]]]:
@@ -100,11 +96,11 @@ def _first_pass(
             for vector, text in both
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
-    calibration = fleet_calibration(index) if fusion == "fleet" else None  # the fleet's running record
+    calibration = fleet_calibration(index)  # the fleet's running record
     vocabulary = _name_vocabulary(index) if name_match > 0 else None
     passes = []
     for query, (vector, text) in zip(queries, both, strict=True):
-        fused = fuse(vector, text, fusion, alpha, calibration)
+        fused = fuse(vector, text, calibration)
         if vocabulary is not None:  # the query text alone, as BM25 reads it
             fused = match_names(fused, query[0], vocabulary, name_match)
         passes.append((fused, {h.tool_id: h.score for h in vector}))
@@ -134,7 +130,7 @@ def retrieve(
         query: the user's request (or the model's paraphrase of it).
         index: searches tools (vector and full text).
         dependencies: ``(tool_id, kinds) -> edges`` of the dependency graph.
-        params: method, k (``top_k``), K (``final_k``), ``d_limit``, edge kinds, hybrid alpha.
+        params: method, k (``top_k``), K (``final_k``), ``d_limit``, edge kinds, floor, decomposition.
         exclude_sources: sources whose tools must not be returned (e.g. a disconnected upstream).
         context: earlier requests of the same conversation, oldest first.
         source_of: tool id → source, needed to keep excluded sources out of dependency walks.
@@ -160,20 +156,8 @@ def retrieve(
         is_destructive=_destructive_check(index),
         relevance=relevance,
     )
-    return mark_published(_ranked(hits, dependencies, params, exclude_sources, source_of, relevance), kept)
-
-
-DECOMPOSE_MIN_CONTENT_WORDS = 4
-"""Content words each part of a split request keeps (``decompose_query``) when ``retrieval.decompose``
-turns decomposition on (chosen with ``DECOMPOSE_WEIGHTING``)."""
-
-DECOMPOSE_WEIGHTING: PartWeighting = "cosine"
-"""Each part's list weighs ``min(1, its best cosine / the whole query's)`` in ``max`` fusion
-(``part_weights``): a sentence that asks for nothing matches every tool worse than the request does and
-cannot bring its best match to the top. Without it (parts weighted like the whole query) decomposition
-cost OpenAPI-links' workflow descriptions 0.014 / 0.028 mAP@10; with it (power 1, sentence cuts, chosen
-leave-one-dataset-out over five datasets) no dataset or graph loses more than 0.0003 through ``toolweave
-bench`` (bench/RESULTS.md, "Query decomposition that does no harm")."""
+    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
+    return mark_published(ranked, kept)
 
 
 def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
@@ -181,12 +165,7 @@ def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
     weights read the vector side's cosine, which BM25 alone does not have)."""
     if params.decompose == "off" or params.method == "bm25":
         return None
-    return Decomposition(
-        fusion="max",
-        level=params.decompose,
-        min_content_words=DECOMPOSE_MIN_CONTENT_WORDS,
-        weighting=DECOMPOSE_WEIGHTING,
-    )
+    return Decomposition(level=params.decompose)
 
 
 def _candidates(
@@ -209,8 +188,6 @@ def _candidates(
         index,
         params.method,
         pool,
-        params.hybrid_alpha,
-        params.fusion,
         exclude_sources,
         params.name_match,
     )
@@ -242,9 +219,9 @@ def _ranked(
     hits: list[Hit],
     dependencies: DependencyLookup,
     params: RetrievalSettings,
+    relevance: dict[str, float],
     exclude_sources: Collection[str],
     source_of: Callable[[str], str | None] | None,
-    relevance: dict[str, float],
 ) -> list[RankedTool]:
     if params.method != "grtf":
         return [
@@ -267,7 +244,6 @@ def _ranked(
         d_limit=params.d_limit,
         edge_kinds=kinds,
         keep=keep,
-        order=params.walk_order,
         relevance=relevance,
     )
 

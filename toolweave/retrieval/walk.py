@@ -1,45 +1,84 @@
-"""Algorithm 1 of Graph RAG-Tool Fusion: walk each first-pass tool's dependencies, depth first.
+"""Algorithm 1 of Graph RAG-Tool Fusion, walking only what is likely needed.
 
-The result is ``tool 1, its dependencies (pre-order DFS), tool 2, its dependencies, ...`` with every
-tool once, cut to ``final_k``. Cycles are harmless (a tool is never visited twice) and ``d_limit``
-bounds the depth (1 = direct dependencies only, 0 = no limit).
+The paper's walk lists ``tool 1, its dependencies (pre-order DFS), tool 2, its dependencies, ...``
+with every tool once, cut to ``final_k``. Cycles are harmless (a tool is never visited twice) and
+``d_limit`` bounds the depth (1 = direct dependencies only, 0 = no limit).
 
-Two ways to keep that sequence but let dependencies sink below later search hits, both sorting the list
-by a weight per tool (a search hit weighs its relevance within the turn; ties keep DFS order):
+A graph walked blindly hurts even when every edge is true: a tool fed by many producers (NESTFUL's
+calculators take an ``amount`` that a dozen tools give, in different requests) pulls them all in, and
+an edge inferred from a naming pattern (a travel API's ``access_token`` comes from its login) puts a
+step the conversation already took at rank 2. So each dependency weighs what the walk knows of it
+(``WalkPolicy``), and takes its place among the search hits by that weight:
 
-- ``order="weighted"``: a dependency weighs its parent's relevance times the confidences of the edges
-  that led to it. With declared edges (confidence 1) nothing moves.
-- ``dependency_share`` < 1: a hit's dependencies (its whole walk, kept together in DFS order) weigh that
-  share of the hit's relevance, so they follow the later search hits that stand almost as high as the
-  hit itself. When the first pass is sure (the next hits far below the first) nothing moves; when its
-  leaders are nearly tied, a possibly wrong first hit's dependencies no longer push them out. 1 = DFS.
+- a search hit weighs its relevance in the turn (best hit 1, weakest candidate 0);
+- a dependency weighs its parent's weight times the edge's confidence, shared among the alternatives
+  when several tools can give the same parameter (``1 / n``); a dependency that is itself a search hit
+  weighs at least its own relevance;
+- a dependency weighing less than ``min_weight``, or reached through inferred edges whose confidences
+  multiply to less than ``min_confidence``, is not walked; nor is another producer of a parameter a
+  listed tool already gives.
 
-``walk_gate`` walks the dependencies of a hit after the first only when its relevance reaches the gate
-(an adaptive k: 0 = every one of the ``top_k`` hits is walked). ``hold_hits`` keeps the order but
-guarantees every search hit whose relevance reaches it a place in the list: when the walk would push
-such a hit out, the last-placed other tools make room (None = off).
-
-The pipeline walks in DFS order (``weighted`` on request). The three other options were measured as
-guards against a wrong first hit and none earned a place (bench/RESULTS.md, "Walk orderings"); they
-stay here so the lab and held-out runs measure this very function.
+Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
+it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
+``WalkPolicy.everything()`` is the paper's walk. Orderings and filters measured and not shipped live
+in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import Literal
+from dataclasses import dataclass, replace
 
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import Hit, RankedTool
 
-__all__ = ["DependencyLookup", "WalkOrder", "expand_with_dependencies"]
+__all__ = ["DependencyLookup", "WalkPolicy", "dependency_entry", "expand_with_dependencies"]
 
-WalkOrder = Literal["dfs", "weighted"]
+_CUT_ORIGINS = frozenset({"inferred"})
+"""The edges ``min_confidence`` applies to: those inferred from names and schemas, where it was chosen.
+Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
+their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
+0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
+still weighs its dependency."""
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
+
+
+Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyEdge, float]]]
+"""``(tool, its edges, its weight) → the edges to walk, each with the weight of its dependency``."""
+
+
+@dataclass(frozen=True)
+class WalkPolicy:
+    """How the walk weighs dependencies. Not settings: the defaults are the gateway's, chosen
+    leave-one-dataset-out (bench/RESULTS.md, "A walk that only helps"; ``bench/walk_lab.py``)."""
+
+    confidence_power: float = 1.0
+    """A dependency weighs its parent's weight × the edge's confidence ** this (0: as much as its parent,
+    i.e. right after it)."""
+    alternatives_power: float = 1.0
+    """A producer among ``n`` of one parameter (same parameter and edge kind) weighs ``1 / n ** this``:
+    a value many tools can give is rarely needed from one of them in particular."""
+    min_weight: float = 0.4
+    """A dependency weighing less is not walked."""
+    min_confidence: float = 0.9
+    """A dependency reached through inferred edges whose confidences multiply to less is not walked
+    (``_CUT_ORIGINS``)."""
+    skip_fed: bool = True
+    """No other producer is walked for a parameter that a tool already listed gives."""
+
+    def _chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        """The edges a turn's walk follows out of each tool (the lab's variants override this)."""
+        return _Chooser(self, seen, relevance)
+
+    @classmethod
+    def everything(cls) -> WalkPolicy:
+        """The paper's walk: every edge, each dependency right after the tool that needs it."""
+        return cls(
+            confidence_power=0.0, alternatives_power=0.0, min_weight=0.0, min_confidence=0.0, skip_fed=False
+        )
 
 
 def expand_with_dependencies(
@@ -51,97 +90,66 @@ def expand_with_dependencies(
     d_limit: int = 0,
     edge_kinds: Sequence[EdgeKind] | None = None,
     keep: Callable[[str], bool] | None = None,
-    order: WalkOrder = "dfs",
     relevance: Mapping[str, float] | None = None,
-    dependency_share: float = 1.0,
-    walk_gate: float = 0.0,
-    hold_hits: float | None = None,
+    policy: WalkPolicy | None = None,
 ) -> list[RankedTool]:
-    """Rank ``hits[:top_k]`` each followed by its dependency walk; fill up with later hits.
+    """``hits[:top_k]`` with the dependencies ``policy`` walks from them, and the later hits, ranked by
+    weight (ties in the paper's order: a hit, then its walk), cut to ``final_k``.
 
     ``keep`` filters tools that must not be returned (e.g. of an unreachable upstream): they are
-    neither listed nor walked through. ``order`` is ``dfs`` (the paper's) or ``weighted``;
-    ``dependency_share``, ``walk_gate`` and ``hold_hits`` as in the module's docstring (1, 0 and None:
-    the paper's walk);
-    ``relevance`` is each hit's weight in [0, 1] (default: ``turn_relevance(hits)``).
+    neither listed nor walked through. ``relevance`` is each candidate's relevance within the turn
+    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1.
     """
+    policy = policy or WalkPolicy()
+    relevance = relevance or {}
     out: list[RankedTool] = []
     weights: list[float] = []
     seen: set[str] = set()
-    relevance = relevance or turn_relevance(hits)
-    reorder = order == "weighted" or dependency_share < 1.0
-    # a reordering or a held hit may move tools down, so it needs the whole walk before cutting
-    whole = reorder or hold_hits is not None
-    limit = len(hits) + final_k * (top_k + 1) if whole else final_k
-
-    def emit(tool: RankedTool, weight: float) -> None:
-        seen.add(tool.tool_id)
-        out.append(tool)
-        weights.append(weight)
+    choose = policy._chooser(seen, relevance)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
-            emit(
-                RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score),
-                relevance.get(hit.tool_id, 0.0),
-            )
+            seen.add(hit.tool_id)
+            out.append(RankedTool(hit.tool_id, len(out) + 1, "first_pass", hit.score))
+            weights.append(relevance.get(hit.tool_id, 1.0))
 
-    for n, hit in enumerate(hits[:top_k]):
-        if len(out) >= limit:
-            break
+    for hit in hits[:top_k]:
         emit_hit(hit)
-        own = relevance.get(hit.tool_id, 0.0)
-        if n > 0 and own < walk_gate:
-            continue
-        path_weight = {hit.tool_id: own}
-        for edge, depth in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
-            if order == "weighted":
-                weight = path_weight.get(edge.tool, 0.0) * edge.confidence
-                path_weight[edge.depends_on] = weight
-            else:
-                # a dependency that is itself a strong search hit keeps its own place
-                weight = max(own * dependency_share, relevance.get(edge.depends_on, 0.0))
-            emit(
-                RankedTool(
-                    edge.depends_on,
-                    len(out) + 1,
-                    "dependency",
-                    edge.confidence,
-                    via=edge.tool,
-                    edge_kind=edge.kind,
-                    parameter_name=edge.parameter_name,
-                    depth=depth,
-                ),
-                weight,
-            )
+        root = relevance.get(hit.tool_id, 1.0)
+        for edge, depth, weight in _walk(
+            hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep, root, choose
+        ):
+            seen.add(edge.depends_on)
+            # a dependency that is itself a strong search hit keeps its own place
+            weights.append(max(weight, relevance.get(edge.depends_on, 0.0)))
+            out.append(dependency_entry(edge, len(out) + 1, depth))
+    # a later hit may outweigh a dependency listed before it; it can enter the first final_k only while
+    # fewer than final_k tools weigh at least as much (hits come best first: none after it can either)
+    placed = sorted(weights)
     for hit in hits[top_k:]:
-        if len(out) >= limit:
+        if hit.tool_id in seen:
+            continue
+        above = len(placed) - bisect_left(placed, relevance.get(hit.tool_id, 1.0))
+        if above >= final_k:
             break
         emit_hit(hit)
-    if reorder:
-        ranked = sorted(range(len(out)), key=lambda n: (-weights[n], n))
-        out = [out[n] for n in ranked]
-    if hold_hits is not None:
-        out = _hold(out, [h.tool_id for h in hits if relevance.get(h.tool_id, 0.0) >= hold_hits], final_k)
-    if whole:
-        return [replace(tool, rank=rank) for rank, tool in enumerate(out[:final_k], 1)]
-    return out[:final_k]
+        insort(placed, weights[-1])
+    order = sorted(range(len(out)), key=lambda n: (-weights[n], n))[:final_k]
+    return [out[n] if out[n].rank == rank else replace(out[n], rank=rank) for rank, n in enumerate(order, 1)]
 
 
-def _hold(ranked: list[RankedTool], held: Sequence[str], final_k: int) -> list[RankedTool]:
-    """The first ``final_k`` of ``ranked`` with every held tool in it (the first ``final_k`` held ones
-    at most): each held tool cut off takes the place of the last-placed tool that is not held. The order
-    stays that of ``ranked``."""
-    must = set(held[:final_k])
-    chosen = ranked[:final_k]
-    missing = [t for t in ranked[final_k:] if t.tool_id in must]
-    for tool in missing:
-        drop = next((n for n in range(len(chosen) - 1, -1, -1) if chosen[n].tool_id not in must), None)
-        if drop is None:
-            break
-        del chosen[drop]
-        chosen.append(tool)
-    return chosen
+def dependency_entry(edge: DependencyEdge, rank: int, depth: int) -> RankedTool:
+    """The list entry of a tool the walk reached along ``edge``, ``depth`` hops from its search hit."""
+    return RankedTool(
+        edge.depends_on,
+        rank,
+        "dependency",
+        edge.confidence,
+        via=edge.tool,
+        edge_kind=edge.kind,
+        parameter_name=edge.parameter_name,
+        depth=depth,
+    )
 
 
 def _walk(
@@ -151,21 +159,70 @@ def _walk(
     kinds: Sequence[EdgeKind] | None,
     seen: set[str],
     keep: Callable[[str], bool] | None,
-) -> Iterator[tuple[DependencyEdge, int]]:
-    """Pre-order DFS without recursion (a 10k-tool chain must not hit Python's recursion limit).
+    weight: float = 1.0,
+    choose: Choice | None = None,
+) -> Iterator[tuple[DependencyEdge, int, float]]:
+    """Pre-order DFS without recursion (a 10k-tool chain must not hit Python's recursion limit), over
+    the edges ``choose`` keeps at each tool (all of them, at the root's weight, without it).
 
     ``seen`` is shared with the caller and updated by it as edges are yielded.
     """
-    stack: list[tuple[Iterator[DependencyEdge], int]] = [(iter(dependencies(root, kinds)), 1)]
+
+    def out_of(tool: str, w: float) -> Iterator[tuple[DependencyEdge, float]]:
+        edges = dependencies(tool, kinds)
+        return iter(choose(tool, edges, w) if choose is not None else [(e, w) for e in edges])
+
+    stack: list[tuple[Iterator[tuple[DependencyEdge, float]], int]] = [(out_of(root, weight), 1)]
     while stack:
         edges, depth = stack[-1]
-        edge = next(edges, None)
-        if edge is None:
+        step = next(edges, None)
+        if step is None:
             stack.pop()
             continue
+        edge, w = step
         target = edge.depends_on
         if target in seen or target == root or (keep is not None and not keep(target)):
             continue
-        yield edge, depth
+        yield edge, depth, w
         if d_limit == 0 or depth < d_limit:
-            stack.append((iter(dependencies(target, kinds)), depth + 1))
+            stack.append((out_of(target, w), depth + 1))
+
+
+class _Chooser:
+    """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
+
+    def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
+        self.policy, self.seen, self.relevance = policy, seen, relevance
+        self.path_confidence: dict[str, float] = {}
+        """Tool → the product of the confidences of the edges the walk reached it by."""
+
+    def __call__(
+        self, tool: str, edges: Sequence[DependencyEdge], weight: float
+    ) -> list[tuple[DependencyEdge, float]]:
+        if not edges:
+            return []
+        policy = self.policy
+        # (parameter, kind) -> its producers: alternatives for one value. A direct and an indirect
+        # dependency of one parameter play different parts (where the value comes from; what converts
+        # or checks it), so they are no alternatives. An edge without a parameter stands alone.
+        groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
+        for n, edge in enumerate(edges):
+            key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
+            groups.setdefault(key, []).append(edge)
+        share: dict[int, float] = {}
+        for members in groups.values():
+            if policy.skip_fed and len(members) > 1 and any(e.depends_on in self.seen for e in members):
+                continue  # a producer of this parameter is already listed: it needs no other
+            for e in members:
+                share[id(e)] = len(members) ** -policy.alternatives_power
+        sure = self.path_confidence.get(tool, 1.0)
+        out = []
+        for edge in edges:
+            if id(edge) not in share:
+                continue
+            w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
+            path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
+            if w >= policy.min_weight and path >= policy.min_confidence:
+                out.append((edge, w))
+                self.path_confidence.setdefault(edge.depends_on, path)
+        return out
