@@ -46,7 +46,7 @@ from ports import free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[1]
 NPM_DIR = REPO / "bench" / "out" / "npm"
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.330"
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
 SERVER = "toolweave"
 TIME_TOOL = "time__get_current_time"

@@ -110,9 +110,37 @@ def mismatched_registry(tmp_path: Path) -> Path:
     return registry
 
 
-def test_handshake_and_first_list_are_answered_before_the_sdk_is_imported(tmp_path: Path) -> None:
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+FIRST_CONTACT = {
+    # what a handshake-era client sends first, and what Claude Code 2.1 (2026-07-28 era) sends first
+    "handshake": [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ],
+    "2026": [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}},
+        {
+            "jsonrpc": "2.0",
+            "id": "listen:0",
+            "method": "subscriptions/listen",
+            "params": {"_meta": MODERN_META, "notifications": {"toolsListChanged": True}},
+        },
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}},
+    ],
+}
+
+
+@pytest.mark.parametrize("era", sorted(FIRST_CONTACT))
+def test_first_contact_is_answered_before_the_sdk_is_imported(tmp_path: Path, era: str) -> None:
     manifest = tmp_path / "m.yaml"
-    manifest.write_text("publish: {always_load: false}\n")
+    manifest.write_text("servers: {}\n")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
     proc = subprocess.Popen(
@@ -124,27 +152,26 @@ def test_handshake_and_first_list_are_answered_before_the_sdk_is_imported(tmp_pa
     )
     client = RawClient(proc)
     try:
-        hello = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        }
-        client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-        answer = client.receive()
-        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2025-06-18"
-        assert answer["result"]["capabilities"] == {"tools": {"listChanged": True}}
-        client.send(
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        )
-        listed = client.receive()["result"]["tools"]
-        assert [t["name"] for t in listed] == ["find_tools", "call_tool"]
-        assert all("_meta" not in t for t in listed)  # the manifest's settings were applied
+        messages = FIRST_CONTACT[era]
+        client.send(*messages)
+        answers = [client.receive() for _ in range(sum("id" in m for m in messages))]
+        by_id = {a.get("id", a.get("method")): a for a in answers}
+        if era == "handshake":
+            assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
+            assert by_id[3]["result"] == {}
+        else:
+            assert by_id[1]["result"]["supportedVersions"] == ["2026-07-28"]
+            ack = by_id["notifications/subscriptions/acknowledged"]
+            assert ack["params"]["notifications"] == {"toolsListChanged": True}
+        assert by_id[1]["result"]["capabilities"] == {"tools": {"listChanged": True}}
+        assert [t["name"] for t in by_id[2]["result"]["tools"]] == ["find_tools", "call_tool"]
         gate.touch()  # now the SDK loads and takes the session over
-        call = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
-        client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
-        found = client.receive()  # the SDK's own replies to 1 and 2 never reach the client
-        assert found["id"] == 3 and found["result"]["isError"], found
+        call: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
+        if era == "2026":
+            call["_meta"] = MODERN_META
+        client.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
+        found = client.receive()  # the SDK's own replies to what the front answered never reach the client
+        assert found["id"] == 4 and found["result"]["isError"], found
         assert "ModelMismatchError" in found["result"]["content"][0]["text"]
     finally:
         gate.touch()

@@ -57,6 +57,8 @@ def serve_command(
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
         early = _early_front(transport, settings)
+        if early is not None and early.client_left():
+            return  # the manifest is fine and nobody is left to serve: start nothing
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
         from toolweave.server.gateway import Gateway
@@ -74,6 +76,8 @@ def serve_command(
         # The registry opens in the background once the server runs (instant start, docs/gateway.md).
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
+        if early is not None and early.client_left():
+            return  # the client left while the gateway was being built: no upstream was started yet
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
             serve(gateway, cast("Transport", transport), host=host, port=port, early=early)  # checked above
 
@@ -81,7 +85,7 @@ def serve_command(
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     """The front ``toolweave.__main__`` started, told how to answer ``tools/list`` (meta-tools, by the
     settings) until the gateway takes over; None when there is none (in-process runs, other transports)."""
-    from toolweave.server import early, handshake
+    from toolweave.server import early
 
     front = early.claim()
     if front is None:
@@ -89,7 +93,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     if transport != "stdio":  # not reached: __main__ starts a front for stdio only
         front.hand_over()
         return None
-    front.offer_tools_list(handshake.tools_list_result(settings.publish.always_load))
+    front.offer_tools_list(settings.publish.always_load)
     return front
 
 

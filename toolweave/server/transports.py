@@ -28,8 +28,9 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from toolweave.errors import ConfigError, ServerError
+from toolweave.server import handshake
 from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
-from toolweave.server.early import EarlyFront, Handover
+from toolweave.server.early import EarlyFront, Era, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
@@ -186,10 +187,11 @@ async def _serve_stdio(
 
 @asynccontextmanager
 async def _without_early_replies(write: Any, handover: Handover | None) -> AsyncIterator[Any]:
-    """``write``, minus the SDK's replies to requests the early front answered. Each is compared with
-    the answer sent: a ``tools/list`` that changed since (a host's turn was applied) is followed by
-    ``list_changed``, so the client re-lists; any other difference is a bug, logged."""
-    if handover is None or not handover.answered:
+    """``write``, minus the SDK's replies to requests the early front answered and its acknowledgements
+    of listen streams the front acknowledged. Each is compared with what was sent: a ``tools/list``
+    that changed since (a host's turn was applied, the manifest turned ``always_load`` off) is
+    followed by ``list_changed``, so the client re-lists; any other difference is a bug, logged."""
+    if handover is None or not (handover.answered or handover.listens):
         yield write
         return
     import mcp_types as types
@@ -197,26 +199,52 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
     from mcp.shared.message import SessionMessage
 
     pending = dict(handover.answered)
+    listens = dict(handover.listens)
     send, receive = create_context_streams[SessionMessage](0)
+
+    def list_changed() -> list[SessionMessage]:
+        """The notices that reach this client: on the connection (handshake era), or on each listen
+        stream the front opened (2026 era: a notice outside a stream is not heard)."""
+        method = "notifications/tools/list_changed"
+        if handover.era is not Era.MODERN:
+            return [SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", method=method))]
+        return [
+            SessionMessage(
+                types.JSONRPCNotification(
+                    jsonrpc="2.0", method=method, params={"_meta": {handshake.SUBSCRIPTION_ID_META: sid}}
+                )
+            )
+            for sid in handover.listens
+        ]
+
+    def early_part(message: Any) -> list[SessionMessage] | None:
+        """None to pass ``message`` on; else what to write instead (nothing, or list_changed)."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in pending:
+            method, sent = pending.pop(str(message.id))
+            wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+            reply = {key: wire[key] for key in ("result", "error") if key in wire}
+            if reply == sent:
+                return []
+            if method == "tools/list" and "result" in reply:
+                return list_changed()
+            log.error("the early answer to %s differs from the SDK's: %s != %s", method, sent, reply)
+            return []
+        if isinstance(message, types.JSONRPCNotification) and message.method == handshake.LISTEN_ACKNOWLEDGED:
+            params = message.model_dump(by_alias=True, exclude_unset=True).get("params") or {}
+            sid = (params.get("_meta") or {}).get(handshake.SUBSCRIPTION_ID_META)
+            if sid in listens:
+                sent = listens.pop(sid)
+                if params != sent:
+                    log.error("the early listen acknowledgement differs: %s != %s", sent, params)
+                return []
+        return None
 
     async def relay() -> None:
         async with receive:
             async for item in receive:
-                message = item.message
-                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in pending:
-                    method, sent = pending.pop(str(message.id))
-                    wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
-                    if wire.get("result") == sent:
-                        continue
-                    if method != "tools/list" or "result" not in wire:
-                        log.error(
-                            "the early answer to %s differs from the SDK's: %s != %s", method, sent, wire
-                        )
-                        continue
-                    item = SessionMessage(
-                        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
-                    )
-                await write.send(item)
+                instead = early_part(item.message)
+                for message in [item] if instead is None else instead:
+                    await write.send(message)
 
     async def relay_until_closed() -> None:
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the client left
