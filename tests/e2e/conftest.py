@@ -18,11 +18,23 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.busy import cpu_hogs
 from tests.net import free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAMS = REPO / "tests" / "upstreams"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+
+
+@pytest.fixture(params=["as-is", "busy"])
+def machine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test on the machine as it is, then again with every core kept busy (``tests/busy.py``).
+    Ask for it first, so the hogs run before anything the test starts."""
+    if request.param == "as-is":
+        yield "as-is"
+        return
+    with cpu_hogs():
+        yield "busy"
 
 
 class Upstream:

@@ -17,7 +17,14 @@ if TYPE_CHECKING:
     from toolweave.server.early import EarlyFront
     from toolweave.server.transports import Transport
 
-__all__ = ["register"]
+__all__ = ["SIGNAL_EXIT", "STDIO_EXIT", "register"]
+
+STDIO_EXIT = (0.3, 0.7)
+"""Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process
+is gone within 0.7 s (``server/shutdown.py``)."""
+SIGNAL_EXIT = (3.0, 4.5)
+"""After SIGTERM or Ctrl-C (HTTP, SSE): open requests get 1 s, upstreams still running after 3 s are
+stopped, and the process is gone within 4.5 s, however many sessions were open."""
 
 
 def serve_command(
@@ -57,8 +64,10 @@ def serve_command(
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
         early = _early_front(transport, settings)
+        from toolweave.server.shutdown import ExitDeadline, exit_now
+
         if early is not None and early.client_left():
-            return  # the manifest is fine and nobody is left to serve: start nothing
+            exit_now()  # the manifest is fine and nobody is left to serve: start nothing
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
         from toolweave.server.gateway import Gateway
@@ -77,9 +86,18 @@ def serve_command(
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
         if early is not None and early.client_left():
-            return  # the client left while the gateway was being built: no upstream was started yet
+            exit_now()  # the client left while the gateway was being built: no upstream was started yet
+        deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-            serve(gateway, cast("Transport", transport), host=host, port=port, early=early)  # checked above
+            serve(
+                gateway,
+                cast("Transport", transport),  # checked above
+                host=host,
+                port=port,
+                early=early,
+                on_stop=deadline.start,
+            )
+        exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
 
 
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:

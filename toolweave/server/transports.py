@@ -17,8 +17,9 @@ import json
 import logging
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, BinaryIO, Literal
 
 import anyio
@@ -35,7 +36,7 @@ from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
-from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
 from toolweave.server.notify import streamable_http_reach
 from toolweave.settings import SecuritySettings
 
@@ -163,18 +164,37 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
+class _EndNoticed:
+    """A line source that says when its input ended (the client closed stdin: it left)."""
+
+    def __init__(self, lines: LineSource, on_end: Callable[[], None]) -> None:
+        self._lines = lines
+        self._on_end = on_end
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._lines.readline(limit)
+        if not line:
+            self._on_end()
+        return line
+
+
 async def _serve_stdio(
     gateway: Gateway,
     early: EarlyFront | None = None,
     *,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    on_client_left: Callable[[], None] | None = None,
 ) -> None:
-    """Serve one client on the process's stdin/stdout (or the given streams, for tests)."""
+    """Serve one client on the process's stdin/stdout (or the given streams, for tests).
+    ``on_client_left``: called (from a worker thread) when stdin ends."""
     # What the early front already read is read first; its answered requests are replayed under private
     # ids, so the SDK's session state is what it would be had it answered them itself.
     handover = early.hand_over() if early is not None else None
-    lines = handover.reader(stdin or sys.stdin.buffer) if handover is not None else stdin
+    source = stdin or sys.stdin.buffer
+    lines: LineSource = handover.reader(source) if handover is not None else source
+    if on_client_left is not None:
+        lines = _EndNoticed(lines, on_client_left)
     max_bytes = gateway.settings.max_request_bytes
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
     async with (
@@ -256,13 +276,40 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
             yield send
 
 
-async def _serve_uvicorn(app: Starlette, gateway: Gateway, host: str, port: int, path: str) -> None:
+GRACEFUL_SHUTDOWN_S = 1
+"""On SIGTERM or Ctrl-C, how long open requests get before they are cancelled. Each handshake-era
+session holds a GET stream that never ends by itself: without a bound, uvicorn waits for every
+client to hang up before it even stops the upstreams."""
+
+
+async def _serve_uvicorn(
+    app: Starlette,
+    gateway: Gateway,
+    host: str,
+    port: int,
+    path: str,
+    on_stop: Callable[[str], None] | None = None,
+) -> None:
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if on_stop is not None:
+                on_stop(f"signal {sig}")
+            super().handle_exit(sig, frame)
 
     # No access log: its lines are INFO, below the level shown, yet uvicorn formats each one's client
     # address and path before the logger drops it (~2 % of a cached find_tools under load).
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = Server(config)
     log.info("serving MCP on http://%s:%d%s", host, port, path)
     async with frozen_once_started(gateway):  # full GC passes stalled every session (server/heap.py)
         await server.serve()
@@ -275,12 +322,15 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     early: EarlyFront | None = None,
+    on_stop: Callable[[str], None] | None = None,
 ) -> None:
     """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
-    ``early``: the stdio front that answered the handshake so far (``server/early.py``)."""
+    ``early``: the stdio front that answered the handshake so far (``server/early.py``). ``on_stop``:
+    told (from any thread) the moment the way out begins: stdin ended, or a signal came."""
     if transport == "stdio":
         gateway.metrics.serve_port(gateway.settings.security.metrics_port)
-        anyio.run(_serve_stdio, gateway, early)
+        left = None if on_stop is None else partial(on_stop, "the client closed stdin")
+        anyio.run(partial(_serve_stdio, gateway, early, on_client_left=left))
         return
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
@@ -288,7 +338,8 @@ def serve(
     _check_port(host, port)
     app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
     path = "/mcp" if transport == "http" else "/sse"
-    anyio.run(_serve_uvicorn, app, gateway, host, port, path, backend_options=_loop_options())
+    serving = partial(_serve_uvicorn, app, gateway, host, port, path, on_stop)
+    anyio.run(serving, backend_options=_loop_options())
 
 
 def _loop_options() -> dict[str, bool]:
