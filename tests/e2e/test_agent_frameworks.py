@@ -64,13 +64,14 @@ class Script:
 
 def flat(shown: Any) -> str:
     """What the model was shown, as one string: JSON text nested in JSON loses its escapes."""
-    return (shown if isinstance(shown, str) else json.dumps(shown)).replace('\\"', '"')
+    text = shown if isinstance(shown, str) else json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    return text.replace('\\"', '"')
 
 
 def check_run(script: Script, seen: list[str], keeps_first_list: bool) -> None:
     """``seen``: what the model was shown after each of its tool calls, in order."""
     assert script.called[0] == "find_tools"
-    assert f'"name": "{TOOL}"' in seen[0] and '"published": true' in seen[0], seen[0][:2000]
+    assert f'"name":"{TOOL}"' in seen[0] and '"published":true' in seen[0], seen[0][:2000]
     assert script.offered[0][:2] == ["find_tools", "call_tool"], script.offered
     if keeps_first_list:
         # the tool showing up here means the framework now hears list_changed: update docs/clients.md

@@ -87,7 +87,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 
             # the follow-up on B is retrieved with A's turn as context: the time tool ranks higher than
             # for a session without that context
-            follow_up = {"query": "and what about in Paris"}
+            follow_up = {"query": "and what about in Paris", "detail": True}  # every tool, with its score
             carried = doc(await on_b.call_tool("find_tools", follow_up, meta=tab))
             fresh = doc(await on_b.call_tool("find_tools", follow_up, meta={SESSION_META_KEY: "other"}))
             assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")

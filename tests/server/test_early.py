@@ -116,6 +116,8 @@ class Client:
 class Server:
     stdin_fd: int
     stdout_fd: int
+    client_end: IO[bytes]
+    """The client's end of the server's stdin: closing it ends the server's input."""
 
 
 @contextmanager
@@ -124,7 +126,7 @@ def pipe_pair() -> Iterator[tuple[Client, Server]]:
     out_read, out_write = os.pipe()
     client = Client(os.fdopen(in_write, "wb"), os.fdopen(out_read, "rb"))
     try:
-        yield client, Server(in_read, out_write)
+        yield client, Server(in_read, out_write, client.to_server)
     finally:
         client.to_server.close()
         client.from_server.close()
@@ -140,12 +142,25 @@ def pipes() -> Iterator[tuple[Client, Server]]:
 
 @asynccontextmanager
 async def serving(gw: Gateway, server: Server, early: EarlyFront | None) -> AsyncIterator[None]:
-    """``_serve_stdio`` on the server's pipe ends, as ``toolweave serve`` runs it."""
+    """``_serve_stdio`` on the server's pipe ends, as ``toolweave serve`` runs it. On the way out the
+    client closes the server's stdin and the server ends by itself: nothing of it (a reader or writer
+    thread) outlives the test to meet the next test's pipes under the same descriptor numbers."""
     stdin = os.fdopen(server.stdin_fd, "rb", closefd=False)
     stdout = os.fdopen(server.stdout_fd, "wb", closefd=False)
+    ended = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await _serve_stdio(gw, early, stdin=stdin, stdout=stdout)
+        finally:
+            ended.set()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _serve_stdio(gw, early, stdin=stdin, stdout=stdout))
+        tg.start_soon(serve)
         yield
+        server.client_end.close()
+        with anyio.move_on_after(30):
+            await ended.wait()
         tg.cancel_scope.cancel()
 
 

@@ -660,6 +660,8 @@ class Gateway:
             list_changed=changed,
             published=session.published.ids(),
             name_of=self.names.name,
+            detail=arguments.get("detail") is True,
+            listed=session.listed_notices == session.notices,  # its list has the published tools
         )
 
     async def hear_turn(

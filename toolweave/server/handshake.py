@@ -88,6 +88,10 @@ _FIND_TOOLS_SCHEMA: dict[str, Any] = {
             "maximum": MAX_K,
             "description": "How many tools to return at most (default: the gateway's setting).",
         },
+        "detail": {
+            "type": "boolean",
+            "description": "Also give the input schemas of the tools found but not published (default: no).",
+        },
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -112,9 +116,10 @@ _META_TOOLS: tuple[dict[str, Any], ...] = (
         "title": "Find tools",
         "description": (
             "Search all tools available through this gateway for the ones a task needs, plus the tools "
-            "they depend on. Returns each tool's name, description, full input schema and why it was "
-            "chosen; the chosen tools are also added to this session's tool list. Call them directly, "
-            "or through call_tool if your client does not refresh its tool list."
+            "they depend on. The chosen tools are added to this session's tool list and returned with "
+            "their input schemas and why they were chosen; other candidates are named in one line each. "
+            "Call the chosen tools directly, or through call_tool if your client does not refresh its "
+            "tool list."
         ),
         "inputSchema": _FIND_TOOLS_SCHEMA,
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
