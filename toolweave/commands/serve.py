@@ -67,6 +67,7 @@ def serve_command(
         from toolweave.server.shutdown import ExitDeadline, exit_now
 
         if early is not None and early.client_left():
+            early.close_host_socket()
             exit_now()  # the manifest is fine and nobody is left to serve: start nothing
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
@@ -86,6 +87,7 @@ def serve_command(
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
         if early is not None and early.client_left():
+            early.close_host_socket()
             exit_now()  # the client left while the gateway was being built: no upstream was started yet
         deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving

@@ -32,10 +32,13 @@ gateway.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import logging
 import os
 import select
+import socket
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
@@ -124,10 +127,14 @@ class EarlyFront:
         self._pending = b""  # read but not yet handled: a partial line, or everything after the front stopped
         self._era: Era | None = None
         self._version = ""
+        self.host_socket: socket.socket | None = None
+        """The host channel's socket, bound and listening from the start (``server/host.py``)."""
+        self._bound = threading.Event()
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        atexit.register(self.close_host_socket)  # a gateway that never served (a bad manifest)
 
     def offer_tools_list(self, always_load: bool) -> None:
         """From now on answer ``tools/list`` as the loaded settings say (``publish.always_load``)."""
@@ -137,6 +144,16 @@ class EarlyFront:
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
         return self._client_left.is_set()
+
+    def close_host_socket(self) -> None:
+        """Stop listening for host turns and remove the socket (the gateway will not serve)."""
+        self._bound.wait(5)  # the thread binds it first thing
+        listening, self.host_socket = self.host_socket, None
+        if listening is not None:
+            path = listening.getsockname()
+            listening.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def hand_over(self) -> Handover:
         """Stop answering (waits for the thread) and return what the SDK must read first."""
@@ -151,6 +168,14 @@ class EarlyFront:
 
     # -- the thread -----------------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            from toolweave.server.host import listen_now
+
+            self.host_socket = listen_now()
+        except Exception:  # the gateway runs without a host channel then, as host_channel would
+            log.debug("no early host socket", exc_info=True)
+        finally:
+            self._bound.set()
         try:
             self._version = handshake.server_version()
             while self._read_more():

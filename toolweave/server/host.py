@@ -12,6 +12,12 @@ user's gateway. HTTP gateways take the same request at ``POST /toolweave/turn`` 
 Wire format, one JSON object per line each way: ``{"turn": TEXT, "session": KEY?}`` ->
 ``{"ok": true, "sessions": [...]}`` or ``{"ok": false, "error": MESSAGE}``.
 
+A stdio gateway listens from its first moment: the early front (``server/early.py``) binds the socket
+(``listen_now``) while the rest of the gateway is still being imported, and ``host_channel`` serves it
+from there on. A host's turn sent meanwhile waits in the socket's backlog, so handing a prompt over
+never waits for the gateway's start-up, and the turn is applied once the gateway can, whether or not
+the host stayed to hear the answer.
+
 The client half (``find_host_sockets``, ``send_turn``) uses the standard library only: the hook must
 start fast and must never break the user's prompt.
 """
@@ -42,6 +48,7 @@ __all__ = [
     "TURN_PATH",
     "find_host_sockets",
     "host_channel",
+    "listen_now",
     "runtime_dir",
     "send_turn",
     "turn_route",
@@ -130,11 +137,25 @@ def _sockets_of_nearest(chain: list[int]) -> list[Path]:
                 info = path.lstat()
             except OSError:
                 continue
-            if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid:
+            if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid and _gateway_alive(path):
                 found.append(path)
         if found:
             return found
     return []
+
+
+def _gateway_alive(path: Path) -> bool:
+    """Whether the gateway named by a socket (``host-<host>-<gateway>.sock``) still runs: one that was
+    killed leaves its socket behind, and a hook must not wait on it."""
+    try:
+        os.kill(int(path.stem.rsplit("-", 1)[1]), 0)
+    except (ValueError, IndexError):
+        return True  # not a name this module made: let the connection decide
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's (the directory check keeps those out anyway)
+    return True
 
 
 def _parents_of_starting_gateways() -> set[int]:
@@ -169,14 +190,19 @@ def _state_and_parent(pid: int) -> tuple[str | None, int | None]:
         return None, None
 
 
-def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
-    """Hand ``text`` to the gateway listening on ``path`` and return its answer (blocking)."""
+def send_turn(
+    path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0, connect_s: float = 0.0
+) -> dict[str, Any]:
+    """Hand ``text`` to the gateway listening on ``path`` and return its answer (blocking; at most
+    ``timeout_s``, then ``TimeoutError``: the turn was handed over and the gateway applies it anyway).
+    A refused or missing socket is tried again for ``connect_s``."""
     request: dict[str, Any] = {"turn": text}
     if session:
         request["session"] = session
+    deadline = time.monotonic() + timeout_s
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout_s)
-        conn.connect(str(path))
+        _connect(conn, path, min(connect_s, timeout_s))
+        conn.settimeout(max(0.001, deadline - time.monotonic()))
         conn.sendall(json.dumps(request).encode() + b"\n")
         reply = b""
         while not reply.endswith(b"\n"):
@@ -191,6 +217,45 @@ def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: f
     if not isinstance(answer, dict):
         raise ServerError(f"the gateway at {path} answered something that is not a JSON object")
     return answer
+
+
+def _connect(conn: socket.socket, path: Path, retry_s: float) -> None:
+    """Connect, trying a refused or missing socket again for ``retry_s`` (a gateway binding it now)."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            conn.connect(str(path))
+            return
+        except (ConnectionRefusedError, FileNotFoundError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def listen_now(host_pid: int | None = None) -> socket.socket | None:
+    """This process's host socket, bound and listening (standard library, blocking): what the early
+    front does first, so a host can hand its turn over from the gateway's first moment. None when the
+    runtime directory is not usable (the gateway then runs without a host channel)."""
+    directory = runtime_dir(create=True)
+    if directory is None:
+        return None
+    path = _socket_path(directory, host_pid)
+    with suppress(FileNotFoundError):
+        path.unlink()  # left over by a process that had this pid
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listening.bind(str(path))
+        path.chmod(0o600)  # the directory is private already; the socket too
+        listening.listen(64)
+    except OSError as exc:
+        listening.close()
+        log.warning("no host channel at %s: %s", path, exc)
+        return None
+    return listening
+
+
+def _socket_path(directory: Path, host_pid: int | None) -> Path:
+    return directory / f"host-{host_pid or os.getppid()}-{os.getpid()}.sock"
 
 
 async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False) -> dict[str, Any]:
@@ -211,36 +276,35 @@ async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False)
 
 
 @asynccontextmanager
-async def host_channel(gateway: Gateway, host_pid: int | None = None) -> AsyncIterator[Path | None]:
-    """Listen for host turns on this process's socket (see the module docstring) while inside."""
+async def host_channel(
+    gateway: Gateway, host_pid: int | None = None, listening: socket.socket | None = None
+) -> AsyncIterator[Path | None]:
+    """Serve host turns on this process's socket (see the module docstring) while inside: ``listening``
+    when the early front bound it already (turns may be waiting in its backlog), else a new one."""
     import anyio
+    from anyio.abc import SocketListener
 
-    directory = runtime_dir(create=True)
-    if directory is None:
+    if listening is None:
+        listening = listen_now(host_pid)
+    if listening is None:
         yield None
         return
-    path = directory / f"host-{host_pid or os.getppid()}-{os.getpid()}.sock"
-    with suppress(FileNotFoundError):
-        path.unlink()  # left over by a process that had this pid
-    try:
-        listener = await anyio.create_unix_listener(path, mode=0o600)
-    except OSError as exc:
-        log.warning("no host channel at %s: %s", path, exc)
-        yield None
-        return
+    path = Path(listening.getsockname())
+    listener = await SocketListener.from_socket(listening)
 
     async def handle(stream: Any) -> None:
         async with stream:
             try:
-                with anyio.fail_after(60):
+                with anyio.fail_after(60):  # a peer that sends nothing holds no task for long
                     line = await _read_line(stream)
-                    try:
-                        request = json.loads(line)
-                    except json.JSONDecodeError:
-                        answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
-                    else:
-                        answer = await answer_turn(gateway, request, own_host=True)
-                    await stream.send(json.dumps(answer).encode() + b"\n")
+                try:
+                    request = json.loads(line)
+                except json.JSONDecodeError:
+                    answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
+                else:
+                    # not bounded here: the host may have left already, the turn is applied regardless
+                    answer = await answer_turn(gateway, request, own_host=True)
+                await stream.send(json.dumps(answer).encode() + b"\n")
             except Exception:  # a broken client connection: nothing to answer
                 log.debug("host channel connection failed", exc_info=True)
 

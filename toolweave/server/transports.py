@@ -200,7 +200,7 @@ async def _serve_stdio(
     async with (
         bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
         _without_early_replies(write, handover) as write,
-        host_channel(gateway),
+        host_channel(gateway, listening=early.host_socket if early is not None else None),
     ):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
