@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -416,3 +417,29 @@ def test_the_prefixed_reader_reads_the_prefix_then_the_stream(tmp_path: Path) ->
         assert reader.readline(100) == b'{"part"}\n'  # the prefix ended inside this line
         assert reader.readline(100) == b"next\n"
         assert reader.readline(100) == b""
+
+
+def test_the_process_front_binds_the_host_socket_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the process's own front (``early.start``) binds it; it is removed when nothing will serve."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    try:
+        plain = EarlyFront(in_read, out_write)
+        plain.start()
+        front = EarlyFront(in_read, out_write, host_channel=True)
+        front.start()
+        expected = tmp_path / "toolweave" / f"host-{os.getppid()}-{os.getpid()}.sock"
+        deadline = time.monotonic() + 30
+        while front.host_socket is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert front.host_socket is not None and plain.host_socket is None
+        assert Path(front.host_socket.getsockname()) == expected and expected.is_socket()
+        front.close_host_socket()
+        assert not expected.exists()
+    finally:
+        os.close(in_write)
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)

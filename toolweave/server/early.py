@@ -113,7 +113,8 @@ class _PrefixedLines:
 class EarlyFront:
     """Answers the first handshake messages on ``stdin_fd``/``stdout_fd`` from a thread (see above)."""
 
-    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1, *, host_channel: bool = False) -> None:
+        """``host_channel``: also bind this process's host socket (``server/host.py``) at once."""
         self._in = stdin_fd
         self._out = stdout_fd
         self._wake_read, self._wake_write = os.pipe()
@@ -127,14 +128,17 @@ class EarlyFront:
         self._pending = b""  # read but not yet handled: a partial line, or everything after the front stopped
         self._era: Era | None = None
         self._version = ""
+        self._host_channel = host_channel
         self.host_socket: socket.socket | None = None
         """The host channel's socket, bound and listening from the start (``server/host.py``)."""
+        self._host_path: str | None = None
         self._bound = threading.Event()
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
-        atexit.register(self.close_host_socket)  # a gateway that never served (a bad manifest)
+        if self._host_channel:
+            atexit.register(self.close_host_socket)  # a gateway that never served (a bad manifest)
 
     def offer_tools_list(self, always_load: bool) -> None:
         """From now on answer ``tools/list`` as the loaded settings say (``publish.always_load``)."""
@@ -150,10 +154,11 @@ class EarlyFront:
         self._bound.wait(5)  # the thread binds it first thing
         listening, self.host_socket = self.host_socket, None
         if listening is not None:
-            path = listening.getsockname()
             listening.close()
+        if self._host_path is not None:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(self._host_path)
+            self._host_path = None
 
     def hand_over(self) -> Handover:
         """Stop answering (waits for the thread) and return what the SDK must read first."""
@@ -169,9 +174,11 @@ class EarlyFront:
     # -- the thread -----------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            from toolweave.server.host import listen_now
+            if self._host_channel:
+                from toolweave.server.host import listen_now
 
-            self.host_socket = listen_now()
+                self.host_socket = listen_now()
+                self._host_path = self.host_socket.getsockname() if self.host_socket else None
         except Exception:  # the gateway runs without a host channel then, as host_channel would
             log.debug("no early host socket", exc_info=True)
         finally:
@@ -314,7 +321,7 @@ _started: EarlyFront | None = None
 def start() -> EarlyFront:
     """Start the process's early front on stdin/stdout (``toolweave.__main__``, before anything heavy)."""
     global _started
-    _started = EarlyFront()
+    _started = EarlyFront(host_channel=True)
     _started.start()
     return _started
 
