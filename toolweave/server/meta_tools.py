@@ -83,6 +83,7 @@ def find_tools_result(
     name_of: Callable[[str], str] = str,
     detail: bool = False,
     listed: bool = False,
+    note: str | None = None,
 ) -> types.CallToolResult:
     """``find_tools`` answer: the same document as text JSON (for the model) and structured content.
 
@@ -96,6 +97,7 @@ def find_tools_result(
     refresh its list calls them through ``call_tool`` and needs the schema here).
 
     Each tool is named exactly as the tool list names it (``name_of(id)``), so a direct call works.
+    ``note``: what to tell the model instead of the usual note when nothing was found.
     """
     tools: list[dict[str, Any]] = []
     also: dict[str, str] = {}
@@ -132,7 +134,7 @@ def find_tools_result(
     doc["tool_list_changed"] = list_changed
     doc["how_to_call"] = HOW_TO_CALL if also else HOW_TO_CALL_PUBLISHED
     if not found:
-        doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"
+        doc["note"] = note or "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return types.CallToolResult(
         content=[types.TextContent(text=_document_text(doc, fragments))],
         structured_content=doc,

@@ -38,6 +38,7 @@ from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
 from toolweave.server.notify import streamable_http_reach
+from toolweave.server.starting import answer_find_tools_while_starting
 from toolweave.settings import SecuritySettings
 
 __all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
@@ -327,6 +328,7 @@ def serve(
     """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
     ``early``: the stdio front that answered the handshake so far (``server/early.py``). ``on_stop``:
     told (from any thread) the moment the way out begins: stdin ended, or a signal came."""
+    answer_find_tools_while_starting(gateway)  # a client's short request timeout must not meet start-up
     if transport == "stdio":
         gateway.metrics.serve_port(gateway.settings.security.metrics_port)
         left = None if on_stop is None else partial(on_stop, "the client closed stdin")
