@@ -84,6 +84,7 @@ def test_a_client_whose_list_has_the_published_tools_gets_their_names() -> None:
         {"name": CLOCK.id, "why": f"needed by {CONVERT.id} (its time)", "published": True},
     ]
     assert set(doc["also_found"]) == {CREATE.id, LONG.id}
+    assert "in your tool list" in doc["how_to_call"] and "detail=true" in doc["how_to_call"]
 
 
 def test_names_are_the_published_names() -> None:

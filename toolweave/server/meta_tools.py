@@ -94,7 +94,8 @@ def find_tools_result(
     a one-line summary each (``detail=True`` gives every tool whole, as ``tools`` entries with their
     source, rank and exact schema). ``listed``: the client already fetched the list holding the
     published tools, schemas included, so they are named without them (a client that does not
-    refresh its list calls them through ``call_tool`` and needs the schema here).
+    refresh its list calls them through ``call_tool`` and needs the schema here; one that re-lists
+    and keeps its first list anyway, Claude Desktop, is told that ``detail`` gives the schemas).
 
     Each tool is named exactly as the tool list names it (``name_of(id)``), so a direct call works.
     ``note``: what to tell the model instead of the usual note when nothing was found.
@@ -132,7 +133,10 @@ def find_tools_result(
     if also:
         doc["also_found"] = also
     doc["tool_list_changed"] = list_changed
-    doc["how_to_call"] = HOW_TO_CALL if also else HOW_TO_CALL_PUBLISHED
+    if listed and tools and not detail:
+        doc["how_to_call"] = HOW_TO_CALL_LISTED
+    else:
+        doc["how_to_call"] = HOW_TO_CALL if also else HOW_TO_CALL_PUBLISHED
     if not found:
         doc["note"] = note or "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return types.CallToolResult(
@@ -143,6 +147,11 @@ def find_tools_result(
 
 HOW_TO_CALL_PUBLISHED = "call these tools by name, or with call_tool(name, arguments)"
 HOW_TO_CALL = HOW_TO_CALL_PUBLISHED + "; detail=true gives also_found's input schemas"
+HOW_TO_CALL_LISTED = (
+    "these tools are in your tool list, with their input schemas: call them by name (if they are not, "
+    "find_tools(query, detail=true) gives every schema, for call_tool(name, arguments))"
+)
+"""A client that re-listed but keeps its first list (Claude Desktop) is told where the schemas are."""
 SUMMARY_CHARS = 80
 """An unpublished tool's summary: the first line of its description, cut to this length."""
 
