@@ -1,4 +1,4 @@
-"""Fault benchmark (issue 13): memory and time the gateway spends on hostile upstreams and inputs.
+"""Fault benchmark: memory and time the gateway spends on hostile upstreams and inputs.
 
 1. Huge result: ``toolweave serve`` (stdio) in front of ``tests/upstreams/faulty.py`` over stdio and
    over streamable HTTP; a client calls ``huge`` (a 50 MiB text answer). The gateway's peak RSS growth

@@ -1,4 +1,4 @@
-"""Gateway benchmark (issue 3): proxy overhead, find_tools latency, time to the first tools/list.
+"""Gateway benchmark: proxy overhead, find_tools latency, time to the first tools/list.
 
 Everything goes through real processes over stdio, as a desktop client would use the gateway:
 

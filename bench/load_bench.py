@@ -1,4 +1,4 @@
-"""Load benchmark (issue 9): find_tools throughput and latency under many concurrent sessions.
+"""Load benchmark: find_tools throughput and latency under many concurrent sessions.
 
 A real ``toolweave serve --transport http`` process on 127.0.0.1 with the ToolLinkOS catalog (573 tools);
 ``--sessions`` MCP clients (handshake era, so each has its own ``Mcp-Session-Id`` session) each call

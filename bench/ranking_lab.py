@@ -3,8 +3,8 @@
     .venv/bin/python bench/ranking_lab.py record toollinkos api_bank metatool seal_tools
     .venv/bin/python bench/ranking_lab.py run                # every experiment, JSON lines + tables
     .venv/bin/python bench/ranking_lab.py lodo               # fusion candidates, leave-one-dataset-out
-    .venv/bin/python bench/ranking_lab.py walk [--with-test]  # walk orderings (issue 12 item 5)
-    .venv/bin/python bench/ranking_lab.py decompose [--with-test]  # query decomposition (issue 12)
+    .venv/bin/python bench/ranking_lab.py walk [--with-test]  # walk orderings
+    .venv/bin/python bench/ranking_lab.py decompose [--with-test]  # query decomposition
     .venv/bin/python bench/ranking_lab.py decompose --grid weighted   # parts weighted by confidence
     .venv/bin/python bench/ranking_lab.py decompose-lodo --rows bench/out/lab/decompose-weighted-*.json
     .venv/bin/python bench/ranking_lab.py decompose-latency toollinkos --variant "and w>=3 max"
@@ -341,7 +341,7 @@ def lodo(names: list[str]) -> None:
         json.dump(figures, f)
 
 
-# -- walk orderings (issue 12 item 5) -------------------------------------------------------------------
+# -- walk orderings --------------------------------------------------------------------------------------
 
 WalkVariant = tuple[str, dict[str, object], float | None]
 """(label, ``expand_with_dependencies`` keywords, every edge's confidence replaced by this or None)."""
@@ -468,7 +468,7 @@ def _check_walk_replay(
             raise SystemExit(f"walk replay differs from the pipeline on {rec.name}: {text!r}")
 
 
-# -- query decomposition + rank fusion (issue 12, multi-tool requests) ----------------------------------
+# -- query decomposition + rank fusion (multi-tool requests) --------------------------------------------
 
 DECOMPOSE_DESIGN = ("metatool", "queries_multi")
 """The design set of ``decompose``: every other set (and split) confirms."""
@@ -509,7 +509,7 @@ WEIGHTED_DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
         for how, p in (("cosine", 1.0), ("cosine", 2.0), ("cosine", 4.0), ("gap", 1.0), ("gap", 2.0))
     ],
 ]
-"""The second grid (issue 12, branch ``decomp2``): each part's list weighted by its confidence against
+"""The second grid (branch ``decomp2``): each part's list weighted by its confidence against
 the whole query's (``part_weights``), beside the unweighted ``max`` variants it must beat; ``rrf`` and
 ``interleave`` lost everywhere in the first grid and are left out."""
 

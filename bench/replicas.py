@@ -1,4 +1,4 @@
-"""Replicas on one registry (issue 10.3): follower pick-up delay, cost of the idle poll, ingest
+"""Replicas on one registry: follower pick-up delay, cost of the idle poll, ingest
 throughput with one writer vs two writer processes. Local directory and moto's S3 server.
 
     .venv/bin/python bench/replicas.py [--tools 200] [--polls 50]

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 10, item 4): synthetic fleets of 10k, 50k and 100k tools built from the
+"""Scale benchmark: synthetic fleets of 10k, 50k and 100k tools built from the
 datasets' tools; ingest rate, find_tools retrieval p50/p95 (the real pipeline), recall@30 of the ANN
 first pass against exact search, and the process's RSS.
 
@@ -264,13 +264,13 @@ def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = Tru
     present = set(reg.sources())
     cats = [c for c in cats if c.source not in present]
     start_tools = len(reg)
-    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
+    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
     started = time.perf_counter()
     for catalog in cats:
         print(reg.ingest(catalog.source, catalog.tools, catalog.edges), file=sys.stderr, flush=True)
     ingest_s = time.perf_counter() - started
     started = time.perf_counter()
-    index = reg.refresh_vector_index()
+    index = reg.vector_index.refresh()
     index_s = time.perf_counter() - started
     tools = len(reg)
     ingested = tools - start_tools
@@ -397,10 +397,10 @@ def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, An
         embedder = FleetEmbedder(real, dict(zip(documents, vectors, strict=True)))
     reg = Registry.open(work, embedder=embedder, settings=settings)
     out["tools_before"] = len(reg)
-    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
+    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]  # timed apart, below
     out["ingests"] = [_timed_ingest(reg, c) for c in cats]
     started = time.perf_counter()
-    out["vector_index"] = reg.refresh_vector_index()
+    out["vector_index"] = reg.vector_index.refresh()
     out["vector_index_s"] = round(time.perf_counter() - started, 1)
     reg.close()
     shutil.rmtree(work, ignore_errors=True)
@@ -408,16 +408,16 @@ def ingest_new(size: int, mode: str, count: int, embedding: str) -> dict[str, An
 
 
 def _timed_ingest(reg: Any, catalog: Any) -> dict[str, Any]:
-    from toolweave.registry import registry as registry_module
+    from toolweave.registry import ingest as ingest_module
 
     phases = PhaseTimer()
-    phases.wrap(reg, "_embed", "embed")
-    phases.wrap(reg._table, "upsert", "rows")
-    phases.wrap(reg._table, "rebuild_text_index", "full-text index")
-    phases.wrap(reg, "_reload", "snapshot")
-    phases.wrap(registry_module, "propose_by_rules", "rules (beside the full-text index)")
-    phases.wrap(reg, "_infer", "inference")
-    phases.wrap(reg, "_commit", "commit")
+    phases.wrap(reg._ingest, "_embed", "embed")
+    phases.wrap(reg._state.table, "upsert", "rows")
+    phases.wrap(reg._state.table, "rebuild_text_index", "full-text index")
+    phases.wrap(reg._follower, "reload", "snapshot")
+    phases.wrap(ingest_module, "propose_by_rules", "rules (beside the full-text index)")
+    phases.wrap(reg._ingest, "_infer", "inference")
+    phases.wrap(reg._commits, "commit", "commit")
     started, cpu = time.perf_counter(), time.process_time()
     summary = reg.ingest(catalog.source, catalog.tools, catalog.edges)
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
@@ -471,9 +471,9 @@ def measure(
     reg = Registry.open(path, embedder=embedder, settings=settings)
     open_s = time.perf_counter() - started
     started = time.perf_counter()
-    refreshed = reg.refresh_vector_index() if reg.uses_vector_index else "none"  # a lowered threshold
+    refreshed = reg.vector_index.refresh() if reg.vector_index.in_use else "none"  # a lowered threshold
     refresh_s = time.perf_counter() - started
-    state = index_state(reg._table)
+    state = index_state(reg._state.table)
     open_rss = rss_mb()
     qs = bench_queries(n)
     for q in qs[:5]:
@@ -488,10 +488,10 @@ def measure(
     rss_after = rss_mb()
     out: dict[str, Any] = {
         "tools": len(reg),
-        "uses_vector_index": reg.uses_vector_index,
+        "uses_vector_index": reg.vector_index.in_use,
         "index_kind": state.kind,
         "index_rows": [state.indexed, state.unindexed],
-        "refine": reg._snap.ann_refine,
+        "refine": reg._state.snap.ann_refine,
         "ef": settings.vector_index_ef,
         "refine_factor": settings.vector_index_refine,
         "open_s": round(open_s, 1),
@@ -508,14 +508,16 @@ def measure(
         "peak_rss_mb": peak_rss_mb(),
     }
     # exact search needs every vector in memory: after the RSS figures
-    vectors = reg._table.load_vectors()
+    vectors = reg._state.table.load_vectors()
     ids = list(vectors)
     matrix = np.stack([vectors[i] for i in ids])
     recalls = []
     for q in qs:
         qv = embedder.embed_query(q)
         exact = {ids[i] for i in np.argsort(-(matrix @ qv))[:RECALL_K]}
-        found = ann_search(reg._table, qv, RECALL_K, reg._index_params, refine=reg._snap.ann_refine)
+        found = ann_search(
+            reg._state.table, qv, RECALL_K, reg.vector_index.params, refine=reg._state.snap.ann_refine
+        )
         recalls.append(len({i for i, _ in found} & exact) / RECALL_K)
     load.append(os.getloadavg()[0])
     out["ann_recall_at_30"] = round(float(np.mean(recalls)), 4)
@@ -560,7 +562,7 @@ def _stage_timings(reg: Any, embedder: Any, qs: list[str]) -> dict[str, float]:
     for q in qs:
         retrieve_tools(reg, q)
     runs = {  # the embedding last: it empties the query cache the vector pass reads
-        "bm25": lambda q: reg._table.text_search(q, RECALL_K),
+        "bm25": lambda q: reg._state.table.text_search(q, RECALL_K),
         "vector_pass": lambda q: search([(q,)], RECALL_K, scope),
         "after_first_pass": lambda q: retrieve_tools(reg, q),
         "embed": embed,

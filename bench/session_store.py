@@ -1,4 +1,4 @@
-"""Session state in Redis (issue 10.3): find_tools latency with in-process sessions vs sessions in Redis.
+"""Session state in Redis: find_tools latency with in-process sessions vs sessions in Redis.
 
 Real ``toolweave serve --transport http`` processes on 127.0.0.1 over the ToolLinkOS catalog (573 tools),
 a real ``redis-server`` (Debian's) on a free port, 2026-era MCP clients that name their session in

@@ -118,7 +118,7 @@ class SmoothedIndex:
         return SmoothedIndex(self.live, self.ids, matrix, self.base, self.text, self.vectors)
 
     def _rank(self, matrix: np.ndarray, query: np.ndarray, k: int) -> list[Hit]:
-        scores = matrix @ query  # as ``Registry._rank`` (no usage vectors, no excluded source)
+        scores = matrix @ query  # as ``SnapshotSearch._rank`` (no usage vectors, no excluded source)
         k = min(k, len(self.ids))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -132,7 +132,7 @@ class SmoothedIndex:
             raise SystemExit("the lab replays queries without conversation context")
         for q, (vector_hits, text_hits) in zip(todo, self.live.search(todo, k), strict=True):
             self.text[(q, k)] = text_hits
-            if q[0] not in self.vectors:  # normalised again, as ``Registry._search`` composes it
+            if q[0] not in self.vectors:  # normalised again, as ``SnapshotSearch._search`` composes it
                 (v,) = self.live.embedder.embed_queries([q[0]])
                 self.vectors[q[0]] = v / (np.linalg.norm(v) or 1.0)
             vec = self.vectors[q[0]]
@@ -169,7 +169,7 @@ class Fleet:
     index: SmoothedIndex
     names: dict[str, str]
     walk: dict[str, RecordedGraph]
-    """``declared`` / ``inferred`` → the edges grtf walks (as ``Registry.dependencies``)."""
+    """``declared`` / ``inferred`` → the edges grtf walks (as ``SnapshotSearch.dependencies``)."""
     pairs: dict[str, list[tuple[str, str]]]
     """Smoothing graph (``SMOOTHING_GRAPHS``) → ``(tool, depends_on)`` pairs."""
 

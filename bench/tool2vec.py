@@ -166,7 +166,7 @@ METHODS = ("vector", "hybrid", "grtf")
 
 
 def registry_run(name: str, per_tool: int, weights: Sequence[float], test: bool) -> None:
-    """Real registries (LanceDB, fusion in ``Registry._rank``), one per variant, on the dev split;
+    """Real registries (LanceDB, fusion in ``SnapshotSearch._rank``), one per variant, on the dev split;
     ``test``: ToolLinkOS ``test`` split with every ``examples`` query as usage (the few-shot setting)."""
     data = load_dataset(name)
     embedder = CachedEmbedder(name)

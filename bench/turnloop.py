@@ -1,4 +1,4 @@
-"""The turn loop with real clients (issue 8): published names vs the budget, and whether a client that
+"""The turn loop with real clients: published names vs the budget, and whether a client that
 re-lists on list_changed holds the newly found tool when the find_tools result arrives.
 
     .venv/bin/python bench/turnloop.py [--runs N] [--json]

@@ -175,10 +175,65 @@ def test_every_module_declares_an_all_that_exists() -> None:
         assert not missing, f"{rel}.__all__ names what it does not define: {missing}"
 
 
-def test_modules_stay_small() -> None:
-    for path in PACKAGE.rglob("*.py"):
+MODULE_LINES = 600
+FACADE_LINES = {"registry/registry.py": 400, "server/gateway.py": 400}
+"""The doors a newcomer reads first stay thin: their parts hold the work."""
+CLASS_METHODS = 25
+STILL_LARGER = {
+    "adapters/openapi/parser.py": 750,
+}
+"""Modules written before these limits, being split: they may shrink, never grow. Remove an entry once
+its module is within the limit (the test says so)."""
+CLASSES_STILL_LARGER: dict[str, int] = {}
+
+
+def line_limit(rel: str) -> int:
+    return STILL_LARGER.get(rel, FACADE_LINES.get(rel, MODULE_LINES))
+
+
+def class_sizes(path: Path) -> dict[str, int]:
+    """Class name → the functions defined in its body (methods, properties, dunders)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name: sum(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in node.body)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def test_modules_and_classes_stay_small() -> None:
+    problems = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
         lines = path.read_text(encoding="utf-8").count("\n")
-        assert lines <= 1000, f"{path.relative_to(PACKAGE)} has {lines} lines"
+        if lines > line_limit(rel):
+            problems.append(f"{rel} has {lines} lines (at most {line_limit(rel)})")
+        for name, methods in class_sizes(path).items():
+            limit = CLASSES_STILL_LARGER.get(f"{rel}:{name}", CLASS_METHODS)
+            if methods > limit:
+                problems.append(f"{rel}: class {name} has {methods} methods (at most {limit})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_size_exceptions_are_still_needed() -> None:
+    """An exception whose module or class shrank within the limit goes, so the list cannot go stale."""
+    for rel in STILL_LARGER:
+        lines = (PACKAGE / rel).read_text(encoding="utf-8").count("\n")
+        limit = FACADE_LINES.get(rel, MODULE_LINES)
+        assert lines > limit, f"{rel} has {lines} lines now: remove it from STILL_LARGER"
+    for key in CLASSES_STILL_LARGER:
+        rel, name = key.split(":")
+        assert class_sizes(PACKAGE / rel).get(name, 0) > CLASS_METHODS, (
+            f"remove {key} from CLASSES_STILL_LARGER"
+        )
+
+
+def test_the_size_check_counts_what_a_class_defines(tmp_path: Path) -> None:
+    """The negative case: a class over the limit is counted as such, properties and dunders included."""
+    body = "".join(f"    def m{n}(self) -> None: ...\n" for n in range(CLASS_METHODS))
+    sample = tmp_path / "sample.py"
+    sample.write_text(f"class Big:\n    @property\n    def p(self) -> int: ...\n{body}", encoding="utf-8")
+    assert class_sizes(sample) == {"Big": CLASS_METHODS + 1}
 
 
 def test_cli_commands_are_registered_explicitly() -> None:

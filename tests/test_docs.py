@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from toolweave.cli import app
@@ -38,3 +41,33 @@ def test_architecture_page_names_only_paths_that_exist() -> None:
     folders = {p.name for p in (REPO / "toolweave").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     undocumented = sorted(f for f in folders if f"toolweave/{f}/" not in page)
     assert not undocumented, f"docs/architecture.md does not describe: {undocumented}"
+
+
+@pytest.mark.integration
+def test_the_registry_page_lists_every_table_a_registry_holds(tmp_path: Path, shared_embedder: Any) -> None:
+    """Every table a registry writes, found by using one (ingest with edges, overrides, a usage example,
+    source specs, the quarantine, a reindex) and listing its database, is a row of docs/registry.md's
+    table, and every row is a table that exists."""
+    import lancedb
+
+    from tests.registry.demo import EDGES, TOOLS
+    from toolweave.registry import Registry
+    from toolweave.registry.overrides import GraphOverrides
+    from toolweave.registry.quarantine import QuarantineStore
+    from toolweave.registry.sources import SourceSpec
+
+    path = tmp_path / "reg"
+    reg = Registry.open(path, embedder=shared_embedder)
+    reg.ingest("demo", TOOLS, EDGES)
+    reg.set_overrides(GraphOverrides(pin=[EDGES[0]]))
+    reg.set_source_specs([SourceSpec("demo", "mcp", "{}")])
+    assert reg.record_usage(TOOLS[0].id, "what does a share of ACME cost")
+    reg.close()
+    QuarantineStore(path).review("demo", TOOLS)
+    Registry.reindex(path, embedder=shared_embedder)
+    written = {re.sub(r"_g\d+$", "", name) for name in lancedb.connect(str(path)).table_names()}
+
+    page = (REPO / "docs" / "registry.md").read_text(encoding="utf-8")
+    section = page.split("## What a registry holds", 1)[1].split("\n## ", 1)[0]
+    listed = {m.group(1) for m in re.finditer(r"^\| `(\w+)`", section, re.MULTILINE)}
+    assert listed == written, f"docs/registry.md lists {sorted(listed)}; a registry holds {sorted(written)}"

@@ -5,8 +5,9 @@ Each run is a real process running the real CLI, killed with SIGKILL. The proces
 a multiprocessing fork server that has imported toolweave once: a fresh interpreter costs seconds of
 imports per kill point, which would make the loop too slow to run in the default suite.
 Half the kill points are uniform over a whole run, half over its write phase (from the first file the
-run writes to its end), where a crash can do harm. Run apart with ``pytest -m faults``; the number of
-kill points per loop is ``TOOLWEAVE_FAULT_KILLS`` (default 20).
+run writes to its end), where a crash can do harm. The default suite (CI) runs a bounded loop: 4 kill
+points per command, the same kinds of kill point. The long loop runs apart with ``pytest -m kill9``;
+its number of kill points per command is ``TOOLWEAVE_FAULT_KILLS`` (default 20).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ import pytest
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve_tools
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.kill9]
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 KILLS = int(os.environ.get("TOOLWEAVE_FAULT_KILLS", "20"))
+CI_KILLS = 4
+"""Kill points per command in the default suite: two uniform over a run, two in its write phase."""
 N_TOOLS = 100
 QUERIES = ("convert the invoice currency", "schedule a meeting with a customer", "resize an image file")
 _VERBS = ("get", "create", "update", "delete", "list", "search", "convert", "schedule", "resize", "send")
@@ -137,12 +140,13 @@ def kill_loop(
     whole: float,
     writing: float,
     rng: random.Random,
+    kills: int,
 ) -> tuple[State, int]:
-    """``KILLS`` killed runs; after each, the registry opens in an allowed state. Returns the last state
+    """``kills`` killed runs; after each, the registry opens in an allowed state. Returns the last state
     and how many runs had completed their commit when killed (landed on the new state)."""
     state = read_state(runner.registry, embedder)
     committed_new = 0
-    for n in range(KILLS):
+    for n in range(kills):
         from_first_write = n % 2 == 1
         point = rng.uniform(0, writing if from_first_write else whole)
         argv = argv_for(state)
@@ -164,9 +168,25 @@ def kill_loop(
     return state, committed_new
 
 
+@pytest.mark.timeout(600)
+def test_kill_9_during_ingest_and_reindex_never_loses_committed_state_bounded(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default suite's loop (CI): ``CI_KILLS`` kill points per command."""
+    kill_ingest_and_reindex(tmp_path, shared_embedder, monkeypatch, CI_KILLS)
+
+
+@pytest.mark.kill9
 @pytest.mark.timeout(1800)  # ~1 min on a quiet 2-core machine; kill points scale with load
 def test_kill_9_during_ingest_and_reindex_never_loses_committed_state(
     tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The long loop, run apart: ``pytest -m kill9`` (``TOOLWEAVE_FAULT_KILLS`` kill points per command)."""
+    kill_ingest_and_reindex(tmp_path, shared_embedder, monkeypatch, KILLS)
+
+
+def kill_ingest_and_reindex(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch, kills: int
 ) -> None:
     monkeypatch.setenv("PYTHONWARNINGS", "ignore:lancedb fork support:RuntimeWarning")
     # a killed run holds the writer lease until it expires; the next run waits that long to recover
@@ -198,9 +218,10 @@ def test_kill_9_during_ingest_and_reindex_never_loses_committed_state(
         ingest_whole,
         ingest_writing,
         rng,
+        kills,
     )
-    assert runner.killed >= KILLS // 2, (
-        f"only {runner.killed} of {KILLS} ingests were killed before their end"
+    assert runner.killed >= kills // 2, (
+        f"only {runner.killed} of {kills} ingests were killed before their end"
     )
     # whatever the kills left, the next ingest completes it
     runner.run(ingest(cat_a))
@@ -211,6 +232,6 @@ def test_kill_9_during_ingest_and_reindex_never_loses_committed_state(
     reindex_whole = runner.run(reindex)
     assert read_state(registry, shared_embedder) == state_a
     state, _ = kill_loop(
-        runner, lambda s: reindex, lambda s: {s}, shared_embedder, reindex_whole, reindex_writing, rng
+        runner, lambda s: reindex, lambda s: {s}, shared_embedder, reindex_whole, reindex_writing, rng, kills
     )
     assert state == state_a

@@ -71,7 +71,7 @@ def test_full_manifest_loads(tmp_path: Path) -> None:
     # transport inferred from `command`; ./ commands are relative to the manifest, bare ones use PATH
     assert isinstance(local, StdioServer) and local.command == str((tmp_path / "bin/server").resolve())
     assert time.command == "python"
-    assert list(m.enabled_servers()) == ["time", "remote", "local"]
+    assert [b.name for b in m.backends()] == ["time", "remote", "local"]
     assert m.catalogs[0].path == (tmp_path.parent / "datasets/toollinkos").resolve()
     assert m.sources == ["time", "remote", "legacy", "local", "toollinkos"]
     assert m.retrieval.method == "hybrid" and m.retrieval.top_k == 5
@@ -124,6 +124,20 @@ def test_non_secret_sections_are_interpolated_at_load(tmp_path: Path) -> None:
     assert m.registry == (tmp_path / "reg").resolve()
     assert m.retrieval.top_k == 7
     assert m.catalogs[0].path == Path("/data/x")
+
+
+@pytest.mark.parametrize("uri", ["s3://tools/prod", "gs://bucket/registry", "s3://tools/${ENV:-prod}"])
+def test_a_registry_uri_stays_a_uri(tmp_path: Path, uri: str) -> None:
+    """``registry: s3://tools/prod`` names an object store: it must not become the local folder
+    ``<manifest dir>/s3:/tools/prod``; a relative local path still resolves against the manifest."""
+    m = load_manifest(write(tmp_path, f"registry: {uri}\n"), environ={})
+    expected = uri.replace("${ENV:-prod}", "prod")
+    assert m.registry == expected
+    assert Settings().home != expected  # the default is not the URI already
+    assert m.settings_for(Settings()).home == expected
+    local = load_manifest(write(tmp_path, "registry: reg/here\n", "local.yaml"), environ={})
+    assert local.registry == (tmp_path / "reg" / "here").resolve()
+    assert local.settings_for(Settings()).home == (tmp_path / "reg" / "here").resolve()
 
 
 ERROR_CASES = {

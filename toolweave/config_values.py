@@ -16,7 +16,15 @@ from pydantic import ValidationInfo
 
 from toolweave.errors import ConfigError
 
-__all__ = ["base_dir", "interpolate", "interpolate_tree", "local_path", "missing_vars", "resolve_path"]
+__all__ = [
+    "base_dir",
+    "interpolate",
+    "interpolate_tree",
+    "is_uri",
+    "local_path",
+    "missing_vars",
+    "resolve_path",
+]
 
 _VAR = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -72,9 +80,17 @@ def resolve_path(path: Path, info: ValidationInfo) -> Path:
     return path if path.is_absolute() or base is None else (base / path).resolve()
 
 
+_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_uri(value: str) -> bool:
+    """Whether ``value`` is a URI (``s3://bucket/prefix``, ``https://...``), not a file path."""
+    return _URI.match(value) is not None
+
+
 def local_path(value: str, base: Path) -> str:
     """Resolve a relative file path against ``base``; URLs and absolute paths are kept."""
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value):
+    if is_uri(value):
         return value
     path = Path(value).expanduser()
     return str(path if path.is_absolute() else (base / path).resolve())

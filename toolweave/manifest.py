@@ -22,6 +22,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import GenericAlias
 from typing import Any
 
 import yaml
@@ -31,21 +32,14 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
-    model_validator,
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from toolweave.adapters.kinds import BACKEND_KINDS, BackendKind, Configured
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
-from toolweave.adapters.openapi.config import OpenAPISourceConfig
-from toolweave.config_values import (
-    base_dir,
-    interpolate,
-    interpolate_tree,
-    local_path,
-    missing_vars,
-    resolve_path,
-)
+from toolweave.config_values import interpolate, interpolate_tree, is_uri, missing_vars, resolve_path
 from toolweave.errors import ConfigError
 from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
@@ -159,13 +153,17 @@ class _StrictSecurity(SecuritySettings):
 
 
 class Manifest(_Strict):
-    """A validated manifest. Build it with ``load_manifest``; paths are already absolute."""
+    """A validated manifest. Build it with ``load_manifest``; paths are already absolute.
+
+    Besides the fields below, a loaded manifest has one section per kind of backend, named and typed
+    by the kinds' table (``adapters/kinds.py``: ``servers``, ``openapi``); read them with ``backends``.
+    """
 
     source_path: Path | None = Field(None, description="The YAML file this came from (set by the loader).")
-    registry: Path | None = Field(None, description="Registry directory; the CLI's --registry wins.")
-    servers: dict[str, ServerConfig] = Field(default_factory=dict)
-    openapi: dict[str, OpenAPISourceConfig] = Field(
-        default_factory=dict, description="OpenAPI sources by name; `name` comes from the key."
+    registry: Path | str | None = Field(
+        None,
+        description="Registry: a directory (relative to the manifest's folder) or an object-store URI "
+        "such as `s3://bucket/prefix`; the CLI's --registry wins.",
     )
     catalogs: list[CatalogEntry] = Field(default_factory=list)
     retrieval: _StrictRetrieval = Field(default_factory=_StrictRetrieval)
@@ -186,58 +184,40 @@ class Manifest(_Strict):
     def access_policy(self) -> Policy:
         return Policy(identities=self.policy)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _openapi_entries(cls, data: Any, info: ValidationInfo) -> Any:
-        # The key is the source name; spec and Arazzo paths resolve against the manifest's folder.
-        if not isinstance(data, dict) or not isinstance(data.get("openapi"), dict):
-            return data
-        base = base_dir(info)
-        entries = {}
-        for key, entry in data["openapi"].items():
-            if isinstance(entry, dict):
-                entry = {"name": key, **entry}
-                if base is not None:
-                    if isinstance(entry.get("spec"), str):
-                        entry["spec"] = local_path(entry["spec"], base)
-                    if isinstance(entry.get("arazzo"), list):
-                        entry["arazzo"] = [
-                            local_path(a, base) if isinstance(a, str) else a for a in entry["arazzo"]
-                        ]
-            entries[key] = entry
-        return {**data, "openapi": entries}
-
-    @model_validator(mode="after")
-    def _openapi_names(self) -> Manifest:
-        for key, cfg in self.openapi.items():
-            if cfg.name != key:
-                raise ValueError(
-                    f"openapi.{key}.name is {cfg.name!r}; leave it out, the key names the source"
-                )
-        return self
-
     @field_validator("registry")
     @classmethod
-    def _registry(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        return None if v is None else resolve_path(v, info)
+    def _registry(cls, v: Path | str | None, info: ValidationInfo) -> Path | str | None:
+        # An object-store URI stays a string: as a Path, `s3://tools/prod` would become the local
+        # folder `<manifest dir>/s3:/tools/prod`.
+        if v is None or (isinstance(v, str) and is_uri(v)):
+            return v
+        return resolve_path(Path(v), info)
+
+    def section(self, kind: BackendKind[Any]) -> dict[str, Any]:
+        """The entries of ``kind`` by source name (none in a manifest not built by ``load_manifest``)."""
+        # The kinds' sections are fields of the loaded model (_Loaded below), named by the table.
+        entries = getattr(self, kind.section, None)
+        return entries if isinstance(entries, dict) else {}
+
+    def backends(self, *, enabled_only: bool = True) -> list[Configured]:
+        """Every backend entry, of every kind, in the kinds' order (only enabled ones by default)."""
+        return [
+            Configured(name, kind, config)
+            for kind in BACKEND_KINDS
+            for name, config in self.section(kind).items()
+            if not enabled_only or kind.enabled(config)
+        ]
 
     @property
     def sources(self) -> list[str]:
-        """Every source name the manifest defines (servers, OpenAPI specs, catalogs)."""
-        return [*self.servers, *self.openapi, *(c.source for c in self.catalogs)]
-
-    def enabled_servers(self) -> dict[str, StdioServer | HttpServer | SseServer]:
-        return {name: s for name, s in self.servers.items() if s.enabled}
+        """Every source name the manifest defines (backends of every kind, catalogs)."""
+        return [*(b.name for b in self.backends(enabled_only=False)), *(c.source for c in self.catalogs)]
 
     def describe(self) -> str:
         """Human summary for logs: raw values only, so ``${SECRET}`` stays a reference."""
         where = self.source_path or "<memory>"
         lines = [f"manifest {where}"]
-        lines += [
-            f"  server {n}: {s.describe()}{'' if s.enabled else ' (disabled)'}"
-            for n, s in self.servers.items()
-        ]
-        lines += [f"  openapi {n}: {c.spec} base_url={c.base_url}" for n, c in self.openapi.items()]
+        lines += [f"  {b.kind.describe(b.name, b.config)}" for b in self.backends(enabled_only=False)]
         lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
         return "\n".join(lines)
 
@@ -264,8 +244,19 @@ class Manifest(_Strict):
         update: dict[str, Any] = {"retrieval": retrieval, "publish": publish, "security": security}
         home = registry or self.registry
         if home is not None:  # model_copy skips validators: keep a URI a string, make a path a Path
-            update["home"] = home if isinstance(home, Path) or "://" in home else Path(home).expanduser()
+            update["home"] = home if isinstance(home, Path) or is_uri(home) else Path(home).expanduser()
         return settings.model_copy(update=update)
+
+
+_SECTIONS: dict[str, Any] = {
+    kind.section: (
+        GenericAlias(dict, (str, kind.config)),
+        Field(default_factory=dict, description=kind.description),
+    )
+    for kind in BACKEND_KINDS
+}
+_Loaded = create_model("Manifest", __base__=Manifest, **_SECTIONS)
+"""What ``load_manifest`` validates: ``Manifest`` with one section per kind of backend."""
 
 
 # -- helpers over records -----------------------------------------------------------------------------------
@@ -311,9 +302,16 @@ def manifest_edges(manifest: Manifest) -> list[DependencyEdge]:
 
 
 def graph_overrides(manifest: Manifest) -> GraphOverrides:
-    """The manifest's ``dependencies`` as the registry's graph corrections (add / remove / pin)."""
+    """The manifest's ``dependencies`` as the registry's graph corrections (add / remove / pin), each
+    add / pin entry with where it was written (``gw.yaml: dependencies.add[2]``) for problem reports."""
     removals = [EdgeSelector(r.tool, r.depends_on, r.kind, r.parameter) for r in manifest.dependencies.remove]
-    return GraphOverrides.from_edges(manifest_edges(manifest), removals)
+    overrides = GraphOverrides.from_edges(manifest_edges(manifest), removals)
+    file = manifest.source_path or "<memory>"
+    for section, specs in (("add", manifest.dependencies.add), ("pin", manifest.dependencies.pin)):
+        for n, spec in enumerate(specs):  # a pin of the same edge comes last: its entry is named
+            key = (spec.tool, spec.depends_on, spec.resolved_kind, spec.parameter)
+            overrides.where[key] = f"{file}: dependencies.{section}[{n}]"
+    return overrides
 
 
 def filter_removed_edges(manifest: Manifest, edges: Iterable[DependencyEdge]) -> list[DependencyEdge]:
@@ -418,41 +416,31 @@ def _data_path(data: Any, loc: Sequence[str | int]) -> tuple[Path_, list[str | i
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
             cur = cur[part]
             path.append(part)
-        elif isinstance(part, str) and part in {
-            "stdio",
-            "http",
-            "sse",
-            "streamable-http",
-            "streamable_http",
-            "streamableHttp",
-            "function-after",
-            "function-before",
-        }:
+        elif isinstance(part, str) and part in _NOT_DATA_KEYS:
             continue
         else:
             rest.append(part)
     return tuple(path), rest
 
 
-_SERVER_KEYS_HINT = "transport (stdio | http | sse)"
+_NOT_DATA_KEYS = frozenset({"function-after", "function-before"}).union(*(k.tags for k in BACKEND_KINDS))
+"""Parts of pydantic's error locations that name validators or union tags, not keys of the YAML."""
 
 
-def _infer_transports(data: dict[str, Any], comp: _Composer) -> set[str]:
-    """``transport`` may be omitted: ``command`` means stdio, ``url`` means streamable HTTP."""
-    untyped: set[str] = set()
-    servers = data.get("servers")
-    if not isinstance(servers, dict):
-        return untyped
-    for name, entry in servers.items():
-        if isinstance(entry, dict) and "transport" not in entry:
-            if "command" in entry:
-                entry["transport"] = "stdio"
-            elif "url" in entry:
-                entry["transport"] = "http"
-            else:
-                untyped.add(name)
-                comp.add(comp.locate(("servers", name)), ("servers", name), f"needs {_SERVER_KEYS_HINT}")
-    return untyped
+def _prepare_backends(resolved: dict[str, Any], comp: _Composer, base: Path) -> None:
+    """Complete each backend entry as its kind says (``BackendKind.prepare``); an entry that cannot be
+    completed is reported and left out, so that the rest is still validated."""
+    for kind in BACKEND_KINDS:
+        block = resolved.get(kind.section)
+        if kind.prepare is None or not isinstance(block, dict):
+            continue
+        entries = {}
+        for key, entry in block.items():
+            try:
+                entries[key] = kind.prepare(str(key), entry, base) if isinstance(entry, dict) else entry
+            except ValueError as exc:
+                comp.add(comp.locate((kind.section, key)), (kind.section, key), str(exc))
+        resolved[kind.section] = entries
 
 
 def _check_sources(data: dict[str, Any], comp: _Composer) -> None:
@@ -474,7 +462,7 @@ def _check_sources(data: dict[str, Any], comp: _Composer) -> None:
         else:
             seen[name] = path
 
-    for section in ("servers", "openapi"):
+    for section in (kind.section for kind in BACKEND_KINDS):
         block = data.get(section)
         if isinstance(block, dict):
             for name in block:
@@ -511,7 +499,7 @@ MAX_MANIFEST_CHARS = 4 * 1024 * 1024
 
 # Sections that may hold secrets keep their raw text; the adapters interpolate when connecting.
 # (OpenAPI auth names environment variables instead of holding secrets, so it is interpolated here.)
-_RAW_SECTIONS = ("servers",)
+_RAW_SECTIONS = frozenset(kind.section for kind in BACKEND_KINDS if kind.raw)
 
 
 def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Manifest:
@@ -542,21 +530,20 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
     if not isinstance(data, dict):
         raise ConfigError(f"{file}:1:1: a manifest must be a mapping (servers:, catalogs:, ...)")
 
-    untyped = _infer_transports(data, comp)
     _check_sources(data, comp)
     missing = _check_variables(data, (), comp, env)
     # Keep validating after the first problems, so one run reports them all: missing variables
-    # become "" and servers without a transport are left out (both already reported).
+    # become "" and entries their kind cannot complete are left out (both already reported).
     env = {**env, **dict.fromkeys(missing, "")} if missing else env
     resolved = {k: v if k in _RAW_SECTIONS else interpolate_tree(v, env, k) for k, v in data.items()}
-    if untyped:
-        resolved["servers"] = {k: v for k, v in resolved["servers"].items() if k not in untyped}
+    base = path.resolve().parent
+    _prepare_backends(resolved, comp, base)
     if "source_path" in resolved:
         del resolved["source_path"]
         comp.add(comp.locate(("source_path",)), ("source_path",), "is set by the loader, not in the file")
     try:
-        manifest = Manifest.model_validate(
-            {**resolved, "source_path": path.resolve()}, context={"base_dir": path.resolve().parent}
+        manifest = _Loaded.model_validate(
+            {**resolved, "source_path": path.resolve()}, context={"base_dir": base}
         )
     except ValidationError as exc:
         for err in exc.errors():
@@ -574,9 +561,10 @@ def _message(err: Any, rest: list[str | int]) -> str:
         return "unknown key (typo?)"
     if kind == "missing":
         return "required field is missing"
-    if kind == "union_tag_invalid":
-        tag = err.get("ctx", {}).get("tag")
-        return f"unknown transport {tag!r}; expected stdio, http or sse"
+    if kind == "union_tag_invalid":  # a config that is a union of models, told apart by one field
+        ctx = err.get("ctx", {})
+        field = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"unknown {field} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
     msg = str(err["msg"])
     return msg.removeprefix("Value error, ")
 

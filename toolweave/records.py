@@ -150,11 +150,6 @@ class ToolRecord(BaseModel):
         """The backend says the tool may destroy data (``destructiveHint: true``, stated explicitly)."""
         return self.annotations.get("destructive_hint") is True
 
-    @property
-    def parameter_names(self) -> list[str]:
-        props = self.input_schema.get("properties")
-        return list(props) if isinstance(props, dict) else []
-
 
 class DependencyEdge(BaseModel):
     """``tool`` depends on ``depends_on``: retrieval that picks ``tool`` should bring ``depends_on`` too."""

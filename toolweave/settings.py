@@ -232,6 +232,14 @@ class Settings(BaseSettings):
         "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
     )
     usage_cap: int = Field(32, ge=1, description="Usage examples kept per tool (newest first, one per text).")
+    usage_flush_s: float = Field(
+        60.0,
+        gt=0,
+        description="How often the usage examples recorded from calls are written to the registry, all in "
+        "one commit (also when 10,000 are buffered, and at shutdown). A call only buffers its example: "
+        "nothing on the call path writes the registry, and other replicas reload once per flush, not per "
+        "call. A crash loses at most the examples of one interval.",
+    )
     vector_index_threshold: int = Field(
         20_000,
         ge=1,

@@ -15,6 +15,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 
+from tests.registry.demo import stored_examples
+
 from .conftest import TOOLWEAVE, Upstream, gateway_env, start_http_gateway, stop, write_manifest
 from .watch import ListChanged, names, watching
 
@@ -61,10 +63,10 @@ async def scenario(client: Client, watch: ListChanged) -> None:
     assert "dyn__big" not in listed
     assert text(unpublished) == "xxxxx"
 
-    before = await watch.settle()
+    before = await watch.flushed(client)
     again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
     assert doc(again)["tool_list_changed"] is False
-    assert await watch.settle() == before
+    assert await watch.flushed(client) == before
     assert names(await client.list_tools(cache_mode="bypass")) == listed
 
     bad = await client.call_tool("time__get_current_time", {"timezone": 5})
@@ -135,6 +137,11 @@ async def test_streamable_http(mode: str, upstream: Upstream, registry_copy: Pat
         assert gateway.proc.poll() is None
     finally:
         stop(gateway.proc)
+    # the successful call's request was buffered as a usage example (usage_flush_s is a minute): the
+    # graceful shutdown (SIGTERM) wrote it
+    assert stored_examples(registry_copy, "time__get_current_time")[:1] == ["what time is it in Tokyo"], (
+        gateway.logs()[-3000:]
+    )
 
 
 async def upstream_killed_and_restarted(client: Client, upstream: Upstream) -> None:

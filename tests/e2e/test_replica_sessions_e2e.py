@@ -1,5 +1,5 @@
 """Two `toolweave serve --transport http` replicas on one registry share 2026-era sessions through a real
-redis-server (issue 10.3): a set published through one is listed by the other, context included."""
+redis-server: a set published through one is listed by the other, context included."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def rows_per_tool(s3: dict[str, str]) -> Counter[str]:
     import lancedb
 
     registry = open_registry(s3)
-    name = registry._db.head.tools_table
+    name = registry._state.db.head.tools_table
     table = lancedb.connect(REGISTRY, storage_options=s3).open_table(name)
     return Counter(table.to_arrow().column("id").to_pylist())
 

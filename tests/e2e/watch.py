@@ -35,9 +35,12 @@ class ListChanged:
             await self._event.wait()
         self._event = anyio.Event()
 
-    async def settle(self, seconds: float = 0.3) -> int:
-        """Give in-flight notifications a moment to land, then return the count."""
-        await anyio.sleep(seconds)
+    async def flushed(self, client: Client) -> int:
+        """The count once every notice the server sent before now was handled: the server's answer to a
+        request sent now travels behind them, and the handlers they started have run once every task
+        waits. The request is a ``tools/list`` (``ping`` is not in the 2026 era)."""
+        await client.list_tools(cache_mode="bypass")
+        await anyio.wait_all_tasks_blocked()
         return self.count
 
 

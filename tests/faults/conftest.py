@@ -114,7 +114,7 @@ async def gateway_link(registry: Registry, upstream: Upstream, **backend_options
 
     async def on_status(name: str, available: bool) -> None:
         statuses.append(available)
-        await gateway.backend_status(name, available)
+        await gateway.sources.backend_status(name, available)
 
     backend.on_status = on_status
     async with Client(gateway.server, mode="legacy") as client:

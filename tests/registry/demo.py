@@ -8,8 +8,9 @@ from typing import Any
 from tests.edges import edge
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
+from toolweave.registry.database import RegistryDatabase, RegistryLocation
 
-__all__ = ["BANK", "EDGES", "TOOLS", "demo_registry", "tool"]
+__all__ = ["BANK", "EDGES", "TOOLS", "committed_generation", "demo_registry", "stored_examples", "tool"]
 
 
 def tool(name: str, description: str, source: str = "demo", **fields: Any) -> ToolRecord:
@@ -54,3 +55,15 @@ def demo_registry(path: Path, embedder: Embedder, tools: list[ToolRecord] = TOOL
     registry = Registry.open(path, embedder=embedder)
     registry.ingest("demo", tools, EDGES)
     return registry
+
+
+def stored_examples(location: RegistryLocation, tool_id: str) -> list[str]:
+    """The usage examples of ``tool_id`` that the registry at ``location`` has committed, newest first:
+    read from its usage table at the committed version, as any other process would read them."""
+    database = RegistryDatabase.open(location)
+    return [e.query for e in database.usage_table().load_all().get(tool_id, [])]
+
+
+def committed_generation(location: RegistryLocation) -> int:
+    """The generation the commit record of the registry at ``location`` names now (read from storage)."""
+    return RegistryDatabase.open(location).generation()

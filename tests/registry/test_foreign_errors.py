@@ -63,10 +63,10 @@ def test_a_stored_edge_that_does_not_decode_is_a_registry_error(tmp_path: Path) 
     database = RegistryDatabase.open(tmp_path)
     database.create("test-model", 4)
     edge = DependencyEdge(tool="s__a", depends_on="s__b", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)
-    database.save_edges([edge])
-    assert database.load_edges() == [edge]
+    database.side.save_edges([edge])
+    assert database.side.load_edges() == [edge]
     # as another version of toolweave could have written it: a kind this one does not know
     unknown = DependencyEdge.model_construct(**{**edge.model_dump(), "kind": "NEEDS_BADLY"})
-    database.save_edges([unknown])
+    database.side.save_edges([unknown])
     with pytest.raises(RegistryError, match=f"{EDGE_TABLE}: a stored dependency edge does not decode"):
-        database.load_edges()
+        database.side.load_edges()

@@ -14,7 +14,7 @@ from tests.registry.demo import BANK, demo_registry
 from toolweave.errors import RegistryError
 from toolweave.records import DependencyEdge
 from toolweave.registry import Embedder, Registry
-from toolweave.registry import registry as registry_module
+from toolweave.registry import ingest as ingest_module
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,8 @@ class Watched:
         self.rules_saw: list[tuple[bool, bool]] = []  # (embedded, indexed) when the rules ran
         self.fail_index = False
         self.fail_rules = False
-        real_embed, real_index = reg._embed, reg._table.rebuild_text_index
-        real_rules = registry_module.propose_by_rules
+        real_embed, real_index = reg._ingest._embed, reg._state.table.rebuild_text_index
+        real_rules = ingest_module.propose_by_rules
 
         def embed(*args: object, **kwargs: object) -> list[np.ndarray]:
             try:
@@ -61,9 +61,9 @@ class Watched:
                 raise RuntimeError("a rule broke")
             return real_rules(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(reg, "_embed", embed)
-        monkeypatch.setattr(reg._table, "rebuild_text_index", index)
-        monkeypatch.setattr(registry_module, "propose_by_rules", rules)
+        monkeypatch.setattr(reg._ingest, "_embed", embed)
+        monkeypatch.setattr(reg._state.table, "rebuild_text_index", index)
+        monkeypatch.setattr(ingest_module, "propose_by_rules", rules)
 
 
 def test_the_inference_runs_while_the_full_text_index_is_built(

@@ -10,7 +10,7 @@ import lancedb
 import pytest
 
 from tests.edges import edge
-from tests.registry.demo import BANK, EDGES, TOOLS, demo_registry, tool
+from tests.registry.demo import BANK, EDGES, TOOLS, committed_generation, demo_registry, tool
 from toolweave.errors import RegistryError
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import DependencyGraph, Embedder, Registry
@@ -52,24 +52,24 @@ def test_overrides_are_committed_and_hold_for_later_processes(
     )
     reg.set_overrides(overrides)
     again = Registry.open(reg.path, embedder=shared_embedder)
-    assert again.overrides == overrides
+    assert RegistryDatabase.open(again.path).side.load_overrides() == overrides  # what is committed
     assert state(again) == state(reg)
     assert pin in again.edges()
     assert not again.dependencies("demo__get_stock_ticker")
 
 
 def test_an_unchanged_ingest_commits_nothing_and_a_change_commits_once(reg: Registry) -> None:
-    before = reg.generation()
+    before = committed_generation(reg.path)
     reg.ingest("demo", TOOLS, EDGES)
-    assert reg.generation() == before
+    assert committed_generation(reg.path) == before
     reg.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)
-    assert reg.generation() == before + 1
+    assert committed_generation(reg.path) == before + 1
 
 
 def test_writes_no_commit_names_are_rolled_back_at_open(reg: Registry, shared_embedder: Embedder) -> None:
     committed = state(reg)
     # what a process killed after its row write leaves: rows and a new FTS index, no edges, no commit
-    RegistryDatabase.open(reg.path).save_edges([])
+    RegistryDatabase.open(reg.path).side.save_edges([])
     db = lancedb.connect(str(reg.path))
     table = ToolTable(db, "tools", shared_embedder.dim)
     extra = tool("send_email", "Send an email message to an address.")
@@ -93,7 +93,7 @@ def test_a_write_failing_half_way_leaves_the_committed_state(
     def broken(*_args: object, **_kw: object) -> None:
         raise RegistryError("edges: object store unreachable")
 
-    monkeypatch.setattr(reg._db, "save_edges", broken)
+    monkeypatch.setattr(reg._state.db.side, "save_edges", broken)
     changed = [tool("get_weather", "Weather forecast and air quality for a city."), *TOOLS[:3]]
     with pytest.raises(RegistryError, match="unreachable"):
         reg.ingest("demo", changed, EDGES[:1])
@@ -196,11 +196,11 @@ def test_compaction_is_committed_so_reopening_rolls_nothing_back(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr("toolweave.registry.registry._COMPACT_EVERY", 1)
+    monkeypatch.setattr("toolweave.registry.commits._COMPACT_EVERY", 1)
     reg.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)
-    generation = reg.generation()
+    generation = committed_generation(reg.path)
     again = Registry.open(reg.path, embedder=shared_embedder)
-    assert again.generation() == generation
+    assert committed_generation(again.path) == generation
     assert "rolled back" not in caplog.text
     assert state(again) == state(reg)
 

@@ -43,7 +43,7 @@ EDGE = DependencyEdge(
 def committed_ids(path: Path) -> Counter[str]:
     """Tool ids as the committed tool table holds them (duplicates would count twice)."""
     registry = Registry.open(path)
-    table = lancedb.connect(str(path)).open_table(registry._db.head.tools_table)  # type: ignore[union-attr]
+    table = lancedb.connect(str(path)).open_table(registry._state.db.head.tools_table)  # type: ignore[union-attr]
     return Counter(table.to_arrow().column("id").to_pylist())
 
 
@@ -52,7 +52,8 @@ def test_the_lease_admits_one_holder_until_it_is_released_or_expires(tmp_path: P
     first, second = WriterLease(db, ttl_s=5.0), WriterLease(db, ttl_s=5.0)
     assert first.try_acquire()
     assert not second.try_acquire()
-    assert second.held_by_other()
+    holder, expires_at = second.state()  # what the lease row says now
+    assert holder == first.holder and expires_at > time.time()
     with pytest.raises(RegistryBusyError, match="another process"):
         second.acquire(timeout_s=0.1)
     first.release()
@@ -100,16 +101,19 @@ def test_opening_during_another_write_rolls_nothing_back(tmp_path: Path, shared_
     writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     writer.ingest("demo", TOOLS[:1])
     extra = TOOLS[1]
-    with writer._write_lock, writer._writer():  # a write in progress: rows written, nothing committed
+    with (
+        writer._state.write_lock,
+        writer._commits.writer(),
+    ):  # a write in progress: rows written, nothing committed
         vector = shared_embedder.embed_documents([extra.description])[0]
-        writer._table.upsert([StoredTool(extra, extra.content_hash, vector)], [extra.description])
+        writer._state.table.upsert([StoredTool(extra, extra.content_hash, vector)], [extra.description])
         reader = Registry.open(tmp_path / "reg", embedder=shared_embedder)
         assert {t.id for t in reader.tools()} == {TOOLS[0].id}  # the committed state only
-        assert writer._table.count() == 2  # and the writer's rows are still there
+        assert writer._state.table.count() == 2  # and the writer's rows are still there
         with pytest.raises(RegistryBusyError):
-            reader._db.lease.acquire(timeout_s=0.1)
-        writer._reload()
-        writer._commit("ingest demo")
+            reader._state.db.lease.acquire(timeout_s=0.1)
+        writer._follower.reload()
+        writer._commits.commit("ingest demo", graph=True)
     assert reader.refresh()
     assert {t.id for t in reader.tools()} == {t.id for t in TOOLS}
 
@@ -119,15 +123,15 @@ def test_a_dead_writers_leftovers_are_rolled_back_once_its_lease_expires(
 ) -> None:
     writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     writer.ingest("demo", TOOLS[:1])
-    assert writer._db.lease.try_acquire()  # it takes the lease, writes rows, and dies before committing
+    assert writer._state.db.lease.try_acquire()  # it takes the lease, writes rows, and dies before committing
     extra = TOOLS[1]
     vector = shared_embedder.embed_documents([extra.description])[0]
-    writer._table.upsert([StoredTool(extra, extra.content_hash, vector)], [extra.description])
-    lease = writer._db.lease
+    writer._state.table.upsert([StoredTool(extra, extra.content_hash, vector)], [extra.description])
+    lease = writer._state.db.lease
     lease._set(f"holder = '{lease.holder}'", lease.holder, time.time() - 1)  # ... long ago
     survivor = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     assert {t.id for t in survivor.tools()} == {TOOLS[0].id}
-    assert survivor._table.count() == 1  # rolled back, not just hidden
+    assert survivor._state.table.count() == 1  # rolled back, not just hidden
     summary = survivor.ingest("demo", TOOLS)  # re-embedded and committed, never "unchanged"
     assert summary.added == 1
 
@@ -165,13 +169,17 @@ def test_concurrent_writer_processes_leave_one_row_per_tool_and_a_consistent_gra
 def test_a_writer_that_lost_its_lease_cannot_commit(tmp_path: Path, shared_embedder: Embedder) -> None:
     writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     writer.ingest("demo", TOOLS[:1])
-    lease = writer._db.lease
+    lease = writer._state.db.lease
     rival = WriterLease(lancedb.connect(str(tmp_path / "reg")), ttl_s=30)
-    with pytest.raises(RegistryBusyError, match="lease was lost"), writer._write_lock, writer._writer():
+    with (
+        pytest.raises(RegistryBusyError, match="lease was lost"),
+        writer._state.write_lock,
+        writer._commits.writer(),
+    ):
         lease._set(f"holder = '{lease.holder}'", lease.holder, time.time() - 1)  # it overran its TTL
         assert rival.try_acquire()
         writer.add_edges([])  # a nested write: it commits, and must be refused
     rival.release()
     again = Registry.open(tmp_path / "reg", embedder=shared_embedder)
-    assert again._db.head is not None and again._db.head.action != "add edges"
+    assert again._state.db.head is not None and again._state.db.head.action != "add edges"
     assert {t.id for t in again.tools()} == {TOOLS[0].id}

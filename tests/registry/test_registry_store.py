@@ -87,7 +87,7 @@ def test_replace_source_drops_missing_tools_and_their_edges(reg: Registry) -> No
     assert list(reg.graph.edges()) == []
     other = reg.ingest("other", [tool("ping", "Ping a host.", source="other")])
     assert other.added == 1 and reg.sources() == ["demo", "other"]
-    assert reg.delete_source("other") == 1 and reg.sources() == ["demo"]
+    assert reg.ingest("other", []).removed == 1 and reg.sources() == ["demo"]
 
 
 def test_what_retrieval_walks_follows_each_write_to_the_tools_it_touched(reg: Registry) -> None:
@@ -157,11 +157,11 @@ def test_edges_are_inferred_at_ingest_for_sources_that_declare_none(
     inferred = [e for e in reg.graph.edges() if e.origin == "inferred"]
     assert [(e.tool, e.depends_on) for e in inferred] == [("bank__add_alarm", "bank__get_user_token")]
     # a manifest removal keeps that inferred edge out, across re-ingests of changed tools
-    reg.overrides = GraphOverrides(remove=[EdgeSelector("bank__add_alarm", "bank__get_user_token")])
+    reg._state.overrides = GraphOverrides(remove=[EdgeSelector("bank__add_alarm", "bank__get_user_token")])
     reg.ingest("bank", [bank[0], bank[1].model_copy(update={"description": "Set an alarm clock."})])
     assert [e for e in reg.graph.edges() if e.origin == "inferred"] == []
     # without the removal, the same source declaring its own edges: declared ones replace inferred ones
-    reg.overrides = None
+    reg._state.overrides = None
     declared = DependencyEdge(
         tool="bank__add_alarm", depends_on="bank__get_user_token", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
     )
@@ -194,12 +194,12 @@ def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(
 ) -> None:
     """The store's full-text index unreachable (an object store down): searches rank by the vectors
     held in memory, with one warning per outage, and use BM25 again once the index answers."""
-    real = reg._table.text_search
+    real = reg._state.table.text_search
 
     def store_down(*_args: object) -> list[tuple[str, float]]:
         raise RegistryError("tool table: full-text search failed: connection refused")
 
-    monkeypatch.setattr(reg._table, "text_search", store_down)
+    monkeypatch.setattr(reg._state.table, "text_search", store_down)
     for query in ("share price of a stock", "weather forecast"):
         ((vector_hits, text_hits),) = reg.search([(query,)], 3)
         assert vector_hits and text_hits == []
@@ -207,7 +207,7 @@ def test_a_full_text_index_out_of_reach_leaves_vector_search_answering(
     assert ranked[0].tool_id == "demo__get_weather"
     assert caplog.text.count("full-text search failed, vector search only") == 1
 
-    monkeypatch.setattr(reg._table, "text_search", real)
+    monkeypatch.setattr(reg._state.table, "text_search", real)
     ((_, text_hits),) = reg.search([("weather forecast",)], 3)
     assert text_hits[0].tool_id == "demo__get_weather"
     assert "full-text search works again" in caplog.text
@@ -233,10 +233,9 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
     )
     by_output = tool(
         "lookup_nation",
-        "Find a nation by name.",
+        "Find a nation by name; returns a country_code.",
         source="geo",
         input_schema=takes("name"),
-        output_schema=takes("country_code"),
     )
     reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
 
@@ -244,8 +243,8 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
         return [e.depends_on for e in registry.edges() if e.tool == "geo__forecast_weather"]
 
     reg.ingest("geo", [weather, by_name, by_output])
-    assert producers(reg) == ["geo__lookup_nation"]  # an output field says more than a name
-    reg.ingest("geo", [weather, by_name])  # the output-field producer leaves
+    assert producers(reg) == ["geo__lookup_nation"]  # the description saying so says more than a name
+    reg.ingest("geo", [weather, by_name])  # that producer leaves
     assert producers(reg) == ["geo__get_country_code"]
     fresh = Registry.open(tmp_path / "fresh", embedder=shared_embedder)
     fresh.ingest("geo", [weather, by_name])

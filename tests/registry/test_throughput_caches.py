@@ -1,4 +1,4 @@
-"""Throughput (issue 9.5): the single-threaded query model and the per-snapshot full-text answer cache.
+"""Throughput for many sessions: the single-threaded query model and the per-snapshot full-text answer cache.
 
 Both must leave rankings exactly as they were: the query instance gives the document instance's vectors
 bit for bit, and a cached BM25 answer is the one LanceDB gave for the same rows.
@@ -63,7 +63,7 @@ def reg(tmp_path: Path, shared_embedder: Embedder) -> Registry:
 def test_repeated_full_text_queries_are_answered_without_lancedb(
     reg: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    table = reg._table
+    table = reg._state.table
     calls: list[str] = []
     search = table.text_search
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.registry.demo import committed_generation, stored_examples
 from toolweave.errors import RegistryError
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
-from toolweave.registry.usage import UsageExample, fuse_usage, merge_examples
+from toolweave.registry.observations import Observations, UsageCall
+from toolweave.registry.usage import UsageExample, UsageTable, fuse_usage, merge_examples
 from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -72,7 +75,7 @@ def test_declared_examples_become_a_usage_vector_that_lifts_the_tool(
     reg = Registry.open(tmp_path / "usage", embedder=shared_embedder)
     reg.ingest("demo", with_examples)
 
-    assert reg.usage_examples("demo__ledger_post") == list(EXAMPLES)
+    assert stored_examples(reg.path, "demo__ledger_post") == list(EXAMPLES)
     assert rank_of(reg, "demo__ledger_post") == 0
     assert rank_of(plain, "demo__ledger_post") > 0
     # usage vectors off: no fusion (the examples then sit in the document instead)
@@ -89,22 +92,78 @@ def test_recorded_calls_persist_across_reopen_and_respect_cap_and_dedup(
     before = rank_of(reg, "demo__ledger_post")
     assert reg.record_usage("demo__ledger_post", "what is the weather like") is True
     assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
-    assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is False  # already the newest
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is False  # already the newest (buffered)
     assert reg.record_usage("demo__ledger_post", EXAMPLES[1]) is True
     assert reg.record_usage("demo__nope", EXAMPLES[1]) is False
-    assert reg.usage_examples("demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]  # cap 2, newest first
+    assert rank_of(reg, "demo__ledger_post") == before  # buffered: searches see it after the flush
+    assert reg.flush_observations()
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[1]) is False  # already the newest (stored)
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]  # cap 2, newest first
     after = rank_of(reg, "demo__ledger_post")
     assert after == 0 < before
     reg.close()
 
     again = Registry.open(tmp_path / "r", embedder=shared_embedder, settings=settings)
-    assert again.usage_examples("demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]
     assert rank_of(again, "demo__ledger_post") == 0
     # a re-ingest of unchanged tools keeps recorded calls; removing the tool drops them
     again.ingest("demo", TOOLS)
-    assert again.usage_examples("demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]
+    assert stored_examples(again.path, "demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]
     again.ingest("demo", [t for t in TOOLS if t.name != "ledger_post"])
-    assert again.usage_examples("demo__ledger_post") == []
+    assert stored_examples(again.path, "demo__ledger_post") == []
+
+
+@pytest.mark.integration
+def test_a_call_commits_nothing_and_one_flush_commits_every_buffered_call(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg = ingested(tmp_path / "r", shared_embedder)
+    generation = committed_generation(reg.path)
+
+    def no_store(*_: object, **__: object) -> None:
+        raise AssertionError("recording a call touched the store")
+
+    with monkeypatch.context() as patch:  # the call path: neither the usage table nor the commit record
+        patch.setattr(reg._state.usage, "replace", no_store)
+        patch.setattr(reg._state.db, "commit", no_store)
+        patch.setattr(reg._state.db.lease, "acquire", no_store)
+        for n, t in enumerate(TOOLS * 4):
+            assert reg.record_usage(t.id, f"request number {n} for {t.name}") is True
+    assert committed_generation(reg.path) == generation
+    assert stored_examples(reg.path, "demo__ledger_post") == []
+
+    assert reg.flush_observations() is True
+    assert committed_generation(reg.path) == generation + 1  # twenty calls, one commit
+    assert stored_examples(reg.path, "demo__ledger_post") == [
+        f"request number {n} for ledger_post" for n in (15, 10, 5, 0)
+    ]
+    assert reg.flush_observations() is False  # nothing buffered: nothing written
+    assert committed_generation(reg.path) == generation + 1
+
+
+@pytest.mark.integration
+def test_close_writes_what_is_buffered(tmp_path: Path, shared_embedder: Embedder) -> None:
+    reg = ingested(tmp_path / "r", shared_embedder)
+    generation = committed_generation(reg.path)
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[0])
+    reg.close()
+    assert committed_generation(tmp_path / "r") == generation + 1
+    assert stored_examples(tmp_path / "r", "demo__ledger_post") == [EXAMPLES[0]]
+    again = Registry.open(tmp_path / "r", embedder=shared_embedder)
+    assert rank_of(again, "demo__ledger_post") == 0
+
+
+@pytest.mark.integration
+def test_the_flusher_writes_on_its_cadence(tmp_path: Path, shared_embedder: Embedder) -> None:
+    reg = ingested(tmp_path / "r", shared_embedder, settings=Settings(usage_flush_s=0.2))
+    generation = committed_generation(reg.path)
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[0])
+    deadline = time.monotonic() + 60  # a bounded poll: the flush thread writes it, nobody else does
+    while rank_of(reg, "demo__ledger_post") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert rank_of(reg, "demo__ledger_post") == 0  # searches see it once the flush published it
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[0]]
+    assert committed_generation(reg.path) == reg.loaded_generation == generation + 1
+    reg.close()
 
 
 @pytest.mark.integration
@@ -113,17 +172,20 @@ def test_private_tools_and_sources_record_no_usage(tmp_path: Path, shared_embedd
     reg.ingest("demo", [*TOOLS[1:3], tool("ledger_post", "Post a journal entry.", examples=(EXAMPLES[0],))])
     reg.ingest("vault", [tool("read_secret", "Read a secret.", source="vault")])
     assert reg.record_usage("demo__ledger_post", EXAMPLES[1]) is True
+    assert reg.flush_observations()
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]
+    assert reg.record_usage("demo__ledger_post", "buffered, not yet written") is True
 
     reg.set_private(["demo__ledger_post", "vault"])
-    # the recorded call is forgotten, the declared example stays
-    assert reg.usage_examples("demo__ledger_post") == [EXAMPLES[0]]
+    # the recorded call is forgotten (stored and buffered), the declared example stays
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[0]]
     assert reg.record_usage("demo__ledger_post", "another request") is False
     assert reg.record_usage("vault__read_secret", "show me the api key") is False
     assert reg.record_usage("demo__get_weather", "rain in Paris tomorrow?") is True
     reg.close()
-    again = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    assert again.usage_examples("demo__ledger_post") == [EXAMPLES[0]]
-    assert again.usage_examples("vault__read_secret") == []
+    assert stored_examples(tmp_path / "r", "demo__ledger_post") == [EXAMPLES[0]]
+    assert stored_examples(tmp_path / "r", "vault__read_secret") == []
+    assert stored_examples(tmp_path / "r", "demo__get_weather") == ["rain in Paris tomorrow?"]
 
 
 @pytest.mark.integration
@@ -132,8 +194,8 @@ def test_reindex_keeps_recorded_calls(tmp_path: Path, shared_embedder: Embedder)
     reg.record_usage("demo__ledger_post", EXAMPLES[0])
     reg.close()
     Registry.reindex(tmp_path / "r", embedder=shared_embedder)
+    assert stored_examples(tmp_path / "r", "demo__ledger_post") == [EXAMPLES[0]]
     again = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    assert again.usage_examples("demo__ledger_post") == [EXAMPLES[0]]
     assert rank_of(again, "demo__ledger_post") == 0
 
 
@@ -147,22 +209,51 @@ def test_usage_scores_are_put_on_the_text_scale_before_fusing() -> None:
 
 
 @pytest.mark.integration
-def test_a_failed_usage_write_is_logged_and_loses_nothing_else(
+def test_a_failed_flush_keeps_its_batch_and_never_reaches_the_call(
     tmp_path: Path,
     shared_embedder: Embedder,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reg = ingested(tmp_path / "r", shared_embedder)
+    generation = committed_generation(reg.path)
 
     def broken(*_: object) -> None:
         raise RegistryError("usage table: disk full")
 
-    monkeypatch.setattr(reg._usage, "replace", broken)
-    assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is False
-    assert "could not keep a usage example" in caplog.text
-    assert reg.usage_examples("demo__ledger_post") == []
+    with monkeypatch.context() as patch:
+        patch.setattr(UsageTable, "replace", broken)  # every handle: a rollback opens new ones
+        assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
+        assert reg.flush_observations() is False  # failed: logged, not raised
+        assert "could not write 1 observations, kept for the next flush" in caplog.text
+        assert reg.record_usage("demo__ledger_post", EXAMPLES[1]) is True  # the call path never notices
+        assert reg.flush_observations() is False
+    assert committed_generation(reg.path) == generation  # rolled back, nothing committed
+    assert stored_examples(reg.path, "demo__ledger_post") == []
     assert len(reg) == len(TOOLS)
+
+    assert reg.flush_observations() is True  # the store is back: both calls, one commit
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[1], EXAMPLES[0]]
+    assert committed_generation(reg.path) == generation + 1
+
+
+@pytest.mark.integration
+def test_a_flush_that_cannot_commit_keeps_its_batch(
+    tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg = ingested(tmp_path / "r", shared_embedder)
+    real_commit = reg._state.db.commit
+
+    def busy(*_: object, **__: object) -> None:
+        raise RegistryError("another process committed first")
+
+    monkeypatch.setattr(reg._state.db, "commit", busy)
+    assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
+    assert reg.flush_observations() is False
+    assert stored_examples(reg.path, "demo__ledger_post") == []  # the usage rows were rolled back
+    monkeypatch.setattr(reg._state.db, "commit", real_commit)
+    assert reg.flush_observations() is True
+    assert stored_examples(reg.path, "demo__ledger_post") == [EXAMPLES[0]]
 
 
 @pytest.mark.integration
@@ -171,11 +262,62 @@ def test_usage_written_but_never_committed_is_rolled_back_at_open(
 ) -> None:
     reg = ingested(tmp_path / "r", shared_embedder)
     assert reg.record_usage("demo__ledger_post", EXAMPLES[0]) is True
+    assert reg.flush_observations()
     # as a process killed between its usage write and the commit record would leave it
     vector = shared_embedder.embed_query(EXAMPLES[1])
-    reg._usage.replace(
+    reg._state.usage.replace(
         ["demo__ledger_post"], [UsageExample("demo__ledger_post", EXAMPLES[1], "call", 1, vector)]
     )
-    reg.close()
-    again = Registry.open(tmp_path / "r", embedder=shared_embedder)
-    assert again.usage_examples("demo__ledger_post") == [EXAMPLES[0]]
+    assert stored_examples(tmp_path / "r", "demo__ledger_post") == [EXAMPLES[0]]
+
+
+def call(tool_id: str, query: str, at: int) -> UsageCall:
+    return UsageCall(tool_id, query, at)
+
+
+def test_the_buffer_is_bounded_and_asks_for_a_flush_when_full() -> None:
+    full: list[bool] = []
+    buffer = Observations(limit=3)
+    buffer.on_full = lambda: full.append(True)
+    for n in range(5):
+        assert buffer.add_usage(call("t", f"q{n}", n))
+    assert len(buffer) == 3 and buffer.dropped == 2 and full  # the oldest went
+    assert [c.query for c in buffer.take().usage] == ["q2", "q3", "q4"]
+    assert len(buffer) == 0
+
+
+def test_the_buffer_keeps_one_call_per_text_and_skips_a_repeat_of_the_newest() -> None:
+    buffer = Observations()
+    assert buffer.add_usage(call("t", "Rain in Paris?", 1))
+    assert not buffer.add_usage(call("t", "rain  in paris?", 2))  # the same text as the newest
+    assert buffer.add_usage(call("u", "rain in paris?", 3))  # another tool
+    assert buffer.add_usage(call("t", "snow in Oslo?", 4))
+    assert buffer.add_usage(call("t", "rain in Paris?", 5))  # not the newest any more: it moves up
+    assert [(c.tool_id, c.query, c.at_ns) for c in buffer.take().usage] == [
+        ("u", "rain in paris?", 3),
+        ("t", "snow in Oslo?", 4),
+        ("t", "rain in Paris?", 5),
+    ]
+
+
+def test_a_batch_put_back_is_older_than_what_came_since() -> None:
+    buffer = Observations(limit=3)
+    buffer.add_usage(call("t", "a", 1))
+    buffer.add_usage(call("t", "b", 2))
+    batch = buffer.take()
+    buffer.add_usage(call("t", "b", 3))  # the same text again, after the failed flush took it
+    buffer.add_usage(call("u", "c", 4))
+    buffer.put_back(batch)
+    assert [(c.query, c.at_ns) for c in buffer.take().usage] == [("a", 1), ("b", 3), ("c", 4)]
+    buffer.put_back(batch)
+    buffer.add_usage(call("t", "d", 5))
+    buffer.add_usage(call("t", "e", 6))
+    assert [c.query for c in buffer.take().usage] == ["b", "d", "e"]  # the bound holds: the oldest went
+
+
+def test_discard_forgets_the_tools_made_private() -> None:
+    buffer = Observations()
+    buffer.add_usage(call("vault__read", "my secret", 1))
+    buffer.add_usage(call("demo__x", "hello", 2))
+    buffer.discard(lambda tool_id: tool_id.startswith("vault__"))
+    assert [c.tool_id for c in buffer.take().usage] == ["demo__x"]

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import toolweave.registry.registry as registry_module
 import toolweave.registry.vector_index as vector_index_module
+import toolweave.registry.vector_upkeep as upkeep_module
 from toolweave.errors import RegistryError
 from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import SearchScope, ToolRecord, make_tool_id
@@ -86,10 +86,10 @@ def exact(tmp_path: Path) -> Registry:
 def large(tmp_path: Path) -> Registry:
     reg = open_registry(tmp_path / "large", threshold=100)
     # refreshed here, not in the background: a late background refresh would race the tests
-    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]
+    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]
     reg.ingest("a", tools("a", TOOLS // 2))
     reg.ingest("b", tools("b", TOOLS // 2))
-    assert reg.refresh_vector_index() == "built"
+    assert reg.vector_index.refresh() == "built"
     return reg
 
 
@@ -104,8 +104,8 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(vector_index_module, "ann_search", counted)
-    assert large.uses_vector_index and not exact.uses_vector_index
-    assert index_state(large._table).indexed == TOOLS  # the index covers every row
+    assert large.vector_index.in_use and not exact.vector_index.in_use
+    assert index_state(large._state.table).indexed == TOOLS  # the index covers every row
     for query in QUERIES:
         assert vector_ids(large, query) == vector_ids(exact, query)
         assert vector_ids(large, query, exclude=frozenset({"a"})) == vector_ids(
@@ -117,29 +117,29 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
     ((want, _),) = exact.search([(QUERIES[0],)], 5, SearchScope(text=False))
     assert [h.score for h in hits] == pytest.approx([h.score for h in want], abs=1e-4)
     # ... and no vector is held in memory, nor decoded records (decoded on access instead)
-    assert large._snap.matrix.size == 0
-    assert isinstance(large._snap.records, CompactRecords)
+    assert large._state.snap.matrix.size == 0
+    assert isinstance(large._state.snap.records, CompactRecords)
     assert large.get("a__t3") == exact.get("a__t3")
     assert large.tools("b") == exact.tools("b")
     assert large.graph.nx_graph.nodes(data=True) == exact.graph.nx_graph.nodes(data=True)
 
 
 def test_below_the_threshold_nothing_changes(exact: Registry) -> None:
-    assert exact.refresh_vector_index() == "none"
-    assert not index_state(exact._table).exists
-    assert exact._snap.matrix.shape == (TOOLS, DIM)
+    assert exact.vector_index.refresh() == "none"
+    assert not index_state(exact._state.table).exists
+    assert exact._state.snap.matrix.shape == (TOOLS, DIM)
 
 
 def test_a_new_ingest_is_found_before_the_index_is_refreshed(large: Registry) -> None:
     new = ToolRecord(id="c__fresh", source="c", name="fresh", description="freshly added tool")
     large.ingest("c", [new])
-    assert index_state(large._table).unindexed == 1  # the index does not cover it yet...
+    assert index_state(large._state.table).unindexed == 1  # the index does not cover it yet...
     # ... yet it is found: its own document is the closest text to it
     from toolweave.registry.documents import tool_document
 
     assert vector_ids(large, tool_document(new, with_examples=False), k=3)[0] == "c__fresh"
-    assert large.refresh_vector_index() == "merged"
-    assert index_state(large._table).unindexed == 0
+    assert large.vector_index.refresh() == "merged"
+    assert index_state(large._state.table).unindexed == 0
     assert vector_ids(large, tool_document(new, with_examples=False), k=3)[0] == "c__fresh"
 
 
@@ -158,9 +158,9 @@ def test_an_index_build_longer_than_the_lease_ttl_still_commits(
     """A build blocks the lease's renewals (LanceDB runs a process's writes one at a time): the lease
     is extended for it beforehand, so a build that outlasts the TTL is not refused at its commit."""
     reg = open_registry(tmp_path / "reg", threshold=100)
-    monkeypatch.setattr(reg, "_refresh_vector_index_later", lambda: None)
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
     reg.ingest("a", tools("a", 150))
-    lease = reg._db.lease
+    lease = reg._state.db.lease
     monkeypatch.setattr(lease, "ttl_s", 1.0)
     monkeypatch.setattr(lease, "_start_renewing", lambda: None)  # as if every renewal were stuck
     build = vector_index_module.refresh
@@ -170,9 +170,9 @@ def test_an_index_build_longer_than_the_lease_ttl_still_commits(
         time.sleep(1.5)  # past the TTL
         return done
 
-    monkeypatch.setattr(registry_module, "refresh", slow_build)
-    assert reg.refresh_vector_index() == "built"
-    assert reg._db.head is not None and reg._db.head.action == "vector index built"
+    monkeypatch.setattr(upkeep_module, "refresh", slow_build)
+    assert reg.vector_index.refresh() == "built"
+    assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
 
 
 def test_an_index_build_that_is_not_committed_is_rolled_back(
@@ -180,26 +180,30 @@ def test_an_index_build_that_is_not_committed_is_rolled_back(
 ) -> None:
     path = tmp_path / "reg"
     reg = open_registry(path, threshold=100)
-    monkeypatch.setattr(reg, "_refresh_vector_index_later", lambda: None)
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
     reg.ingest("a", tools("a", 150))
-    committed = reg._db.head
+    committed = reg._state.db.head
     assert committed is not None
     expected = {q: vector_ids(reg, q) for q in QUERIES[:5]}
-    real_commit = reg._db.commit
+    real_commit = reg._state.db.commit
 
     def crash(*args: object, action: str = "", **kwargs: object) -> object:
         if action.startswith("vector index"):
             raise RegistryError("simulated crash between the index build and its commit")
         return real_commit(*args, action=action, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(reg._db, "commit", crash)
+    monkeypatch.setattr(reg._state.db, "commit", crash)
     with pytest.raises(RegistryError, match="simulated crash"):
-        reg.refresh_vector_index()
+        reg.vector_index.refresh()
     # in this process: back to the committed rows (restored as a new, committed version), no index
-    head = reg._db.head
+    head = reg._state.db.head
     assert head is not None and head.action == "recover"
-    assert reg._table.version == head.versions[head.tools_table] > committed.versions[committed.tools_table]
-    assert not index_state(reg._table).exists
+    assert (
+        reg._state.table.version
+        == head.versions[head.tools_table]
+        > committed.versions[committed.tools_table]
+    )
+    assert not index_state(reg._state.table).exists
     assert {q: vector_ids(reg, q) for q in QUERIES[:5]} == expected
 
     # a process that died the same way (index written, commit never made): the next open rolls it back
@@ -213,8 +217,8 @@ def test_an_index_build_that_is_not_committed_is_rolled_back(
     )
     monkeypatch.undo()
     again = open_registry(path, threshold=10_000)  # no refresh at open: see the rolled-back state
-    assert again._db.head is not None and again._db.head.action == "recover"
-    assert not index_state(again._table).exists
+    assert again._state.db.head is not None and again._state.db.head.action == "recover"
+    assert not index_state(again._state.table).exists
     assert {q: vector_ids(again, q) for q in QUERIES[:5]} == expected
 
 
@@ -226,11 +230,11 @@ def test_usage_examples_lift_a_tool_through_the_ann_path_as_through_the_matrix(t
         settings = Settings(home=tmp_path / name, vector_index_threshold=threshold, infer_dependencies=False)
         reg = Registry.open(tmp_path / name, embedder=HashEmbedder(), settings=settings)
         reg.ingest("a", tools("a", 150))
-        assert reg.uses_vector_index is (name == "large")
+        assert reg.vector_index.in_use is (name == "large")
         # the tool whose text is farthest from the query: only its usage vector can bring it up
         target = target or vector_ids(reg, query, k=150)[-1]
         assert target not in vector_ids(reg, query, k=30)
-        assert reg.record_usage(target, query)
+        assert reg.record_usage(target, query) and reg.flush_observations()
         tops.append(vector_ids(reg, query, k=5))
         reg.close()
     assert tops[0][0] == tops[1][0] == target
@@ -257,16 +261,16 @@ def test_the_index_is_of_the_configured_kind_and_a_quantised_one_is_refined(
             assert [h.tool_id for h in got] == [h.tool_id for h in hits]
             assert [h.score for h in got] == pytest.approx([h.score for h in hits], abs=1e-5)
 
-    assert index_state(large._table).kind == "hnsw_flat" and not large._snap.ann_refine
+    assert index_state(large._state.table).kind == "hnsw_flat" and not large._state.snap.ann_refine
     same_as_exact(large)
     large.settings = large.settings.model_copy(update={"vector_index_kind": "hnsw_sq"})
-    assert large.refresh_vector_index() == "built"
-    assert index_state(large._table).kind == "hnsw_sq" and large._snap.ann_refine
+    assert large.vector_index.refresh() == "built"
+    assert index_state(large._state.table).kind == "hnsw_sq" and large._state.snap.ann_refine
     same_as_exact(large)
-    assert large.refresh_vector_index() == "current"
+    assert large.vector_index.refresh() == "current"
     # a handle opened on the same registry later reads the kind from the index itself
     reopened = open_registry(large.path, threshold=100)  # type: ignore[arg-type]
-    assert reopened._snap.ann_refine
+    assert reopened._state.snap.ann_refine
     reopened.close()
 
 
@@ -288,9 +292,9 @@ def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: P
     quoted = ToolRecord(id="a__quote", source="a", name="quote", description='"destructive_hint": true')
     settings = Settings(home=tmp_path, vector_index_threshold=100, infer_dependencies=False)
     reg = Registry.open(tmp_path, embedder=HashEmbedder(), settings=settings)
-    reg._refresh_vector_index_later = lambda: None  # type: ignore[method-assign]
+    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]
     reg.ingest("a", [*plain, marked, elsewhere, quoted])
-    records = reg._snap.records
+    records = reg._state.snap.records
     assert isinstance(records, CompactRecords)
     assert reg.is_destructive("a__drop")
     assert not reg.is_destructive("a__doc") and not reg.is_destructive("a__quote")
@@ -315,21 +319,21 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
 
     monkeypatch.setattr(vector_index_module, "ann_search", spy)
     want = {q: vector_ids(exact, q) for q in QUERIES[:6]}
-    rows = large._snap.rows
-    assert rows is not None and rows.version == large._table.version
+    rows = large._state.snap.rows
+    assert rows is not None and rows.version == large._state.table.version
     assert rows.ids_at(np.array([rows.addresses[0], 2**63], dtype=np.uint64)) == [rows.ids[0], None]
     assert {q: vector_ids(large, q) for q in want} == want and all(used)
 
-    large._table.lance.optimize()  # compacts the two ingests' fragments: every row gets a new address
-    moved = large._snap.rows
-    assert moved is not None and moved.version != large._table.version
+    large._state.table.lance.optimize()  # compacts the two ingests' fragments: every row gets a new address
+    moved = large._state.snap.rows
+    assert moved is not None and moved.version != large._state.table.version
     used.clear()
     assert vector_ids(large, QUERIES[0]) == want[QUERIES[0]] and used == [False]
     deadline = time.monotonic() + 60
-    while (large._snap.rows or moved).version != large._table.version:  # the background re-read
+    while (large._state.snap.rows or moved).version != large._state.table.version:  # the background re-read
         assert time.monotonic() < deadline, "the row addresses were never read again"
         time.sleep(0.05)
-    remapped = large._snap.rows
+    remapped = large._state.snap.rows
     assert remapped is not None and set(remapped.addresses.tolist()).isdisjoint(moved.addresses.tolist())
     used.clear()
     assert {q: vector_ids(large, q) for q in want} == want and all(used)
@@ -337,15 +341,15 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
     # an ingest reloads the snapshot without the map (not read on the ingest's path): the first search
     # reads ids from the table and has the map read in the background
     large.ingest("c", tools("c", 3))
-    assert large._snap.rows is None
+    assert large._state.snap.rows is None
     used.clear()
     vector_ids(large, QUERIES[1], k=3)
     assert used == [False]
     deadline = time.monotonic() + 60
-    while large._snap.rows is None or large._snap.rows.version != large._table.version:
+    while large._state.snap.rows is None or large._state.snap.rows.version != large._state.table.version:
         assert time.monotonic() < deadline, "the row addresses were never read after the ingest"
         time.sleep(0.05)
-    assert len(large._snap.rows.ids) == TOOLS + 3
+    assert len(large._state.snap.rows.ids) == TOOLS + 3
 
 
 @pytest.mark.parametrize("size", ["exact", "large"])
@@ -358,7 +362,7 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
     reg: Registry = request.getfixturevalue(size)
     threshold = reg.settings.vector_index_threshold
     follower = open_registry(reg.path, threshold)  # type: ignore[arg-type]
-    follower._index_pool.submit(lambda: None).result()  # its index check at open is over: no race
+    follower.vector_index._pool.submit(lambda: None).result()  # its index check at open is over: no race
     taken: set[str] = set()
     named = []
     for name in ("获取天气", "查询股票", "list_deliveries_for_a_repository_webhook_by_organization_and_date"):
@@ -379,15 +383,15 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
         assert reopened.name_vocabulary() == vocab
         reopened.close()
 
-        def failing_commit(action: str) -> None:
+        def failing_commit(action: str, **_: object) -> None:
             raise RuntimeError("the store went away")
 
-        monkeypatch.setattr(reg, "_commit", failing_commit)
+        monkeypatch.setattr(reg._commits, "commit", failing_commit)
         with pytest.raises(RuntimeError):
-            reg.delete_source("zh")  # reloaded without zh, then rolled back
+            reg.ingest("zh", [])  # reloaded without zh, then rolled back
         assert reg.name_vocabulary() == vocab
         monkeypatch.undo()
-        reg.delete_source("zh")
+        reg.ingest("zh", [])
         assert reg.name_vocabulary() == counted_afresh(reg) == NameVocabulary.of(t.id for t in reg.tools())
         assert follower.refresh() and follower.name_vocabulary() == reg.name_vocabulary()
     finally:

@@ -98,7 +98,7 @@ def test_a_registry_counts_its_names_and_retrieval_reads_them(
         extra = [t.model_copy(update={"source": "extra", "id": f"extra__{t.name}"}) for t in data.tools[:3]]
         reg.ingest("extra", extra, [])
         assert reg.name_vocabulary() == NameVocabulary.of(t.id for t in reg.tools())
-        reg.delete_source("extra")
+        reg.ingest("extra", [])
         assert reg.name_vocabulary() == NameVocabulary.of(f"metatool__{t.name}" for t in data.tools)
 
         def first(name_match: float) -> str:

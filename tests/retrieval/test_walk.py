@@ -76,7 +76,7 @@ def test_final_k_cuts_and_later_hits_fill_without_walk() -> None:
     assert ids(out) == ["price", "ticker", "net", "date", "x", "news"]
 
 
-# -- orderings a doubtful first hit cannot spoil (issue 12 item 5) ----------------------------------------
+# -- orderings a doubtful first hit cannot spoil -----------------------------------------------------------
 
 
 def test_dependency_share_defers_a_hit_s_walk_below_near_tied_hits_only() -> None:

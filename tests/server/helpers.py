@@ -90,6 +90,8 @@ class FakeBackend:
         self.tools = list(tools)
         self.edges = list(edges)
         self.up = True
+        self.last_error: str | None = None
+        self.call_timeout_s: float | None = None  # no budget of its own: the gateway's applies
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.behaviour: str = "answer"  # answer | hang | raise | sample
         self._on_tools: ToolsCallback | None = None

@@ -11,7 +11,9 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
+from tests.registry.demo import stored_examples
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
 
@@ -30,7 +32,7 @@ def make_gateway(registry: Any, *backends: FakeBackend, **publish: Any) -> Gatew
 @asynccontextmanager
 async def connected(gateway: Gateway, mode: str, watch: ListChanged) -> AsyncIterator[Client]:
     async with Client(gateway.server, mode=mode, message_handler=watch.on_message) as client:
-        for backend in gateway.backends.values():
+        for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
         async with watching(client, watch):
@@ -53,7 +55,9 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
     gateway = make_gateway(registry, clock, notes, pinned=("notes__create_note",))
     watch = ListChanged()
     async with connected(gateway, mode, watch) as client:
-        assert client.protocol_version == ("2026-07-28" if mode == "auto" else client.protocol_version)
+        # auto reaches the 2026 era against our server; legacy stays in the handshake era's latest
+        expected = LATEST_MODERN_VERSION if mode == "auto" else LATEST_HANDSHAKE_VERSION
+        assert client.protocol_version == expected
         first = await client.list_tools(cache_mode="bypass")
         assert names(first) == ["find_tools", "call_tool", "notes__create_note"]
 
@@ -79,10 +83,12 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
         assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
 
         # Same query again: same set, no notification.
-        before = await watch.settle()
+        (session,) = list(gateway.sessions)
+        before, sent = await watch.flushed(client), session.notices
         again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
         assert structured(again)["tool_list_changed"] is False
-        assert await watch.settle() == before
+        assert session.notices == sent  # the server sent none (it would have before answering)
+        assert await watch.flushed(client) == before
         assert names(await client.list_tools(cache_mode="bypass")) == listed
 
         # call_tool reaches a tool that is not published.
@@ -130,7 +136,8 @@ async def test_sessions_are_isolated(registry: Any, backends: Any, mode: str) ->
         await a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
         await watch_a.wait()
         assert "clock__get_current_time" in names(await a.list_tools(cache_mode="bypass"))
-        assert await watch_b.settle() == 0
+        assert all(s.notices == 0 for s in gateway.sessions if not s.queries)  # only a searched
+        assert await watch_b.flushed(b) == 0
         assert names(await b.list_tools(cache_mode="bypass")) == ["find_tools", "call_tool"]
 
 
@@ -288,7 +295,7 @@ dependencies:
             ("clock__get_current_time", "manifest", "time")
         ]
         assert registry.find("cities__lookup_city") is not None
-        assert gateway.excluded_sources() == {"old"}  # in the registry, not in this manifest
+        assert gateway.sources.excluded_sources() == {"old"}  # in the registry, not in this manifest
         # A catalog tool is searchable but has no upstream: calling it says so.
         result = await gateway.proxy.call(registry.get("cities__lookup_city"), {})
         assert result.structured_content["error"]["code"] == "no_backend"
@@ -302,12 +309,12 @@ async def test_a_successful_call_keeps_the_turns_request_as_a_usage_example(
     async with connected(gateway, "legacy", ListChanged()) as client:
         await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
         assert not (await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})).is_error
-        assert registry.usage_examples("clock__get_current_time") == ["what time is it in Tokyo"]
-
         await client.call_tool("find_tools", {"query": "note down the milk", "k": 3})
         notes.behaviour = "raise"  # a failed call teaches nothing
         assert (await client.call_tool("notes__create_note", {"title": "milk", "body": "2 l"})).is_error
-        assert registry.usage_examples("notes__create_note") == []
+        assert registry.flush_observations()  # what the flusher does on its cadence
+        assert stored_examples(registry.path, "clock__get_current_time") == ["what time is it in Tokyo"]
+        assert stored_examples(registry.path, "notes__create_note") == []
 
 
 async def test_weak_matches_are_listed_but_not_published(registry: Any, backends: Any) -> None:
@@ -339,16 +346,16 @@ async def test_published_tools_ask_claude_code_not_to_defer_them(
 async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: Any) -> None:
     """Query decomposition costs a split request ~7 ms more CPU. With ``shed_decomposition_at`` searches
     computing, a new one searches the whole query alone; an answer already cached is given as it is."""
-    gateway = make_gateway(registry, *backends)
-    gateway.settings = gateway.settings.model_copy(update={"shed_decomposition_at": 2})
+    settings = make_gateway(registry).settings.model_copy(update={"shed_decomposition_at": 2})
+    gateway = Gateway(registry, list(backends), settings)
     asked: list[str] = []
-    retrieve = gateway._retrieve
+    retrieve = gateway.turns._retrieve
 
     def recording(text: str, params: Any, *args: Any) -> Any:
         asked.append(params.decompose)
         return retrieve(text, params, *args)
 
-    gateway._retrieve = recording  # type: ignore[method-assign]
+    gateway.turns._retrieve = recording  # type: ignore[method-assign]
     split = "What time is it in Tokyo right now? Then write a note to call Kenji tomorrow."
     async with connected(gateway, "legacy", ListChanged()) as client:
 
@@ -357,10 +364,10 @@ async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: An
             return [t["name"] for t in doc["tools"]]
 
         idle = await find(split)
-        gateway._searching = 2  # as if two other searches were computing
+        gateway.turns._searching = 2  # as if two other searches were computing
         assert await find(split) == idle  # the split answer is cached: given as it is
         assert await find("Delete the note about Kenji. Then tell me the time in Lima.")  # searched whole
-        gateway._searching = 0
+        gateway.turns._searching = 0
     assert asked == ["sentences", "off"]
     assert gateway.find_cache.hits == 1
 

@@ -1,4 +1,4 @@
-"""What keeps 50 concurrent HTTP sessions' tail short (issue 9.5): a result is held for a re-list only
+"""What keeps 50 concurrent HTTP sessions' tail short: a result is held for a re-list only
 when the client can hear ``list_changed`` (its GET stream is open), and the started gateway's heap is
 frozen out of the full garbage collections. Real gateway under uvicorn on 127.0.0.1, raw HTTP client."""
 
@@ -159,5 +159,5 @@ async def test_nothing_is_frozen_while_the_gateway_is_starting() -> None:
 
     gc.unfreeze()
     async with frozen_once_started(Starting()):
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()  # the freezer ran as far as it can: to its wait for the start
         assert gc.get_freeze_count() == 0

@@ -30,20 +30,20 @@ async def test_commits_loaded_by_a_write_of_this_replica_are_announced_too(
     other = Registry.open(path, embedder=embedder)
     gateway = Gateway(here, [], Settings(home=path))
     followed = _Followed(here.foreign_loads, here.content_hashes())
-    assert not await poll_once(gateway, followed)  # nothing committed anywhere
+    assert not await poll_once(gateway.sources, followed)  # nothing committed anywhere
 
     here.ingest("mine", [tool("get_weather", "Weather forecast for a city.", "mine")])
-    assert not await poll_once(gateway, followed)  # its own write: announced by the write itself
+    assert not await poll_once(gateway.sources, followed)  # its own write: announced by the write itself
 
     other.ingest("theirs", [tool("get_stock_price", "Share price of a stock.", "theirs")])
     other.set_source_specs([SourceSpec("theirs", "catalog", "{}")])
     await gateway.find_cache.get("cached", _answer)
     here.ingest("mine", [tool("get_weather", "Weather forecast for a town.", "mine")])  # catches up first
     assert here.foreign_loads == 1 and not here.refresh()  # loaded already: a poll reloads nothing
-    assert await poll_once(gateway, followed)
+    assert await poll_once(gateway.sources, followed)
     assert not gateway.find_cache.holds("cached")
-    assert "theirs" in gateway._catalog_sources  # the other replica's catalog is served here
-    assert not await poll_once(gateway, followed)
+    assert "theirs" in gateway.sources._catalog_sources  # the other replica's catalog is served here
+    assert not await poll_once(gateway.sources, followed)
 
 
 async def _answer() -> list[Any]:

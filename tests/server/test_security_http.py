@@ -112,7 +112,7 @@ def serving(app: Any, port: int, gateway: Gateway | None = None) -> Iterator[Non
     try:
         wait_port(port)
         deadline = time.monotonic() + 30
-        backends = list(gateway.backends.values()) if gateway else []
+        backends = list(gateway.sources.backends.values()) if gateway else []
         while not all(b.reported.is_set() for b in backends):  # type: ignore[attr-defined]
             assert time.monotonic() < deadline, "backends did not report their tools"
             time.sleep(0.02)

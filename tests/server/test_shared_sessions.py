@@ -1,4 +1,4 @@
-"""Session state in Redis (issue 10.3): a real redis-server, two session stores standing for two replicas."""
+"""Session state in Redis: a real redis-server, two session stores standing for two replicas."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def tab(name: str = "tab-1") -> Any:
 
 
 def find_turn(session: Session, tools: list[str], text: str) -> None:
-    """What a find_tools turn does to a session (gateway._retrieve_turn without retrieval)."""
+    """What a find_tools turn does to a session (TurnEngine.retrieve_turn without retrieval)."""
     session.published.select(tools, session.next_turn())
     session.add_turn(text)
 

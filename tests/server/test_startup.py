@@ -1,4 +1,4 @@
-"""Instant start (issue 8, item 2), in process with a real registry and embedder, both protocol eras.
+"""Instant start, in process with a real registry and embedder, both protocol eras.
 
 The handshake and ``tools/list`` are answered while the registry is not open yet and an upstream has
 not connected; ``find_tools`` then waits for both and finds the upstream's tools; pinned tools arrive
@@ -85,7 +85,7 @@ async def test_handshake_and_list_do_not_wait_for_the_registry_or_upstreams(
             # Answered while the registry is still opening: the meta-tools, nothing else yet.
             with anyio.fail_after(20):  # a list that waited for the registry would never come
                 assert names(await client.list_tools(cache_mode="bypass")) == META
-            assert not gateway.ready.is_set() and not clock.connect.is_set()
+            assert not gateway.served.ready.is_set() and not clock.connect.is_set()
 
             async with anyio.create_task_group() as tg:
                 found: list[types.CallToolResult] = []

@@ -147,11 +147,11 @@ def test_http_transports_run_on_uvloop_when_installed() -> None:
 def test_find_tools_skips_the_schema_check_only_for_valid_arguments(
     arguments: dict[str, object], plain: bool
 ) -> None:
-    from toolweave.server.gateway import _plain_find_tools_arguments
     from toolweave.server.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
+    from toolweave.server.meta_tools import plain_find_tools_arguments
     from toolweave.server.proxy import argument_errors
 
-    assert _plain_find_tools_arguments(arguments) is plain
+    assert plain_find_tools_arguments(arguments) is plain
     if plain:  # never skips a check that would have found a problem
         assert argument_errors(META_INPUT_SCHEMAS[FIND_TOOLS], arguments) == []
 
@@ -194,3 +194,31 @@ def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
             )
             wanted = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
             assert result.content[0].text == wanted  # type: ignore[union-attr]
+
+
+def test_an_embedder_shares_its_query_runs_once_asked() -> None:
+    """``Embedder.share_query_runs`` (what the gateway asks of its registry's embedder) puts its query
+    runs behind one ``QueryBatcher``; the vectors are the embedder's own, known queries skip the queue."""
+    from toolweave.registry.embeddings import Embedder
+
+    class Counting(Embedder):  # a subclass's embed_documents also embeds its queries (no model here)
+        def __init__(self) -> None:
+            super().__init__()
+            self.documents: list[list[str]] = []
+
+        def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+            self.documents.append(list(texts))
+            return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+    plain, shared = Counting(), Counting()
+    shared.share_query_runs()
+    batcher = shared._batcher
+    shared.share_query_runs()
+    assert batcher is not None and shared._batcher is batcher  # asked twice: still one batcher
+    texts = ["what time is it", "in Tokyo", "what time is it"]
+    vectors = shared.embed_queries(texts)
+    assert [v.tolist() for v in vectors] == [v.tolist() for v in plain.embed_queries(texts)]
+    assert batcher.runs == 1 and shared.documents == [["what time is it", "in Tokyo"]]
+    assert shared.embed_query("in Tokyo").tolist() == vectors[1].tolist()
+    assert batcher.runs == 1 and len(shared.documents) == 1  # known: answered from the cache
+    assert plain._batcher is None

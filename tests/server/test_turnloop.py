@@ -29,7 +29,7 @@ MODES = ["legacy", "auto"]
 async def relisting_gateway(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, Relister]]:
     relister = Relister()
     async with Client(gateway.server, mode=mode, message_handler=relister.on_message) as client:
-        for backend in gateway.backends.values():
+        for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
         async with relisting(client, relister):
@@ -149,7 +149,7 @@ async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
     async with relisting_gateway(gateway, mode) as (client, relister):
         await client.list_tools(cache_mode="bypass")  # the client is connected, as Claude Code is
-        report = await gateway.hear_turn("what time is it in Tokyo")
+        report = await gateway.turns.hear_turn("what time is it in Tokyo")
         assert report["sessions"][0]["tool_list_changed"] is True
         assert "clock__get_current_time" in relister.lists[-1]  # re-listed before hear_turn returned
 
@@ -158,11 +158,11 @@ async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends:
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, _relister):
         await client.list_tools(cache_mode="bypass")
-        await gateway.hear_turn("what time is it in Tokyo")
+        await gateway.turns.hear_turn("what time is it in Tokyo")
         await client.call_tool("find_tools", {"query": "and in Paris?"})
         session = next(iter(gateway.sessions))
         assert session.context() == ["what time is it in Tokyo", "and in Paris?"]
-        await gateway.hear_turn("search my saved notes for the shopping list")
+        await gateway.turns.hear_turn("search my saved notes for the shopping list")
         assert session.context() == ["search my saved notes for the shopping list"]
 
 
@@ -183,17 +183,19 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
     reports: list[dict[str, Any]] = []
     async with Client(gateway.server, mode="legacy") as client:
-        for backend in gateway.backends.values():
+        for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
         assert not list(gateway.sessions)  # no request yet: the turn has nobody to publish to
         async with anyio.create_task_group() as tg:
 
             async def hear() -> None:
-                reports.append(await gateway.hear_turn("what time is it in Tokyo", first_session=True))
+                reports.append(await gateway.turns.hear_turn("what time is it in Tokyo", first_session=True))
 
             tg.start_soon(hear)
-            await anyio.sleep(0.05)  # let the turn arrive first (ordering only: it then waits)
+            with anyio.fail_after(20):  # the turn arrives first, and waits for the first session
+                while not gateway.turns.has_pending_turn():
+                    await anyio.sleep(0.01)
             first = names(await client.list_tools(cache_mode="bypass"))
     assert "clock__get_current_time" in first  # the very first list carries the turn's tools
     assert reports[0]["sessions"] and reports[0]["sessions"][0]["tool_list_changed"] is True
@@ -204,9 +206,9 @@ async def test_a_turn_for_nobody_is_not_given_to_whoever_connects_next(registry:
     # client that happens to connect (that could be somebody else's conversation).
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
     async with Client(gateway.server, mode="legacy") as client:
-        for backend in gateway.backends.values():
+        for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
                 await backend.reported.wait()  # type: ignore[attr-defined]
-        report = await gateway.hear_turn("what time is it in Tokyo")
+        report = await gateway.turns.hear_turn("what time is it in Tokyo")
         assert report == {"sessions": []}
         assert "clock__get_current_time" not in names(await client.list_tools(cache_mode="bypass"))

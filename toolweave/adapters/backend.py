@@ -1,8 +1,9 @@
 """What the server needs from any backend: an upstream MCP server or an HTTP API described by OpenAPI.
 
 A backend discovers its tools, reports them (again) whenever they change, tells whether it can be
-called right now, and proxies calls. The server owns the backends' lifetimes; the backends never
-import the server.
+called right now and why its last attempt to connect failed, and proxies calls within a budget it
+states. The server owns the backends' lifetimes; the backends never import the server. ``Backend``
+declares everything the server reads of a backend.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ class CallOptions(TypedDict, total=False):
     """The keyword options of ``Backend.call``, typed once for the protocol and its implementations."""
 
     timeout_s: float | None
-    """None or absent: the backend's own budget; a backend that has one exposes it as a
-    ``call_timeout_s`` attribute, which the server uses for its safety net around the call."""
+    """None or absent: the backend's own budget (``Backend.call_timeout_s``)."""
     sampler: Sampler | None
     """Answers the upstream's sampling requests during this call (None: the upstream cannot sample)."""
 
@@ -45,6 +45,19 @@ class Backend(Protocol):
     @property
     def available(self) -> bool:
         """True while calls can be proxied (connected and initialised)."""
+        ...
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the latest attempt to connect (or load) failed; None before the first attempt ends and
+        once one succeeded. The server stops waiting for a first tool list when it is set."""
+        ...
+
+    @property
+    def call_timeout_s(self) -> float | None:
+        """The longest one call may take by the backend's own settings (retries included), which it
+        enforces itself; None: it has none, and the server passes its own ``timeout_s`` to ``call``.
+        The server's safety net around a call is this budget (or its own) plus a margin."""
         ...
 
     async def run(self, on_tools: ToolsCallback) -> None:

@@ -78,11 +78,9 @@ def serve_command(
 
         async def on_status(source: str, available: bool) -> None:
             for gateway in gateways:  # the gateway is built after its backends
-                await gateway.backend_status(source, available)
+                await gateway.sources.backend_status(source, available)
 
-        backends = build_backends(
-            loaded.enabled_servers(), loaded.openapi.values(), settings, on_status=on_status
-        )
+        backends = build_backends(loaded.backends(), settings, on_status=on_status)
         # The registry opens in the background once the server runs (instant start, docs/gateway.md).
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)

@@ -30,18 +30,25 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import ValidationError
 
 from toolweave.errors import GraphError, NotARegistryError, RegistryBusyError, RegistryError
-from toolweave.records import DependencyEdge, EdgeKind, ToolKind
+from toolweave.records import DependencyEdge, ToolKind
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
 from toolweave.registry.lease import LEASE_TABLE, WriterLease
-from toolweave.registry.overrides import EdgeSelector, GraphOverrides
-from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
+from toolweave.registry.side_tables import EDGE_TABLE, OVERRIDE_TABLE, SideTables
+from toolweave.registry.sources import SOURCE_TABLE
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
 from toolweave.registry.usage import USAGE_TABLE, UsageTable
 
-__all__ = ["FORMAT", "LEGACY_META_FILE", "CommitRecord", "RegistryDatabase", "RegistryLocation", "is_uri"]
+__all__ = [
+    "EDGE_TABLE",
+    "FORMAT",
+    "LEGACY_META_FILE",
+    "CommitRecord",
+    "RegistryDatabase",
+    "RegistryLocation",
+    "is_uri",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,37 +56,11 @@ FORMAT = "toolweave-registry/2"
 LEGACY_META_FILE = "registry.json"
 _LEGACY_FORMAT = "toolweave-registry/1"
 COMMIT_TABLE = "commit"
-EDGE_TABLE = "edges"
-OVERRIDE_TABLE = "overrides"
 _TOOL_TABLE = re.compile(rf"^{TABLE_NAME}(_g\d+)?$")
 _USAGE_TABLE = re.compile(rf"^{USAGE_TABLE}(_g\d+)?$")
 RegistryLocation = Path | str
 """A local directory, or an object-store URI (``s3://bucket/prefix``) as a string."""
 
-_EDGE_SCHEMA = pa.schema(
-    [
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("depends_on", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("parameter_name", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("origin", pa.string()),
-        pa.field("confidence", pa.float64()),
-        pa.field("evidence", pa.string()),
-    ]
-)
-_OVERRIDE_SCHEMA = pa.schema(
-    [
-        pa.field("section", pa.string(), nullable=False),  # add | remove | pin
-        pa.field("tool", pa.string(), nullable=False),
-        pa.field("depends_on", pa.string(), nullable=False),
-        pa.field("kind", pa.string()),  # a remove entry may leave kind and parameter open
-        pa.field("parameter_name", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("evidence", pa.string()),
-        pa.field("where", pa.string()),
-    ]
-)
 _COMMIT_SCHEMA = pa.schema([pa.field("generation", pa.int64()), pa.field("record", pa.string())])
 
 
@@ -114,8 +95,8 @@ class RegistryDatabase:
         self.head = head
         self.lease = WriterLease(db, lease_s)
         """Only its holder writes or recovers (see ``toolweave.registry.lease``)."""
-        self._handles: dict[str, Any] = {}
-        """Open edge/override table handles: each sees its own writes (and versions) without re-opening."""
+        self.side = SideTables(db, lambda: self.head.versions if self.head is not None else {})
+        """The edge, override and source tables (``side_tables.py``)."""
         self.graph_lost = False
         """Set by migrating an old registry whose rows outlived its graph file: edges must be re-inferred."""
 
@@ -180,7 +161,7 @@ class RegistryDatabase:
 
     def reread_head(self) -> CommitRecord:
         """Re-read the commit record (a follower that saw a newer generation); nothing is written."""
-        self._handles.clear()
+        self.side.clear()
         self.head = self._read_head()
         return self.head
 
@@ -196,7 +177,7 @@ class RegistryDatabase:
                     return names
 
     def _recover(self) -> CommitRecord | None:
-        self._handles.clear()
+        self.side.clear()
         names = self._table_names()
         if COMMIT_TABLE not in names:
             return self._first_open(names)
@@ -221,11 +202,11 @@ class RegistryDatabase:
             )
             self.head = head
             head = self.commit(action="recover")  # the restored versions are new versions: name them
-        self._remove_legacy_files()
+        _remove_legacy_files(self.location)
         return head
 
     def _first_open(self, names: set[str]) -> CommitRecord | None:
-        legacy = self._legacy_meta()
+        legacy = _legacy_meta(self.location)
         if legacy is not None:
             return self._migrate(legacy)
         ours = {
@@ -304,9 +285,7 @@ class RegistryDatabase:
         usage_table = usage.name if usage is not None else base.usage_table
         versions = {
             tools_table: tools.version if tools is not None else self._open(tools_table).version,
-            EDGE_TABLE: self._ensure(EDGE_TABLE, _EDGE_SCHEMA).version,
-            OVERRIDE_TABLE: self._ensure(OVERRIDE_TABLE, _OVERRIDE_SCHEMA).version,
-            SOURCE_TABLE: self._ensure(SOURCE_TABLE, SOURCE_SCHEMA).version,
+            **self.side.versions(),
         }
         if usage is not None:
             versions[usage_table] = usage.version
@@ -381,141 +360,25 @@ class RegistryDatabase:
         return f"{base}_g{generation}"
 
     def drop(self, name: str) -> None:
-        self._handles.pop(name, None)
+        self.side.clear()
         with lance_errors(f"dropping table {name}", "registry"):
             self._db.drop_table(name, ignore_missing=True)
 
     def compact(self) -> None:
-        """Merge the small versions the edge and override tables collect (one per commit). Changes their
-        versions, not their rows: call it before a commit. Failures cost only disk."""
-        tables = {EDGE_TABLE: _EDGE_SCHEMA, OVERRIDE_TABLE: _OVERRIDE_SCHEMA, COMMIT_TABLE: None}
-        for name, schema in tables.items():  # no commit names the commit table's version
-            try:
-                with lance_errors("compacting", name):
-                    # through the cached handle: the next commit must name the compacted version
-                    (self._ensure(name, schema) if schema is not None else self._open(name)).optimize()
-            except RegistryError:
-                log.warning("compacting %s failed; will try again later", name, exc_info=True)
+        """Merge the small versions the edge, override and commit tables collect (one per commit).
+        Changes their versions, not their rows: call it before a commit. Failures cost only disk."""
+        self.side.compact()
+        try:  # no commit names the commit table's version
+            with lance_errors("compacting", COMMIT_TABLE):
+                self._open(COMMIT_TABLE).optimize()
+        except RegistryError:
+            log.warning("compacting %s failed; will try again later", COMMIT_TABLE, exc_info=True)
 
     def _open(self, name: str) -> Any:
         with lance_errors(f"opening table {name}", "registry"):
             return self._db.open_table(name)
 
-    def _ensure(self, name: str, schema: pa.Schema) -> Any:
-        if name in self._handles:
-            return self._handles[name]
-        with lance_errors(f"opening table {name}", "registry"):
-            try:
-                table = self._db.open_table(name)
-            except ValueError:  # not found
-                table = self._db.create_table(name, schema=schema)
-        self._handles[name] = table
-        return table
-
-    def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]] | pa.Table) -> None:
-        table = self._ensure(name, schema)
-        arrow = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
-        with lance_errors(f"writing {arrow.num_rows} rows", name):
-            table.add(arrow, mode="overwrite")
-
-    def _committed_rows(self, name: str, schema: pa.Schema) -> list[dict[str, Any]]:
-        """The rows of table ``name`` at its committed version (never a writer's work in progress);
-        what this process wrote since, when it is the writer (its handle)."""
-        with lance_errors("reading", name):
-            if name in self._handles:
-                return list(self._handles[name].to_arrow().to_pylist())
-            version = self.head.versions.get(name) if self.head is not None else None
-            if version is None:  # a table the commit does not name yet (older registries): empty
-                return []
-            return list(self._db.open_table(name, version=version).to_arrow().to_pylist())
-
-    def save_sources(self, rows: list[dict[str, Any]]) -> None:
-        """Replace the source table (not yet committed)."""
-        self._replace_rows(SOURCE_TABLE, SOURCE_SCHEMA, rows)
-
-    def load_sources(self) -> list[dict[str, Any]]:
-        return self._committed_rows(SOURCE_TABLE, SOURCE_SCHEMA)
-
-    # -- edges and overrides -------------------------------------------------------------------------
-    def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
-        """Replace the edge table (not yet committed: ``commit`` makes it count)."""
-        edges = list(edges)
-        # column by column: dumping each of 50k edges to a dict took most of a 100k-tool commit
-        columns: dict[str, list[Any]] = {n: [getattr(e, n) for e in edges] for n in _EDGE_SCHEMA.names}
-        columns["kind"] = [str(e.kind) for e in edges]  # a StrEnum (or, written by hand, a str)
-        self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, pa.Table.from_pydict(columns, schema=_EDGE_SCHEMA))
-
-    def load_edges(self) -> list[DependencyEdge]:
-        rows = self._committed_rows(EDGE_TABLE, _EDGE_SCHEMA)
-        try:
-            return [DependencyEdge.model_validate(row) for row in rows]
-        except ValidationError as exc:
-            raise RegistryError(f"{EDGE_TABLE}: a stored dependency edge does not decode: {exc}") from exc
-
-    def save_overrides(self, overrides: GraphOverrides | None) -> None:
-        rows: list[dict[str, Any]] = []
-        if overrides is not None:
-            for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
-                rows += [
-                    {
-                        "section": section,
-                        **{k: v for k, v in e.model_dump(mode="json").items() if k in _OVERRIDE_SCHEMA.names},
-                        "where": overrides.where.get(e.key),
-                    }
-                    for e in edges
-                ]
-            rows += [
-                {"section": "remove", **asdict(sel), "kind": sel.kind.value if sel.kind else None}
-                for sel in overrides.remove
-            ]
-        self._replace_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA, rows)
-
-    def load_overrides(self) -> GraphOverrides | None:
-        """The committed manifest overrides, or None when none were ever set."""
-        rows = self._committed_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA)
-        if not rows:
-            return None
-        out = GraphOverrides()
-        for row in rows:
-            kind = EdgeKind(row["kind"]) if row["kind"] else None
-            if row["section"] == "remove":
-                out.remove.append(EdgeSelector(row["tool"], row["depends_on"], kind, row["parameter_name"]))
-                continue
-            edge = DependencyEdge(
-                tool=row["tool"],
-                depends_on=row["depends_on"],
-                kind=kind or EdgeKind.TOOL_DIRECTLY_DEPENDS_ON,
-                parameter_name=row["parameter_name"],
-                reason=row["reason"] or "",
-                origin="manifest",
-                evidence=row["evidence"] or "",
-            )
-            (out.pin if row["section"] == "pin" else out.add).append(edge)
-            if row["where"]:
-                out.where[edge.key] = row["where"]
-        return out
-
     # -- registries written before the commit record -------------------------------------------------
-    def _legacy_meta(self) -> dict[str, Any] | None:
-        if not isinstance(self.location, Path):
-            return None
-        path = self.location / LEGACY_META_FILE
-        if not path.exists():
-            return None
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise NotARegistryError(f"{path}: unreadable registry metadata: {exc}") from exc
-        if (
-            not isinstance(meta, dict)
-            or meta.get("format") != _LEGACY_FORMAT
-            or "embedding_model" not in meta
-        ):
-            raise NotARegistryError(
-                f"{path}: not toolweave registry metadata (format {_LEGACY_FORMAT} expected)"
-            )
-        return meta
-
     def _migrate(self, meta: dict[str, Any]) -> CommitRecord:
         """``registry.json`` + tool table + ``graph.json`` → edges table and a commit record. Safe to
         repeat: a crash before the commit leaves the old files, and migration runs again."""
@@ -533,22 +396,16 @@ class RegistryDatabase:
                 tools.count(),
                 GRAPH_FILE,
             )
-        self.save_edges(edges)
-        self.save_overrides(None)
+        self.side.save_edges(edges)
+        self.side.save_overrides(None)
         head = CommitRecord(0, str(meta["embedding_model"]), int(meta["dim"]), tools.name, action="migrate")
         self.head = None
         head = self.commit(head, tools=tools, usage=UsageTable(self._db, USAGE_TABLE, int(meta["dim"])))
         log.info(
             "registry %s: migrated %d edges from %s into the database", self.location, len(edges), GRAPH_FILE
         )
-        self._remove_legacy_files()
+        _remove_legacy_files(self.location)
         return head
-
-    def _remove_legacy_files(self) -> None:
-        if not isinstance(self.location, Path):
-            return
-        for name in (GRAPH_FILE, LEGACY_META_FILE):
-            (self.location / name).unlink(missing_ok=True)
 
 
 def graph_from_rows(
@@ -566,3 +423,25 @@ def graph_from_rows(
             "dependency edges naming unknown tools skipped: %d (first: %s)", len(problems), problems[0]
         )
     return graph
+
+
+def _legacy_meta(location: RegistryLocation) -> dict[str, Any] | None:
+    if not isinstance(location, Path):
+        return None
+    path = location / LEGACY_META_FILE
+    if not path.exists():
+        return None
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise NotARegistryError(f"{path}: unreadable registry metadata: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != _LEGACY_FORMAT or "embedding_model" not in meta:
+        raise NotARegistryError(f"{path}: not toolweave registry metadata (format {_LEGACY_FORMAT} expected)")
+    return meta
+
+
+def _remove_legacy_files(location: RegistryLocation) -> None:
+    if not isinstance(location, Path):
+        return
+    for name in (GRAPH_FILE, LEGACY_META_FILE):
+        (location / name).unlink(missing_ok=True)

@@ -26,6 +26,8 @@ from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
 
+    from toolweave.registry.batching import QueryBatcher
+
 __all__ = ["QUERY_THREADS", "Embedder", "Progress", "embed_chunked"]
 
 Progress = Callable[[int, int], None]
@@ -70,6 +72,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_cache_size = query_cache_size
+        self._batcher: QueryBatcher | None = None
 
     @property
     def model_id(self) -> str:
@@ -141,9 +144,22 @@ class Embedder:
         """One unit vector; repeated queries (a client re-asking) come from a small LRU cache."""
         return self.embed_queries([text])[0]
 
+    def share_query_runs(self) -> None:
+        """From now on, concurrent ``embed_queries`` calls share model runs (``batching.QueryBatcher``):
+        for a server whose sessions search at once. Calling it again changes nothing."""
+        if self._batcher is None:
+            from toolweave.registry.batching import QueryBatcher
+
+            self._batcher = QueryBatcher(_Unshared(self))
+
     def embed_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Unit vectors for several queries: cached ones from the LRU cache, the rest in one model run
         (a batch of two costs far less than two runs)."""
+        if self._batcher is not None:
+            return self._batcher.embed_queries(texts)
+        return self._embed_queries_now(texts)
+
+    def _embed_queries_now(self, texts: Sequence[str]) -> list[np.ndarray]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
         if missing:
             for text, vec in zip(missing, self._embed_new_queries(missing), strict=True):
@@ -170,6 +186,14 @@ class Embedder:
         if type(self).embed_documents is not Embedder.embed_documents:
             return self.embed_documents(texts)
         return self._run(self._load_for_queries(), texts, batch_size=16)
+
+
+class _Unshared:
+    """An embedder's own query runs, as its ``QueryBatcher`` calls them (not through the batcher again)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embed_queries = embedder._embed_queries_now
+        self.cached_queries = embedder.cached_queries
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

@@ -116,11 +116,6 @@ class WriterLease:
                 f"past {self.ttl_s:.0f} s without a renewal); the write is rolled back"
             )
 
-    def held_by_other(self) -> bool:
-        """Whether another process holds the lease and it has not expired (its write is in progress)."""
-        holder, expires_at = self.state()
-        return holder not in ("", self.holder) and expires_at > time.time()
-
     # -- taking and giving back ----------------------------------------------------------------------
     def try_acquire(self) -> bool:
         me = sql_string(self.holder)

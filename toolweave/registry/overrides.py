@@ -13,11 +13,11 @@ Precedence, strongest first:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from toolweave.errors import ConfigError, GraphError
+from toolweave.errors import GraphError
 from toolweave.records import DependencyEdge, EdgeKind
 
 if TYPE_CHECKING:  # networkx only where a graph is used, not for the manifest
@@ -88,57 +88,6 @@ class GraphOverrides:
 
     def is_removed(self, edge: DependencyEdge) -> bool:
         return any(sel.matches(edge) for sel in self.remove) and not self.is_pinned(edge)
-
-    @classmethod
-    def from_mapping(cls, doc: Mapping[str, Any] | None, *, where: str = "manifest") -> GraphOverrides:
-        """Read ``{"add": [...], "remove": [...], "pin": [...]}`` (a manifest's ``dependencies``); each
-        entry ``{tool, depends_on, kind?, parameter?, reason?}``. ``kind`` defaults to
-        PARAMETER_DIRECTLY_DEPENDS_ON when a parameter is named, else TOOL_DIRECTLY_DEPENDS_ON.
-        Raises ``ConfigError`` naming ``where`` and the entry's position."""
-        if doc is None:
-            return cls()
-        if not isinstance(doc, Mapping):
-            raise ConfigError(f"{where}: expected a mapping with add/remove/pin, got {type(doc).__name__}")
-        unknown = set(doc) - {"add", "remove", "pin"}
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; expected add, remove, pin")
-        out = cls()
-        for section in ("add", "remove", "pin"):
-            entries = doc.get(section) or []
-            if not isinstance(entries, list):
-                raise ConfigError(f"{where}.{section}: expected a list")
-            for i, raw in enumerate(entries):
-                here = f"{where}.{section}[{i}]"
-                if not isinstance(raw, Mapping):
-                    raise ConfigError(f"{here}: expected a mapping with tool and depends_on")
-                for key in ("tool", "depends_on"):
-                    if not isinstance(raw.get(key), str) or not raw[key].strip():
-                        raise ConfigError(f"{here}.{key}: required (a tool id)")
-                kind: EdgeKind | None = None
-                if raw.get("kind") is not None:
-                    try:
-                        kind = EdgeKind.parse(str(raw["kind"]))
-                    except ValueError as exc:
-                        raise ConfigError(f"{here}.kind: {exc}") from exc
-                param = raw.get("parameter") or raw.get("parameter_name") or None
-                if section == "remove":
-                    out.remove.append(EdgeSelector(raw["tool"], raw["depends_on"], kind, param))
-                    continue
-                default = (
-                    EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON if param else EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
-                )
-                edge = DependencyEdge(
-                    tool=raw["tool"],
-                    depends_on=raw["depends_on"],
-                    kind=kind or default,
-                    parameter_name=param,
-                    reason=str(raw.get("reason") or f"{section} in {where}"),
-                    origin="manifest",
-                    evidence=f"manifest:{section}",  # the convention of toolweave.manifest.manifest_edges
-                )
-                out.where[edge.key] = here
-                (out.add if section == "add" else out.pin).append(edge)
-        return out
 
 
 def _held(graph: DependencyGraph, tool_id: str, depends_on: str) -> bool:

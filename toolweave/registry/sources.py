@@ -9,11 +9,17 @@ no secret value is ever written to the registry. See docs/registry.md ("Replicas
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-__all__ = ["SOURCE_SCHEMA", "SOURCE_TABLE", "SourceSpec"]
+if TYPE_CHECKING:  # the database imports this module's schema
+    from toolweave.registry.commits import Commits
+    from toolweave.registry.state import RegistryState
+
+__all__ = ["SOURCE_SCHEMA", "SOURCE_TABLE", "SourceBook", "SourceSpec"]
 
 SOURCE_TABLE = "sources"
 SOURCE_SCHEMA = pa.schema(
@@ -32,3 +38,34 @@ class SourceSpec:
     name: str
     kind: str
     spec: str
+
+
+class SourceBook:
+    """The committed source specs (loaded by the follower into ``RegistryState.sources``)."""
+
+    def __init__(self, state: RegistryState, commits: Commits) -> None:
+        self._state = state
+        self._commits = commits
+
+    def specs(self) -> tuple[SourceSpec, ...]:
+        """The committed connection specs of sources (as some replica's manifest wrote them)."""
+        return self._state.sources
+
+    def record(self, specs: Sequence[SourceSpec]) -> None:
+        """Record ``specs`` (replacing those of the same names; others stay): replicas whose manifests
+        lack a source learn from them how to reach it. Writes only when something changed."""
+        state = self._state
+        with state.write_lock:
+            if not self._changes(specs):
+                return
+            with self._commits.writer():
+                if not self._changes(specs):
+                    return
+                merged = {s.name: s for s in state.sources} | {s.name: s for s in specs}
+                state.db.side.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
+                self._commits.commit("sources")
+                state.sources = tuple(SourceSpec(**row) for row in state.db.side.load_sources())
+
+    def _changes(self, specs: Sequence[SourceSpec]) -> bool:
+        have = {s.name: s for s in self._state.sources}
+        return any(have.get(s.name) != s for s in specs)

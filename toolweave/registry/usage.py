@@ -19,7 +19,15 @@ import pyarrow as pa
 
 from toolweave.registry.store import lance_errors, sql_string
 
-__all__ = ["USAGE_TABLE", "UsageExample", "UsageTable", "fuse_usage", "merge_examples", "usage_vector"]
+__all__ = [
+    "USAGE_TABLE",
+    "UsageExample",
+    "UsageTable",
+    "fuse_usage",
+    "merge_examples",
+    "text_key",
+    "usage_vector",
+]
 
 USAGE_TABLE = "usage"
 Origin = Literal["example", "call"]
@@ -35,13 +43,18 @@ class UsageExample:
     vector: np.ndarray
 
 
+def text_key(query: str) -> str:
+    """What makes two example texts the same example: case and spacing do not count."""
+    return " ".join(query.split()).lower()
+
+
 def merge_examples(
     current: Iterable[UsageExample], new: Iterable[UsageExample], cap: int
 ) -> list[UsageExample]:
     """``current`` plus ``new``, one example per query text (the newer one wins), newest ``cap`` kept."""
     by_text: dict[str, UsageExample] = {}
     for ex in [*current, *new]:
-        key = " ".join(ex.query.split()).lower()
+        key = text_key(ex.query)
         old = by_text.get(key)
         if old is None or ex.at_ns >= old.at_ns:
             by_text[key] = ex

@@ -265,8 +265,8 @@ def _fuse_usage_candidates(
     usage_weight: float,
 ) -> dict[str, float]:
     """Tool2Vec without a full score vector: the ANN candidates plus the ``k`` tools whose usage
-    vectors match best (text cosines read from the table) are fused as ``Registry._rank`` fuses every
-    tool. The usage scores are scaled to the candidates' text scores, not every tool's (an
+    vectors match best (text cosines read from the table) are fused as ``SnapshotSearch._rank`` fuses
+    every tool. The usage scores are scaled to the candidates' text scores, not every tool's (an
     approximation the in-memory path does not make)."""
     usage_scores = snap.usage_matrix @ query_vector
     best_usage = snap.usage_rows[np.argsort(-usage_scores, kind="stable")[:k]]

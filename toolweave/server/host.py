@@ -261,14 +261,14 @@ def _socket_path(directory: Path, host_pid: int | None) -> Path:
 async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False) -> dict[str, Any]:
     """One host request (parsed JSON) answered: the shared core of the socket and the HTTP route.
     ``own_host``: the request comes from the host that spawned this (stdio) gateway, so a turn that
-    arrives before its client session is meant for that session (see ``Gateway.hear_turn``)."""
+    arrives before its client session is meant for that session (see ``TurnEngine.hear_turn``)."""
     if not isinstance(request, dict) or not isinstance(request.get("turn"), str):
         return {"ok": False, "error": 'expected a JSON object with a string "turn"'}
     session = request.get("session")
     if session is not None and not isinstance(session, str):
         return {"ok": False, "error": '"session" must be a string'}
     try:
-        report = await gateway.hear_turn(request["turn"], session, first_session=own_host)
+        report = await gateway.turns.hear_turn(request["turn"], session, first_session=own_host)
     except Exception as exc:  # a host's request never takes the gateway down
         log.warning("host turn failed: %s: %s", type(exc).__name__, exc)
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}

@@ -5,7 +5,7 @@ The spec lets a server answer any POSTed request either as ``application/json`` 
 mode per session manager: SSE keeps a request-scoped channel, which a proxied call needs (upstream
 sampling goes to the client on it), but costs the event loop a response task group, a ping task and
 an SSE encoder per POST: under 50 sessions that was the largest single part of a cached
-``find_tools`` (issue 9.5), and a client that honours ``list_changed`` follows each changed answer
+``find_tools``, and a client that honours ``list_changed`` follows each changed answer
 with a ``tools/list``. Neither sends anything on that channel (no sampling, no progress, no log
 messages; ``list_changed`` travels on the session's GET stream), so this module answers both as
 JSON and leaves every other request, and the 2026-era path, exactly as the SDK serves it.

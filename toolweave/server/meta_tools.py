@@ -9,7 +9,7 @@ runs any tool of the registry by name, published or not.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import mcp_types as types
 
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
+from toolweave.server.errors import to_tool_error_result
 from toolweave.server.handshake import (
     ALWAYS_LOAD,
     CALL_TOOL,
@@ -25,6 +26,7 @@ from toolweave.server.handshake import (
     META_INPUT_SCHEMAS,
     meta_tool_definitions,
 )
+from toolweave.server.proxy import argument_errors
 
 __all__ = [
     "ALWAYS_LOAD",
@@ -34,8 +36,10 @@ __all__ = [
     "META_INPUT_SCHEMAS",
     "META_TOOL_NAMES",
     "FoundTool",
+    "bad_meta_arguments",
     "find_tools_result",
     "meta_tools",
+    "plain_find_tools_arguments",
     "to_mcp_tool",
     "untitled_schema",
 ]
@@ -65,6 +69,36 @@ def to_mcp_tool(
         output_schema=record.output_schema,
         annotations=types.ToolAnnotations.model_validate(record.annotations) if record.annotations else None,
         meta=meta,
+    )
+
+
+def plain_find_tools_arguments(arguments: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` are the usual well-formed ``find_tools`` call: a non-empty string query and
+    at most an integer ``k`` in range. Those pass the schema check, whose validator costs the event loop
+    more than the rest of a cached answer; anything else still gets it (and its exact messages)."""
+    query, k = arguments.get("query"), arguments.get("k", 1)
+    return (
+        len(arguments) <= 2
+        and arguments.keys() <= {"query", "k"}
+        and type(query) is str
+        and query != ""
+        and type(k) is int
+        and 1 <= k <= MAX_K
+    )
+
+
+def bad_meta_arguments(tool: str, arguments: Mapping[str, Any]) -> types.CallToolResult | None:
+    """The error result for ``arguments`` that break meta-tool ``tool``'s input schema, naming every
+    field; None when they do not."""
+    problems = argument_errors(META_INPUT_SCHEMAS[tool], arguments)
+    if not problems:
+        return None
+    listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+    return to_tool_error_result(
+        "invalid_arguments",
+        f"arguments for {tool} are invalid: {listed}",
+        tool=tool,
+        details={"errors": problems},
     )
 
 

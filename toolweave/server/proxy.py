@@ -158,7 +158,7 @@ class Proxy:
         started = time.perf_counter()
         # A backend that states its own budget (a server's `timeout_s`, an API's timeout x retries)
         # applies it per request itself; this is only the safety net for one that never answers.
-        own: float | None = getattr(backend, "call_timeout_s", None)
+        own = backend.call_timeout_s
         budget = own or self._timeout_s
         try:
             with (

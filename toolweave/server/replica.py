@@ -22,80 +22,69 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from toolweave.adapters.factory import build_backends
-from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
-from toolweave.adapters.openapi.config import OpenAPISourceConfig
+from toolweave.adapters.kinds import Configured, kind_named
 
 if TYPE_CHECKING:
     from toolweave.registry.sources import SourceSpec
-    from toolweave.server.gateway import Gateway
+    from toolweave.server.sources import SourceSync
 
 __all__ = ["follow_registry", "share_sources"]
 
 log = logging.getLogger(__name__)
 
-_MCP = "mcp"
-_OPENAPI = "openapi"
 _CATALOG = "catalog"
-"""A static catalog has nothing to connect to: shared so that other replicas serve (find) its tools."""
+"""A static catalog has nothing to connect to: shared so that other replicas serve (find) its tools.
+Backends are shared under their kind's name (``adapters/kinds.py``)."""
 
 
-def _literal_values(config: BaseModel) -> list[str]:
+def _literal_values(entry: Configured) -> list[str]:
     """Keys of header / env values written literally (not as ``${VAR}``): possibly secrets."""
-    values: dict[str, str] = {}
-    if isinstance(config, StdioServer):
-        values = config.env
-    elif isinstance(config, HttpServer | SseServer):
-        values = config.headers
-    return sorted(k for k, v in values.items() if "${" not in v)
+    return sorted(k for k, v in entry.kind.literal_values(entry.config).items() if "${" not in v)
 
 
-def manifest_specs(gateway: Gateway) -> list[SourceSpec]:
+def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
     """The shareable specs of the gateway's manifest (those without literal header/env values)."""
     from toolweave.registry.sources import SourceSpec  # with the registry: after the handshake
 
-    manifest = gateway.manifest
+    manifest = sources.manifest
     if manifest is None:
         return []
-    configs: list[tuple[str, str, BaseModel]] = [
-        (name, _MCP, config) for name, config in manifest.enabled_servers().items()
-    ]
-    configs += [(config.name, _OPENAPI, config) for config in manifest.openapi.values()]
     specs = [SourceSpec(c.source, _CATALOG, "{}") for c in manifest.catalogs]
-    for name, kind, config in configs:
-        literal = _literal_values(config)
+    for entry in manifest.backends():
+        literal = _literal_values(entry)
         if literal:
             log.warning(
                 "source %s is not shared with other replicas: %s written literally (may be secrets; "
                 "use ${VARS})",
-                name,
+                entry.name,
                 ", ".join(literal),
             )
             continue
-        specs.append(SourceSpec(name, kind, config.model_dump_json()))
+        specs.append(SourceSpec(entry.name, entry.kind.name, entry.config.model_dump_json()))
     return specs
 
 
-async def share_sources(gateway: Gateway) -> None:
+async def share_sources(sources: SourceSync) -> None:
     """Record this manifest's sources in the registry for other replicas (a write only if new), and
     serve those other replicas shared."""
-    specs = manifest_specs(gateway)
+    specs = manifest_specs(sources)
     if specs:
-        await anyio.to_thread.run_sync(gateway.registry.set_source_specs, specs)
-    adopt_shared_sources(gateway)
+        await anyio.to_thread.run_sync(sources.registry.set_source_specs, specs)
+    adopt_shared_sources(sources)
 
 
-async def follow_registry(gateway: Gateway) -> None:
+async def follow_registry(sources: SourceSync) -> None:
     """Poll the registry for commits of other processes, forever (run it in the gateway's task group).
     A failed poll (object store unreachable) keeps the last snapshot serving and tries again."""
     failing = False
-    followed = _Followed(gateway.registry.foreign_loads, gateway.registry.content_hashes())
+    followed = _Followed(sources.registry.foreign_loads, sources.registry.content_hashes())
     while True:
-        await anyio.sleep(gateway.settings.registry_poll_s)
+        await anyio.sleep(sources.settings.registry_poll_s)
         try:
-            await poll_once(gateway, followed)
+            await poll_once(sources, followed)
         except Exception:  # the store is down or a reload failed: serve what we have, retry next poll
             # once per outage with the cause; every poll of it would be a traceback every few seconds
             log.log(
@@ -118,21 +107,21 @@ class _Followed:
     hashes: Mapping[str, str]
 
 
-async def poll_once(gateway: Gateway, followed: _Followed) -> bool:
+async def poll_once(sources: SourceSync, followed: _Followed) -> bool:
     """Reload when another process committed; re-publish what changed. False when nothing did.
 
     Another process's commits may also have been loaded by a write of this one (it catches up first):
     they are announced here all the same, against what was announced last."""
-    registry = gateway.registry
+    registry = sources.registry
     await anyio.to_thread.run_sync(registry.refresh)
     before, after = followed.hashes, registry.content_hashes()
     followed.hashes = after  # this process's own writes were announced by the writes themselves
     if registry.foreign_loads == followed.loads:
         return False
     followed.loads = registry.foreign_loads
-    gateway.find_cache.clear()
-    adopt_shared_sources(gateway)
-    await gateway.republish(
+    sources.find_cache.clear()
+    adopt_shared_sources(sources)
+    await sources.republish(
         removed=set(before) - set(after),
         changed={i for i, h in after.items() if before.get(i) not in (None, h)},
         added=set(after) - set(before),
@@ -140,34 +129,32 @@ async def poll_once(gateway: Gateway, followed: _Followed) -> bool:
     return True
 
 
-def adopt_shared_sources(gateway: Gateway) -> None:
+def adopt_shared_sources(sources: SourceSync) -> None:
     """Serve what other replicas shared: their catalogs' tools, and (``registry_follow_sources``) a
     backend for each upstream this gateway has none for."""
-    specs = gateway.registry.source_specs()
-    gateway.add_shared_catalogs({s.name for s in specs if s.kind == _CATALOG})
-    if gateway.settings.registry_follow_sources:
-        connect_shared_sources(gateway, specs)
-    gateway.refresh_stale_sources()
+    specs = sources.registry.source_specs()
+    sources.add_shared_catalogs({s.name for s in specs if s.kind == _CATALOG})
+    if sources.settings.registry_follow_sources:
+        connect_shared_sources(sources, specs)
+    sources.refresh_stale_sources()
 
 
-def connect_shared_sources(gateway: Gateway, specs: tuple[SourceSpec, ...]) -> None:
+def connect_shared_sources(sources: SourceSync, specs: tuple[SourceSpec, ...]) -> None:
     """Start a backend for each shared upstream this gateway has none for."""
-    servers: dict[str, StdioServer | HttpServer | SseServer] = {}
-    openapi: list[OpenAPISourceConfig] = []
+    entries: list[Configured] = []
     for spec in specs:
-        if spec.name in gateway.backends or spec.kind == _CATALOG:
+        if spec.name in sources.backends or spec.kind == _CATALOG:
+            continue
+        kind = kind_named(spec.kind)
+        if kind is None:
+            log.warning("shared source %s has an unknown kind %r; skipped", spec.name, spec.kind)
             continue
         try:
-            if spec.kind == _MCP:
-                servers[spec.name] = TypeAdapter(ServerConfig).validate_json(spec.spec)
-            elif spec.kind == _OPENAPI:
-                openapi.append(OpenAPISourceConfig.model_validate_json(spec.spec))
-            else:
-                log.warning("shared source %s has an unknown kind %r; skipped", spec.name, spec.kind)
+            entries.append(Configured(spec.name, kind, kind.parse_json(spec.spec)))
         except ValidationError as exc:  # written by another version, or damaged: never fatal
             log.warning("shared source %s has an unusable spec; skipped: %s", spec.name, exc)
-    if not servers and not openapi:
+    if not entries:
         return
-    for backend in build_backends(servers, openapi, gateway.settings, on_status=gateway.backend_status):
+    for backend in build_backends(entries, sources.settings, on_status=sources.backend_status):
         log.info("connecting to %s, shared by another replica", backend.name)
-        gateway.add_backend(backend)
+        sources.add_backend(backend)

@@ -41,13 +41,14 @@ def starting(gateway: Gateway) -> bool:
     """Whether a ``find_tools`` may still wait for start-up: the registry or the embedding model is
     loading, or an upstream is on its first connection attempt (neither connected nor failed yet). A
     start that failed is over: every call then answers its error at once."""
-    if not gateway.ready.is_set():
+    if not gateway.served.ready.is_set():
         return True
-    if not gateway.is_ready():
+    if not gateway.served.is_ready():
         return False
     if not gateway.warmed.is_set():
         return True
-    return any(not b.available and getattr(b, "last_error", None) is None for b in gateway.backends.values())
+    backends = gateway.sources.backends.values()
+    return any(not b.available and getattr(b, "last_error", None) is None for b in backends)
 
 
 def answer_find_tools_while_starting(gateway: Gateway) -> None:

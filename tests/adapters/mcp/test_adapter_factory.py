@@ -69,9 +69,7 @@ def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
         max_result_bytes=300_000,
         ping_interval_s=2,
     )
-    backends = build_backends(
-        manifest.enabled_servers(), manifest.openapi.values(), settings, environ={"TOKEN": "x"}
-    )
+    backends = build_backends(manifest.backends(), settings, environ={"TOKEN": "x"})
     assert [b.name for b in backends] == ["time", "web", "pets"]  # the disabled entry is skipped
     assert all(isinstance(b, Backend) for b in backends)
     time, web, pets = backends
@@ -128,9 +126,7 @@ async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_a
     async def on_tools(source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge]) -> None:
         reports[source] = list(tools)
 
-    pets, broken = build_backends(
-        manifest.enabled_servers(), manifest.openapi.values(), Settings(), on_status=on_status
-    )
+    pets, broken = build_backends(manifest.backends(), Settings(), on_status=on_status)
     assert isinstance(broken, OpenAPIBackend)
     async with anyio.create_task_group() as tg:
         tg.start_soon(pets.run, on_tools)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
+import yaml
 
 from toolweave.errors import ConfigError
+from toolweave.manifest import graph_overrides, load_manifest
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.overrides import (
@@ -22,6 +28,13 @@ def edge(
     a: str, b: str, origin: str = "inferred", kind: EdgeKind = T, param: str | None = None
 ) -> DependencyEdge:
     return DependencyEdge(tool=a, depends_on=b, kind=kind, origin=origin, parameter_name=param)  # type: ignore[arg-type]
+
+
+def from_manifest(tmp_path: Path, dependencies: Any, name: str = "gw.yaml") -> GraphOverrides:
+    """A manifest's ``dependencies`` section, read as the gateway reads it (the manifest parser)."""
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"dependencies": dependencies}), encoding="utf-8")
+    return graph_overrides(load_manifest(path))
 
 
 @pytest.fixture
@@ -51,13 +64,14 @@ def test_declared_replaces_inferred_on_the_same_pair(graph: DependencyGraph) -> 
 
 
 def test_remove_drops_declared_and_inferred_matches_and_keeps_future_inferred_out(
+    tmp_path: Path,
     graph: DependencyGraph,
 ) -> None:
     graph.add_edge(edge("a", "b", "declared"))
     graph.add_edge(edge("a", "c"))
     graph.add_edge(edge("b", "c"))
-    ov = GraphOverrides.from_mapping(
-        {"remove": [{"tool": "a", "depends_on": "b"}, {"tool": "a", "depends_on": "c"}]}, where="m.yaml:graph"
+    ov = from_manifest(
+        tmp_path, {"remove": [{"tool": "a", "depends_on": "b"}, {"tool": "a", "depends_on": "c"}]}
     )
     report = apply_overrides(graph, ov)
     assert report.removed == 2
@@ -65,25 +79,26 @@ def test_remove_drops_declared_and_inferred_matches_and_keeps_future_inferred_ou
     assert merge_inferred(graph, [edge("a", "c")], ov) == 0
 
 
-def test_remove_can_target_one_kind_only(graph: DependencyGraph) -> None:
+def test_remove_can_target_one_kind_only(tmp_path: Path, graph: DependencyGraph) -> None:
     graph.add_edge(edge("a", "b", "declared", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "p"))
     graph.add_edge(edge("a", "b", "declared", T))
-    ov = GraphOverrides.from_mapping(
-        {"remove": [{"tool": "a", "depends_on": "b", "kind": "TOOL DIRECTLY_DEPENDS_ON"}]}
+    ov = from_manifest(
+        tmp_path, {"remove": [{"tool": "a", "depends_on": "b", "kind": "TOOL DIRECTLY_DEPENDS_ON"}]}
     )
     apply_overrides(graph, ov)
     assert [e.kind for e in graph.dependencies("a")] == [EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON]
 
 
-def test_pinned_edges_survive_removes_and_refreshes(graph: DependencyGraph) -> None:
-    ov = GraphOverrides.from_mapping(
+def test_pinned_edges_survive_removes_and_refreshes(tmp_path: Path, graph: DependencyGraph) -> None:
+    ov = from_manifest(
+        tmp_path,
         {
             "pin": [{"tool": "a", "depends_on": "d", "reason": "the ops team says so"}],
             "remove": [{"tool": "a", "depends_on": "d"}],
             "add": [
                 {"tool": "b", "depends_on": "c", "kind": "PARAMETER_DIRECTLY_DEPENDS_ON", "parameter": "cid"}
             ],
-        }
+        },
     )
     graph.add_edge(edge("a", "d"))  # an inferred edge on the pinned pair goes, the pin stays
     report = apply_overrides(graph, ov)
@@ -97,33 +112,42 @@ def test_pinned_edges_survive_removes_and_refreshes(graph: DependencyGraph) -> N
     assert [e.parameter_name for e in graph.dependencies("b")] == ["cid"]
 
 
-def test_unknown_tools_are_reported_not_dropped_silently(graph: DependencyGraph) -> None:
-    ov = GraphOverrides.from_mapping({"add": [{"tool": "a", "depends_on": "zz"}]}, where="gw.yaml:graph")
+def test_unknown_tools_are_reported_not_dropped_silently(tmp_path: Path, graph: DependencyGraph) -> None:
+    ov = from_manifest(
+        tmp_path, {"add": [{"tool": "b", "depends_on": "c"}, {"tool": "a", "depends_on": "zz"}]}
+    )
     report = apply_overrides(graph, ov)
-    assert report.added == 0
-    assert report.problems and "zz" in report.problems[0] and "gw.yaml:graph.add[0]" in report.problems[0]
+    assert report.added == 1
+    assert (
+        report.problems
+        and "zz" in report.problems[0]
+        and "gw.yaml: dependencies.add[1]" in report.problems[0]
+    )
 
 
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"add": [{"tool": "a"}]}, "m:graph.add[0].depends_on"),
-        ({"pin": [{"tool": "a", "depends_on": "b", "kind": "SOMETIMES"}]}, "m:graph.pin[0].kind"),
-        ({"drop": []}, "unknown key"),
-        ({"remove": {"tool": "a"}}, "m:graph.remove: expected a list"),
+        ({"add": [{"tool": "a"}]}, "m.yaml:3:5: dependencies.add[0].depends_on"),
+        (
+            {"pin": [{"tool": "a", "depends_on": "b", "kind": "SOMETIMES"}]},
+            "m.yaml:4:5: dependencies.pin[0].kind: unknown edge kind",
+        ),
+        ({"drop": []}, "dependencies.drop: unknown key"),
+        ({"remove": {"tool": "a"}}, "dependencies.remove"),
     ],
 )
-def test_bad_entries_name_the_field(doc: dict, message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        GraphOverrides.from_mapping(doc, where="m:graph")
+def test_bad_entries_name_the_field(tmp_path: Path, doc: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        from_manifest(tmp_path, doc, name="m.yaml")
 
 
-def test_manifest_edges_convention_and_kind_default(graph: DependencyGraph) -> None:
-    ov = GraphOverrides.from_mapping({"add": [{"tool": "a", "depends_on": "b", "parameter": "p"}]})
+def test_manifest_edges_convention_and_kind_default(tmp_path: Path, graph: DependencyGraph) -> None:
+    ov = from_manifest(tmp_path, {"add": [{"tool": "a", "depends_on": "b", "parameter": "p"}]})
     assert ov.add[0].kind == EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON and ov.add[0].evidence == "manifest:add"
     pin = DependencyEdge(tool="c", depends_on="d", kind=T, origin="manifest", evidence="manifest:pin")
     plain = DependencyEdge(tool="a", depends_on="b", kind=T, origin="manifest", evidence="manifest:add")
-    from_manifest = GraphOverrides.from_edges([pin, plain], [EdgeSelector("c", "d")])
-    assert from_manifest.pin == [pin] and from_manifest.add == [plain]
-    apply_overrides(graph, from_manifest)
+    from_edges = GraphOverrides.from_edges([pin, plain], [EdgeSelector("c", "d")])
+    assert from_edges.pin == [pin] and from_edges.add == [plain]
+    apply_overrides(graph, from_edges)
     assert [(e.tool, e.depends_on) for e in graph.edges()] == [("a", "b"), ("c", "d")]

@@ -1,0 +1,310 @@
+"""Ingest, the writer path for tools and edges: check, embed, graph update, inference, commit.
+
+``Ingest.ingest`` checks everything before it writes anything (a tool of another source, a duplicate
+id, an edge to an unknown tool raise, and the registry keeps what it held), embeds only tools whose
+content changed (hash-based), writes the rows, updates the graph with the source's declared edges,
+re-infers the edges the change touches, and commits; a failure half-way rolls back to the last
+commit (``Commits``). ``add_edges``, ``set_overrides`` and the repair at open change the graph alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import numpy as np
+
+from toolweave.errors import GraphError, RegistryError
+from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.registry.commits import Commits
+from toolweave.registry.documents import tool_document
+from toolweave.registry.embeddings import Progress, embed_chunked
+from toolweave.registry.follower import Follower
+from toolweave.registry.inference import ProfileCache, propose_by_rules, refresh_inferred_edges
+from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.overrides import (
+    GraphOverrides,
+    OverrideReport,
+    add_authoritative,
+    apply_overrides,
+    merge_inferred,
+)
+from toolweave.registry.search import SnapshotSearch
+from toolweave.registry.state import RegistryState
+from toolweave.registry.store import StoredTool
+from toolweave.registry.summary import IngestSummary
+from toolweave.registry.usage_book import UsageBook
+from toolweave.registry.vector_upkeep import VectorIndexUpkeep
+
+__all__ = ["Ingest"]
+
+log = logging.getLogger(__name__)
+
+
+class Ingest:
+    """Writes tools and dependency edges (see the module docstring)."""
+
+    def __init__(
+        self,
+        state: RegistryState,
+        follower: Follower,
+        commits: Commits,
+        usage: UsageBook,
+        reads: SnapshotSearch,
+        upkeep: VectorIndexUpkeep,
+    ) -> None:
+        self._state = state
+        self._follower = follower
+        self._commits = commits
+        self._usage = usage
+        self._reads = reads
+        self._upkeep = upkeep
+        self._profiles = ProfileCache()
+        self._text_index_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolweave-fts-build")
+
+    def close(self) -> None:
+        self._text_index_pool.shutdown(wait=False)  # idle: an ingest waits for its full-text index
+
+    def ingest(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge] = (),
+        *,
+        replace_source: bool = True,
+        progress: Progress | None = None,
+    ) -> IngestSummary:
+        """Add or update ``source``'s tools and declared edges; embed only tools whose content changed.
+
+        Everything is checked before anything is written: a tool of another source, a duplicate id or
+        an edge to an unknown tool raise, and the registry keeps what it held.
+        """
+        started = time.perf_counter()
+        summary = IngestSummary(source=source)
+        state = self._state
+        with state.write_lock:
+            self._check_batch(source, tools)
+            if not self._would_change(source, tools, edges, replace_source) and self._follower.current():
+                # an upstream re-listing what the registry holds (every replica's upstreams do): no
+                # lease, no write
+                ids = {t.id for t in tools}
+                summary.unchanged = len(tools)
+                summary.edges = sum(1 for e in state.edges if e.tool in ids)
+                summary.seconds = time.perf_counter() - started
+                return summary
+        with state.write_lock, self._commits.writer(rollback=False):
+            snap = state.snap
+            incoming = self._check_batch(source, tools)
+            existing = {i for i, s in snap.sources.items() if s == source}
+            removed = existing - incoming.keys() if replace_source else set()
+            known = (set(snap.ids) - removed) | incoming.keys()
+            self._check_edges(edges, known)
+            # checks first: bad input raises before anything changes (no rollback needed)
+            with self._commits.rollback_on_error():
+                changed: list[ToolRecord] = []
+                for tool in incoming.values():
+                    old = snap.hashes.get(tool.id)
+                    if old == tool.content_hash:
+                        summary.unchanged += 1
+                        continue
+                    changed.append(tool)
+                    if old is None:
+                        summary.added += 1
+                    else:
+                        summary.updated += 1
+                summary.removed = len(removed)
+
+                documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
+                # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
+                # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
+                vectors = self._embed(documents, progress)
+                summary.embedded = len(changed)
+                orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})
+                graph_changed = self._update_graph(
+                    source, incoming.values(), removed, edges, tools_changed=bool(changed)
+                )
+                # a source that declares edges gets none inferred: refresh all its tools so old ones go;
+                # and a tool whose inferred producer leaves or changes may need its next-best one now
+                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans
+                universe = stored = None
+                if state.settings.infer_dependencies and (changed or removed or graph_changed):
+                    # the registry as the write will leave it, read before the write: the inference
+                    # below then reads neither the table nor the snapshot
+                    universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                    new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
+                    stored = self._reads.vectors().updated(new_vectors, removed)
+                rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
+                state.table.upsert(rows, documents)
+                state.table.delete_ids(removed)
+                self._usage.sync_examples(changed, removed)
+                # LanceDB builds the full-text index on its own threads beside our inference; the new
+                # snapshot waits for the index (its searches and their cache must not see a half-indexed
+                # table), and so does a rollback (it restores table versions)
+                text_index = state.table.rebuild_text_index
+                indexing = self._text_index_pool.submit(text_index) if rows or removed else None
+                try:
+                    if universe is not None and stored is not None:
+                        self._infer(focus, universe, propose_by_rules(universe, focus), stored)
+                finally:
+                    if indexing is not None:
+                        wait([indexing])
+                if indexing is not None:
+                    indexing.result()
+                    self._follower.reload()
+                summary.edges = sum(len(state.graph.dependencies(tool_id)) for tool_id in incoming)
+                if graph_changed or rows or removed:
+                    self._commits.commit(f"ingest {source}", graph=True)
+            if rows or removed:
+                self._upkeep.refresh_later()
+        summary.seconds = time.perf_counter() - started
+        log.info("ingested %s", summary)
+        return summary
+
+    def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
+        """Add edges between tools already in the registry; saves the graph.
+
+        Declared and manifest edges beat inferred ones on the same pair; inferred edges never land
+        where an authoritative edge or a manifest ``remove`` says otherwise.
+        """
+        state = self._state
+        with state.write_lock:
+            self._check_edges(edges, set(state.snap.ids))
+        with state.write_lock, self._commits.writer():
+            self._check_edges(edges, set(state.snap.ids))  # again: another process may have removed some
+            inferred = [e for e in edges if e.origin == "inferred"]
+            add_authoritative(state.graph, [e for e in edges if e.origin != "inferred"])
+            merge_inferred(state.graph, inferred, state.overrides)
+            self._commits.commit("add edges", graph=True)
+        return len(edges)
+
+    def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
+        """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
+        state = self._state
+        with state.write_lock, self._commits.writer():
+            state.overrides = overrides
+            report = apply_overrides(state.graph, overrides)
+            state.db.side.save_overrides(overrides)
+            self._commits.commit("set overrides", graph=True)
+        return report
+
+    def repair(self) -> None:
+        """What an older version's crash could leave: no full-text index, or rows whose graph file was
+        lost (migrated registries). Rebuilt from the rows and committed, never reported "unchanged"."""
+        state = self._state
+        repairs: list[str] = []
+        if not self._needs_repair():
+            state.db.graph_lost = False
+            return
+        with state.write_lock, self._commits.writer():
+            count = len(state.snap.ids)
+            if count and not state.table.has_text_index:
+                state.table.rebuild_text_index()
+                repairs.append("full-text index rebuilt")
+            if state.db.graph_lost and state.settings.infer_dependencies:
+                self._infer(set(state.snap.ids))
+                repairs.append(f"dependencies re-inferred for {count} tools")
+            state.db.graph_lost = False
+            if repairs:
+                log.warning("registry %s: %s", state.path, "; ".join(repairs))
+                self._commits.commit("repair", graph=True)
+
+    def _needs_repair(self) -> bool:
+        state = self._state
+        no_index = bool(state.snap.ids) and not state.table.has_text_index
+        return no_index or (state.db.graph_lost and state.settings.infer_dependencies)
+
+    def _check_batch(self, source: str, tools: Sequence[ToolRecord]) -> dict[str, ToolRecord]:
+        incoming: dict[str, ToolRecord] = {}
+        owners = self._state.snap.sources
+        for tool in tools:
+            if tool.source != source:
+                raise RegistryError(f"tool {tool.id!r} belongs to source {tool.source!r}, not {source!r}")
+            if tool.id in incoming:
+                raise RegistryError(f"source {source!r} lists tool id {tool.id!r} twice")
+            owner = owners.get(tool.id)
+            if owner is not None and owner != source:
+                raise RegistryError(f"tool id {tool.id!r} of {source!r} is already taken by source {owner!r}")
+            incoming[tool.id] = tool
+        return incoming
+
+    @staticmethod
+    def _check_edges(edges: Sequence[DependencyEdge], known: set[str]) -> None:
+        dangling = [e for e in edges if e.tool not in known or e.depends_on not in known]
+        if dangling:
+            listed = "; ".join(
+                f"{e.tool} -> {e.depends_on} (unknown: {e.tool if e.tool not in known else e.depends_on})"
+                for e in dangling[:5]
+            )
+            more = f" and {len(dangling) - 5} more" if len(dangling) > 5 else ""
+            raise GraphError(
+                f"{len(dangling)} dependency edge(s) name tools that do not exist: {listed}{more}"
+            )
+
+    def _would_change(
+        self, source: str, tools: Sequence[ToolRecord], edges: Sequence[DependencyEdge], replace_source: bool
+    ) -> bool:
+        """Whether ingesting would change anything in this snapshot (the common re-listing does not)."""
+        snap = self._state.snap
+        ids = {t.id for t in tools}
+        if any(snap.hashes.get(t.id) != t.content_hash for t in tools):
+            return True
+        if replace_source and any(s == source and i not in ids for i, s in snap.sources.items()):
+            return True
+        return set(edges) != {e for e in self._state.edges if e.origin == "declared" and e.tool in ids}
+
+    def _embed(self, documents: list[str], progress: Progress | None) -> list[np.ndarray]:
+        state = self._state
+        return embed_chunked(state.embedder, documents, state.settings.embedding_batch_size, progress)
+
+    def _update_graph(
+        self,
+        source: str,
+        tools: Collection[ToolRecord],
+        removed: set[str],
+        edges: Sequence[DependencyEdge],
+        *,
+        tools_changed: bool,
+    ) -> bool:
+        """Apply ``source``'s tools and declared edges to the graph; False when nothing changed.
+
+        The common case is an upstream re-listing the same tools: then no tool changed and the source
+        declares exactly the edges it already has, and the graph is left alone (comparing edge sets
+        costs far less than serialising a 10k-tool graph to find out).
+        """
+        graph = self._state.graph
+        ids = {t.id for t in tools}
+        declared = {e for e in graph.edges(touching=ids) if e.origin == "declared" and e.tool in ids}
+        if not tools_changed and not removed and set(edges) == declared:
+            return False
+        graph.remove_tools(removed)
+        for tool in tools:
+            graph.add_tool(tool.id, tool.kind, source)
+        # A source's declared edges are replaced by what it declares now; manifest and inferred edges stay.
+        graph.remove_edges(lambda e: e.origin == "declared" and e.tool in ids, touching=ids)
+        problems = graph.add_edges(edges)
+        if problems:  # _check_edges ran first, so this is a bug, not bad input
+            raise GraphError(str(problems[0]))
+        return True
+
+    def _infer(
+        self,
+        changed_ids: set[str],
+        universe: Sequence[ToolProfile] | None = None,
+        by_rules: Sequence[DependencyEdge] | None = None,
+        vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides.
+        ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
+        snapshot's)."""
+        state = self._state
+        if universe is None:
+            universe = self._profiles.universe(state.snap.records, state.snap.hashes)
+        if vectors is None:
+            vectors = self._reads.vectors()
+        refresh_inferred_edges(
+            state.graph, universe, vectors, changed_ids, overrides=state.overrides, by_rules=by_rules
+        )
+        if state.overrides is not None:
+            apply_overrides(state.graph, state.overrides)

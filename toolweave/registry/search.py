@@ -1,0 +1,219 @@
+"""Reads over the snapshot: look-ups, the dependency edges retrieval walks, and the searches it runs.
+
+Everything here reads the shared state's read model (``RegistryState.snap``, ``deps``, ``edges``), which
+writes and reloads replace whole: a read on any thread sees one completed write, never half of one, and
+takes no lock. Vector search is exact over the in-memory matrix below ``Settings.vector_index_threshold``
+tools and goes through the table's ANN index above it; full-text search asks LanceDB's BM25 index.
+``toolweave.retrieval`` ranks with these (the registry never imports retrieval).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from toolweave.errors import RegistryError, ToolNotFound
+from toolweave.names import NameVocabulary
+from toolweave.records import (
+    CONTEXT_WEIGHT,
+    DependencyEdge,
+    EdgeKind,
+    Hit,
+    QueryVariant,
+    SearchResults,
+    SearchScope,
+    ToolRecord,
+)
+from toolweave.registry.inference import walkable
+from toolweave.registry.snapshot import Snapshot
+from toolweave.registry.state import RegistryState
+from toolweave.registry.store import CompactRecords
+from toolweave.registry.usage import fuse_usage
+from toolweave.registry.vector_index import ann_rank
+from toolweave.registry.vector_rows import VectorRows
+from toolweave.registry.vector_upkeep import VectorIndexUpkeep
+from toolweave.tracing import span
+
+__all__ = ["SnapshotSearch"]
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotSearch:
+    """Look-ups and searches over the last completed write's snapshot (safe from any thread)."""
+
+    def __init__(self, state: RegistryState, upkeep: VectorIndexUpkeep) -> None:
+        self._state = state
+        self._upkeep = upkeep
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
+        self._text_search_down = False  # logged once per outage of the store's full-text index
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    # -- look-ups ------------------------------------------------------------------------------------
+    def count(self) -> int:
+        return len(self._state.snap.ids)
+
+    def get(self, tool_id: str) -> ToolRecord:
+        record = self._state.snap.records.get(tool_id)
+        if record is None:
+            raise ToolNotFound(f"no tool {tool_id!r} in registry {self._state.path}")
+        return record
+
+    def find(self, tool_id: str) -> ToolRecord | None:
+        return self._state.snap.records.get(tool_id)
+
+    def is_destructive(self, tool_id: str) -> bool:
+        """Whether the tool says it may destroy data (``ToolRecord.destructive``; False for an unknown
+        tool), without decoding a large registry's records that cannot be."""
+        records = self._state.snap.records
+        if isinstance(records, CompactRecords):
+            return records.is_destructive(tool_id)
+        record = records.get(tool_id)
+        return record is not None and record.destructive
+
+    def name_vocabulary(self) -> NameVocabulary:
+        """How many tool names hold each term, as of the last completed write (retrieval's name match)."""
+        return self._state.snap.names
+
+    def source_of(self, tool_id: str) -> str | None:
+        """The source ``tool_id`` came from (None for an unknown tool)."""
+        return self._state.snap.sources.get(tool_id)
+
+    def tools(self, source: str | None = None) -> list[ToolRecord]:
+        snap = self._state.snap
+        return [snap.records[i] for i in snap.ids if source is None or snap.sources[i] == source]
+
+    def content_hashes(self) -> dict[str, str]:
+        """Tool id → content hash, as of the last completed write or reload (never changed in place)."""
+        return self._state.snap.hashes
+
+    def sources(self) -> list[str]:
+        return sorted(set(self._state.snap.sources.values()))
+
+    def vectors(self) -> VectorRows:
+        """Tool id → unit vector, for graph inference and diagnostics (read from the table when the
+        registry is large enough to keep no matrix)."""
+        snap = self._state.snap
+        if snap.ann:
+            return self._state.table.load_vectors()
+        return VectorRows(snap.ids, snap.matrix)
+
+    # -- the dependency graph, as retrieval walks it --------------------------------------------------
+    def edges(self) -> tuple[DependencyEdge, ...]:
+        """Every dependency edge, as of the last completed write."""
+        return self._state.edges
+
+    def dependencies(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+        """What ``tool_id`` needs, as of the last completed write; inferred edges below
+        ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
+        return [e for e in self._state.deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
+
+    def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
+        """Tools that consume what ``tool_id`` produces, through walkable edges, as of the last write
+        (an edge below ``Settings.infer_min_confidence`` publishes nothing after a call either)."""
+        edges = walkable(self._state.edges, self._state.settings.infer_min_confidence)
+        return [e.tool for e in edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
+
+    # -- search --------------------------------------------------------------------------------------
+    def search(
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
+        """Vector and full-text hits for each query variant within ``scope`` (see ``SearchIndex.search``),
+        computed at once.
+
+        The full-text searches run on worker threads while this one embeds every distinct text in one
+        model run (both release the GIL). A variant with context texts gets the composed vector
+        ``v(query) + w * v(previous) + w**2 * v(the one before) ...``: those vectors are usually in the
+        embedder's cache, so conversation context costs no second model run over a long text.
+        """
+        scope = scope or SearchScope()
+        with span("search", variants=len(queries), k=k, vector=scope.vector, text=scope.text):
+            return self._search(queries, k, scope)
+
+    def _search(self, queries: Sequence[QueryVariant], k: int, scope: SearchScope) -> SearchResults:
+        exclude_sources = scope.exclude_sources
+        pending = (
+            [self._pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
+            if scope.text
+            else []
+        )
+        ranked: list[list[Hit]] = [[] for _ in queries]
+        if scope.vector:
+            parts = list(dict.fromkeys(p for q in queries for p in q))
+            embedded = dict(zip(parts, self._state.embedder.embed_queries(parts), strict=True))
+            for n, variant in enumerate(queries):
+                composed = (
+                    embedded[variant[0]]
+                    + sum(  # older context weighs less (decay)
+                        (CONTEXT_WEIGHT**n * embedded[p] for n, p in enumerate(variant[1:], 1)),
+                        np.zeros_like(embedded[variant[0]]),
+                    )
+                )
+                ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
+        texts = [f.result() for f in pending] if scope.text else [[] for _ in queries]
+        return list(zip(ranked, texts, strict=True))
+
+    def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
+        snap = self._state.snap
+        if not snap.ids or k <= 0:
+            return []
+        if snap.ann:
+            return self._ann_rank(snap, query_vector, k, exclude_sources)
+        scores = snap.matrix @ query_vector
+        if snap.usage_rows.size and self._state.usage_on:
+            # Tool2Vec: tools with usage examples also score by how close the query is to them
+            weight = self._state.settings.usage_weight
+            fuse_usage(scores, snap.usage_rows, snap.usage_matrix @ query_vector, weight)
+        if exclude_sources:
+            excluded = [n for n, name in enumerate(snap.source_names) if name in exclude_sources]
+            scores = np.where(np.isin(snap.source_codes, excluded), -np.inf, scores)
+        k = min(k, len(snap.ids))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def _ann_rank(
+        self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
+    ) -> list[Hit]:
+        state = self._state
+        usage_weight = state.settings.usage_weight if state.usage_on else 0.0
+        rows = snap.rows
+        if rows is None or rows.version != state.table.version:
+            rows = None  # none yet, or a write moved the table on: ids read from the table meanwhile
+            self._upkeep.remap_rows_later()
+        return ann_rank(
+            state.table, snap, rows, query_vector, k, exclude_sources, self._upkeep.params, usage_weight
+        )
+
+    def text_hits(self, query: str, k: int, exclude_sources: Collection[str] = ()) -> list[Hit]:
+        """BM25 over tool documents through LanceDB's full-text index."""
+        if k <= 0:
+            return []
+        state = self._state
+        snap = state.snap  # answers cached on the snapshot: its swap after a write invalidates them
+        sources = snap.sources
+        extra = k * 2 if exclude_sources else 0
+        key = (query, k + extra)
+        hits = snap.text_hits.get(key)
+        if hits is None:
+            try:
+                hits = state.table.text_search(query, k + extra)
+            except RegistryError as exc:
+                # The index lives in the store (an object store may be down): the vector half, held in
+                # memory, still answers. Not cached, so the first search after the outage uses BM25 again.
+                if not self._text_search_down:
+                    self._text_search_down = True
+                    log.warning(
+                        "registry %s: full-text search failed, vector search only: %s", state.path, exc
+                    )
+                return []
+            if self._text_search_down:
+                self._text_search_down = False
+                log.warning("registry %s: full-text search works again", state.path)
+            snap.text_hits.put(key, hits)
+        return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]

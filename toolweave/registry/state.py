@@ -1,0 +1,82 @@
+"""What one process holds of an open registry, shared by the registry's parts.
+
+``Registry`` (``toolweave.registry.registry``) is a façade over parts with one job each: the snapshot
+search (``search.py``), the follower that loads committed generations (``follower.py``), the commit
+door every write goes through (``commits.py``), ingest (``ingest.py``), the usage book and its batched
+observations (``usage_book.py``, ``observations.py``), the vector-index upkeep (``vector_upkeep.py``) and
+the source specs (``sources.py``). They share this state: open table handles and the in-memory read
+model. The read model (snapshot, walk map, edge tuple) is replaced whole, never changed in place, so a
+search on another thread reads one consistent version without a lock; everything else is changed only
+under ``write_lock``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from toolweave.records import DependencyEdge
+from toolweave.registry.database import RegistryDatabase, RegistryLocation
+from toolweave.registry.embeddings import Embedder
+from toolweave.registry.graph import DependencyGraph
+from toolweave.registry.inference import walkable
+from toolweave.registry.overrides import GraphOverrides
+from toolweave.registry.snapshot import Snapshot
+from toolweave.registry.sources import SourceSpec
+from toolweave.settings import Settings
+
+__all__ = ["RegistryState"]
+
+
+class RegistryState:
+    """The open registry's handles and read model (see the module docstring)."""
+
+    def __init__(
+        self, path: RegistryLocation, embedder: Embedder, settings: Settings, database: RegistryDatabase
+    ) -> None:
+        self.path = path
+        self.embedder = embedder
+        """Embeds queries and documents; a gateway may wrap it (a query batcher) after open."""
+        self.settings = settings
+        self.db = database
+        self.table = database.tool_table()
+        self.usage = database.usage_table()
+        self.write_lock = threading.RLock()
+        """Serialises this process's writes (the writer lease serialises processes)."""
+        self.snap = Snapshot()
+        self.graph = DependencyGraph()
+        """The graph writes change (networkx); searches read ``deps`` and ``edges`` instead."""
+        self.deps: dict[str, tuple[DependencyEdge, ...]] = {}
+        """Tool id → the edges the retrieval walk may follow (weak inferred ones left out)."""
+        self.edges: tuple[DependencyEdge, ...] = ()
+        self.overrides: GraphOverrides | None = None
+        self.sources: tuple[SourceSpec, ...] = ()
+        self.loaded_generation = -1
+        """The committed generation the snapshot shows (``Follower.refresh`` compares it with the stored
+        one)."""
+        self.foreign_loads = 0
+        """Other processes' commits loaded, by a refresh or by a write catching up."""
+
+    @property
+    def usage_on(self) -> bool:
+        return self.settings.usage_weight > 0
+
+    def publish_graph(self) -> None:
+        """Swap in what searches read of the graph: the walk map and the edge tuple.
+
+        Searches run on other threads while a write changes the networkx graph: they read these
+        immutable copies, never the graph being changed. Retrieval walks only edges it may trust:
+        weak inferred ones stay in the graph, unwalked."""
+        graph = self.graph
+        floor = self.settings.infer_min_confidence
+        changed = graph.take_changed()
+        if changed is None:  # a graph just built (open, rollback, another process's commit)
+            deps = {tool: tuple(walkable(graph.dependencies(tool), floor)) for tool in graph.nx_graph.nodes}
+        else:  # the tools this write changed: at 100k tools, redoing every one was a tenth of an ingest
+            deps = dict(self.deps)
+            for tool in changed:
+                if tool in graph:
+                    deps[tool] = tuple(walkable(graph.dependencies(tool), floor))
+                else:
+                    deps.pop(tool, None)
+        self.deps = deps
+        self.edges = tuple(graph.edges())
