@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolweave.commands.claude_hook import HOOK_WAIT_S, parse_wait
+from toolweave.server.host import HOOK_WAIT_S, parse_hook_wait
 
 
 @pytest.mark.parametrize(
@@ -21,4 +21,4 @@ from toolweave.commands.claude_hook import HOOK_WAIT_S, parse_wait
     ],
 )
 def test_the_hook_reads_wait_or_leaves_the_arguments_to_the_cli(args: list[str], wait: float | None) -> None:
-    assert parse_wait(args) == wait
+    assert parse_hook_wait(args) == wait

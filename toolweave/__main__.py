@@ -2,7 +2,7 @@
 
 ``toolweave serve`` over stdio first starts the early front (``toolweave/server/early.py``), which answers
 the MCP handshake while typer, the settings model and the MCP SDK are still being imported, and
-``toolweave hook claude-code`` runs without them (``commands/claude_hook.py``); every other command runs
+``toolweave hook claude-code`` runs without them (``server/host.py``); every other command runs
 through the typer app (``toolweave.cli``) as usual.
 """
 
@@ -38,10 +38,10 @@ def main() -> None:
 
         early.start()
     elif sys.argv[1:3] == ["hook", "claude-code"]:
-        # the user waits for this one: no typer, no settings model (commands/claude_hook.py)
-        from toolweave.commands.claude_hook import parse_wait, run_claude_code_hook
+        # the user waits for this one: no typer, no settings model (server/host.py)
+        from toolweave.server.host import parse_hook_wait, run_claude_code_hook
 
-        wait = parse_wait(sys.argv[3:])
+        wait = parse_hook_wait(sys.argv[3:])
         if wait is not None:
             sys.exit(run_claude_code_hook(wait))
     from toolweave.cli import app

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import typer
 
-from toolweave.commands.claude_hook import CONNECT_RETRY_S, HOOK_WAIT_S, run_claude_code_hook
 from toolweave.commands.options import user_errors
+from toolweave.server.host import CONNECT_RETRY_S, HOOK_WAIT_S
 
 __all__ = ["register"]
 
@@ -114,6 +114,8 @@ def claude_code_hook(
 ) -> None:
     """Claude Code ``UserPromptSubmit`` hook: reads the hook JSON on stdin and hands the prompt to this
     Claude Code session's gateway. Always exits 0 and prints nothing: the prompt goes on regardless."""
+    from toolweave.server.host import run_claude_code_hook
+
     raise typer.Exit(run_claude_code_hook(wait))
 
 
