@@ -412,9 +412,14 @@ def run_claude_code_hook(wait: float) -> int:
                 try:
                     send_turn(path, prompt, timeout_s=max(0.1, left), connect_s=min(CONNECT_RETRY_S, left))
                 except TimeoutError:  # handed over: the gateway applies it once it can
-                    print(f"toolweave hook: {path.name}: still starting; it has the prompt", file=sys.stderr)
+                    _say(f"{path.name}: still starting; it has the prompt")
                 except Exception as exc:  # one gateway down: the others still hear it
-                    print(f"toolweave hook: {path.name}: {exc}", file=sys.stderr)
+                    _say(f"{path.name}: {exc}")
     except Exception as exc:  # never break the user's prompt
-        print(f"toolweave hook: {exc}", file=sys.stderr)
+        _say(str(exc))
     return 0
+
+
+def _say(message: str) -> None:
+    """A line for the user on stderr (the hook's stdout is Claude Code's: it stays empty)."""
+    sys.stderr.write(f"toolweave hook: {message}\n")
