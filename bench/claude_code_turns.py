@@ -59,6 +59,9 @@ CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
 SERVER = "toolweave"
 TIME_TOOL = "time__get_current_time"
+STARTING = "the gateway is still starting"
+"""What a find_tools answer says when it came while the gateway was starting (server/starting.py)."""
+MAX_RESTARTS = 30
 HOOK_TIMEOUT_S = 30
 """The hook's timeout docs/clients.md gives Claude Code (seconds; the hook itself returns within 20)."""
 PROMPT = "what time is it in Tokyo"
@@ -76,6 +79,7 @@ class ScriptedModel:
         self.outcome: str | None = None
         self.first_has_tool: bool | None = None
         self.first_has_meta_tools: bool | None = None
+        self.restarts = 0
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self.messages, methods=["POST"]),
@@ -104,6 +108,10 @@ class ScriptedModel:
                 self.outcome = "first"
                 return _tool_use(body, prefixed(TIME_TOOL), {"timezone": "Asia/Tokyo"})
             return _tool_use(body, prefixed("find_tools"), {"query": PROMPT})
+        starting = STARTING in _last_tool_result_text(body.get("messages") or [])
+        if answered == prefixed("find_tools") and starting and self.restarts < MAX_RESTARTS:
+            self.restarts += 1  # the gateway was still starting: as a model would, call it again
+            return _tool_use(body, prefixed("find_tools"), {"query": PROMPT})
         if answered == prefixed("find_tools"):
             if prefixed(TIME_TOOL) in tools:
                 self.outcome = "direct"
@@ -112,6 +120,18 @@ class ScriptedModel:
             args = {"name": TIME_TOOL, "arguments": {"timezone": "Asia/Tokyo"}}
             return _tool_use(body, prefixed("call_tool"), args)
         return _answer(body, [{"type": "text", "text": "It is late in Tokyo."}], "end_turn")
+
+
+def _last_tool_result_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the tool results the last user message carries."""
+    content = messages[-1].get("content") if messages else None
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            inner = block.get("content")
+            parts = inner if isinstance(inner, list) else [{"text": inner}]
+            texts += [str(p.get("text", "")) for p in parts if isinstance(p, dict)]
+    return "\n".join(texts)
 
 
 def _last_tool_result_for(messages: list[dict[str, Any]]) -> str | None:
@@ -278,6 +298,7 @@ def one_run(claude: str, work: Path, registry: Path, transport: str, hook: bool)
             "outcome": model.outcome or "no-call",
             "first_request_has_meta_tools": model.first_has_meta_tools,
             "first_request_has_tool": model.first_has_tool,
+            "find_tools_again": model.restarts,
             "model_requests": len(model.requests),
             "exit": proc.returncode,
             "seconds": round(time.monotonic() - started, 2),
@@ -375,6 +396,7 @@ def main() -> int:
         "outcomes": dict(counts),
         "first_request_has_meta_tools": sum(bool(r["first_request_has_meta_tools"]) for r in rows),
         "first_request_has_tool": sum(bool(r["first_request_has_tool"]) for r in rows),
+        "find_tools_again": sum(r["find_tools_again"] for r in rows),
         "busy": args.busy,
         "load_before_after": [load_before, os.getloadavg()[0]],
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",

@@ -113,7 +113,7 @@ async def gateway_target(transport: str, registry: Path, tmp_path: Path) -> Asyn
     if transport == "stdio":
         yield command
         return
-    gateway = start_http_gateway(manifest, registry, tmp_path / "gateway.log")
+    gateway = start_http_gateway(manifest, registry, tmp_path / "gateway.log", patient=False)
     try:
         yield gateway.url
         assert gateway.proc.poll() is None, gateway.logs()[-3000:]
@@ -159,7 +159,8 @@ async def run_pydantic_ai(target: str | list[str], keeps_first_list: bool, log: 
     client: Any
     if isinstance(target, list):
         # keep_alive=False: the gateway ends with the run (FastMCP would keep it for the next one)
-        client = StdioTransport(target[0], target[1:], env=gateway_env(), log_file=log, keep_alive=False)
+        env = gateway_env(patient=False)  # the gateway's default start-up bound: these clients call again
+        client = StdioTransport(target[0], target[1:], env=env, log_file=log, keep_alive=False)
     else:
         client = target
     # cache_tools=True is pydantic-ai's default: the list is fetched once and dropped only on a
@@ -224,7 +225,7 @@ async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> 
     server: MCPServer
     # cache_tools_list=False is the SDK's default: it lists the tools again before every model request.
     if isinstance(target, list):
-        params = {"command": target[0], "args": target[1:], "env": gateway_env()}
+        params = {"command": target[0], "args": target[1:], "env": gateway_env(patient=False)}
         server = MCPServerStdio(params, cache_tools_list=keeps_first_list)
     else:
         server = MCPServerStreamableHttp({"url": target}, cache_tools_list=keeps_first_list)

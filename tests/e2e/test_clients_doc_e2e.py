@@ -24,7 +24,8 @@ INSPECTOR = ["npx", "-y", "@modelcontextprotocol/inspector", "--cli"]
 
 
 def inspector(*args: str) -> dict[str, Any]:
-    run = subprocess.run([*INSPECTOR, *args], capture_output=True, text=True, timeout=180, env=gateway_env())
+    env = gateway_env(patient=False)  # only what the documented command says
+    run = subprocess.run([*INSPECTOR, *args], capture_output=True, text=True, timeout=180, env=env)
     if run.returncode != 0 and "ENOTFOUND" in run.stderr + run.stdout:
         pytest.skip("npx could not download the MCP Inspector (offline, empty npm cache)")
     assert run.returncode == 0, run.stderr[-2000:]
