@@ -1,6 +1,5 @@
 """The ``find_tools`` answer (``server/meta_tools.py``): published tools with what a call needs, the
-others named in one line each; ``detail`` gives every tool whole; a client whose list already holds the
-published tools gets them by name."""
+others named in one line each; ``detail`` gives every tool whole."""
 
 from __future__ import annotations
 
@@ -48,20 +47,27 @@ def test_published_tools_carry_what_a_call_needs_and_the_others_one_line() -> No
     doc = answer()
     assert [t["name"] for t in doc["tools"]] == [CONVERT.id, CLOCK.id]
     convert, clock = doc["tools"]
-    assert convert == {
+    assert convert == {  # a search hit needs no word on why
         "name": CONVERT.id,
         "description": CONVERT.description,
         "input_schema": CONVERT.input_schema,
-        "why": "search hit",
         "published": True,
     }
-    assert clock["why"] == f"needed by {CONVERT.id} (its time)"
+    assert (
+        clock["why"] == f"needed by {CONVERT.id} (its time)" and clock["input_schema"] == CLOCK.input_schema
+    )
     assert doc["also_found"] == {
         CREATE.id: CREATE.description,
         LONG.id: "Search saved notes. " + "x" * (SUMMARY_CHARS - 21) + "…",
     }
     assert len(doc["also_found"][LONG.id]) == SUMMARY_CHARS
-    assert "detail=true" in doc["how_to_call"] and doc["tool_list_changed"] is True
+    assert "how_to_call" not in doc and doc["tool_list_changed"] is True  # the tool descriptions say it
+
+
+def test_without_candidates_left_over_the_answer_says_nothing_more() -> None:
+    result = find_tools_result("q", FOUND[:2], list_changed=False, published=PUBLISHED)
+    assert result.structured_content is not None
+    assert set(result.structured_content) == {"query", "tools", "tool_list_changed"}
 
 
 def test_detail_gives_every_tool_whole() -> None:
@@ -75,16 +81,6 @@ def test_detail_gives_every_tool_whole() -> None:
     ]
     assert all(t["input_schema"] and t["source"] and t["reason"] for t in doc["tools"])
     assert doc["tools"][3]["description"] == LONG.description
-
-
-def test_a_client_whose_list_has_the_published_tools_gets_their_names() -> None:
-    doc = answer(listed=True)
-    assert doc["tools"] == [
-        {"name": CONVERT.id, "why": "search hit", "published": True},
-        {"name": CLOCK.id, "why": f"needed by {CONVERT.id} (its time)", "published": True},
-    ]
-    assert set(doc["also_found"]) == {CREATE.id, LONG.id}
-    assert "in your tool list" in doc["how_to_call"] and "detail=true" in doc["how_to_call"]
 
 
 def test_names_are_the_published_names() -> None:
@@ -126,9 +122,9 @@ def test_titles_go_but_a_property_named_title_stays() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_through_the_gateway_a_client_that_relisted_gets_names(registry: Any, mode: str) -> None:
-    """Its list holds the published tools (schemas included) when the answer comes; a client that does
-    not re-list gets the schemas, and ``detail`` still gives them to anyone."""
+async def test_through_the_gateway_detail_gives_every_schema(registry: Any, mode: str) -> None:
+    """A client that re-listed (its list holds the published tools) still gets their schemas: its next
+    request may lack them; ``detail`` gives every tool's."""
     from mcp import Client
 
     from tests.e2e.watch import Relister, relisting
@@ -147,18 +143,10 @@ async def test_through_the_gateway_a_client_that_relisted_gets_names(registry: A
             again = await client.call_tool(
                 "find_tools", {"query": "what time is it in Tokyo", "detail": True}
             )
-    doc = found.structured_content
-    assert doc is not None and relister.lists
+    doc, detailed = found.structured_content, again.structured_content
+    assert doc is not None and detailed is not None and relister.lists
     published = [t for t in doc["tools"] if t["published"]]
-    assert published and all(set(t) == {"name", "why", "published"} for t in published), doc
+    assert published and all("input_schema" in t for t in published), doc
     assert all(t["name"] in relister.lists[-1] for t in published)
-    assert again.structured_content is not None
-    assert all("input_schema" in t for t in again.structured_content["tools"])
-
-    other = make_gateway(registry, clock, notes, relist_wait_ms=200)
-    async with Client(other.server, mode=mode) as client:  # never lists again
-        doc = (
-            await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
-        ).structured_content
-    assert doc is not None
-    assert all("input_schema" in t for t in doc["tools"] if t["published"]), doc
+    assert len(detailed["tools"]) >= len(doc["tools"]) + len(doc.get("also_found", {}))
+    assert all("input_schema" in t and "rank" in t for t in detailed["tools"])

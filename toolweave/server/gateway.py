@@ -388,5 +388,4 @@ class Gateway:
                 published=session.published.ids(),
                 name_of=self.names.name,
                 detail=arguments.get("detail") is True,
-                listed=session.listed_notices == session.notices,  # its list has the published tools
             )

@@ -117,9 +117,9 @@ _META_TOOLS: tuple[dict[str, Any], ...] = (
         "description": (
             "Search all tools available through this gateway for the ones a task needs, plus the tools "
             "they depend on. The chosen tools are added to this session's tool list and returned with "
-            "their input schemas and why they were chosen; other candidates are named in one line each. "
-            "Call the chosen tools directly, or through call_tool if your client does not refresh its "
-            "tool list."
+            "their input schemas; other candidates are named in one line each under also_found "
+            "(detail=true gives their schemas too). Call the chosen tools directly, or through "
+            "call_tool if your client does not refresh its tool list."
         ),
         "inputSchema": _FIND_TOOLS_SCHEMA,
         "annotations": {"readOnlyHint": True, "openWorldHint": False},

@@ -116,7 +116,6 @@ def find_tools_result(
     published: Collection[str],
     name_of: Callable[[str], str] = str,
     detail: bool = False,
-    listed: bool = False,
     note: str | None = None,
 ) -> types.CallToolResult:
     """``find_tools`` answer: the same document as text JSON (for the model) and structured content.
@@ -124,12 +123,12 @@ def find_tools_result(
     Compact by default, because it lands in the model's context: ``tools`` holds the tools this request
     chose (strong enough to publish, ``RankedTool.publish``) that are in the session's list
     (``published``), each with what a call needs (description and input schema, without the schema's
-    display ``title`` annotations) and why it is there; ``also_found`` names the other found tools with
-    a one-line summary each (``detail=True`` gives every tool whole, as ``tools`` entries with their
-    source, rank and exact schema). ``listed``: the client already fetched the list holding the
-    published tools, schemas included, so they are named without them (a client that does not
-    refresh its list calls them through ``call_tool`` and needs the schema here; one that re-lists
-    and keeps its first list anyway, Claude Desktop, is told that ``detail`` gives the schemas).
+    display ``title`` annotations) and, for a dependency, what it feeds (a search hit needs no word);
+    ``also_found`` names the other found tools with a one-line summary each (``detail=True`` gives
+    every tool whole, as ``tools`` entries with their source, rank, reason and exact schema). The
+    schemas stay even when the client may list the tools already: Claude Desktop re-lists and keeps its
+    first list, and Claude Code's next request may still lack a tool it just re-listed, so the model
+    may have to go through ``call_tool``, for which it needs them here.
 
     Each tool is named exactly as the tool list names it (``name_of(id)``), so a direct call works.
     ``note``: what to tell the model instead of the usual note when nothing was found.
@@ -154,23 +153,20 @@ def find_tools_result(
         elif not (f.ranked.publish and f.record.id in published):
             also[name] = _summary(f.record)
             continue
-        elif listed:
-            entry = {"name": name, "why": _why(f.ranked, name_of), "published": True}
-            fragments.append(_entry_text(entry, "", ()))
         else:
             text, schema = _constant(f.record, detail=False)
             entry = {"name": name, "description": f.record.description, "input_schema": schema}
-            entry |= {"why": _why(f.ranked, name_of), "published": True}
+            if f.ranked.reason == "dependency" and f.ranked.via is not None:
+                entry["why"] = _needed_by(f.ranked, name_of)
+            entry["published"] = True
             fragments.append(_entry_text(entry, text, _COMPACT_KEYS))
         tools.append(entry)
     doc: dict[str, Any] = {"query": _echo(query), "tools": tools}
     if also:
         doc["also_found"] = also
     doc["tool_list_changed"] = list_changed
-    if listed and tools and not detail:
-        doc["how_to_call"] = HOW_TO_CALL_LISTED
-    else:
-        doc["how_to_call"] = HOW_TO_CALL if also else HOW_TO_CALL_PUBLISHED
+    if detail:  # the compact answer leaves it to the meta-tools' own descriptions, in every request
+        doc["how_to_call"] = HOW_TO_CALL
     if not found:
         doc["note"] = note or "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return types.CallToolResult(
@@ -179,13 +175,7 @@ def find_tools_result(
     )
 
 
-HOW_TO_CALL_PUBLISHED = "call these tools by name, or with call_tool(name, arguments)"
-HOW_TO_CALL = HOW_TO_CALL_PUBLISHED + "; detail=true gives also_found's input schemas"
-HOW_TO_CALL_LISTED = (
-    "these tools are in your tool list, with their input schemas: call them by name (if they are not, "
-    "find_tools(query, detail=true) gives every schema, for call_tool(name, arguments))"
-)
-"""A client that re-listed but keeps its first list (Claude Desktop) is told where the schemas are."""
+HOW_TO_CALL = "call a tool directly by the name given here, or with call_tool(name=..., arguments={...})"
 SUMMARY_CHARS = 80
 """An unpublished tool's summary: the first line of its description, cut to this length."""
 
@@ -193,10 +183,9 @@ _DETAIL_KEYS = ("description", "input_schema", "source")
 _COMPACT_KEYS = ("description", "input_schema")
 
 
-def _why(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
-    """Why a published tool is there, in few words: a search hit, or what it feeds."""
-    if ranked.reason == "first_pass" or ranked.via is None:
-        return "search hit"
+def _needed_by(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
+    """Why a dependency is there, in few words: what it feeds."""
+    assert ranked.via is not None
     fed = f" (its {ranked.parameter_name})" if ranked.parameter_name else ""
     return f"needed by {name_of(ranked.via)}{fed}"
 
