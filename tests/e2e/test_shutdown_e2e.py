@@ -23,6 +23,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.procs import alive, descendants
+
 from .conftest import REPO, TOOLWEAVE, gateway_env, start_http_gateway, stop
 
 pytestmark = [pytest.mark.integration]
@@ -43,29 +45,8 @@ def upstreams_manifest(path: Path) -> Path:
     return path
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid) of a process, None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    state, parent = text[text.rindex(")") + 2 :].split()[:2]
-    return state, int(parent)
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process under ``pid`` (children, grandchildren, ...)."""
-    parents = {int(p.name): s[1] for p in Path("/proc").glob("[0-9]*") if (s := _stat(int(p.name)))}
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    return {pid for pid in pids if (s := _stat(pid)) is not None and s[0] not in ("Z", "X")}
+def left(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if alive(pid)}
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -123,7 +104,7 @@ def test_a_stdio_gateway_exits_with_its_upstreams_when_stdin_ends(
     finally:
         stop(proc)
     assert proc.returncode == 0, log.read_text(errors="replace")[-3000:]
-    wait_for(lambda: not alive(tree), 5, "no upstream process left")  # orphans are reaped by init
+    wait_for(lambda: not left(tree), 5, "no upstream process left")  # orphans are reaped by init
     print(f"{machine}: exited {took:.2f} s after stdin ended")
 
 
@@ -193,5 +174,5 @@ async def test_sigterm_stops_an_http_gateway_with_50_sessions_and_its_upstreams(
                 release.set()
     finally:
         stop(gateway.proc)
-    await anyio.to_thread.run_sync(wait_for, lambda: not alive(tree), 5, "no upstream process left")
+    await anyio.to_thread.run_sync(wait_for, lambda: not left(tree), 5, "no upstream process left")
     print(f"{machine}: exited {took:.2f} s after SIGTERM with {SESSIONS} sessions open")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import group
+
 pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads the process tree from /proc")
 
 # A process with two children in sessions of their own, one with a grandchild (like npx -> node), whose
@@ -28,26 +30,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
-def _group(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry.name))
-    return members
-
-
 def test_the_deadline_stops_every_child_tree_and_ends_a_stuck_process() -> None:
     proc = subprocess.Popen([sys.executable, "-c", STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
@@ -61,10 +43,10 @@ def test_the_deadline_stops_every_child_tree_and_ends_a_stuck_process() -> None:
     # every member of both groups is gone: the grandchild too, and the child that ignored SIGTERM
     for pgid in seen["groups"]:
         for _ in range(100):
-            if not _group(pgid):
+            if not group(pgid):
                 break
             subprocess.run(["sleep", "0.05"], check=True)
-        assert not _group(pgid), pgid
+        assert not group(pgid), pgid
 
 
 def test_a_deadline_must_stop_children_before_it_exits() -> None:
