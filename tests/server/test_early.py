@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as SDK_MODERN_VERSIONS
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
 from toolweave.server import handshake
-from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront, Era, Handover
+from toolweave.server.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront, Era, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.transports import _serve_stdio
 from toolweave.settings import PublishSettings, Settings
@@ -163,6 +163,11 @@ async def serving(gw: Gateway, server: Server, early: EarlyFront | None) -> Asyn
         with anyio.move_on_after(30):
             await ended.wait()
         tg.cancel_scope.cancel()
+
+
+def front_replay(front: EarlyFront) -> list[bytes]:
+    """What the front handed over, line by line (after ``hand_over``)."""
+    return front._replay
 
 
 @contextmanager
@@ -334,6 +339,8 @@ async def test_the_front_keeps_what_it_does_not_answer_and_goes_on(
     assert sorted(replies) == ["2", "None"]  # the call, and the SDK's error for the malformed line
     assert "could not be opened" in replies["2"]["result"]["content"][0]["text"]
     assert replies["None"]["error"]["code"] == -32600
+    kept = [json.loads(line) for line in front_replay(front) if b"tools/call" in line]
+    assert [m["params"]["_meta"][ARRIVED_META] > 0 for m in kept] == [True]  # when it came, for the bound
 
 
 @pytest.mark.parametrize(

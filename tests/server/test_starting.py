@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from toolweave.registry import Registry
+from toolweave.server.early import ARRIVED_META
 from toolweave.server.gateway import Gateway
 from toolweave.server.starting import answer_find_tools_while_starting, starting
 from toolweave.settings import Settings
@@ -93,3 +94,22 @@ async def test_zero_turns_the_bound_off(registry: Registry) -> None:
     handler: Any = gateway.server.get_request_handler("tools/call")
     answer_find_tools_while_starting(gateway)
     assert gateway.server.get_request_handler("tools/call") is handler
+
+
+async def test_the_bound_counts_from_the_arrival_the_early_front_stamped(registry: Registry) -> None:
+    """A find_tools the early front kept while the SDK loaded has waited already: the client's own
+    timeout started when it sent it, so what is left of the bound is all it gets."""
+    opened = threading.Event()
+    settings = Settings(home=registry.path, startup_call_wait_s=30)
+    gateway = Gateway(held_opener(registry, opened), [], settings)
+    answer_find_tools_while_starting(gateway)
+    try:
+        async with Client(gateway.server, mode="legacy") as client:
+            began = time.monotonic()
+            waited = {ARRIVED_META: time.monotonic() - 29.5}  # kept 29.5 s of the 30 s bound
+            early = await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=waited)
+            took = time.monotonic() - began
+        assert early.structured_content is not None and early.structured_content["tools"] == []
+        assert took < 25  # half a second was left, not the whole bound
+    finally:
+        opened.set()

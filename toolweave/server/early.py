@@ -40,18 +40,24 @@ import os
 import select
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, BinaryIO
 
 from toolweave.server import handshake
 
-__all__ = ["EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "start"]
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "start"]
 
 log = logging.getLogger(__name__)
 
 EARLY_ID_PREFIX = "io.toolweave/early-"
 """Replayed requests carry ids ``io.toolweave/early-<n>``: the SDK's replies to them are recognised by it."""
+
+ARRIVED_META = "io.toolweave/arrived"
+"""``_meta`` key the front adds to a ``tools/call`` it keeps for the SDK: when it came (``time.monotonic``
+of this process). A client counts its timeout from its sending, not from when the SDK took over: the
+start-up bound (``server/starting.py``) counts from here too."""
 
 MAX_EARLY_LINE = 1 << 20
 """A line longer than this is not parsed here: the front stops and the SDK's bounded reader deals with it."""
@@ -194,7 +200,9 @@ class EarlyFront:
                         action = self._handle(line)
                     if action is _Action.STOP:
                         return  # the line stays in _pending: the SDK reads it
-                    if action in (_Action.KEPT, _Action.ACKNOWLEDGED):
+                    if action is _Action.KEPT:
+                        self._replay.append(_stamped(line))
+                    elif action is _Action.ACKNOWLEDGED:
                         self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
                 if len(self._pending) > MAX_EARLY_LINE:
@@ -291,6 +299,24 @@ class EarlyFront:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         while data:
             data = data[os.write(self._out, data) :]
+
+
+def _stamped(line: bytes) -> bytes:
+    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta``."""
+    if b"tools/call" not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return line
+    params = message.get("params", {})
+    meta = params.get("_meta", {}) if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return line
+    stamped = {**message, "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic()}}}
+    return json.dumps(stamped).encode()
 
 
 def _is_id(value: object) -> bool:

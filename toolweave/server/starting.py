@@ -7,7 +7,8 @@ that comes meanwhile waits for that; on a busy machine it can take tens of secon
 give one request 5 s (the OpenAI Agents SDK's default) before they fail the tool call. So during
 start-up ``find_tools`` gets ``startup_call_wait_s``: answered in that time, it is answered as ever;
 otherwise it is dropped (it was still waiting: nothing was searched or published) and answered as
-when nothing matched, with a note to call again, which a model acts on. Not an error: pydantic-ai
+when nothing matched, with a note to call again, which a model acts on. The bound counts from the
+request's arrival: one the early front kept while the SDK loaded carries that time. Not an error: pydantic-ai
 counts a tool error against its one retry.
 
 Only ``find_tools``: a proxied call may already have reached its upstream when the bound ends, and
@@ -17,11 +18,13 @@ nothing is bounded here.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 
+from toolweave.server.early import ARRIVED_META
 from toolweave.server.meta_tools import FIND_TOOLS, find_tools_result
 
 if TYPE_CHECKING:
@@ -63,7 +66,9 @@ def answer_find_tools_while_starting(gateway: Gateway) -> None:
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         if params.name != FIND_TOOLS or not starting(gateway):
             return await inner(ctx, params)
-        with anyio.move_on_after(bound_s):
+        arrived = (ctx.meta or {}).get(ARRIVED_META)  # kept by the early front while the SDK loaded
+        waited = time.monotonic() - arrived if isinstance(arrived, float) else 0.0
+        with anyio.move_on_after(min(bound_s, max(0.0, bound_s - waited))):
             return await inner(ctx, params)
         query = (params.arguments or {}).get("query")
         return find_tools_result(str(query or ""), [], list_changed=False, published=(), note=STILL_STARTING)
