@@ -1,8 +1,10 @@
 """Real-client turn loop: Claude Code against the gateway, driven by a scripted model endpoint.
 
-What it answers: when the model calls ``find_tools``, does its *next* request already carry the
-tool the gateway just published (so it can call it directly), or must it fall back to ``call_tool``? With
-the UserPromptSubmit hook installed, does the *first* request already carry it?
+What it answers: does the model's *first* request carry ``find_tools`` and ``call_tool`` (not deferred
+behind Claude Code's tool search as a server still "pending")? When the model calls ``find_tools``, does
+its *next* request already carry the tool the gateway just published (so it can call it directly), or
+must it fall back to ``call_tool``? With the UserPromptSubmit hook installed exactly as docs/clients.md
+says, does the *first* request already carry it?
 
 How: a scripted Anthropic Messages endpoint on 127.0.0.1 plays the model. Claude Code (npm
 ``@anthropic-ai/claude-code``, installed under bench/out/npm on first use) runs ``claude -p "what time is it
@@ -17,11 +19,14 @@ publishes the rest of a multi-part request once a call served its first part), a
 the hash with the memory tool it is given (``create_entities`` when listed, else the first memory tool
 listed, called through ``call_tool`` if none is). Outcome ``memory-published`` or ``memory-missing``.
 
-``--mcp-list`` instead runs ``claude mcp list`` (its health check: spawn, initialize, tools/list, each
-within Claude Code's own time limits) with toolweave as a project server, ``--runs`` times, from a cold
-gateway start each time.
+Every step is the one docs/clients.md gives a user: ``claude mcp add`` to register the gateway, the
+hook in the user's settings, ``claude -p ... --allowedTools mcp__toolweave``. ``--mcp-list`` instead
+runs ``claude mcp list`` (its health check: spawn, handshake, tools/list, each within Claude Code's own
+time limits) after each documented ``claude mcp add`` (local scope, project scope with the approval in
+the user's settings, a running HTTP gateway), ``--runs`` times, from a cold gateway start each time.
 
-Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook] [--json]
+Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook]
+           [--no-tool-search] [--busy] [--json]
            [--scenario time|commit-memory]
        .venv/bin/python bench/claude_code_turns.py --mcp-list [--runs 10]
 Needs node/npm (the runner says so and exits 0 without them).
@@ -30,6 +35,7 @@ Needs node/npm (the runner says so and exits 0 without them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -50,14 +56,22 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ports import free_port, wait_port
+
+from tests.busy import cpu_hogs
 
 REPO = Path(__file__).resolve().parents[1]
 NPM_DIR = REPO / "bench" / "out" / "npm"
-CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.330"
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
 SERVER = "toolweave"
 TIME_TOOL = "time__get_current_time"
+STARTING = "the gateway is still starting"
+"""What a find_tools answer says when it came while the gateway was starting (server/starting.py)."""
+MAX_RESTARTS = 30
+HOOK_TIMEOUT_S = 30
+"""The hook's timeout docs/clients.md gives Claude Code (seconds; the hook itself returns within 20)."""
 PROMPT = "what time is it in Tokyo"
 
 
@@ -72,6 +86,8 @@ class ScriptedModel:
         self.requests: list[dict[str, Any]] = []
         self.outcome: str | None = None
         self.first_has_tool: bool | None = None
+        self.first_has_meta_tools: bool | None = None
+        self.restarts = 0
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self.messages, methods=["POST"]),
@@ -88,6 +104,8 @@ class ScriptedModel:
         if not tools:  # a side request (title, summary...): answer briefly
             return _answer(body, [{"type": "text", "text": "ok"}], "end_turn")
         self.requests.append({"tools": tools, "at": time.monotonic()})
+        if self.first_has_meta_tools is None:  # not deferred: the model sees them and may call them
+            self.first_has_meta_tools = {prefixed("find_tools"), prefixed("call_tool")} <= set(tools)
         if prefixed("find_tools") not in tools:  # the gateway was not connected in time for this request
             self.outcome = self.outcome or "not-connected"
             return _answer(body, [{"type": "text", "text": "I have no tool for that."}], "end_turn")
@@ -97,6 +115,10 @@ class ScriptedModel:
             if self.first_has_tool:
                 self.outcome = "first"
                 return _tool_use(body, prefixed(TIME_TOOL), {"timezone": "Asia/Tokyo"})
+            return _tool_use(body, prefixed("find_tools"), {"query": PROMPT})
+        starting = STARTING in _last_tool_result_text(body.get("messages") or [])
+        if answered == prefixed("find_tools") and starting and self.restarts < MAX_RESTARTS:
+            self.restarts += 1  # the gateway was still starting: as a model would, call it again
             return _tool_use(body, prefixed("find_tools"), {"query": PROMPT})
         if answered == prefixed("find_tools"):
             if prefixed(TIME_TOOL) in tools:
@@ -151,6 +173,18 @@ class CommitMemoryModel(ScriptedModel):
             args = {"name": "memory__create_entities", "arguments": entity}
             return _tool_use(body, prefixed("call_tool"), args)
         return _answer(body, [{"type": "text", "text": "Done: the hash is in memory."}], "end_turn")
+
+
+def _last_tool_result_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the tool results the last user message carries."""
+    content = messages[-1].get("content") if messages else None
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            inner = block.get("content")
+            parts = inner if isinstance(inner, list) else [{"text": inner}]
+            texts += [str(p.get("text", "")) for p in parts if isinstance(p, dict)]
+    return "\n".join(texts)
 
 
 def _last_tool_result_for(messages: list[dict[str, Any]]) -> str | None:
@@ -242,6 +276,47 @@ def claude_binary() -> str | None:
     return str(binary)
 
 
+def claude_env(home: Path, **extra: str) -> dict[str, str]:
+    """Claude Code's environment for one run: a home of its own (its settings, its ``claude mcp add``s)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, HOME=str(home), DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1", **extra)
+    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+    return env
+
+
+def add_toolweave(claude: str, work: Path, env: dict[str, str], target: list[str] | str, scope: str) -> None:
+    """Register the gateway exactly as docs/clients.md says: ``claude mcp add toolweave -- <serve ...>``
+    (stdio; ``--scope project`` writes .mcp.json) or ``claude mcp add --transport http toolweave URL``."""
+    if isinstance(target, str):
+        command = [claude, "mcp", "add", "--transport", "http", SERVER, target]
+    else:
+        command = [
+            claude,
+            "mcp",
+            "add",
+            *(["--scope", scope] if scope != "local" else []),
+            SERVER,
+            "--",
+            *target,
+        ]
+    subprocess.run(command, env=env, cwd=str(work), check=True, capture_output=True, timeout=120)
+    if scope == "project":
+        # a project's servers wait for the user's approval; only the user's own settings can give it
+        user = Path(env["HOME"]) / ".claude" / "settings.json"
+        user.parent.mkdir(parents=True, exist_ok=True)
+        current = json.loads(user.read_text()) if user.exists() else {}
+        user.write_text(json.dumps({**current, "enabledMcpjsonServers": [SERVER]}))
+
+
+def install_hook(home: Path) -> None:
+    """The UserPromptSubmit hook in the user's settings, exactly as docs/clients.md says."""
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    current = json.loads(settings.read_text()) if settings.exists() else {}
+    hook = {"type": "command", "command": f"{TOOLWEAVE} hook claude-code", "timeout": HOOK_TIMEOUT_S}
+    settings.write_text(json.dumps({**current, "hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}))
+
+
 def one_run(
     claude: str, work: Path, registry: Path, transport: str, hook: bool, scenario: str = "time"
 ) -> dict[str, Any]:
@@ -253,52 +328,31 @@ def one_run(
     manifest = REPO / "manifests" / "demo.yaml"
     serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
     try:
-        if transport == "http":
-            port = free_port()
-            log = (work / "gateway.log").open("ab")
-            gateway = subprocess.Popen([*serve, "--transport", "http", "--port", str(port)], stderr=log)
-            entry: dict[str, Any] = {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
-            wait_port(port, gateway)
-        else:
-            entry = {"type": "stdio", "command": serve[0], "args": serve[1:]}
-        config = work / "mcp.json"
-        config.write_text(json.dumps({"mcpServers": {SERVER: entry}}))
-        settings: dict[str, Any] = {}
-        if hook:
-            command = f"{TOOLWEAVE} hook claude-code"
-            settings["hooks"] = {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": command}]}]}
-        settings_file = work / "settings.json"
-        settings_file.write_text(json.dumps(settings))
-        home = work / "home"
-        home.mkdir(exist_ok=True)
-        env = dict(
-            os.environ,
-            HOME=str(home),
+        env = claude_env(
+            work / "home",
             ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_port}",
             ANTHROPIC_API_KEY="sk-ant-scripted",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_AUTOUPDATER="1",
-            DISABLE_TELEMETRY="1",
             TOOLWEAVE_LOG_LEVEL="WARNING",
             # Claude Code gets a fresh HOME; npx (the demo's memory server) keeps the user's npm cache,
             # or each run would download the package again before the memory tools exist
             NPM_CONFIG_CACHE=os.environ.get("NPM_CONFIG_CACHE", str(Path.home() / ".npm")),
         )
-        allowed = ",".join(prefixed(n) for n in ("find_tools", "call_tool", TIME_TOOL))
-        if scenario == "commit-memory":  # the server's every tool: the model calls what it is given
-            allowed = f"mcp__{SERVER}"
+        target: list[str] | str = serve
+        if transport == "http":
+            port = free_port()
+            log = (work / "gateway.log").open("ab")
+            gateway = subprocess.Popen([*serve, "--transport", "http", "--port", str(port)], stderr=log)
+            target = f"http://127.0.0.1:{port}/mcp"
+            wait_port(port, gateway)
+        add_toolweave(claude, work, env, target, "local")
+        if hook:
+            install_hook(work / "home")
         started = time.monotonic()
-        command = [claude, "-p", prompt, "--mcp-config", str(config), "--strict-mcp-config"]
-        command += ["--settings", str(settings_file), "--allowedTools", allowed]
+        # as docs/clients.md says: -p runs no tool it is not allowed to; mcp__toolweave allows every
+        # tool of the server, the ones it finds too
+        command = [claude, "-p", prompt, "--allowedTools", f"mcp__{SERVER}"]
         command += ["--model", "claude-sonnet-4-5", "--output-format", "json"]
-        proc = subprocess.run(
-            command,
-            env=env,
-            cwd=str(REPO),
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        proc = subprocess.run(command, env=env, cwd=str(work), capture_output=True, text=True, timeout=180)
         return {
             "outcome": model.outcome or "no-call",
             "memory_tools": getattr(model, "memory_tools", None),
@@ -312,7 +366,9 @@ def one_run(
                 )
                 for r in model.requests
             ],
+            "first_request_has_meta_tools": model.first_has_meta_tools,
             "first_request_has_tool": model.first_has_tool,
+            "find_tools_again": model.restarts,
             "model_requests": len(model.requests),
             "exit": proc.returncode,
             "seconds": round(time.monotonic() - started, 2),
@@ -337,29 +393,39 @@ def _turn_lines(log: Path) -> list[str]:
     ]
 
 
-def mcp_list_run(claude: str, work: Path, registry: Path) -> dict[str, Any]:
-    """One ``claude mcp list`` with toolweave (stdio, demo manifest) as the project's MCP server."""
+MCP_LIST_SETUPS = ("local", "project", "http")
+"""``claude mcp list`` after each documented ``claude mcp add``: stdio in the local scope, stdio in the
+project scope (.mcp.json, approved in the user's settings), and a running HTTP gateway."""
+
+
+def mcp_list_run(claude: str, work: Path, registry: Path, setup: str) -> dict[str, Any]:
+    """One ``claude mcp list`` (Claude Code's health check: spawn or connect, handshake, tools/list,
+    each within its own time limits) from a cold gateway, after the documented ``claude mcp add``."""
     manifest = REPO / "manifests" / "demo.yaml"
     serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
-    (work / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {SERVER: {"type": "stdio", "command": serve[0], "args": serve[1:]}}})
-    )
-    home = work / "home"
-    home.mkdir(exist_ok=True)
-    # a project server needs approval; the user config says it is approved
-    (home / ".claude.json").write_text(
-        json.dumps(
-            {"projects": {str(work): {"enabledMcpjsonServers": [SERVER], "hasTrustDialogAccepted": True}}}
+    env = claude_env(work / "home")
+    gateway: subprocess.Popen[bytes] | None = None
+    try:
+        target: list[str] | str = serve
+        if setup == "http":
+            port = free_port()
+            gateway = subprocess.Popen(
+                [*serve, "--transport", "http", "--port", str(port)], stderr=subprocess.DEVNULL
+            )
+            wait_port(port, gateway)
+            target = f"http://127.0.0.1:{port}/mcp"
+        add_toolweave(claude, work, env, target, "project" if setup == "project" else "local")
+        started = time.monotonic()
+        proc = subprocess.run(
+            [claude, "mcp", "list"], env=env, cwd=str(work), capture_output=True, text=True, timeout=120
         )
-    )
-    env = dict(os.environ, HOME=str(home), DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1")
-    env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
-    started = time.monotonic()
-    proc = subprocess.run(
-        [claude, "mcp", "list"], env=env, cwd=str(work), capture_output=True, text=True, timeout=120
-    )
+    finally:
+        if gateway is not None:
+            gateway.terminate()
+            gateway.wait(timeout=20)
     line = next((x for x in proc.stdout.splitlines() if x.startswith(f"{SERVER}:")), "")
     return {
+        "setup": setup,
         "healthy": "Connected" in line,
         "line": line[-120:],
         "seconds": round(time.monotonic() - started, 2),
@@ -379,8 +445,12 @@ def main() -> int:
         action="store_true",
         help="ENABLE_TOOL_SEARCH=false (else Claude Code's default)",
     )
+    parser.add_argument(
+        "--busy", action="store_true", help="keep every core busy with CPU hogs meanwhile (tests/busy.py)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     if args.no_tool_search:
         os.environ["ENABLE_TOOL_SEARCH"] = "false"
     claude = claude_binary()
@@ -390,7 +460,8 @@ def main() -> int:
     if args.mcp_list:
         return mcp_list_main(claude, args.runs, args.json)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="tw-cc-", ignore_cleanup_errors=True) as tmp:
+    busy = cpu_hogs() if args.busy else contextlib.nullcontext()
+    with busy, tempfile.TemporaryDirectory(prefix="tw-cc-", ignore_cleanup_errors=True) as tmp:
         registry = Path(tmp) / "registry"  # shared by the runs: only the first one embeds
         for n in range(args.runs):
             work = Path(tmp) / f"run{n}"
@@ -407,7 +478,11 @@ def main() -> int:
         "tool_search": os.environ.get("ENABLE_TOOL_SEARCH", "default"),
         "runs": len(rows),
         "outcomes": dict(counts),
+        "first_request_has_meta_tools": sum(bool(r["first_request_has_meta_tools"]) for r in rows),
         "first_request_has_tool": sum(bool(r["first_request_has_tool"]) for r in rows),
+        "find_tools_again": sum(r["find_tools_again"] for r in rows),
+        "busy": args.busy,
+        "load_before_after": [load_before, os.getloadavg()[0]],
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "commit": subprocess.run(
@@ -423,15 +498,19 @@ def mcp_list_main(claude: str, runs: int, as_json: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="tw-cc-list-", ignore_cleanup_errors=True) as tmp:
         registry = Path(tmp) / "registry"
         for n in range(runs):
-            work = Path(tmp) / f"run{n}"
-            work.mkdir()
-            rows.append(mcp_list_run(claude, work, registry))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            for setup in MCP_LIST_SETUPS:
+                work = Path(tmp) / f"run{n}-{setup}"
+                work.mkdir()
+                rows.append(mcp_list_run(claude, work, registry, setup))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     summary = {
         "bench": "claude_mcp_list",
-        "runs": len(rows),
-        "healthy": sum(r["healthy"] for r in rows),
+        "runs": {setup: sum(r["setup"] == setup for r in rows) for setup in MCP_LIST_SETUPS},
+        "healthy": {
+            setup: sum(r["healthy"] for r in rows if r["setup"] == setup) for setup in MCP_LIST_SETUPS
+        },
         "seconds_p50": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else None,
+        "load_after": os.getloadavg()[0],
         "date": time.strftime("%Y-%m-%d"),
     }
     print(json.dumps(summary) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))

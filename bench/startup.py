@@ -1,5 +1,6 @@
-"""Startup benchmark: spawn `toolweave serve` over stdio -> `initialize` answered,
--> first `tools/list` answered, p50/p95 over repeated starts, in both protocol eras.
+"""Startup benchmark: spawn `toolweave serve` over stdio -> first request answered (`initialize` of the
+handshake era, `server/discover` of the 2026 era) -> first `tools/list` answered, p50/p95 over repeated
+starts, in both protocol eras, through the SDK's client and as raw JSON-RPC lines (with CPU times).
 
 Two manifests:
 
@@ -7,13 +8,14 @@ Two manifests:
   embedder and cached under ``bench/out/startup/``, which git ignores) and mcp-server-time as an upstream;
 * ``demo``: ``manifests/demo.yaml`` with its own registry (cached beside the other).
 
-Usage: .venv/bin/python bench/startup.py [--runs 10] [--skip-demo] [--json]
+Usage: .venv/bin/python bench/startup.py [--runs 10] [--skip-10k] [--skip-demo] [--raw-only] [--busy] [--json]
 Needs ../shared/datasets/toollinkos beside the repository for the 10k run (skipped without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -30,6 +32,7 @@ from mcp.client.stdio import stdio_client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
 from gateway_bench import (  # noqa: E402
     TIME_ARGS,
@@ -40,6 +43,8 @@ from gateway_bench import (  # noqa: E402
     pct,
     registry_size,
 )
+
+from tests.busy import cpu_hogs  # noqa: E402
 
 REPO = HERE.parent
 OUT = HERE / "out" / "startup"
@@ -158,24 +163,43 @@ def _answer(proc: subprocess.Popen[bytes], rid: int) -> None:
     raise RuntimeError("the gateway closed stdout before answering")
 
 
-def raw_start(manifest: Path, registry: Path) -> dict[str, float]:
-    """One handshake-era start spoken as raw JSON-RPC lines, with the gateway's main-thread CPU time
-    (upstreams not counted) at the answered ``initialize`` and at the answered first ``tools/list``."""
+ERAS = ("2025-11-25", "2026-07-28")
+"""The handshake era (``initialize`` first) and the 2026 era (``server/discover`` first, as Claude Code
+2.1 starts)."""
+
+
+def _first_contact(era: str) -> list[bytes]:
+    """What a client of ``era`` sends first: its opening request (id 1), then a ``tools/list`` (id 2)."""
+    client = {"name": "bench", "version": "1"}
+    if era == "2026-07-28":
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": era,
+            "io.modelcontextprotocol/clientInfo": client,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        return [_request(1, "server/discover", {"_meta": meta}), _request(2, "tools/list", {"_meta": meta})]
+    init = {"protocolVersion": era, "capabilities": {}, "clientInfo": client}
+    note = (json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n").encode()
+    return [_request(1, "initialize", init), note + _request(2, "tools/list", {})]
+
+
+def raw_start(manifest: Path, registry: Path, era: str = ERAS[0]) -> dict[str, float]:
+    """One start spoken as raw JSON-RPC lines: seconds from spawn to the answered first request
+    (``initialize`` or ``server/discover``) and to the answered first ``tools/list``, with the gateway's
+    CPU time (upstreams not counted) at each. The list is sent once the first answer came."""
     env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
     args = [*COMMAND, "serve", "--manifest", str(manifest), "--registry", str(registry)]
     pipe = subprocess.PIPE
+    opening, listing = _first_contact(era)
     t0 = time.perf_counter()
     proc = subprocess.Popen(args, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None
     try:
-        client = {"name": "bench", "version": "1"}
-        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
-        proc.stdin.write(_request(1, "initialize", init))
+        proc.stdin.write(opening)
         proc.stdin.flush()
         _answer(proc, 1)
         out = {"handshake_s": time.perf_counter() - t0, **_cpu_figures(proc.pid, "handshake")}
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        proc.stdin.write((json.dumps(note) + "\n").encode() + _request(2, "tools/list", {}))
+        proc.stdin.write(listing)
         proc.stdin.flush()
         _answer(proc, 2)
         out |= {"first_list_s": time.perf_counter() - t0, **_cpu_figures(proc.pid, "first_list")}
@@ -190,14 +214,18 @@ def raw_start(manifest: Path, registry: Path) -> dict[str, float]:
 
 
 def raw_starts(manifest: Path, registry: Path, runs: int) -> dict[str, Any]:
-    raw_start(manifest, registry)  # warm-up
-    rows = [raw_start(manifest, registry) for _ in range(runs)]
-    return {
-        "era": "2025-11-25, raw JSON-RPC",
-        "runs": runs,
-        **{f"{k}_p50": round(statistics.median(r[k] for r in rows), 3) for k in rows[0]},
-        **{f"{k}_p95": round(pct([r[k] for r in rows], 0.95), 3) for k in rows[0]},
-    }
+    """``runs`` raw starts per era (after one warm-up), p50 and p95 of each figure."""
+    raw_start(manifest, registry)  # warm-up: the OS file cache, any first-start ingest
+    report: dict[str, Any] = {}
+    for era in ERAS:
+        rows = [raw_start(manifest, registry, era) for _ in range(runs)]
+        report[era] = {
+            "first_request": "server/discover" if era == "2026-07-28" else "initialize",
+            "runs": runs,
+            **{f"{k}_p50": round(statistics.median(r[k] for r in rows), 3) for k in rows[0]},
+            **{f"{k}_p95": round(pct([r[k] for r in rows], 0.95), 3) for k in rows[0]},
+        }
+    return report
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -212,10 +240,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(json.dumps({"registry_10k": report["registry_10k"]}), flush=True)
     else:
         print(f"skipped the 10k run: {TOOLLINKOS} is absent", file=sys.stderr)
-    if not args.skip_demo and not args.raw_only:
+    if not args.skip_demo:
         manifest, registry = demo_registry()
-        report["demo"] = await starts(manifest, registry, args.runs)
+        timed = {} if args.raw_only else await starts(manifest, registry, args.runs)
+        timed["raw"] = raw_starts(manifest, registry, args.runs)
+        report["demo"] = timed
         print(json.dumps({"demo": report["demo"]}), flush=True)
+    report["load_after"] = os.getloadavg()[0]
     return report
 
 
@@ -226,13 +257,14 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=10, help="timed starts per manifest and protocol era")
     parser.add_argument("--skip-10k", action="store_true", help="only the demo manifest")
     parser.add_argument("--skip-demo", action="store_true", help="only the 10k-tool registry")
-    parser.add_argument(
-        "--raw-only", action="store_true", help="only the raw JSON-RPC starts with CPU times (10k registry)"
-    )
+    parser.add_argument("--raw-only", action="store_true", help="only the raw JSON-RPC starts with CPU times")
     parser.add_argument("--build-only", action="store_true", help="build the cached 10k registry and stop")
     parser.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
     parser.add_argument(
         "--command", help="the gateway command to start instead of this environment's toolweave (shell words)"
+    )
+    parser.add_argument(
+        "--busy", action="store_true", help="keep every core busy with CPU hogs meanwhile (tests/busy.py)"
     )
     ns = parser.parse_args()
     if ns.command:
@@ -240,6 +272,8 @@ if __name__ == "__main__":
     if ns.build_only:
         print(build_10k())
         sys.exit(0)
-    result = anyio.run(main, ns)
+    with cpu_hogs() if ns.busy else contextlib.nullcontext():
+        result = anyio.run(main, ns)
+    result["busy"] = ns.busy
     if ns.json:
         print(json.dumps(result, indent=2))

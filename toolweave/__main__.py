@@ -1,8 +1,9 @@
 """The ``toolweave`` command's entry point (also ``python -m toolweave``).
 
 ``toolweave serve`` over stdio first starts the early front (``toolweave/server/early.py``), which answers
-the MCP handshake while typer, the settings model and the MCP SDK are still being imported; every command
-then runs through the typer app (``toolweave.cli``) as usual.
+the MCP handshake while typer, the settings model and the MCP SDK are still being imported, and
+``toolweave hook claude-code`` runs without them (``server/host.py``); every other command runs
+through the typer app (``toolweave.cli``) as usual.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def main() -> None:
         from toolweave.server import early
 
         early.start()
+    elif sys.argv[1:3] == ["hook", "claude-code"]:
+        # the user waits for this one: no typer, no settings model (server/host.py)
+        from toolweave.server.host import parse_hook_wait, run_claude_code_hook
+
+        wait = parse_hook_wait(sys.argv[3:])
+        if wait is not None:
+            sys.exit(run_claude_code_hook(wait))
     from toolweave.cli import app
 
     app()

@@ -294,6 +294,14 @@ class Settings(BaseSettings):
         "gateway's latency holds; its answer is cached as such. 0: never.",
     )
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
+    startup_call_wait_s: float = Field(
+        3.0,
+        ge=0,
+        description="While the gateway starts (registry, embedding model, first upstream connections), "
+        "`find_tools` is answered within this many seconds: with its tools, or with none and a note to "
+        "call again (well below the OpenAI Agents SDK's 5 s request timeout, the shortest common one). "
+        "0: it waits for the start.",
+    )
     connect_timeout_s: float = Field(
         20.0, gt=0, description="Timeout for connecting to and initialising an upstream, in seconds."
     )

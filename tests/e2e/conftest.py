@@ -18,11 +18,23 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.busy import cpu_hogs
 from tests.net import free_port, wait_port
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAMS = REPO / "tests" / "upstreams"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+
+
+@pytest.fixture(params=["as-is", "busy"])
+def machine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test on the machine as it is, then again with every core kept busy (``tests/busy.py``).
+    Ask for it first, so the hogs run before anything the test starts."""
+    if request.param == "as-is":
+        yield "as-is"
+        return
+    with cpu_hogs():
+        yield "busy"
 
 
 class Upstream:
@@ -140,9 +152,14 @@ def registry_copy(template_registry: Path, tmp_path: Path) -> Path:
     return target
 
 
-def gateway_env() -> dict[str, str]:
+def gateway_env(*, patient: bool = True) -> dict[str, str]:
+    """The gateway's environment. ``patient``: the test's client is a script that does not call
+    ``find_tools`` again when told the gateway is still starting, so the search waits for the start
+    (``startup_call_wait_s=0``); the tests of a client with a short timeout keep the default bound."""
     env = dict(os.environ)
     env["TOOLWEAVE_LOG_LEVEL"] = "INFO"
+    if patient:
+        env["TOOLWEAVE_STARTUP_CALL_WAIT_S"] = "0"
     return env
 
 
@@ -161,7 +178,9 @@ class HttpGateway:
         return self.log.read_text(errors="replace")
 
 
-def start_http_gateway(manifest: Path, registry: Path, log: Path, transport: str = "http") -> HttpGateway:
+def start_http_gateway(
+    manifest: Path, registry: Path, log: Path, transport: str = "http", *, patient: bool = True
+) -> HttpGateway:
     port = free_port()
     with log.open("wb") as err:
         proc = subprocess.Popen(
@@ -179,7 +198,7 @@ def start_http_gateway(manifest: Path, registry: Path, log: Path, transport: str
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
-            env=gateway_env(),
+            env=gateway_env(patient=patient),
         )
     try:
         wait_port(port, proc, timeout=60)

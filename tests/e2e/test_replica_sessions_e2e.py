@@ -87,7 +87,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 
             # the follow-up on B is retrieved with A's turn as context: the time tool ranks higher than
             # for a session without that context
-            follow_up = {"query": "and what about in Paris"}
+            follow_up = {"query": "and what about in Paris", "detail": True}  # every tool, with its score
             carried = doc(await on_b.call_tool("find_tools", follow_up, meta=tab))
             fresh = doc(await on_b.call_tool("find_tools", follow_up, meta={SESSION_META_KEY: "other"}))
             assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")
@@ -124,7 +124,8 @@ async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_whe
             assert redis_server.client().keys(NAMESPACE + "*")  # healthy: the session is in Redis
 
             redis_server.kill()  # mid-run, after the gateway used it
-            during = doc(await client.call_tool("find_tools", {"query": "echo the text back"}, meta=tab))
+            echo = {"query": "echo the text back", "detail": True}  # every tool found, with its flag
+            during = doc(await client.call_tool("find_tools", echo, meta=tab))
             published = {t["name"] for t in during["tools"] if t["published"]}
             assert {"time__get_current_time", "dyn__echo"} <= published  # local state: the set kept growing
             echoed = await client.call_tool(

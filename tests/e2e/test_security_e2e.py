@@ -90,7 +90,8 @@ async def test_quarantine_audit_metrics_redaction(
     tail = f"security:\n  auth: tokens\n  tokens:\n    alice: sha256:{digest}\n  audit_log: {audit}\n"
     manifest = write_manifest(tmp_path / "m.yaml", secret_url, tail=tail)
     monkeypatch.setenv("TOOLWEAVE_LOG_LEVEL", "DEBUG")
-    monkeypatch.setattr(e2e, "gateway_env", lambda: dict(os.environ))  # keeps DEBUG
+    patient = {**os.environ, "TOOLWEAVE_STARTUP_CALL_WAIT_S": "0"}  # keeps DEBUG; see gateway_env
+    monkeypatch.setattr(e2e, "gateway_env", lambda **_: patient)
     gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")
     try:
         async with connect(gateway.url) as client:

@@ -4,10 +4,12 @@ when its registry cannot be opened, and says why on stderr and in every find_too
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from .conftest import TOOLWEAVE, gateway_env
+from .test_turnloop_e2e import time_manifest
 from .watch import names
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
@@ -110,9 +113,37 @@ def mismatched_registry(tmp_path: Path) -> Path:
     return registry
 
 
-def test_handshake_and_first_list_are_answered_before_the_sdk_is_imported(tmp_path: Path) -> None:
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+FIRST_CONTACT = {
+    # what a handshake-era client sends first, and what Claude Code 2.1 (2026-07-28 era) sends first
+    "handshake": [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ],
+    "2026": [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}},
+        {
+            "jsonrpc": "2.0",
+            "id": "listen:0",
+            "method": "subscriptions/listen",
+            "params": {"_meta": MODERN_META, "notifications": {"toolsListChanged": True}},
+        },
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}},
+    ],
+}
+
+
+@pytest.mark.parametrize("era", sorted(FIRST_CONTACT))
+def test_first_contact_is_answered_before_the_sdk_is_imported(tmp_path: Path, era: str) -> None:
     manifest = tmp_path / "m.yaml"
-    manifest.write_text("publish: {always_load: false}\n")
+    manifest.write_text("servers: {}\n")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
     proc = subprocess.Popen(
@@ -124,27 +155,26 @@ def test_handshake_and_first_list_are_answered_before_the_sdk_is_imported(tmp_pa
     )
     client = RawClient(proc)
     try:
-        hello = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        }
-        client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-        answer = client.receive()
-        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2025-06-18"
-        assert answer["result"]["capabilities"] == {"tools": {"listChanged": True}}
-        client.send(
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        )
-        listed = client.receive()["result"]["tools"]
-        assert [t["name"] for t in listed] == ["find_tools", "call_tool"]
-        assert all("_meta" not in t for t in listed)  # the manifest's settings were applied
+        messages = FIRST_CONTACT[era]
+        client.send(*messages)
+        answers = [client.receive() for _ in range(sum("id" in m for m in messages))]
+        by_id = {a.get("id", a.get("method")): a for a in answers}
+        if era == "handshake":
+            assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
+            assert by_id[3]["result"] == {}
+        else:
+            assert by_id[1]["result"]["supportedVersions"] == ["2026-07-28"]
+            ack = by_id["notifications/subscriptions/acknowledged"]
+            assert ack["params"]["notifications"] == {"toolsListChanged": True}
+        assert by_id[1]["result"]["capabilities"] == {"tools": {"listChanged": True}}
+        assert [t["name"] for t in by_id[2]["result"]["tools"]] == ["find_tools", "call_tool"]
         gate.touch()  # now the SDK loads and takes the session over
-        call = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
-        client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
-        found = client.receive()  # the SDK's own replies to 1 and 2 never reach the client
-        assert found["id"] == 3 and found["result"]["isError"], found
+        call: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
+        if era == "2026":
+            call["_meta"] = MODERN_META
+        client.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": call})
+        found = client.receive()  # the SDK's own replies to what the front answered never reach the client
+        assert found["id"] == 4 and found["result"]["isError"], found
         assert "ModelMismatchError" in found["result"]["content"][0]["text"]
     finally:
         gate.touch()
@@ -172,3 +202,64 @@ def test_a_bad_manifest_still_fails_with_its_location_and_exit_code_1(tmp_path: 
     assert f"{manifest}:4:" in done.stderr.decode() and "bogus" in done.stderr.decode()
     for line in done.stdout.splitlines():  # at most the early handshake answer: JSON-RPC only
         assert json.loads(line)["id"] == 1
+
+
+def test_the_hook_hands_its_prompt_to_a_gateway_still_starting_and_returns(
+    machine: str, registry_copy: Path, tmp_path: Path
+) -> None:
+    """Claude Code runs its prompt hook while it starts the gateway. The gateway's host socket is bound
+    before anything heavy is imported, so the prompt is handed over at once; the hook returns within
+    its ``--wait`` however long the start takes, and the gateway applies the prompt once it runs: the
+    client hears ``list_changed`` and lists the tool, before any ``find_tools``."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**gateway_env(), "XDG_RUNTIME_DIR": str(runtime)}
+    manifest = time_manifest(tmp_path / "m.yaml")
+    gate = tmp_path / "sdk-may-load"
+    args = ["serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "gateway.log").open("wb"),
+        env=env,
+    )
+    client = RawClient(proc)
+    try:
+        client.send(*FIRST_CONTACT["handshake"][:3])
+        assert [client.receive()["id"] for _ in range(2)] == [1, 2]
+        sockets = runtime / "toolweave"
+        deadline = time.monotonic() + 60
+        while not list(sockets.glob(f"host-{os.getpid()}-{proc.pid}.sock")):
+            assert time.monotonic() < deadline, "the early front bound no host socket"
+            time.sleep(0.05)
+        event = {
+            "session_id": "s",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "what time is it in Tokyo",
+        }
+        started = time.monotonic()
+        hooked = subprocess.run(
+            [TOOLWEAVE, "hook", "claude-code", "--wait", "2"],
+            input=json.dumps(event).encode(),
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+        took = time.monotonic() - started
+        assert hooked.returncode == 0 and hooked.stdout == b"", hooked.stderr
+        assert b"still starting; it has the prompt" in hooked.stderr, hooked.stderr
+        gate.touch()  # the gateway may start now: it finds the turn waiting on its socket
+        notice = client.receive()
+        assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, notice
+        client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+        listed = client.receive()
+        assert "time__get_current_time" in [t["name"] for t in listed["result"]["tools"]], listed
+        print(f"{machine}: the hook returned {took:.2f} s after it started")
+    finally:
+        gate.touch()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,5 +1,5 @@
 """The early front (``server/early.py``): what it answers before the SDK is imported equals what the SDK
-answers itself, for every handshake protocol version; the SDK then continues the same session.
+answers itself, for every protocol version of both eras; the SDK then continues the same session.
 
 Real pipes, the real SDK server of a real ``Gateway`` (its registry cannot be opened here, so its tool
 list is the meta-tools', as before any registry is open), the real stdio path (``_serve_stdio``).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -18,11 +19,12 @@ from typing import IO, Any
 import anyio
 import pytest
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS as SDK_HANDSHAKE_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS as SDK_MODERN_VERSIONS
 
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
 from toolweave.server import handshake
-from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront, Handover
+from toolweave.server.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront, Era, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.transports import _serve_stdio
 from toolweave.settings import PublishSettings, Settings
@@ -44,6 +46,35 @@ def initialize(version: str) -> dict[str, Any]:
 
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+ENVELOPES = {
+    # what Claude Code 2.1.332 sends on every request
+    "claude-code": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {
+            "name": "claude-code",
+            "title": "Claude Code",
+            "version": "2.1.332",
+            "description": "Anthropic's agentic coding tool",
+            "websiteUrl": "https://claude.com/claude-code",
+        },
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True}, "elicitation": {}},
+    },
+    # the bare minimum the SDK accepts
+    "minimal": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    },
+}
+META = ENVELOPES["minimal"]
+
+
+def modern(rid: int | str, method: str, meta: dict[str, Any] = META, **params: Any) -> dict[str, Any]:
+    return request(rid, method, {"_meta": meta, **params})
+
+
+def listen(rid: int | str, meta: dict[str, Any] = META) -> dict[str, Any]:
+    return modern(rid, "subscriptions/listen", meta, notifications={"toolsListChanged": True})
 
 
 def unopenable() -> Registry:
@@ -73,11 +104,21 @@ class Client:
         message: dict[str, Any] = json.loads(line)
         return message
 
+    async def receive_many(self, count: int) -> dict[str, dict[str, Any]]:
+        """``count`` messages by id (a notification by its method): the SDK answers concurrently."""
+        received: dict[str, dict[str, Any]] = {}
+        for _ in range(count):
+            message = await self.receive()
+            received[str(message.get("id", message.get("method")))] = message
+        return received
+
 
 @dataclass
 class Server:
     stdin_fd: int
     stdout_fd: int
+    client_end: IO[bytes]
+    """The client's end of the server's stdin: closing it ends the server's input."""
 
 
 @contextmanager
@@ -86,7 +127,7 @@ def pipe_pair() -> Iterator[tuple[Client, Server]]:
     out_read, out_write = os.pipe()
     client = Client(os.fdopen(in_write, "wb"), os.fdopen(out_read, "rb"))
     try:
-        yield client, Server(in_read, out_write)
+        yield client, Server(in_read, out_write, client.to_server)
     finally:
         client.to_server.close()
         client.from_server.close()
@@ -102,39 +143,88 @@ def pipes() -> Iterator[tuple[Client, Server]]:
 
 @asynccontextmanager
 async def serving(gw: Gateway, server: Server, early: EarlyFront | None) -> AsyncIterator[None]:
-    """``_serve_stdio`` on the server's pipe ends, as ``toolweave serve`` runs it."""
+    """``_serve_stdio`` on the server's pipe ends, as ``toolweave serve`` runs it. On the way out the
+    client closes the server's stdin and the server ends by itself: nothing of it (a reader or writer
+    thread) outlives the test to meet the next test's pipes under the same descriptor numbers."""
     stdin = os.fdopen(server.stdin_fd, "rb", closefd=False)
     stdout = os.fdopen(server.stdout_fd, "wb", closefd=False)
+    ended = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await _serve_stdio(gw, early, stdin=stdin, stdout=stdout)
+        finally:
+            ended.set()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _serve_stdio(gw, early, stdin=stdin, stdout=stdout))
+        tg.start_soon(serve)
         yield
+        server.client_end.close()
+        with anyio.move_on_after(30):
+            await ended.wait()
         tg.cancel_scope.cancel()
 
 
-async def sdk_answers(tmp_path: Path, version: str) -> list[dict[str, Any]]:
+def front_replay(front: EarlyFront) -> list[bytes]:
+    """What the front handed over, line by line (after ``hand_over``)."""
+    return front._replay
+
+
+@contextmanager
+def front_on(server: Server, *, always_load: bool = True) -> Iterator[EarlyFront]:
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_tools_list(always_load)
+    front.start()
+    yield front
+
+
+async def answers(tmp_path: Path, messages: list[dict[str, Any]], count: int, *, early: bool) -> Any:
+    """The ``count`` replies to ``messages``: from the SDK alone, or from an early front (then handed
+    over, and with what it handed over)."""
     with pipe_pair() as (client, server):
-        async with serving(gateway(tmp_path), server, None):
-            client.send(initialize(version), INITIALIZED, request(2, "tools/list"))
-            return [await client.receive(), await client.receive()]
+        if not early:
+            async with serving(gateway(tmp_path), server, None):
+                client.send(*messages)
+                return await client.receive_many(count)
+        with front_on(server) as front:
+            client.send(*messages)
+            received = await client.receive_many(count)
+            return received, await anyio.to_thread.run_sync(front.hand_over)
 
 
-def test_the_handshake_versions_are_the_sdks() -> None:
+def test_the_protocol_versions_are_the_sdks() -> None:
     assert handshake.HANDSHAKE_PROTOCOL_VERSIONS == SDK_HANDSHAKE_VERSIONS
+    assert handshake.MODERN_PROTOCOL_VERSIONS == SDK_MODERN_VERSIONS
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_early_answers_equal_the_sdks_own(tmp_path: Path, version: str) -> None:
-    sdk = await sdk_answers(tmp_path, version)
-    assert [m["id"] for m in sdk] == [1, 2] and all("result" in m for m in sdk), sdk
-    with pipe_pair() as (client, server):
-        front = EarlyFront(server.stdin_fd, server.stdout_fd)
-        front.start()
-        front.offer_tools_list(handshake.tools_list_result(always_load=True))
-        client.send(initialize(version), INITIALIZED, request(2, "tools/list"))
-        early = [await client.receive(), await client.receive()]
-        handover = await anyio.to_thread.run_sync(front.hand_over)
+    messages = [initialize(version), INITIALIZED, request(2, "tools/list"), request(3, "ping")]
+    sdk = await answers(tmp_path, messages, 3, early=False)
+    assert sorted(sdk) == ["1", "2", "3"] and all("result" in m for m in sdk.values()), sdk
+    early, handover = await answers(tmp_path, messages, 3, early=True)
     assert early == sdk
-    assert [method for method, _ in handover.answered.values()] == ["initialize", "tools/list"]
+    assert [method for method, _ in handover.answered.values()] == ["initialize", "tools/list", "ping"]
+    assert handover.era is Era.HANDSHAKE
+
+
+@pytest.mark.parametrize("envelope", sorted(ENVELOPES))
+async def test_early_answers_equal_the_sdks_own_in_the_2026_era(tmp_path: Path, envelope: str) -> None:
+    """What Claude Code 2.1 sends first: ``server/discover``, then a listen stream, then the list."""
+    meta = ENVELOPES[envelope]
+    messages = [
+        modern("probe", "server/discover", meta),
+        listen("listen:0", meta),
+        modern(1, "tools/list", meta),
+        modern(2, "ping", meta),
+    ]
+    sdk = await answers(tmp_path, messages, 4, early=False)
+    assert sorted(sdk) == ["1", "2", "notifications/subscriptions/acknowledged", "probe"], sdk
+    assert sdk["2"]["error"]["code"] == -32601 and "result" in sdk["probe"] and "result" in sdk["1"]
+    early, handover = await answers(tmp_path, messages, 4, early=True)
+    assert early == sdk
+    assert [method for method, _ in handover.answered.values()] == ["server/discover", "tools/list", "ping"]
+    assert list(handover.listens) == ["listen:0"] and handover.era is Era.MODERN
 
 
 @pytest.mark.parametrize("always_load", [True, False])
@@ -143,10 +233,12 @@ async def test_the_early_tool_list_is_the_gateways_before_its_registry_opens(
 ) -> None:
     client, server = pipes
     async with serving(gateway(tmp_path, always_load=always_load), server, None):
-        client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"))
+        client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"), modern(3, "tools/list"))
         await client.receive()
         listed = await client.receive()
     assert listed["result"] == handshake.tools_list_result(always_load)
+    version = handshake.server_version()
+    assert handshake.modern_tools_list_result(always_load, version)["tools"] == listed["result"]["tools"]
 
 
 async def test_the_sdk_continues_the_session_the_front_began(
@@ -157,7 +249,6 @@ async def test_the_sdk_continues_the_session_the_front_began(
     front.start()
     client.send(initialize("2024-11-05"), INITIALIZED, request(2, "tools/list"))
     assert (await client.receive())["result"]["protocolVersion"] == "2024-11-05"
-    front.offer_tools_list(handshake.tools_list_result(always_load=True))  # the list waited for this
     assert (await client.receive())["id"] == 2
     gw = gateway(tmp_path)
     async with serving(gw, server, front):
@@ -173,51 +264,124 @@ async def test_the_sdk_continues_the_session_the_front_began(
         assert connection.protocol_version == "2024-11-05"
 
 
-async def test_a_list_that_changed_before_the_sdk_answered_it_is_announced(
+async def test_the_sdk_serves_the_listen_stream_the_front_opened(
     tmp_path: Path, pipes: tuple[Client, Server]
 ) -> None:
-    """The early list is the SDK's unless something changed in between (a host's turn was applied):
-    then the client is told to list again."""
+    """The 2026 era: the stream the client opened (and the front acknowledged) carries the gateway's
+    later notices, under the client's own subscription id; the SDK's second acknowledgement is dropped."""
     client, server = pipes
     front = EarlyFront(server.stdin_fd, server.stdout_fd)
     front.start()
-    front.offer_tools_list({"tools": []})  # differs from what the gateway lists
-    client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"))
-    await client.receive()
-    assert (await client.receive())["result"] == {"tools": []}
-    async with serving(gateway(tmp_path), server, front):
-        client.send(request(3, "ping"))
+    client.send(modern(0, "server/discover"), listen("listen:0"), modern(1, "tools/list"))
+    early = await client.receive_many(3)
+    assert sorted(early) == ["0", "1", "notifications/subscriptions/acknowledged"]
+    gw = gateway(tmp_path)
+    async with serving(gw, server, front):
+        client.send(modern(2, "tools/call", name="find_tools", arguments={"query": "time in Tokyo"}))
+        called = await client.receive()  # the SDK's replies to 0 and 1 and its acknowledgement: dropped
+        assert called["id"] == 2 and "could not be opened" in called["result"]["content"][0]["text"]
+        (session,) = list(gw.sessions)
+        with anyio.fail_after(30):
+            while gw.notifier.listening(session.key) == 0:  # the replayed listen reached the gateway
+                await anyio.sleep(0.01)
+        await gw.notifier.tools_changed(session)
         notice = await client.receive()
-        assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
-        assert (await client.receive())["id"] == 3
+    assert notice == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": {handshake.SUBSCRIPTION_ID_META: "listen:0"}},
+    }
 
 
-async def test_the_front_stops_at_what_it_does_not_answer(
-    tmp_path: Path, pipes: tuple[Client, Server]
+@pytest.mark.parametrize("era", ["handshake", "2026"])
+async def test_a_list_that_changed_before_the_sdk_answered_it_is_announced(
+    tmp_path: Path, pipes: tuple[Client, Server], era: str
 ) -> None:
-    """A 2026-era client starts with ``server/discover``: nothing is answered early (not even the
-    ``initialize`` after it), and the SDK answers everything, in order."""
+    """The early list is the SDK's unless something changed in between (here: the loaded settings turn
+    ``always_load`` off after the front answered with the default): then the client is told to list
+    again, where it can hear it."""
     client, server = pipes
     front = EarlyFront(server.stdin_fd, server.stdout_fd)
     front.start()
-    front.offer_tools_list(handshake.tools_list_result(always_load=True))
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    discover = request(7, "server/discover", {"_meta": meta})
-    client.send(discover, request(8, "tools/list", {"_meta": meta}))
+    if era == "handshake":
+        client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"))
+        expected: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    else:
+        client.send(modern(1, "server/discover"), listen("L"), modern(2, "tools/list"))
+        expected = {**ENVELOPE_NOTICE, "params": {"_meta": {handshake.SUBSCRIPTION_ID_META: "L"}}}
+    early = await client.receive_many(3 if era == "2026" else 2)
+    assert early["2"]["result"]["tools"][0]["_meta"] == handshake.ALWAYS_LOAD  # the default
+    async with serving(gateway(tmp_path, always_load=False), server, front):
+        client.send(request(3, "ping") if era == "handshake" else modern(3, "tools/list"))
+        replies = await client.receive_many(2)  # the SDK answers concurrently: in either order
+    assert replies["notifications/tools/list_changed"] == expected
+    assert "result" in replies["3"]
+
+
+ENVELOPE_NOTICE = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def test_the_front_keeps_what_it_does_not_answer_and_goes_on(
+    tmp_path: Path, pipes: tuple[Client, Server]
+) -> None:
+    """A call waits for the SDK; a list sent after it is still answered at once, and the SDK answers the
+    call (once) when it takes over."""
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.start()
+    call = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
+    client.send(
+        modern(1, "server/discover"), modern(2, "tools/call", **call), modern(3, "tools/list"), {"bad": 1}
+    )
+    assert [(await client.receive())["id"] for _ in range(2)] == [1, 3]
+    async with serving(gateway(tmp_path), server, front):
+        replies = await client.receive_many(2)
+    assert sorted(replies) == ["2", "None"]  # the call, and the SDK's error for the malformed line
+    assert "could not be opened" in replies["2"]["result"]["content"][0]["text"]
+    assert replies["None"]["error"]["code"] == -32600
+    kept = [json.loads(line) for line in front_replay(front) if b"tools/call" in line]
+    assert [m["params"]["_meta"][ARRIVED_META] > 0 for m in kept] == [True]  # when it came, for the bound
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        request(1, "tools/list"),  # no era yet: the SDK decides what this is
+        modern(1, "tools/call", name="find_tools", arguments={}),
+        modern(1, "server/discover", {**META, "io.modelcontextprotocol/protocolVersion": "2030-01-01"}),
+        request(1, "initialize", {"protocolVersion": "2025-11-25"}),  # no clientInfo: the SDK refuses it
+    ],
+)
+async def test_a_first_message_the_front_does_not_answer_leaves_everything_to_the_sdk(
+    tmp_path: Path, pipes: tuple[Client, Server], first: dict[str, Any]
+) -> None:
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.start()
+    client.send(first, {**initialize("2025-11-25"), "id": 2})
     front._thread.join(30)  # it stops by itself at the first line it does not answer
     assert not front._thread.is_alive()
+    assert front._pending.startswith(json.dumps(first).encode())  # unread: the SDK reads it first
     async with serving(gateway(tmp_path), server, front):
-        discovered = await client.receive()
-        assert discovered["id"] == 7 and "2026-07-28" in json.dumps(discovered["result"]), discovered
-        listed = await client.receive()
-        assert listed["id"] == 8 and [t["name"] for t in listed["result"]["tools"]] == [
-            "find_tools",
-            "call_tool",
-        ]
+        replies = await client.receive_many(2)  # both from the SDK: the front answered nothing
+    assert sorted(replies) == ["1", "2"]
+
+
+def test_the_front_says_when_the_client_left_first() -> None:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    front = EarlyFront(in_read, out_write)
+    front.start()
+    os.write(in_write, json.dumps(initialize("2025-11-25")).encode() + b"\n")
+    os.close(in_write)
+    front._thread.join(30)
+    try:
+        assert front.client_left()
+        handover = front.hand_over()
+        assert [m for m, _ in handover.answered.values()] == ["initialize"]
+    finally:
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)
 
 
 PARTIAL = b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "par'
@@ -260,3 +424,29 @@ def test_the_prefixed_reader_reads_the_prefix_then_the_stream(tmp_path: Path) ->
         assert reader.readline(100) == b'{"part"}\n'  # the prefix ended inside this line
         assert reader.readline(100) == b"next\n"
         assert reader.readline(100) == b""
+
+
+def test_the_process_front_binds_the_host_socket_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the process's own front (``early.start``) binds it; it is removed when nothing will serve."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    try:
+        plain = EarlyFront(in_read, out_write)
+        plain.start()
+        front = EarlyFront(in_read, out_write, host_channel=True)
+        front.start()
+        expected = tmp_path / "toolweave" / f"host-{os.getppid()}-{os.getpid()}.sock"
+        deadline = time.monotonic() + 30
+        while front.host_socket is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert front.host_socket is not None and plain.host_socket is None
+        assert Path(front.host_socket.getsockname()) == expected and expected.is_socket()
+        front.close_host_socket()
+        assert not expected.exists()
+    finally:
+        os.close(in_write)
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)

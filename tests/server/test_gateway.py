@@ -67,7 +67,7 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
         top = doc["tools"][0]
         assert top["name"] == "clock__get_current_time"
         assert top["input_schema"]["required"] == ["timezone"]
-        assert "search hit" in top["why"]
+        assert "why" not in top  # a search hit; a dependency says what it feeds
         assert doc["tool_list_changed"] is True
         await watch.wait()
 
@@ -106,10 +106,16 @@ async def test_dependencies_are_published_with_the_tool(registry: Any, backends:
     async with connected(gateway, "legacy", watch) as client:
         doc = structured(await client.call_tool("find_tools", {"query": "delete a note", "k": 2}))
         by_name = {t["name"]: t for t in doc["tools"]}
-        assert by_name["notes__search_notes"]["reason"] == "dependency"
-        assert "notes__delete_note" in by_name["notes__search_notes"]["why"]
+        assert by_name["notes__search_notes"]["why"].startswith("needed by notes__delete_note")
+        assert by_name["notes__search_notes"]["published"] is True
         listed = names(await client.list_tools())
         assert {"notes__delete_note", "notes__search_notes"} <= set(listed)
+        # in detail: the walk's own words, rank and source
+        detailed = structured(
+            await client.call_tool("find_tools", {"query": "delete a note", "k": 2, "detail": True})
+        )
+        entry = {t["name"]: t for t in detailed["tools"]}["notes__search_notes"]
+        assert entry["reason"] == "dependency" and entry["source"] == "notes" and entry["rank"] == 2
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -316,11 +322,11 @@ async def test_weak_matches_are_listed_but_not_published(registry: Any, backends
     watch = ListChanged()
     async with connected(gateway, "legacy", watch) as client:
         doc = structured(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}))
-        flags = {t["name"]: t["published"] for t in doc["tools"]}
-        assert flags["clock__get_current_time"] is True
-        weak = [name for name, published in flags.items() if name.startswith("notes__")]
-        assert weak, doc  # the list is still filled: the notes tools are there, callable via call_tool
-        assert not any(flags[name] for name in weak), flags
+        assert "clock__get_current_time" in [t["name"] for t in doc["tools"] if t["published"]]
+        # the list is still filled: the notes tools are named in one line each, callable via call_tool
+        weak = [name for name in doc["also_found"] if name.startswith("notes__")]
+        assert weak and all(isinstance(doc["also_found"][name], str) for name in weak), doc
+        assert not [t for t in doc["tools"] if t["name"].startswith("notes__")], doc
         listed = names(await client.list_tools(cache_mode="bypass"))
         assert "clock__get_current_time" in listed
         assert not [name for name in listed if name.startswith("notes__")], listed

@@ -261,7 +261,7 @@ async def test_oauth_jwt_identity_and_policy(
         async with mcp_client(
             f"{base}{path}", transport, issuer.token("k3", sub="carol", aud=resource)
         ) as client:
-            found = doc(await client.call_tool("find_tools", {"query": "delete a note"}))
+            found = doc(await client.call_tool("find_tools", {"query": "delete a note", "detail": True}))
             # carol falls under "*": clock only
             assert found["tools"] and {t["source"] for t in found["tools"]} == {"clock"}
 

@@ -180,9 +180,14 @@ def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
         ("changed tool", [FoundTool(odd, found[0].ranked)], False, []),  # same id, new record
         ("what time is it", found, True, [records[0].id]),  # again, from the cache
     ]
+    cases.append(("changed tool", [FoundTool(odd, found[0].ranked)], False, [odd.id]))  # published now
     for query, tools, changed, published in cases:
-        result = find_tools_result(query, tools, list_changed=changed, published=published, name_of=str.upper)
-        assert result.content[0].text == json.dumps(result.structured_content, ensure_ascii=False)  # type: ignore[union-attr]
+        for detail in (False, True):
+            result = find_tools_result(
+                query, tools, list_changed=changed, published=published, name_of=str.upper, detail=detail
+            )
+            wanted = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+            assert result.content[0].text == wanted  # type: ignore[union-attr]
 
 
 def test_an_embedder_shares_its_query_runs_once_asked() -> None:

@@ -17,7 +17,14 @@ if TYPE_CHECKING:
     from toolweave.server.early import EarlyFront
     from toolweave.server.transports import Transport
 
-__all__ = ["register"]
+__all__ = ["SIGNAL_EXIT", "STDIO_EXIT", "register"]
+
+STDIO_EXIT = (0.3, 0.7)
+"""Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process
+is gone within 0.7 s (``server/shutdown.py``)."""
+SIGNAL_EXIT = (3.0, 4.5)
+"""After SIGTERM or Ctrl-C (HTTP, SSE): open requests get 1 s, upstreams still running after 3 s are
+stopped, and the process is gone within 4.5 s, however many sessions were open."""
 
 
 def serve_command(
@@ -57,6 +64,11 @@ def serve_command(
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
         early = _early_front(transport, settings)
+        from toolweave.server.shutdown import ExitDeadline, exit_now
+
+        if early is not None and early.client_left():
+            early.close_host_socket()
+            exit_now()  # the manifest is fine and nobody is left to serve: start nothing
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
         from toolweave.server.gateway import Gateway
@@ -72,14 +84,26 @@ def serve_command(
         # The registry opens in the background once the server runs (instant start, docs/gateway.md).
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
+        if early is not None and early.client_left():
+            early.close_host_socket()
+            exit_now()  # the client left while the gateway was being built: no upstream was started yet
+        deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
-            serve(gateway, cast("Transport", transport), host=host, port=port, early=early)  # checked above
+            serve(
+                gateway,
+                cast("Transport", transport),  # checked above
+                host=host,
+                port=port,
+                early=early,
+                on_stop=deadline.start,
+            )
+        exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
 
 
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     """The front ``toolweave.__main__`` started, told how to answer ``tools/list`` (meta-tools, by the
     settings) until the gateway takes over; None when there is none (in-process runs, other transports)."""
-    from toolweave.server import early, handshake
+    from toolweave.server import early
 
     front = early.claim()
     if front is None:
@@ -87,7 +111,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     if transport != "stdio":  # not reached: __main__ starts a front for stdio only
         front.hand_over()
         return None
-    front.offer_tools_list(handshake.tools_list_result(settings.publish.always_load))
+    front.offer_tools_list(settings.publish.always_load)
     return front
 
 

@@ -7,7 +7,6 @@ that spawned it) and ``docs/clients.md`` for the Claude Code hook configuration.
 from __future__ import annotations
 
 import json
-import sys
 import urllib.error
 import urllib.request
 from typing import Annotated, Any
@@ -16,15 +15,12 @@ from urllib.parse import urlsplit
 import typer
 
 from toolweave.commands.options import user_errors
+from toolweave.server.host import CONNECT_RETRY_S, HOOK_WAIT_S
 
 __all__ = ["register"]
 
-HOOK_TIMEOUT_S = 30.0
-"""The hook waits at most this long per gateway. Once the gateway runs, retrieval plus the client's
-re-list (at most ``publish.relist_wait_ms``) take well under a second. The first prompt of a session
-comes while the host is still starting the gateway: opening the registry, connecting the upstreams and
-loading the embedding model took 6-12 s on a busy 2-core machine (measured with Claude Code), and the
-prompt is worth holding that long once, so its first model request already has its tools."""
+TURN_TIMEOUT_S = 30.0
+"""``toolweave turn`` waits this long for a gateway's answer."""
 
 hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they report each user turn).")
 
@@ -80,14 +76,17 @@ def turn_command(
         from toolweave.server.host import find_host_sockets, send_turn
 
         if url is not None:
-            answers = [_post_turn(url, text, session, HOOK_TIMEOUT_S)]
+            answers = [_post_turn(url, text, session, TURN_TIMEOUT_S)]
         else:
             sockets = find_host_sockets()
             if not sockets:
                 raise ServerError(
                     "no gateway found: none was spawned by this process's ancestors (use --url)"
                 )
-            answers = [send_turn(path, text, session=session, timeout_s=HOOK_TIMEOUT_S) for path in sockets]
+            answers = [
+                send_turn(path, text, session=session, timeout_s=TURN_TIMEOUT_S, connect_s=CONNECT_RETRY_S)
+                for path in sockets
+            ]
         for answer in answers:
             if not answer.get("ok"):
                 raise ServerError(f"the gateway refused the turn: {answer.get('error')}")
@@ -103,24 +102,21 @@ def turn_command(
 
 
 @hook_app.command("claude-code")
-def claude_code_hook() -> None:
+def claude_code_hook(
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            min=0.0,
+            help="Return within this many seconds, whatever the gateway is doing (it keeps the prompt).",
+        ),
+    ] = HOOK_WAIT_S,
+) -> None:
     """Claude Code ``UserPromptSubmit`` hook: reads the hook JSON on stdin and hands the prompt to this
     Claude Code session's gateway. Always exits 0 and prints nothing: the prompt goes on regardless."""
-    try:
-        event = json.loads(sys.stdin.read() or "{}")
-        prompt = event.get("prompt") if isinstance(event, dict) else None
-        if isinstance(prompt, str) and prompt.strip():
-            from toolweave.server.host import find_host_sockets, send_turn
+    from toolweave.server.host import run_claude_code_hook
 
-            # the host runs this hook while it still starts its MCP servers: wait for ours (bounded)
-            for path in find_host_sockets(wait_s=HOOK_TIMEOUT_S):
-                try:
-                    send_turn(path, prompt, timeout_s=HOOK_TIMEOUT_S)
-                except Exception as exc:  # one gateway down: the others still hear it
-                    print(f"toolweave hook: {path.name}: {exc}", file=sys.stderr)
-    except Exception as exc:  # never break the user's prompt
-        print(f"toolweave hook: {exc}", file=sys.stderr)
-    raise typer.Exit(0)
+    raise typer.Exit(run_claude_code_hook(wait))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,48 +1,80 @@
 """The early front: `toolweave serve` (stdio) answers the handshake before the MCP SDK is imported.
 
-Importing the SDK, typer and the settings model costs well over a second of CPU on a small machine, and
-clients give a server a few seconds (docs/gateway.md "Startup"). So ``toolweave.__main__``
-starts this front first, standard library only: a thread reads the client's first JSON-RPC lines from
-fd 0 and answers, on fd 1,
+Importing the SDK, typer and the settings model costs well over a second of CPU, many seconds on a busy
+machine, and clients give a server little time: Claude Code 2.1 defers every tool of a server that has
+not answered by its first model request. So ``toolweave.__main__`` starts this front first, standard
+library only: a thread reads the client's JSON-RPC lines from fd 0 and answers, on fd 1, in either era
+(the first request decides, as it does for the SDK):
 
-* ``initialize`` (the handshake era's first request) at once, from ``server/handshake.py``;
-* ``tools/list`` (no cursor) after ``initialize``, as soon as the command has loaded the settings and
-  offered the answer (``offer_tools_list``): the meta-tools, exactly what the gateway lists before its
-  registry is open.
+* handshake era (``initialize`` first): ``initialize``, ``tools/list`` (no cursor) and ``ping``;
+* 2026-07-28 era (a request carrying the ``_meta`` envelope first): ``server/discover``, ``tools/list``
+  (no cursor), ``ping`` (the SDK's "method not found": it left the protocol) and the acknowledgement
+  that opens a ``subscriptions/listen`` stream.
 
-The first message it does not answer (``server/discover`` of the 2026-07-28 era, a call, a cursor,
-anything malformed) ends its part: it stops reading, and everything from there on is the SDK's. Then
-``hand_over`` stops the thread and returns what was read: the answered requests, re-numbered with private
-ids, followed by everything else verbatim. The SDK server reads that first (``Handover.reader``) and so
-builds the same session state as if it had answered itself; its replies to the private ids are compared
-with what was sent and dropped (``server/transports.py``).
+The answers come from ``server/handshake.py``, which the gateway's SDK server is built from too. The
+tool list is the meta-tools', exactly what the gateway lists before its registry is open; until the
+command has loaded the settings (``offer_tools_list``) it is the one the defaults give.
 
-Nothing is answered after the front stopped, and nothing but JSON-RPC is ever written to fd 1.
+Everything else (a call, a cursor, anything malformed after the first request) is kept for the SDK, in
+order, and the front goes on reading: a client that calls ``find_tools`` and then lists again is still
+answered at once. A first message that decides no era ends the front's part. ``hand_over`` stops the
+thread and returns what was read: the answered requests, re-numbered with private ids, the rest
+verbatim, in the order they came. The SDK server reads that first (``Handover.reader``) and so builds
+the same session state as if it had answered itself; its replies to the private ids, and its own
+acknowledgement of a listen stream acknowledged here, are compared with what was sent and dropped
+(``server/transports.py``). A listen request is replayed under its own id: the stream the client
+opened is the one the SDK then serves.
+
+Nothing is answered after the front stopped, and nothing but JSON-RPC is ever written to fd 1. When the
+client closes stdin first, ``client_left`` says so: ``toolweave serve`` then stops without starting the
+gateway.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import logging
 import os
 import select
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, BinaryIO
 
-from toolweave.server.handshake import initialize_result, server_version
+from toolweave.server import handshake
 
-__all__ = ["EARLY_ID_PREFIX", "EarlyFront", "Handover", "claim", "start"]
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "start"]
 
 log = logging.getLogger(__name__)
 
 EARLY_ID_PREFIX = "io.toolweave/early-"
 """Replayed requests carry ids ``io.toolweave/early-<n>``: the SDK's replies to them are recognised by it."""
 
+ARRIVED_META = "io.toolweave/arrived"
+"""``_meta`` key the front adds to a ``tools/call`` it keeps for the SDK: when it came (``time.monotonic``
+of this process). A client counts its timeout from its sending, not from when the SDK took over: the
+start-up bound (``server/starting.py``) counts from here too."""
+
 MAX_EARLY_LINE = 1 << 20
-"""A first line longer than this is not parsed here: the SDK's bounded reader deals with it."""
+"""A line longer than this is not parsed here: the front stops and the SDK's bounded reader deals with it."""
 
 _READ_CHUNK = 1 << 16
+
+
+class Era(Enum):
+    HANDSHAKE = "handshake"
+    MODERN = "2026-07-28"
+
+
+class _Action(Enum):
+    ANSWERED = 1  # replayed under a private id
+    KEPT = 2  # replayed verbatim: the SDK answers it
+    ACKNOWLEDGED = 3  # a listen stream opened here, replayed verbatim: the SDK serves it
+    STOP = 4  # left unread for the SDK, and the front stops
 
 
 @dataclass
@@ -50,9 +82,13 @@ class Handover:
     """What the front read and answered, for the SDK server to continue from."""
 
     prefix: bytes
-    """The lines the SDK must read before fd 0: answered requests (private ids) then the rest verbatim."""
+    """The lines the SDK must read before fd 0, in the order they came: answered requests (private ids),
+    the rest verbatim."""
     answered: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    """Private id -> (method, result sent to the client)."""
+    """Private id -> (method, reply sent to the client: ``{"result": ...}`` or ``{"error": ...}``)."""
+    listens: dict[str | int, dict[str, Any]] = field(default_factory=dict)
+    """``subscriptions/listen`` request id -> the acknowledgement params sent for it."""
+    era: Era | None = None
 
     def reader(self, rest: BinaryIO) -> _PrefixedLines:
         """A line reader over ``prefix`` then ``rest`` (the process's stdin)."""
@@ -83,49 +119,91 @@ class _PrefixedLines:
 class EarlyFront:
     """Answers the first handshake messages on ``stdin_fd``/``stdout_fd`` from a thread (see above)."""
 
-    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1, *, host_channel: bool = False) -> None:
+        """``host_channel``: also bind this process's host socket (``server/host.py``) at once."""
         self._in = stdin_fd
         self._out = stdout_fd
         self._wake_read, self._wake_write = os.pipe()
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._stopping = False
-        self._tools_list: dict[str, Any] | None = None
+        self._client_left = threading.Event()
+        self._always_load = handshake.provisional_always_load()
         self._replay: list[bytes] = []
         self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._listens: dict[str | int, dict[str, Any]] = {}
         self._pending = b""  # read but not yet handled: a partial line, or everything after the front stopped
-        self._initialized = False
+        self._era: Era | None = None
+        self._version = ""
+        self._host_channel = host_channel
+        self.host_socket: socket.socket | None = None
+        """The host channel's socket, bound and listening from the start (``server/host.py``)."""
+        self._host_path: str | None = None
+        self._bound = threading.Event()
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+        if self._host_channel:
+            atexit.register(self.close_host_socket)  # a gateway that never served (a bad manifest)
 
-    def offer_tools_list(self, result: dict[str, Any]) -> None:
-        """From now on answer ``tools/list`` with ``result`` (a request already waiting gets it at once)."""
+    def offer_tools_list(self, always_load: bool) -> None:
+        """From now on answer ``tools/list`` as the loaded settings say (``publish.always_load``)."""
         with self._lock:
-            self._tools_list = result
-            self._lock.notify_all()
+            self._always_load = always_load
+
+    def client_left(self) -> bool:
+        """Whether the client closed stdin while the front was reading."""
+        return self._client_left.is_set()
+
+    def close_host_socket(self) -> None:
+        """Stop listening for host turns and remove the socket (the gateway will not serve)."""
+        self._bound.wait(5)  # the thread binds it first thing
+        listening, self.host_socket = self.host_socket, None
+        if listening is not None:
+            listening.close()
+        if self._host_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._host_path)
+            self._host_path = None
 
     def hand_over(self) -> Handover:
         """Stop answering (waits for the thread) and return what the SDK must read first."""
         with self._lock:
             self._stopping = True
-            self._lock.notify_all()
         os.write(self._wake_write, b"x")
         self._thread.join()
         os.close(self._wake_read)
         os.close(self._wake_write)
         prefix = b"".join(line + b"\n" for line in self._replay) + self._pending
-        return Handover(prefix, dict(self._answered))
+        return Handover(prefix, dict(self._answered), dict(self._listens), self._era)
 
     # -- the thread -----------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            version = server_version()
+            if self._host_channel:
+                from toolweave.server.host import listen_now
+
+                self.host_socket = listen_now()
+                self._host_path = self.host_socket.getsockname() if self.host_socket else None
+        except Exception:  # the gateway runs without a host channel then, as host_channel would
+            log.debug("no early host socket", exc_info=True)
+        finally:
+            self._bound.set()
+        try:
+            self._version = handshake.server_version()
             while self._read_more():
                 while (end := self._pending.find(b"\n")) >= 0:
                     line = self._pending[:end]
-                    if not self._handle(line, version):
+                    with self._lock:  # hand_over waits for a line being answered
+                        if self._stopping:
+                            return
+                        action = self._handle(line)
+                    if action is _Action.STOP:
                         return  # the line stays in _pending: the SDK reads it
+                    if action is _Action.KEPT:
+                        self._replay.append(_stamped(line))
+                    elif action is _Action.ACKNOWLEDGED:
+                        self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
                 if len(self._pending) > MAX_EARLY_LINE:
                     return
@@ -141,54 +219,104 @@ class EarlyFront:
             return False
         chunk = os.read(self._in, _READ_CHUNK)
         if not chunk:
+            self._client_left.set()
             return False  # end of input: the SDK sees it too
         self._pending += chunk
         return True
 
-    def _handle(self, line: bytes, version: str) -> bool:
-        """Answer or keep one line; false when it is not one the front answers (the front stops)."""
+    def _handle(self, line: bytes) -> _Action:
+        """Answer, keep or refuse one line (see the module docstring)."""
         if not line.strip():
-            self._replay.append(line)
-            return True
+            return _Action.KEPT
         try:
             message = json.loads(line)
         except ValueError:
-            return False
+            message = None
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            return False
-        method, params = message.get("method"), message.get("params")
-        if not self._initialized:
-            if method != "initialize" or not _is_id(message.get("id")) or not _initialize_params(params):
-                return False
+            return _Action.KEPT if self._era is not None else _Action.STOP
+        if self._era is None:
+            return self._first(message)
+        if self._era is Era.HANDSHAKE:
+            return self._handshake_era(message)
+        return self._modern_era(message)
+
+    def _first(self, message: dict[str, Any]) -> _Action:
+        """The first request decides the era, as it does for the SDK; one that decides none stops here."""
+        params = message.get("params")
+        if message.get("method") == "initialize" and _is_id(message.get("id")) and _initialize_params(params):
             assert isinstance(params, dict)
-            self._answer(message, initialize_result(params["protocolVersion"], version))
-            self._initialized = True
-            return True
-        if method == "notifications/initialized" and "id" not in message:
-            self._replay.append(line)
-            return True
-        if method == "tools/list" and _is_id(message.get("id")) and _no_cursor(params):
-            result = self._wait_for_tools_list()
-            if result is None:
-                return False
-            self._answer(message, result)
-            return True
-        return False
+            self._era = Era.HANDSHAKE
+            result = handshake.initialize_result(params["protocolVersion"], self._version)
+            return self._answer(message, result)
+        if handshake.envelope_version(params) is not None and _is_id(message.get("id")):
+            self._era = Era.MODERN
+            action = self._modern_era(message)
+            if action is _Action.KEPT:  # an enveloped request the front does not answer: the SDK's alone
+                self._era = None
+                return _Action.STOP
+            return action
+        return _Action.STOP
 
-    def _wait_for_tools_list(self) -> dict[str, Any] | None:
-        with self._lock:
-            while self._tools_list is None and not self._stopping:
-                self._lock.wait()
-            return self._tools_list
+    def _handshake_era(self, message: dict[str, Any]) -> _Action:
+        method, params = message.get("method"), message.get("params")
+        if not _is_id(message.get("id")) or handshake.envelope_version(params) is not None:
+            return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
+        if method == "tools/list" and _no_cursor(params):
+            return self._answer(message, handshake.tools_list_result(self._always_load))
+        if method == "ping" and (params is None or isinstance(params, dict)):
+            return self._answer(message, {})
+        return _Action.KEPT
 
-    def _answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+    def _modern_era(self, message: dict[str, Any]) -> _Action:
+        method, params, request_id = message.get("method"), message.get("params"), message.get("id")
+        if not _is_id(request_id) or handshake.envelope_version(params) is None:
+            return _Action.KEPT
+        if method == "server/discover":
+            return self._answer(message, handshake.discover_result(self._version))
+        if method == "tools/list" and _no_cursor(params):
+            return self._answer(message, handshake.modern_tools_list_result(self._always_load, self._version))
+        if method == "ping":
+            return self._answer(message, handshake.modern_ping_error(), key="error")
+        if method == "subscriptions/listen" and isinstance(request_id, str | int):
+            if request_id in self._listens:
+                return _Action.KEPT  # the same id twice: the SDK answers the second
+            ack = handshake.listen_acknowledgement(request_id, params)
+            if ack is None:
+                return _Action.KEPT
+            self._write({"jsonrpc": "2.0", "method": handshake.LISTEN_ACKNOWLEDGED, "params": ack})
+            self._listens[request_id] = ack
+            return _Action.ACKNOWLEDGED
+        return _Action.KEPT
+
+    def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
+        self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})
         private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
-        reply = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}, separators=(",", ":"))
-        data = (reply + "\n").encode()
+        self._answered[private] = (request["method"], {key: payload})
+        self._replay.append(json.dumps({**request, "id": private}).encode())
+        return _Action.ANSWERED
+
+    def _write(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         while data:
             data = data[os.write(self._out, data) :]
-        self._answered[private] = (request["method"], result)
-        self._replay.append(json.dumps({**request, "id": private}).encode())
+
+
+def _stamped(line: bytes) -> bytes:
+    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta``."""
+    if b"tools/call" not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return line
+    params = message.get("params", {})
+    meta = params.get("_meta", {}) if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return line
+    stamped = {**message, "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic()}}}
+    return json.dumps(stamped).encode()
 
 
 def _is_id(value: object) -> bool:
@@ -219,7 +347,7 @@ _started: EarlyFront | None = None
 def start() -> EarlyFront:
     """Start the process's early front on stdin/stdout (``toolweave.__main__``, before anything heavy)."""
     global _started
-    _started = EarlyFront()
+    _started = EarlyFront(host_channel=True)
     _started.start()
     return _started
 

@@ -382,5 +382,10 @@ class Gateway:
             k = arguments.get("k")
             found, changed = await self.turns.find(session, query, None if k is None else min(int(k), MAX_K))
             return find_tools_result(
-                query, found, list_changed=changed, published=session.published.ids(), name_of=self.names.name
+                query,
+                found,
+                list_changed=changed,
+                published=session.published.ids(),
+                name_of=self.names.name,
+                detail=arguments.get("detail") is True,
             )

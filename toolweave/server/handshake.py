@@ -1,9 +1,10 @@
-"""What the gateway answers before it knows anything: ``initialize`` and the meta-tools' first list.
+"""What the gateway answers before it knows anything, in both protocol eras: ``initialize`` and
+``server/discover``, the meta-tools' first list, ``ping`` and the ``subscriptions/listen`` acknowledgement.
 
 Standard library only, on purpose: the early front (``server/early.py``) answers the stdio handshake from
 these values before the MCP SDK is imported, and the gateway's SDK server is built from the same values,
 so the two answers cannot drift apart. ``tests/server/test_early.py`` checks each early answer against
-the SDK's own reply for every handshake protocol version the SDK negotiates.
+the SDK's own reply for every protocol version the SDK negotiates, in both eras.
 
 The values are wire JSON (camelCase keys): the SDK side turns them into its models
 (``meta_tools.meta_tools``), the early front writes them as they are.
@@ -20,11 +21,20 @@ __all__ = [
     "FIND_TOOLS",
     "HANDSHAKE_PROTOCOL_VERSIONS",
     "INSTRUCTIONS",
+    "LISTEN_ACKNOWLEDGED",
     "MAX_K",
     "META_INPUT_SCHEMAS",
+    "MODERN_PROTOCOL_VERSIONS",
     "SERVER_NAME",
+    "SUBSCRIPTION_ID_META",
+    "discover_result",
+    "envelope_version",
     "initialize_result",
+    "listen_acknowledgement",
     "meta_tool_definitions",
+    "modern_ping_error",
+    "modern_tools_list_result",
+    "provisional_always_load",
     "server_version",
     "tools_list_result",
 ]
@@ -43,6 +53,19 @@ INSTRUCTIONS = (
 HANDSHAKE_PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The ``initialize``-era versions the SDK negotiates (``mcp_types.version``), oldest to newest: a
 requested one is echoed, anything else gets the newest (a test keeps this equal to the SDK's)."""
+
+MODERN_PROTOCOL_VERSIONS = ("2026-07-28",)
+"""The per-request-envelope versions (``server/discover`` era) the SDK serves (a test keeps this equal)."""
+
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
+LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_FALSE_WORDS = ("0", "false", "f", "no", "n", "off")
 
 CAPABILITIES: dict[str, Any] = {"tools": {"listChanged": True}}
 """What the gateway's server advertises: tools, and that their list changes (``Gateway`` makes the SDK
@@ -64,6 +87,10 @@ _FIND_TOOLS_SCHEMA: dict[str, Any] = {
             "minimum": 1,
             "maximum": MAX_K,
             "description": "How many tools to return at most (default: the gateway's setting).",
+        },
+        "detail": {
+            "type": "boolean",
+            "description": "Also give the input schemas of the tools found but not published (default: no).",
         },
     },
     "required": ["query"],
@@ -89,9 +116,10 @@ _META_TOOLS: tuple[dict[str, Any], ...] = (
         "title": "Find tools",
         "description": (
             "Search all tools available through this gateway for the ones a task needs, plus the tools "
-            "they depend on. Returns each tool's name, description, full input schema and why it was "
-            "chosen; the chosen tools are also added to this session's tool list. Call them directly, "
-            "or through call_tool if your client does not refresh its tool list."
+            "they depend on. The chosen tools are added to this session's tool list and returned with "
+            "their input schemas; other candidates are named in one line each under also_found "
+            "(detail=true gives their schemas too). Call the chosen tools directly, or through "
+            "call_tool if your client does not refresh its tool list."
         ),
         "inputSchema": _FIND_TOOLS_SCHEMA,
         "annotations": {"readOnlyHint": True, "openWorldHint": False},
@@ -123,6 +151,16 @@ def tools_list_result(always_load: bool) -> dict[str, Any]:
     return {"tools": meta_tool_definitions(dict(ALWAYS_LOAD) if always_load else None)}
 
 
+def provisional_always_load() -> bool:
+    """``publish.always_load`` as far as it is known before the settings are loaded: the default, or
+    what ``TOOLWEAVE_PUBLISH__ALWAYS_LOAD`` says. A manifest that says otherwise is applied when the
+    settings are (the client then hears ``list_changed``: ``server/transports.py``)."""
+    import os
+
+    value = os.environ.get("TOOLWEAVE_PUBLISH__ALWAYS_LOAD")
+    return value is None or value.strip().lower() not in _FALSE_WORDS
+
+
 def server_version() -> str:
     """toolweave's installed version (``0.0.0`` when run from a source tree that is not installed)."""
     from importlib.metadata import PackageNotFoundError, version  # ~0.1 s: only when asked
@@ -142,3 +180,77 @@ def initialize_result(requested: object, version: str) -> dict[str, Any]:
         "protocolVersion": negotiated,
         "serverInfo": {"name": SERVER_NAME, "version": version},
     }
+
+
+# -- the 2026-07-28 era: every request carries its envelope in ``_meta`` ---------------------------------
+def envelope_version(params: object) -> str | None:
+    """The protocol version of a well-formed 2026-era request envelope (``params._meta``), or None when
+    there is none or it is one the SDK would refuse or read differently (the SDK then answers itself)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    version = meta.get(PROTOCOL_VERSION_META)
+    capabilities = meta.get(CLIENT_CAPABILITIES_META)
+    if version not in MODERN_PROTOCOL_VERSIONS or not isinstance(capabilities, dict):
+        return None
+    if not all(isinstance(value, dict) for value in capabilities.values()):
+        return None
+    info = meta.get(CLIENT_INFO_META)
+    if info is not None and not (
+        isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+    ):
+        return None
+    level = meta.get(LOG_LEVEL_META)
+    if level is not None and level not in _LOG_LEVELS:
+        return None
+    assert isinstance(version, str)
+    return version
+
+
+def _modern(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """A 2026-era result as the SDK writes it: complete, stamped with the server's identity."""
+    stamp = {SERVER_INFO_META: {"name": SERVER_NAME, "version": version}}
+    return {**result, "resultType": "complete", "_meta": stamp}
+
+
+def discover_result(version: str) -> dict[str, Any]:
+    """The ``server/discover`` result (``version``: toolweave's)."""
+    return _modern(
+        {
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+            "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+            "cacheScope": "private",
+            "ttlMs": 0,
+        },
+        version,
+    )
+
+
+def modern_tools_list_result(always_load: bool, version: str) -> dict[str, Any]:
+    """``tools/list`` of a 2026-era session before the registry is open (the list is per session: its
+    results are never to be shared or reused, hence ``private`` and ``ttlMs`` 0, as the gateway says)."""
+    return _modern({**tools_list_result(always_load), "cacheScope": "private", "ttlMs": 0}, version)
+
+
+def modern_ping_error() -> dict[str, Any]:
+    """What a 2026-era ``ping`` gets: the method left the protocol with the handshake."""
+    return {"code": -32601, "message": "Method not found", "data": "ping"}
+
+
+_LISTEN_FLAGS = frozenset({"toolsListChanged", "promptsListChanged", "resourcesListChanged"})
+
+
+def listen_acknowledgement(subscription_id: object, params: object) -> dict[str, Any] | None:
+    """The ``notifications/subscriptions/acknowledged`` params that open a ``subscriptions/listen``
+    stream: every requested kind is honoured. None for a filter this does not read as the SDK does
+    (resource subscriptions, values that are not booleans): the SDK acknowledges those itself."""
+    notifications = params.get("notifications") if isinstance(params, dict) else None
+    if not isinstance(notifications, dict):
+        return None
+    if not notifications.keys() <= _LISTEN_FLAGS:
+        return None
+    if not all(isinstance(wanted, bool) for wanted in notifications.values()):
+        return None
+    honored = {name: True for name, wanted in notifications.items() if wanted}
+    return {"_meta": {SUBSCRIPTION_ID_META: subscription_id}, "notifications": honored}

@@ -12,8 +12,16 @@ user's gateway. HTTP gateways take the same request at ``POST /toolweave/turn`` 
 Wire format, one JSON object per line each way: ``{"turn": TEXT, "session": KEY?}`` ->
 ``{"ok": true, "sessions": [...]}`` or ``{"ok": false, "error": MESSAGE}``.
 
-The client half (``find_host_sockets``, ``send_turn``) uses the standard library only: the hook must
-start fast and must never break the user's prompt.
+A stdio gateway listens from its first moment: the early front (``server/early.py``) binds the socket
+(``listen_now``) while the rest of the gateway is still being imported, and ``host_channel`` serves it
+from there on. A host's turn sent meanwhile waits in the socket's backlog, so handing a prompt over
+never waits for the gateway's start-up, and the turn is applied once the gateway can, whether or not
+the host stayed to hear the answer.
+
+The client half (``find_host_sockets``, ``send_turn``, ``run_claude_code_hook``) uses the standard
+library only: Claude Code waits for its prompt hook, so ``toolweave.__main__`` runs
+``toolweave hook claude-code`` straight from here, without typer or the settings model, and the hook
+must never break the user's prompt.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -39,9 +48,15 @@ if TYPE_CHECKING:
     from toolweave.server.gateway import Gateway
 
 __all__ = [
+    "CONNECT_RETRY_S",
+    "HOOK_WAIT_S",
+    "STARTING_WAIT_S",
     "TURN_PATH",
     "find_host_sockets",
     "host_channel",
+    "listen_now",
+    "parse_hook_wait",
+    "run_claude_code_hook",
     "runtime_dir",
     "send_turn",
     "turn_route",
@@ -130,11 +145,25 @@ def _sockets_of_nearest(chain: list[int]) -> list[Path]:
                 info = path.lstat()
             except OSError:
                 continue
-            if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid:
+            if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid and _gateway_alive(path):
                 found.append(path)
         if found:
             return found
     return []
+
+
+def _gateway_alive(path: Path) -> bool:
+    """Whether the gateway named by a socket (``host-<host>-<gateway>.sock``) still runs: one that was
+    killed leaves its socket behind, and a hook must not wait on it."""
+    try:
+        os.kill(int(path.stem.rsplit("-", 1)[1]), 0)
+    except (ValueError, IndexError):
+        return True  # not a name this module made: let the connection decide
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's (the directory check keeps those out anyway)
+    return True
 
 
 def _parents_of_starting_gateways() -> set[int]:
@@ -169,14 +198,19 @@ def _state_and_parent(pid: int) -> tuple[str | None, int | None]:
         return None, None
 
 
-def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0) -> dict[str, Any]:
-    """Hand ``text`` to the gateway listening on ``path`` and return its answer (blocking)."""
+def send_turn(
+    path: Path, text: str, *, session: str | None = None, timeout_s: float = 5.0, connect_s: float = 0.0
+) -> dict[str, Any]:
+    """Hand ``text`` to the gateway listening on ``path`` and return its answer (blocking; at most
+    ``timeout_s``, then ``TimeoutError``: the turn was handed over and the gateway applies it anyway).
+    A refused or missing socket is tried again for ``connect_s``."""
     request: dict[str, Any] = {"turn": text}
     if session:
         request["session"] = session
+    deadline = time.monotonic() + timeout_s
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout_s)
-        conn.connect(str(path))
+        _connect(conn, path, min(connect_s, timeout_s))
+        conn.settimeout(max(0.001, deadline - time.monotonic()))
         conn.sendall(json.dumps(request).encode() + b"\n")
         reply = b""
         while not reply.endswith(b"\n"):
@@ -191,6 +225,45 @@ def send_turn(path: Path, text: str, *, session: str | None = None, timeout_s: f
     if not isinstance(answer, dict):
         raise ServerError(f"the gateway at {path} answered something that is not a JSON object")
     return answer
+
+
+def _connect(conn: socket.socket, path: Path, retry_s: float) -> None:
+    """Connect, trying a refused or missing socket again for ``retry_s`` (a gateway binding it now)."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            conn.connect(str(path))
+            return
+        except (ConnectionRefusedError, FileNotFoundError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
+def listen_now(host_pid: int | None = None) -> socket.socket | None:
+    """This process's host socket, bound and listening (standard library, blocking): what the early
+    front does first, so a host can hand its turn over from the gateway's first moment. None when the
+    runtime directory is not usable (the gateway then runs without a host channel)."""
+    directory = runtime_dir(create=True)
+    if directory is None:
+        return None
+    path = _socket_path(directory, host_pid)
+    with suppress(FileNotFoundError):
+        path.unlink()  # left over by a process that had this pid
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listening.bind(str(path))
+        path.chmod(0o600)  # the directory is private already; the socket too
+        listening.listen(64)
+    except OSError as exc:
+        listening.close()
+        log.warning("no host channel at %s: %s", path, exc)
+        return None
+    return listening
+
+
+def _socket_path(directory: Path, host_pid: int | None) -> Path:
+    return directory / f"host-{host_pid or os.getppid()}-{os.getpid()}.sock"
 
 
 async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False) -> dict[str, Any]:
@@ -211,36 +284,35 @@ async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False)
 
 
 @asynccontextmanager
-async def host_channel(gateway: Gateway, host_pid: int | None = None) -> AsyncIterator[Path | None]:
-    """Listen for host turns on this process's socket (see the module docstring) while inside."""
+async def host_channel(
+    gateway: Gateway, host_pid: int | None = None, listening: socket.socket | None = None
+) -> AsyncIterator[Path | None]:
+    """Serve host turns on this process's socket (see the module docstring) while inside: ``listening``
+    when the early front bound it already (turns may be waiting in its backlog), else a new one."""
     import anyio
+    from anyio.abc import SocketListener
 
-    directory = runtime_dir(create=True)
-    if directory is None:
+    if listening is None:
+        listening = listen_now(host_pid)
+    if listening is None:
         yield None
         return
-    path = directory / f"host-{host_pid or os.getppid()}-{os.getpid()}.sock"
-    with suppress(FileNotFoundError):
-        path.unlink()  # left over by a process that had this pid
-    try:
-        listener = await anyio.create_unix_listener(path, mode=0o600)
-    except OSError as exc:
-        log.warning("no host channel at %s: %s", path, exc)
-        yield None
-        return
+    path = Path(listening.getsockname())
+    listener = await SocketListener.from_socket(listening)
 
     async def handle(stream: Any) -> None:
         async with stream:
             try:
-                with anyio.fail_after(60):
+                with anyio.fail_after(60):  # a peer that sends nothing holds no task for long
                     line = await _read_line(stream)
-                    try:
-                        request = json.loads(line)
-                    except json.JSONDecodeError:
-                        answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
-                    else:
-                        answer = await answer_turn(gateway, request, own_host=True)
-                    await stream.send(json.dumps(answer).encode() + b"\n")
+                try:
+                    request = json.loads(line)
+                except json.JSONDecodeError:
+                    answer: dict[str, Any] = {"ok": False, "error": "the request is not JSON"}
+                else:
+                    # not bounded here: the host may have left already, the turn is applied regardless
+                    answer = await answer_turn(gateway, request, own_host=True)
+                await stream.send(json.dumps(answer).encode() + b"\n")
             except Exception:  # a broken client connection: nothing to answer
                 log.debug("host channel connection failed", exc_info=True)
 
@@ -291,3 +363,63 @@ def turn_route(gateway: Gateway) -> Route:
         return JSONResponse(answer, 200 if answer["ok"] else 400)
 
     return Route(TURN_PATH, turn, methods=["POST"])
+
+
+# -- the Claude Code hook (client half: standard library only, runs without the CLI) -----------------
+HOOK_WAIT_S = 20.0
+"""The hook returns within this long (``--wait``), whatever the gateway is doing: well within the hook
+timeout docs/clients.md gives Claude Code (30 s). Once the gateway runs, retrieval plus the client's
+re-list (at most ``publish.relist_wait_ms``) take well under a second. The first prompt of a session
+comes while the host is still starting the gateway (registry, upstreams, embedding model: 6-10 s on a
+2-core machine at load 13, more when busier); the hook waits for it up to here, so that prompt's first
+model request already has its tools, and otherwise returns: the gateway has the turn and applies it
+when it can (the client then hears ``list_changed``)."""
+
+CONNECT_RETRY_S = 2.0
+"""A refused connection (a gateway binding its socket this instant) is tried again for this long."""
+
+STARTING_WAIT_S = 5.0
+"""How long the hook looks for the socket of a gateway its host is starting (a stdio gateway binds it
+within its first second, before anything heavy is imported)."""
+
+
+def parse_hook_wait(args: list[str]) -> float | None:
+    """``--wait SECONDS`` from the hook's arguments (default ``HOOK_WAIT_S``); None when they are not
+    simply that (the CLI then parses them and says what is wrong)."""
+    if not args:
+        return HOOK_WAIT_S
+    value = args[1] if len(args) == 2 and args[0] == "--wait" else None
+    if len(args) == 1 and args[0].startswith("--wait="):
+        value = args[0].split("=", 1)[1]
+    try:
+        wait = float(value) if value is not None else -1.0
+    except ValueError:
+        return None
+    return wait if wait >= 0 else None
+
+
+def run_claude_code_hook(wait: float) -> int:
+    """Read the hook event on stdin, hand its prompt to this Claude Code session's gateway and return
+    within ``wait`` seconds. Always 0, and nothing on stdout: the prompt goes on regardless."""
+    deadline = time.monotonic() + wait
+    try:
+        event = json.loads(sys.stdin.read() or "{}")
+        prompt = event.get("prompt") if isinstance(event, dict) else None
+        if isinstance(prompt, str) and prompt.strip():
+            # the host runs this hook while it still starts its MCP servers: look for ours (bounded)
+            for path in find_host_sockets(wait_s=min(STARTING_WAIT_S, wait)):
+                left = deadline - time.monotonic()
+                try:
+                    send_turn(path, prompt, timeout_s=max(0.1, left), connect_s=min(CONNECT_RETRY_S, left))
+                except TimeoutError:  # handed over: the gateway applies it once it can
+                    _say(f"{path.name}: still starting; it has the prompt")
+                except Exception as exc:  # one gateway down: the others still hear it
+                    _say(f"{path.name}: {exc}")
+    except Exception as exc:  # never break the user's prompt
+        _say(str(exc))
+    return 0
+
+
+def _say(message: str) -> None:
+    """A line for the user on stderr (the hook's stdout is Claude Code's: it stays empty)."""
+    sys.stderr.write(f"toolweave hook: {message}\n")

@@ -17,8 +17,9 @@ import json
 import logging
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, BinaryIO, Literal
 
 import anyio
@@ -28,14 +29,16 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from toolweave.errors import ConfigError, ServerError
+from toolweave.server import handshake
 from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
-from toolweave.server.early import EarlyFront, Handover
+from toolweave.server.early import EarlyFront, Era, Handover
 from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
-from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
 from toolweave.server.notify import streamable_http_reach
+from toolweave.server.starting import answer_find_tools_while_starting
 from toolweave.settings import SecuritySettings
 
 __all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
@@ -162,34 +165,54 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
+class _EndNoticed:
+    """A line source that says when its input ended (the client closed stdin: it left)."""
+
+    def __init__(self, lines: LineSource, on_end: Callable[[], None]) -> None:
+        self._lines = lines
+        self._on_end = on_end
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self._lines.readline(limit)
+        if not line:
+            self._on_end()
+        return line
+
+
 async def _serve_stdio(
     gateway: Gateway,
     early: EarlyFront | None = None,
     *,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    on_client_left: Callable[[], None] | None = None,
 ) -> None:
-    """Serve one client on the process's stdin/stdout (or the given streams, for tests)."""
+    """Serve one client on the process's stdin/stdout (or the given streams, for tests).
+    ``on_client_left``: called (from a worker thread) when stdin ends."""
     # What the early front already read is read first; its answered requests are replayed under private
     # ids, so the SDK's session state is what it would be had it answered them itself.
     handover = early.hand_over() if early is not None else None
-    lines = handover.reader(stdin or sys.stdin.buffer) if handover is not None else stdin
+    source = stdin or sys.stdin.buffer
+    lines: LineSource = handover.reader(source) if handover is not None else source
+    if on_client_left is not None:
+        lines = _EndNoticed(lines, on_client_left)
     max_bytes = gateway.settings.max_request_bytes
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
     async with (
         bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
         _without_early_replies(write, handover) as write,
-        host_channel(gateway),
+        host_channel(gateway, listening=early.host_socket if early is not None else None),
     ):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
 @asynccontextmanager
 async def _without_early_replies(write: Any, handover: Handover | None) -> AsyncIterator[Any]:
-    """``write``, minus the SDK's replies to requests the early front answered. Each is compared with
-    the answer sent: a ``tools/list`` that changed since (a host's turn was applied) is followed by
-    ``list_changed``, so the client re-lists; any other difference is a bug, logged."""
-    if handover is None or not handover.answered:
+    """``write``, minus the SDK's replies to requests the early front answered and its acknowledgements
+    of listen streams the front acknowledged. Each is compared with what was sent: a ``tools/list``
+    that changed since (a host's turn was applied, the manifest turned ``always_load`` off) is
+    followed by ``list_changed``, so the client re-lists; any other difference is a bug, logged."""
+    if handover is None or not (handover.answered or handover.listens):
         yield write
         return
     import mcp_types as types
@@ -197,26 +220,52 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
     from mcp.shared.message import SessionMessage
 
     pending = dict(handover.answered)
+    listens = dict(handover.listens)
     send, receive = create_context_streams[SessionMessage](0)
+
+    def list_changed() -> list[SessionMessage]:
+        """The notices that reach this client: on the connection (handshake era), or on each listen
+        stream the front opened (2026 era: a notice outside a stream is not heard)."""
+        method = "notifications/tools/list_changed"
+        if handover.era is not Era.MODERN:
+            return [SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", method=method))]
+        return [
+            SessionMessage(
+                types.JSONRPCNotification(
+                    jsonrpc="2.0", method=method, params={"_meta": {handshake.SUBSCRIPTION_ID_META: sid}}
+                )
+            )
+            for sid in handover.listens
+        ]
+
+    def early_part(message: Any) -> list[SessionMessage] | None:
+        """None to pass ``message`` on; else what to write instead (nothing, or list_changed)."""
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in pending:
+            method, sent = pending.pop(str(message.id))
+            wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
+            reply = {key: wire[key] for key in ("result", "error") if key in wire}
+            if reply == sent:
+                return []
+            if method == "tools/list" and "result" in reply:
+                return list_changed()
+            log.error("the early answer to %s differs from the SDK's: %s != %s", method, sent, reply)
+            return []
+        if isinstance(message, types.JSONRPCNotification) and message.method == handshake.LISTEN_ACKNOWLEDGED:
+            params = message.model_dump(by_alias=True, exclude_unset=True).get("params") or {}
+            sid = (params.get("_meta") or {}).get(handshake.SUBSCRIPTION_ID_META)
+            if sid in listens:
+                sent = listens.pop(sid)
+                if params != sent:
+                    log.error("the early listen acknowledgement differs: %s != %s", sent, params)
+                return []
+        return None
 
     async def relay() -> None:
         async with receive:
             async for item in receive:
-                message = item.message
-                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in pending:
-                    method, sent = pending.pop(str(message.id))
-                    wire = json.loads(message.model_dump_json(by_alias=True, exclude_unset=True))
-                    if wire.get("result") == sent:
-                        continue
-                    if method != "tools/list" or "result" not in wire:
-                        log.error(
-                            "the early answer to %s differs from the SDK's: %s != %s", method, sent, wire
-                        )
-                        continue
-                    item = SessionMessage(
-                        types.JSONRPCNotification(jsonrpc="2.0", method="notifications/tools/list_changed")
-                    )
-                await write.send(item)
+                instead = early_part(item.message)
+                for message in [item] if instead is None else instead:
+                    await write.send(message)
 
     async def relay_until_closed() -> None:
         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the client left
@@ -228,13 +277,40 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
             yield send
 
 
-async def _serve_uvicorn(app: Starlette, gateway: Gateway, host: str, port: int, path: str) -> None:
+GRACEFUL_SHUTDOWN_S = 1
+"""On SIGTERM or Ctrl-C, how long open requests get before they are cancelled. Each handshake-era
+session holds a GET stream that never ends by itself: without a bound, uvicorn waits for every
+client to hang up before it even stops the upstreams."""
+
+
+async def _serve_uvicorn(
+    app: Starlette,
+    gateway: Gateway,
+    host: str,
+    port: int,
+    path: str,
+    on_stop: Callable[[str], None] | None = None,
+) -> None:
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if on_stop is not None:
+                on_stop(f"signal {sig}")
+            super().handle_exit(sig, frame)
 
     # No access log: its lines are INFO, below the level shown, yet uvicorn formats each one's client
     # address and path before the logger drops it (~2 % of a cached find_tools under load).
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = Server(config)
     log.info("serving MCP on http://%s:%d%s", host, port, path)
     async with frozen_once_started(gateway):  # full GC passes stalled every session (server/heap.py)
         await server.serve()
@@ -247,12 +323,16 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     early: EarlyFront | None = None,
+    on_stop: Callable[[str], None] | None = None,
 ) -> None:
     """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
-    ``early``: the stdio front that answered the handshake so far (``server/early.py``)."""
+    ``early``: the stdio front that answered the handshake so far (``server/early.py``). ``on_stop``:
+    told (from any thread) the moment the way out begins: stdin ended, or a signal came."""
+    answer_find_tools_while_starting(gateway)  # a client's short request timeout must not meet start-up
     if transport == "stdio":
         gateway.metrics.serve_port(gateway.settings.security.metrics_port)
-        anyio.run(_serve_stdio, gateway, early)
+        left = None if on_stop is None else partial(on_stop, "the client closed stdin")
+        anyio.run(partial(_serve_stdio, gateway, early, on_client_left=left))
         return
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
@@ -260,7 +340,8 @@ def serve(
     _check_port(host, port)
     app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
     path = "/mcp" if transport == "http" else "/sse"
-    anyio.run(_serve_uvicorn, app, gateway, host, port, path, backend_options=_loop_options())
+    serving = partial(_serve_uvicorn, app, gateway, host, port, path, on_stop)
+    anyio.run(serving, backend_options=_loop_options())
 
 
 def _loop_options() -> dict[str, bool]:

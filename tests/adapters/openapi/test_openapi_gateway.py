@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 def found_names(result: types.CallToolResult) -> list[str]:
     assert not result.is_error, result
     payload = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
-    return [t["name"] for t in payload["tools"]]
+    return [t["name"] for t in payload["tools"]] + list(payload.get("also_found", {}))
 
 
 def text(result: types.CallToolResult) -> str:

@@ -1,0 +1,56 @@
+"""``server/shutdown.py`` in a process of its own (it signals its children and ends its process): the
+deadline stops every child's whole process tree, then ends a process whose main thread is stuck."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.procs import group
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads the process tree from /proc")
+
+# A process with two children in sessions of their own, one with a grandchild (like npx -> node), whose
+# main thread then hangs: only the deadline can end it.
+STUCK = """
+import json, subprocess, sys, time
+from toolweave.server.shutdown import ExitDeadline, child_pids
+SLEEP = "import time; time.sleep(600)"
+TREE = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SLEEP!r}]); {SLEEP}"
+DEAF = f"import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); {SLEEP}"
+kids = [subprocess.Popen([sys.executable, "-c", code], start_new_session=True) for code in (TREE, DEAF)]
+time.sleep(1.0)  # the grandchild starts
+print(json.dumps({"children": child_pids(), "groups": [k.pid for k in kids]}), flush=True)
+ExitDeadline(0.2, 0.6).start("test")
+time.sleep(600)
+"""
+
+
+def test_the_deadline_stops_every_child_tree_and_ends_a_stuck_process() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        seen = json.loads(proc.stdout.readline())
+        assert proc.wait(30) == 0  # os._exit(0): the stuck main thread did not hold it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sorted(seen["children"]) == sorted(seen["groups"])
+    # every member of both groups is gone: the grandchild too, and the child that ignored SIGTERM
+    for pgid in seen["groups"]:
+        for _ in range(100):
+            if not group(pgid):
+                break
+            subprocess.run(["sleep", "0.05"], check=True)
+        assert not group(pgid), pgid
+
+
+def test_a_deadline_must_stop_children_before_it_exits() -> None:
+    from toolweave.server.shutdown import ExitDeadline
+
+    with pytest.raises(ValueError, match="stop_children_s <= exit_s"):
+        ExitDeadline(2.0, 1.0)
