@@ -67,6 +67,7 @@ def running_redis(tmp_path: Path) -> Iterator[RedisServer]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install -y redis-server)")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     server = RedisServer(binary, tmp_path)
     server.start()
     try:

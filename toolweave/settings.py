@@ -204,11 +204,18 @@ class Settings(BaseSettings):
         description="How often a gateway checks whether another process committed a newer registry "
         "generation (one small read) and, if so, reloads it and re-publishes to its sessions.",
     )
-    registry_lease_s: float = Field(
-        30.0,
+    registry_lock_url: str = Field(
+        "",
+        description="Redis URL of the writer lock of an object-store (`s3://`) registry: writers take "
+        "turns through it, with a fencing token (docs/registry.md, 'Writers'). Empty: the session store's "
+        "(`session_store_url`). A local directory needs none (an OS file lock).",
+    )
+    registry_lock_ttl_s: float = Field(
+        60.0,
         ge=5,
-        description="Writer lease time-to-live: a writer that dies holds the registry at most this long "
-        "(renewed every third of it while writing). Keep it well above the clock skew between replicas.",
+        description="Expiry of the Redis writer lock, counted by Redis: a writer that dies holds an "
+        "object-store registry at most this long. Renewed every sixth of it; a writer whose renewals "
+        "starved takes it back unless another writer took it meanwhile.",
     )
     registry_follow_sources: bool = Field(
         True,

@@ -13,13 +13,11 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 import toolweave.registry.vector_index as vector_index_module
-import toolweave.registry.vector_upkeep as upkeep_module
 from toolweave.errors import RegistryError
 from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import SearchScope, ToolRecord, make_tool_id
@@ -150,29 +148,6 @@ def test_the_background_refresh_indexes_an_ingest_and_commits_it(tmp_path: Path)
     db = RegistryDatabase.open(tmp_path / "reg")
     assert db.head is not None and db.head.action == "vector index built"
     assert index_state(db.tool_table()).indexed == 150
-
-
-def test_an_index_build_longer_than_the_lease_ttl_still_commits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A build blocks the lease's renewals (LanceDB runs a process's writes one at a time): the lease
-    is extended for it beforehand, so a build that outlasts the TTL is not refused at its commit."""
-    reg = open_registry(tmp_path / "reg", threshold=100)
-    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
-    reg.ingest("a", tools("a", 150))
-    lease = reg._state.db.lease
-    monkeypatch.setattr(lease, "ttl_s", 1.0)
-    monkeypatch.setattr(lease, "_start_renewing", lambda: None)  # as if every renewal were stuck
-    build = vector_index_module.refresh
-
-    def slow_build(*args: Any, **kwargs: Any) -> Any:
-        done = build(*args, **kwargs)
-        time.sleep(1.5)  # past the TTL
-        return done
-
-    monkeypatch.setattr(upkeep_module, "refresh", slow_build)
-    assert reg.vector_index.refresh() == "built"
-    assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
 
 
 def test_an_index_build_that_is_not_committed_is_rolled_back(

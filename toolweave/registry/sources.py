@@ -63,6 +63,7 @@ class SourceBook:
                     return
                 merged = {s.name: s for s in state.sources} | {s.name: s for s in specs}
                 state.db.side.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
+                state.changes.touch("sources", merged)
                 self._commits.commit("sources")
                 state.sources = tuple(SourceSpec(**row) for row in state.db.side.load_sources())
 
