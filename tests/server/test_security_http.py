@@ -328,6 +328,11 @@ async def test_host_and_origin_are_checked_on_every_bind(registry: Any) -> None:
             assert origin.status_code in (400, 403)
             listed = await http.post("/mcp", json=body, headers={**hdrs, "host": f"gw.example:{port}"})
             assert listed.status_code == 200
+            # what an HTTPS client on 443 sends: the name without a port
+            portless = await http.post("/mcp", json=body, headers={**hdrs, "host": "gw.example"})
+            assert portless.status_code == 200
+            other = await http.post("/mcp", json=body, headers={**hdrs, "host": "gw.example.evil"})
+            assert other.status_code in (400, 403, 421)
 
 
 def test_non_loopback_without_auth_is_refused(caplog: Any) -> None:

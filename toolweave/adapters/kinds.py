@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
-from toolweave.config_values import local_path
+from toolweave.config_values import interpolate_tree, local_path
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,6 +81,16 @@ class BackendKind(Generic[C]):
     def parse_json(self, text: str) -> C:
         """One entry as another replica shared it (its config model's JSON)."""
         return self.adapter.validate_json(text)
+
+    def parse_shared(self, text: str, environ: Mapping[str, str]) -> C:
+        """One entry as another replica shared it: a raw kind's config as written (the adapter expands
+        ``${VARS}`` when it connects); another kind's raw manifest entry, expanded here from ``environ``
+        like a manifest at load (a missing variable raises ``ConfigError``)."""
+        if self.raw:
+            return self.parse_json(text)
+        import json
+
+        return self.parse(interpolate_tree(json.loads(text), environ, self.section))
 
 
 @dataclass(frozen=True)
@@ -179,7 +189,7 @@ OPENAPI = BackendKind[OpenAPISourceConfig](
     description="OpenAPI sources by name; `name` comes from the key.",
     config=OpenAPISourceConfig,
     build=_build_openapi,
-    describe=lambda name, c: f"openapi {name}: {c.spec} base_url={c.base_url}",
+    describe=lambda name, c: f"openapi {name}: {c.spec}" + (f" base_url={c.base_url}" if c.base_url else ""),
     prepare=_openapi_entry,
 )
 

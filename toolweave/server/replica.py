@@ -17,6 +17,7 @@ Two duties, both cheap when nothing changes:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 
 from toolweave.adapters.factory import build_backends
 from toolweave.adapters.kinds import Configured, kind_named
+from toolweave.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolweave.registry.sources import SourceSpec
@@ -35,9 +37,8 @@ __all__ = ["follow_registry", "share_sources"]
 
 log = logging.getLogger(__name__)
 
-_CATALOG = "catalog"
-"""A static catalog has nothing to connect to: shared so that other replicas serve (find) its tools.
-Backends are shared under their kind's name (``adapters/kinds.py``)."""
+CATALOG_KIND = "catalog"
+"""``toolweave.registry.sources.CATALOG_KIND``, not imported: the registry loads after the handshake."""
 
 
 def _literal_values(entry: Configured) -> list[str]:
@@ -52,7 +53,7 @@ def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
     manifest = sources.manifest
     if manifest is None:
         return []
-    specs = [SourceSpec(c.source, _CATALOG, "{}") for c in manifest.catalogs]
+    specs = [SourceSpec(c.source, CATALOG_KIND, "{}") for c in manifest.catalogs]
     for entry in manifest.backends():
         literal = _literal_values(entry)
         if literal:
@@ -63,7 +64,7 @@ def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
                 ", ".join(literal),
             )
             continue
-        specs.append(SourceSpec(entry.name, entry.kind.name, entry.config.model_dump_json()))
+        specs.append(SourceSpec(entry.name, entry.kind.name, manifest.shared_spec(entry)))
     return specs
 
 
@@ -133,7 +134,7 @@ def adopt_shared_sources(sources: SourceSync) -> None:
     """Serve what other replicas shared: their catalogs' tools, and (``registry_follow_sources``) a
     backend for each upstream this gateway has none for."""
     specs = sources.registry.source_specs()
-    sources.add_shared_catalogs({s.name for s in specs if s.kind == _CATALOG})
+    sources.add_shared_catalogs({s.name for s in specs if s.kind == CATALOG_KIND})
     if sources.settings.registry_follow_sources:
         connect_shared_sources(sources, specs)
     sources.refresh_stale_sources()
@@ -143,15 +144,15 @@ def connect_shared_sources(sources: SourceSync, specs: tuple[SourceSpec, ...]) -
     """Start a backend for each shared upstream this gateway has none for."""
     entries: list[Configured] = []
     for spec in specs:
-        if spec.name in sources.backends or spec.kind == _CATALOG:
+        if spec.name in sources.backends or spec.kind == CATALOG_KIND:
             continue
         kind = kind_named(spec.kind)
         if kind is None:
             log.warning("shared source %s has an unknown kind %r; skipped", spec.name, spec.kind)
             continue
         try:
-            entries.append(Configured(spec.name, kind, kind.parse_json(spec.spec)))
-        except ValidationError as exc:  # written by another version, or damaged: never fatal
+            entries.append(Configured(spec.name, kind, kind.parse_shared(spec.spec, os.environ)))
+        except (ValidationError, ValueError, ConfigError) as exc:  # another version's, damaged, a missing var
             log.warning("shared source %s has an unusable spec; skipped: %s", spec.name, exc)
     if not entries:
         return
