@@ -7,6 +7,7 @@ keeps no data across a restart (no RDB, no AOF), like a Redis that lost its memo
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,8 +51,18 @@ class RedisServer:
             )  # fmt: skip
         wait_port(self.port, self.proc, timeout=20)
 
+    def pause(self) -> None:
+        """SIGSTOP: connections are accepted and never answered (a hung Redis)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
             self.proc.wait(10)
 

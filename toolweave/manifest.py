@@ -533,6 +533,10 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a manifest: byte {exc.start} is not UTF-8 text (a binary file?)"
+        ) from exc
     file = str(path)
     if too_big := size_problem(text, MAX_MANIFEST_CHARS):
         raise ConfigError(f"{file}: {too_big}")

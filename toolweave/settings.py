@@ -148,6 +148,13 @@ class SecuritySettings(BaseModel):
     oauth_jwks_url: str = Field("", description="OAuth: JWKS URL; default: `<issuer>/.well-known/jwks.json`.")
     oauth_identity_claim: str = Field("sub", description="OAuth: the claim that names the identity.")
     oauth_jwks_cache_s: float = Field(300.0, gt=0, description="OAuth: how long a fetched JWKS is reused.")
+    oauth_leeway_s: float = Field(
+        30.0,
+        ge=0,
+        le=300,
+        description="OAuth: clock skew allowed between the issuer and the gateway, in seconds: a token "
+        "expired (`exp`) or not yet valid (`nbf`, `iat`) by less than this is still accepted.",
+    )
     resource_url: str = Field(
         "", description="Public URL of the MCP endpoint (Protected Resource Metadata); default from the bind."
     )
@@ -203,6 +210,13 @@ class Settings(BaseSettings):
         le=5,
         description="How often a gateway checks whether another process committed a newer registry "
         "generation (one small read) and, if so, reloads it and re-publishes to its sessions.",
+    )
+    registry_read_deadline_s: float = Field(
+        0.5,
+        gt=0,
+        description="How long a search waits for an object-store registry's full-text index before it "
+        "answers from memory (vector search only) and leaves the store alone until a probe (1-15 s "
+        "back-off); one log line per outage. A local directory has no deadline.",
     )
     registry_lock_url: str = Field(
         "",
