@@ -17,7 +17,6 @@ from any working directory.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +38,7 @@ from pydantic import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from toolweave.adapters.kinds import BACKEND_KINDS, BackendKind, Configured
+from toolweave.adapters.kinds import BACKEND_KINDS, BackendKind, Configured, raw_entries
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.config_values import interpolate, interpolate_tree, is_uri, missing_vars, resolve_path
 from toolweave.errors import ConfigError
@@ -198,22 +197,6 @@ class Manifest(_Strict):
     _raw: dict[tuple[str, str], dict[str, Any]] = PrivateAttr(default_factory=dict)
     """(section, source) → the entry as written (``${VARS}`` unexpanded), for kinds expanded at load."""
 
-    def shared_spec(self, entry: Configured) -> str:
-        """``entry`` as replicas share it (the registry's ``sources`` table): its raw text, never a value
-        expanded from this process's environment (``BackendKind.parse_shared`` reads it back)."""
-        raw = self._raw.get((entry.kind.section, entry.name))
-        if entry.kind.raw or raw is None:
-            return str(entry.config.model_dump_json())
-        return json.dumps(raw, sort_keys=True, default=str)
-
-    def _as_written(self, entry: Configured) -> Any:
-        """The entry with its raw strings (for logs); the validated one when that cannot be built."""
-        raw = self._raw.get((entry.kind.section, entry.name))
-        model = entry.kind.config
-        if entry.kind.raw or raw is None or not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return entry.config
-        return model.model_construct(**raw)
-
     def section(self, kind: BackendKind[Any]) -> dict[str, Any]:
         """The entries of ``kind`` by source name (none in a manifest not built by ``load_manifest``)."""
         # The kinds' sections are fields of the loaded model (_Loaded below), named by the table.
@@ -223,7 +206,7 @@ class Manifest(_Strict):
     def backends(self, *, enabled_only: bool = True) -> list[Configured]:
         """Every backend entry, of every kind, in the kinds' order (only enabled ones by default)."""
         return [
-            Configured(name, kind, config)
+            Configured(name, kind, config, self._raw.get((kind.section, name)))
             for kind in BACKEND_KINDS
             for name, config in self.section(kind).items()
             if not enabled_only or kind.enabled(config)
@@ -238,9 +221,7 @@ class Manifest(_Strict):
         """Human summary for logs: raw values only, so ``${SECRET}`` stays a reference."""
         where = self.source_path or "<memory>"
         lines = [f"manifest {where}"]
-        lines += [
-            f"  {b.kind.describe(b.name, self._as_written(b))}" for b in self.backends(enabled_only=False)
-        ]
+        lines += [f"  {b.kind.describe(b.name, b.as_written())}" for b in self.backends(enabled_only=False)]
         lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
         return "\n".join(lines)
 
@@ -579,26 +560,8 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
             comp.add(comp.locate(found), (*found, *rest), message)
     if comp.errors:
         raise ConfigError(_summary(file, comp.errors))
-    manifest._raw = _raw_entries(data, base)
+    manifest._raw = raw_entries(data, base)
     return manifest
-
-
-def _raw_entries(data: dict[str, Any], base: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """The backend entries of kinds expanded at load, as written (prepared, not expanded)."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for kind in BACKEND_KINDS:
-        block = data.get(kind.section)
-        if kind.raw or not isinstance(block, dict):
-            continue
-        for key, entry in block.items():
-            if isinstance(entry, dict):
-                try:
-                    out[(kind.section, str(key))] = (
-                        kind.prepare(str(key), entry, base) if kind.prepare else entry
-                    )
-                except ValueError:  # reported by the validation already
-                    continue
-    return out
 
 
 def _message(err: Any, rest: list[str | int]) -> str:

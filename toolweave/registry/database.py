@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,8 @@ class RegistryDatabase:
         self.head = head
         self.lock = lock
         """Only its holder writes or recovers (see ``toolweave.registry.lock``)."""
+        self._guard: Callable[[], None] = lambda: self.lock.check()
+        """Before every data write: this handle still holds the writer lock (its fencing check)."""
         self.side = SideTables(
             db, lambda: self.head.versions if self.head is not None else {}, guard=self._guard
         )
@@ -155,7 +157,7 @@ class RegistryDatabase:
         out = cls(location, db, None, writer_lock(location, lock_url, lock_ttl_s))
         names = out._table_names()
         if COMMIT_TABLE not in names and _legacy_meta(location) is None:
-            out._refuse_foreign(names)  # before the lock file is made in someone else's directory
+            _refuse_foreign(location, names)  # before the lock file is made in someone else's directory
         try:
             holding = out.lock.try_acquire()
         except ConfigError:  # no lock to be had here: read-only until a write says what to set
@@ -182,10 +184,6 @@ class RegistryDatabase:
 
     def _table_names(self) -> set[str]:
         return _table_names(self._db)
-
-    def _guard(self) -> None:
-        """Before every data write: this handle still holds the writer lock (its fencing check)."""
-        self.lock.check()
 
     def _recover(self) -> CommitRecord | None:
         self.side.clear()
@@ -223,7 +221,7 @@ class RegistryDatabase:
         legacy = _legacy_meta(self.location)
         if legacy is not None:
             return self._migrate(legacy)
-        self._refuse_foreign(names)
+        _refuse_foreign(self.location, names)
         ours = {
             n
             for n in names
@@ -234,22 +232,6 @@ class RegistryDatabase:
         for name in ours:  # a registry whose very first commit never happened
             self.drop(name)
         return None
-
-    def _refuse_foreign(self, names: set[str]) -> None:
-        """A local directory without a commit record that holds files LanceDB does not list is someone
-        else's: refused. Other tables (the quarantine, ...) keep their own state beside ours."""
-        foreign: list[str] = []
-        if isinstance(self.location, Path) and self.location.exists():
-            foreign = sorted(
-                p.name
-                for p in self.location.iterdir()
-                if p.name.removesuffix(".lance") not in names and p.name != LOCK_FILE
-            )
-        if foreign:
-            raise NotARegistryError(
-                f"{self.location} is not a toolweave registry (no commit record; it holds "
-                f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
-            )
 
     def create(self, embedding_model: str, dim: int) -> CommitRecord:
         """Start an empty registry: empty tables, then the first commit."""
@@ -313,7 +295,8 @@ class RegistryDatabase:
             versions[usage_table] = usage.version
         elif usage_table in base.versions:
             versions[usage_table] = self._open(usage_table).version
-        self._check_versions(versions)
+        for name, version in versions.items():
+            _check_version(self.location, name, self._open(name).version, version)
         generation = (self.head.generation + 1) if self.head is not None else 0
         record = replace(
             base,
@@ -328,17 +311,6 @@ class RegistryDatabase:
         )
         self.head = self._write_head(record, expected=self.head.generation if self.head else None)
         return self.head
-
-    def _check_versions(self, versions: Mapping[str, int]) -> None:
-        """Every table to be named is still at the version this writer wrote or read: a table another
-        writer wrote since (one whose lock lapsed) would commit that writer's half-write."""
-        for name, version in versions.items():
-            latest = self._open(name).version
-            if latest != version:
-                raise RegistryBusyError(
-                    f"registry {self.location}: table {name} was written by another writer during this "
-                    f"write (version {latest}, this write's {version}); the write is rolled back. Try again."
-                )
 
     def _write_head(self, record: CommitRecord, expected: int | None) -> CommitRecord:
         """Write the one-row commit record. Over an existing one, a compare-and-set on ``expected``
@@ -448,6 +420,33 @@ class RegistryDatabase:
         )
         _remove_legacy_files(self.location)
         return head
+
+
+def _refuse_foreign(location: RegistryLocation, names: set[str]) -> None:
+    """A local directory without a commit record that holds files LanceDB does not list is someone
+    else's: refused. Other tables (the quarantine, ...) keep their own state beside ours."""
+    foreign: list[str] = []
+    if isinstance(location, Path) and location.exists():
+        foreign = sorted(
+            p.name
+            for p in location.iterdir()
+            if p.name.removesuffix(".lance") not in names and p.name != LOCK_FILE
+        )
+    if foreign:
+        raise NotARegistryError(
+            f"{location} is not a toolweave registry (no commit record; it holds "
+            f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
+        )
+
+
+def _check_version(location: RegistryLocation, name: str, latest: int, version: int) -> None:
+    """A table to be named must still be at the version this writer wrote or read: a table another
+    writer wrote since (one whose lock lapsed) would commit that writer's half-write."""
+    if latest != version:
+        raise RegistryBusyError(
+            f"registry {location}: table {name} was written by another writer during this write "
+            f"(version {latest}, this write's {version}); the write is rolled back. Try again."
+        )
 
 
 def _table_names(db: Any) -> set[str]:

@@ -215,6 +215,8 @@ class Follower:
                     head.embedding_model,
                 )
                 return False
+            full = state.full_loads
             self.follow(head)
-        log.info("registry %s: loaded generation %d (%s)", state.path, head.generation, head.action)
+        how = "everything" if state.full_loads > full else "its changes"
+        log.info("registry %s: loaded generation %d (%s): %s", state.path, head.generation, head.action, how)
         return True

@@ -33,6 +33,7 @@ __all__ = [
     "no_guard",
     "sql_in",
     "sql_string",
+    "store_problem",
 ]
 
 log = logging.getLogger(__name__)
@@ -62,13 +63,44 @@ class StoredTool:
 
 @contextmanager
 def lance_errors(action: str, what: str = "tool table") -> Iterator[None]:
-    """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead."""
+    """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead, in one
+    line (an object store's failure comes as a multi-line dump of the Rust layer's error)."""
     try:
         yield
     except RegistryError:
         raise
     except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
-        raise RegistryError(f"{what}: {action} failed: {exc}") from exc
+        raise RegistryError(f"{what}: {action} failed: {store_problem(str(exc))}") from exc
+
+
+_S3_CODE = re.compile(r"<Code>(\w+)</Code>")
+_BUCKET = re.compile(r"<BucketName>([^<]+)</BucketName>")
+_STORE_ADVICE = {
+    "NoSuchBucket": "the bucket {bucket} does not exist: create it (e.g. `aws s3 mb s3://{bucket}`, or in "
+    "the store's console); toolweave creates everything inside it",
+    "AccessDenied": "the object store refused access: check the credentials (AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY) and the bucket's policy",
+    "InvalidAccessKeyId": "the object store does not know the access key (AWS_ACCESS_KEY_ID)",
+    "SignatureDoesNotMatch": "the object store rejected the signature: check AWS_SECRET_ACCESS_KEY and "
+    "aws_region",
+}
+
+
+def store_problem(message: str) -> str:
+    """What an object-store failure means, in one line: advice for the usual mistakes (a missing bucket,
+    refused credentials, an unreachable endpoint), else the message's first line, cut."""
+    code = _S3_CODE.search(message)
+    if code and code.group(1) in _STORE_ADVICE:
+        bucket = _BUCKET.search(message)
+        return _STORE_ADVICE[code.group(1)].format(
+            bucket=bucket.group(1) if bucket else "(the registry's bucket)"
+        )
+    if "error sending request" in message or "Connection refused" in message or "tcp connect" in message:
+        return (
+            "cannot reach the object store (check aws_endpoint in registry_storage_options, and the network)"
+        )
+    first = " ".join(message.split("\n", 1)[0].split())
+    return first if len(first) <= 400 else first[:400] + "…"
 
 
 def tool_schema(dim: int) -> pa.Schema:

@@ -66,7 +66,7 @@ def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
                 ", ".join(literal),
             )
             continue
-        specs.append(SourceSpec(entry.name, entry.kind.name, manifest.shared_spec(entry)))
+        specs.append(SourceSpec(entry.name, entry.kind.name, entry.shared_spec()))
     return specs
 
 
