@@ -65,19 +65,11 @@ class EchoBackend:
 
 @contextmanager
 def s3_registry(work: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    import boto3
-    from moto.server import ThreadedMotoServer
+    from replicas import moto  # bench/replicas.py: moto's S3 server with a bucket `bench`
 
     binary = shutil.which("redis-server")
     if binary is None:
         raise SystemExit("needs redis-server (apt-get install redis-server) for the s3 registry's lock")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
     redis_port = _free_port()
     redis = subprocess.Popen(
         [
@@ -98,11 +90,11 @@ def s3_registry(work: Path) -> Iterator[tuple[str, dict[str, str]]]:
     os.environ["TOOLWEAVE_REGISTRY_LOCK_URL"] = f"redis://127.0.0.1:{redis_port}/0"
     time.sleep(0.5)
     try:
-        yield "s3://bench/calls", {"aws_endpoint": endpoint, "aws_region": "us-east-1", "allow_http": "true"}
+        with moto() as options:
+            yield "s3://bench/calls", options
     finally:
         redis.kill()
         redis.wait()
-        server.stop()
 
 
 def _free_port() -> int:

@@ -7,14 +7,13 @@ keeps no data across a restart (no RDB, no AOF), like a Redis that lost its memo
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.net import free_port, wait_port
+from tests.net import Pausable, free_port, wait_port
 
 __all__ = ["RedisServer", "running_redis"]
 
@@ -22,7 +21,7 @@ PASSWORD = "s3cret-redis-pw"
 """The server requires it, so the tests also check it never reaches a log line."""
 
 
-class RedisServer:
+class RedisServer(Pausable):
     def __init__(self, binary: str, workdir: Path) -> None:
         self.binary = binary
         self.workdir = workdir
@@ -50,21 +49,6 @@ class RedisServer:
                 stderr=log,
             )  # fmt: skip
         wait_port(self.port, self.proc, timeout=20)
-
-    def pause(self) -> None:
-        """SIGSTOP: connections are accepted and never answered (a hung Redis)."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(10)
 
     def client(self):  # type: ignore[no-untyped-def]
         """A synchronous client for the test's own checks."""

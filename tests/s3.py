@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from tests.net import Pausable
 
 __all__ = ["MotoProcess", "MotoS3", "moto_bucket"]
 
@@ -64,7 +65,7 @@ def moto_bucket(
         server.stop()
 
 
-class MotoProcess:
+class MotoProcess(Pausable):
     """moto's S3 server as its own process, which a test can pause (SIGSTOP: connections are accepted
     and never answered, like a hung store) and resume; its buckets live in that process."""
 
@@ -92,17 +93,6 @@ class MotoProcess:
         )
         wait_port(self.port, self.proc, timeout=60)
 
-    def pause(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(10)
+        self.kill()
         self.proc = None

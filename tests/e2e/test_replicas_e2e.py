@@ -280,16 +280,29 @@ async def called(replica: Replica, text: str) -> str:
         return "".join(getattr(c, "text", "") for c in result.content)
 
 
-async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
-    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
-) -> None:
+def base_replica(tmp_path: Path, s3: dict[str, str], *, upstream: bool = True, **env: str) -> Replica:
+    """A started replica serving a six-tool catalog `base` (and the dyn upstream), polling every 0.5 s."""
     replica = Replica(
-        manifest(tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=True),
+        manifest(
+            tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=upstream
+        ),
         s3,
         tmp_path / "a.log",
         TOOLWEAVE_REGISTRY_POLL_S="0.5",
+        **env,
     )
     replica.wait_up()
+    return replica
+
+
+async def serves_base(replica: Replica) -> bool:
+    return "base__base_op2" in await found(replica, "operation 2 of the base service")
+
+
+async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
+    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
+) -> None:
+    replica = base_replica(tmp_path, s3)
     with serving(replica):
 
         async def ready() -> bool:

@@ -23,7 +23,7 @@ from mcp import Client
 from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
 
-from .test_replicas_e2e import REGISTRY, Replica, called, catalog, found, manifest, poll, poll_async, serving
+from .test_replicas_e2e import REGISTRY, base_replica, called, found, poll, poll_async, serves_base, serving
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.replicas]
 
@@ -66,19 +66,9 @@ def report(what: str, seconds: list[float]) -> None:
 async def test_a_hung_object_store_leaves_the_replica_serving_and_it_recovers_by_itself(
     s3: dict[str, str], moto: MotoProcess, tmp_path: Path, shared_embedder: Any
 ) -> None:
-    replica = Replica(
-        manifest(tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=True),
-        s3,
-        tmp_path / "a.log",
-        TOOLWEAVE_REGISTRY_POLL_S="0.5",
-    )
-    replica.wait_up()
+    replica = base_replica(tmp_path, s3)
     with serving(replica):
-
-        async def ready() -> bool:
-            return "base__base_op2" in await found(replica, "operation 2 of the base service")
-
-        await poll_async(ready, "the replica serves its catalog")
+        await poll_async(lambda: serves_base(replica), "the replica serves its catalog")
         async with Client(replica.url, mode="legacy") as client:
             before = [await timed_find(client, f"operation {n % 6} of the base service") for n in range(20)]
             moto.pause()
@@ -146,20 +136,9 @@ async def test_a_hung_then_emptied_redis_leaves_sessions_serving_and_gets_them_b
 ) -> None:
     """Redis serves the sessions (and the writer lock): paused, the replica keeps its sessions in memory
     and answers; restarted empty, every session the replica holds is written back within one poll."""
-    replica = Replica(
-        manifest(tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}),
-        s3,
-        tmp_path / "a.log",
-        TOOLWEAVE_SESSION_STORE_URL=registry_lock.url,
-        TOOLWEAVE_REGISTRY_POLL_S="0.5",
-    )
-    replica.wait_up()
+    replica = base_replica(tmp_path, s3, upstream=False, TOOLWEAVE_SESSION_STORE_URL=registry_lock.url)
     with serving(replica):
-
-        async def ready() -> bool:
-            return "base__base_op2" in await found(replica, "operation 2 of the base service")
-
-        await poll_async(ready, "the replica serves its catalog")
+        await poll_async(lambda: serves_base(replica), "the replica serves its catalog")
         redis = registry_lock.client()
         async with Client(replica.url) as client:  # the 2026 era: a session Redis keeps
             assert "base__base_op1" in await session_found(client, "operation 1 of the base service")
