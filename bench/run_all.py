@@ -20,6 +20,7 @@ RUNNERS = [
     ["startup.py"],
     ["graph_inference.py"],
     ["scale.py"],
+    ["bfcl_replay.py", "--json"],
 ]
 
 

@@ -179,10 +179,7 @@ MODULE_LINES = 600
 FACADE_LINES = {"registry/registry.py": 400, "server/gateway.py": 400}
 """The doors a newcomer reads first stay thin: their parts hold the work."""
 CLASS_METHODS = 25
-STILL_LARGER = {
-    "adapters/openapi/parser.py": 750,
-    "registry/inference/rules.py": 809,
-}
+STILL_LARGER: dict[str, int] = {}
 """Modules written before these limits, being split: they may shrink, never grow. Remove an entry once
 its module is within the limit (the test says so)."""
 CLASSES_STILL_LARGER: dict[str, int] = {}

@@ -239,7 +239,9 @@ class Settings(BaseSettings):
     )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
-        description="fastembed model name. The default runs offline; others must be in the fastembed cache.",
+        description="fastembed model name. The default runs offline; others must be in the fastembed cache. "
+        "`toolweave/minilm-tool-adapter-v1`: the default's vectors with a request map trained on public tool "
+        "data (offline; docs/retrieval.md, Models). Changing it needs `toolweave reindex`.",
     )
     embedding_batch_size: int = Field(
         8,

@@ -71,11 +71,13 @@ def names(result: types.ListToolsResult) -> list[str]:
 class Relister:
     """A client like Claude Code: on every list_changed it fetches the tool list again, in the
     background (``run`` in a task); ``lists`` holds each list it received, in order. Feed it from a
-    ``message_handler`` (handshake era) or ``notice()`` from a listen stream (2026 era)."""
+    ``message_handler`` (handshake era) or ``notice()`` from a listen stream (2026 era). ``settled()``
+    waits until every notice received so far has been answered by a re-list."""
 
     def __init__(self) -> None:
         self.client: Client | None = None
         self.lists: list[list[str]] = []
+        self.pending = 0
         self.from_handler = True  # False when a 2026-era listen stream feeds notice() instead
         self._send, self._receive = anyio.create_memory_object_stream[None](100)
 
@@ -84,12 +86,21 @@ class Relister:
             self.notice()
 
     def notice(self) -> None:
+        self.pending += 1
         self._send.send_nowait(None)
 
     async def run(self) -> None:
         async for _ in self._receive:
             assert self.client is not None
-            self.lists.append(names(await self.client.list_tools(cache_mode="bypass")))
+            try:
+                self.lists.append(names(await self.client.list_tools(cache_mode="bypass")))
+            finally:
+                self.pending -= 1
+
+    async def settled(self, timeout: float = 30) -> None:
+        with anyio.fail_after(timeout):
+            while self.pending:
+                await anyio.sleep(0.005)
 
 
 @asynccontextmanager

@@ -13,6 +13,7 @@ from tests.registry.demo import TOOLS as DEMO_TOOLS
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry import Embedder, Registry
+from toolweave.registry.models import TOOL_ADAPTER
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings
@@ -233,10 +234,9 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
     )
     by_output = tool(
         "lookup_nation",
-        "Find a nation by name.",
+        "Find a nation by name; returns a country_code.",
         source="geo",
         input_schema=takes("name"),
-        output_schema=takes("country_code"),
     )
     reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
 
@@ -244,9 +244,22 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
         return [e.depends_on for e in registry.edges() if e.tool == "geo__forecast_weather"]
 
     reg.ingest("geo", [weather, by_name, by_output])
-    assert producers(reg) == ["geo__lookup_nation"]  # an output field says more than a name
-    reg.ingest("geo", [weather, by_name])  # the output-field producer leaves
+    assert producers(reg) == ["geo__lookup_nation"]  # the description saying so says more than a name
+    reg.ingest("geo", [weather, by_name])  # that producer leaves
     assert producers(reg) == ["geo__get_country_code"]
     fresh = Registry.open(tmp_path / "fresh", embedder=shared_embedder)
     fresh.ingest("geo", [weather, by_name])
     assert {e.key for e in reg.edges()} == {e.key for e in fresh.edges()}
+
+
+def test_a_registry_built_with_minilm_refuses_the_tool_adapter_until_reindexed(
+    reg: Registry, shared_embedder: Embedder
+) -> None:
+    adapted = Embedder(TOOL_ADAPTER.name)
+    with pytest.raises(ModelMismatchError, match=f"{TOOL_ADAPTER.name}.*toolweave reindex"):
+        Registry.open(reg.path, embedder=adapted)
+    assert Registry.reindex(reg.path, embedder=adapted) == len(TOOLS)
+    again = Registry.open(reg.path, embedder=adapted)
+    assert again.embedder.model_id == TOOL_ADAPTER.name and len(again) == len(TOOLS)
+    with pytest.raises(ModelMismatchError, match="toolweave reindex"):
+        Registry.open(reg.path, embedder=shared_embedder)  # and back: refused the other way too

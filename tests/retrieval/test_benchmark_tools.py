@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from toolweave.benchmark.recorded import RECORD_DEPTH, RecordedGraph, RecordedIn
 from toolweave.errors import RetrievalError
 from toolweave.records import DependencyEdge, EdgeKind, SearchScope
 from toolweave.registry.embeddings import Embedder
+from toolweave.registry.models import QUERY_ADAPTERS, QueryAdapterSpec
 from toolweave.retrieval import retrieve
 from toolweave.retrieval.fusion import fleet_calibration
 from toolweave.retrieval.results import Hit
@@ -122,3 +124,21 @@ def test_a_recorded_index_keeps_its_fleet_record_and_each_view_has_its_own() -> 
     assert fleet_calibration(view).turns == 0  # another benchmark run starts its own record
     retrieve("q", view, graph, params)
     assert live.searches == 1  # ...over the same recordings
+
+
+def test_a_query_adapter_reuses_its_base_models_cached_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cache.sqlite"
+    w = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.0, 0.0]], dtype=np.float32)
+    np.save(tmp_path / "w.npy", w)
+    digest = hashlib.sha256((tmp_path / "w.npy").read_bytes()).hexdigest()
+    spec = QueryAdapterSpec("local/adapted", "fake-model", tmp_path / "w.npy", digest)
+    monkeypatch.setitem(QUERY_ADAPTERS, spec.name, spec)
+    CachedEmbedder(CountingEmbedder("fake-model"), path).embed_documents(["same text"])
+    inner = CountingEmbedder(spec.name)
+    cached = CachedEmbedder(inner, path)
+    doc = cached.embed_documents(["same text"])[0]
+    assert inner.embedded == [] and cached.model_id == spec.name  # tool vectors: the base model's, cached
+    mapped = doc + w @ doc
+    np.testing.assert_allclose(cached.embed_query("same text"), mapped / np.linalg.norm(mapped), atol=1e-6)

@@ -59,7 +59,8 @@ class CachedEmbedder(Embedder):
         return self.inner.model_id
 
     def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model_id}\x00{text}".encode()).hexdigest()
+        # keyed by the model that makes the vectors: a query adapter's tool vectors are its base's
+        return hashlib.sha256(f"{self.inner.vector_model}\x00{text}".encode()).hexdigest()
 
     def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         if not texts:

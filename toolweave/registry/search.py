@@ -30,6 +30,7 @@ from toolweave.records import (
     ToolRecord,
 )
 from toolweave.registry.database import is_uri
+from toolweave.registry.inference import walkable
 from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
@@ -123,12 +124,10 @@ class SnapshotSearch:
         return [e for e in self._state.deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[str]:
-        """Tools that depend on ``tool_id`` (consume what it produces), as of the last completed write."""
-        return [
-            e.tool
-            for e in self._state.edges
-            if e.depends_on == tool_id and (kinds is None or e.kind in kinds)
-        ]
+        """Tools that consume what ``tool_id`` produces, through walkable edges, as of the last write
+        (an edge below ``Settings.infer_min_confidence`` publishes nothing after a call either)."""
+        edges = walkable(self._state.edges, self._state.settings.infer_min_confidence)
+        return [e.tool for e in edges if e.depends_on == tool_id and (kinds is None or e.kind in kinds)]
 
     # -- search --------------------------------------------------------------------------------------
     def search(

@@ -6,7 +6,40 @@ from typing import Any
 
 from toolweave.records import ToolRecord
 
-__all__ = ["tool"]
+__all__ = ["obj", "rec", "tool"]
+
+
+def rec(
+    source: str,
+    name: str,
+    inputs: dict[str, Any] | None = None,
+    output: dict[str, Any] | None = None,
+    *,
+    required: list[str] | None = None,
+    description: str = "",
+    kind: str = "regular",
+) -> ToolRecord:
+    """A record with typed JSON Schemas (``inputs``: name → property schema; all required unless said)."""
+    props = inputs or {}
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": list(props) if required is None else required,
+    }
+    return ToolRecord(
+        id=f"{source}__{name}",
+        source=source,
+        name=name,
+        description=description or name.replace("_", " "),
+        input_schema=schema,
+        output_schema=output,
+        kind=kind,  # type: ignore[arg-type]
+    )
+
+
+def obj(**props: Any) -> dict[str, Any]:
+    """An object schema with these properties."""
+    return {"type": "object", "properties": props}
 
 
 def tool(
@@ -19,20 +52,12 @@ def tool(
     outputs: dict[str, str] | None = None,
     kind: str = "regular",
 ) -> ToolRecord:
-    """A record as a catalog loader would make it (``params``: name → description)."""
-    props: dict[str, Any] = {p: {"type": "string", "description": d} for p, d in (params or {}).items()}
-    schema: dict[str, Any] = {"type": "object", "properties": props}
-    schema["required"] = list(props) if required is None else required
-    out = {
-        "type": "object",
-        "properties": {k: {"type": "string", "description": v} for k, v in (outputs or {}).items()},
-    }
-    return ToolRecord(
-        id=f"{source}__{name}",
-        source=source,
-        name=name,
-        description=description or name.replace("_", " "),
-        input_schema=schema,
-        output_schema=out if outputs else None,
-        kind=kind,  # type: ignore[arg-type]
+    """A record as a catalog loader would make it (``params``: name → description; strings only)."""
+
+    def strings(fields: dict[str, str]) -> dict[str, Any]:
+        return {f: {"type": "string", "description": d} for f, d in fields.items()}
+
+    output = obj(**strings(outputs)) if outputs else None
+    return rec(
+        source, name, strings(params or {}), output, required=required, description=description, kind=kind
     )

@@ -44,9 +44,9 @@ def test_every_edge_carries_its_rules_calibrated_confidence() -> None:
     by_pair = {(e.tool, e.depends_on): e for e in edges}
     assert by_pair[("k__list_invoices", "k__login")].confidence >= 0.5  # auth: strong on gold graphs
     weak = by_pair[("k__schedule_reminder", "k__make_timestamp")]
-    assert rule_of(weak) == "producer_rule" and weak.confidence < 0.5
+    assert rule_of(weak) in ("producer_rule", "dataflow_rule/kind-time") and weak.confidence < 0.5
     # a caller's own table wins (benchmarks pass leave-one-dataset-out values)
-    again = infer_edges(_fleet(), confidence={"producer_rule": 0.9})
+    again = infer_edges(_fleet(), confidence={rule_of(weak): 0.9})
     assert {(e.tool, e.depends_on): e for e in again}[
         ("k__schedule_reminder", "k__make_timestamp")
     ].confidence == 0.9
@@ -70,6 +70,9 @@ def test_registry_keeps_weak_edges_for_the_graph_but_retrieval_does_not_walk_the
     assert ("k__schedule_reminder", "k__make_timestamp") in stored  # shown by `toolweave graph`
     assert [e.depends_on for e in reg.dependencies("k__schedule_reminder")] == []
     assert [e.depends_on for e in reg.dependencies("k__list_invoices")] == ["k__login"]
+    # nor does the gateway publish a weak edge's dependents after a call (its next steps)
+    assert reg.dependents("k__make_timestamp") == []
+    assert "k__list_invoices" in reg.dependents("k__login")
     ranked = retrieve_tools(reg, "remind me to call mum tomorrow", RetrievalSettings(top_k=1, final_k=2))
     assert ranked and not any(r.reason == "dependency" for r in ranked)
 

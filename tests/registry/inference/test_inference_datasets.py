@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import infer_edges, score_edges
+from toolweave.registry.inference import infer_edges, score_edges, walkable
+from toolweave.settings import Settings
 
 
 def test_api_bank_every_token_input_links_to_the_token_issuer(dataset_dir: Callable[[str], Path]) -> None:
@@ -21,9 +22,12 @@ def test_api_bank_every_token_input_links_to_the_token_issuer(dataset_dir: Calla
         e.tool for e in predicted if e.depends_on == "api_bank__GetUserToken" and e.parameter_name == "token"
     }
     assert token_tools and token_tools <= linked
-    scores = score_edges(predicted, cat.edges)
-    assert scores.recall == 1.0
-    assert scores.precision >= 0.8
+    # API-Bank's gold graph is the token edges only: the other stored edges (a date from GetToday, an
+    # appointment id from the registration that returns it) are not in it, and none of them is walked
+    walked = score_edges(walkable(predicted, Settings().infer_min_confidence), cat.edges)
+    assert walked.recall == 1.0
+    assert walked.precision >= 0.8
+    assert score_edges(predicted, cat.edges).recall == 1.0
 
 
 def test_toollinkos_edge_f1_floor(dataset_dir: Callable[[str], Path]) -> None:

@@ -146,17 +146,19 @@ def _check_focused_runs(tools: list[ToolRecord], focuses: list[set[str]]) -> lis
 
 
 def test_focused_rules_give_the_full_runs_edges_on_the_datasets(dataset_dir: Callable[[str], Path]) -> None:
-    tools = [
-        t
-        for name in ("toollinkos", "api_bank", "openapi_links")
-        for t in load_catalog([dataset_dir(name)], name, require_description=False).tools
-    ]
-    tools += SHOP + UTIL
+    from test_dataflow_datasets import demo_fleet
+
+    from toolweave.benchmark.gold_graphs import gold_graph
+
+    names = ("toollinkos", "api_bank", "openapi_links", "nestful_graph", "taskbench_multimedia")
+    tools = [t for name in names if dataset_dir(name) for t in gold_graph(name)[0]]
+    tools += SHOP + UTIL + demo_fleet()
     ids = sorted(t.id for t in tools)
     rng = random.Random(5)
     focuses = [set(ids[n::9]) for n in range(9)]  # every tool is in one of these
     focuses += [{i} for i in rng.sample(ids, 40)] + [{t.id for t in SHOP}, {t.id for t in UTIL}]
-    assert len(_check_focused_runs(tools, focuses)) > 500
+    full = _check_focused_runs(tools, focuses)
+    assert len(full) > 900 and any(e.evidence.startswith("dataflow_rule") for e in full)
 
 
 def test_focused_rules_give_the_full_runs_edges_where_the_network_prior_holds() -> None:
@@ -169,14 +171,13 @@ def test_a_small_change_runs_the_rules_for_few_tools() -> None:
     """The point of the keys: one new tool is not a reason to run a rule for every tool."""
     from toolweave.registry.inference.infer import _reaching
     from toolweave.registry.inference.rules import RULES, Scope
-    from toolweave.registry.inference.value_kinds import producer_rule
 
     fleet = [tool("app", f"do_task_{n}", f"Does task {n}.", {f"thing_{n}_id": ""}) for n in range(200)]
     universe = profiles({t.id: t for t in [*fleet, *SHOP, *UTIL]})
     new = next(p for p in universe if p.id == "shop__shop_list_carts")
     visited = {
         rule.name: len(_reaching(rule, universe, Scope({new.id}, set(rule.offers(new))), [new]))
-        for rule in (*RULES, producer_rule)
+        for rule in RULES
     }
     assert max(visited.values()) < 10, visited
 
@@ -186,14 +187,13 @@ def test_a_focused_rule_builds_only_edges_touching_its_focus(dataset_dir: Callab
     work was building edges that were then dropped); the full-run equality above says none is missed."""
     from toolweave.registry.inference.infer import _reaching
     from toolweave.registry.inference.rules import RULES, Scope
-    from toolweave.registry.inference.value_kinds import producer_rule
 
     tools = load_catalog([dataset_dir("toollinkos")], "toollinkos", require_description=False).tools
     universe = profiles({t.id: t for t in [*tools, *SHOP, *UTIL]})
     changed = [p for p in universe if p.source != "toollinkos"]
     focus = {p.id for p in changed}
     built = 0
-    for rule in (*RULES, producer_rule):
+    for rule in RULES:
         scope = Scope(focus, {key for p in changed for key in rule.offers(p)})
         edges = list(rule(_reaching(rule, universe, scope, changed), universe, scope))
         assert all(e.tool in focus or e.depends_on in focus for e in edges), rule.name

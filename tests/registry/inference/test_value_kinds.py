@@ -6,7 +6,7 @@ from inference_helpers import tool
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference import infer_edges, propose_edges, rule_of
-from toolweave.registry.inference.value_kinds import param_kind
+from toolweave.registry.inference.rules.value_kinds import param_kind
 
 
 def producer_edges(tools: list) -> dict[tuple[str, str], DependencyEdge]:  # type: ignore[type-arg]

@@ -2,25 +2,52 @@
 
 A rule's precision on a gold dependency graph is smoothed toward "no evidence":
 ``(matched + 1) / (predicted + 3)``, so a rule seen on few edges stays low and a rule never checked
-gets 1/3. The shipped confidence is the rule's *worst leave-one-dataset-out* value over the gold
-graphs of ``../shared/datasets`` (toollinkos, api_bank, openapi_links): pooled over all gold graphs
-but one, for each one left out, the minimum. A rule confirmed on a single gold graph — typically the
-one it was designed on — therefore gets no trust; it needs a second fleet to agree. Retrieval walks
-an inferred edge only when its confidence reaches ``Settings.infer_min_confidence``; below that the
+gets 1/3. Gold graphs are grouped by where they come from (``GOLD_FAMILIES``: TaskBench's two tool
+graphs are one source, NESTFUL's graph is its own); the shipped confidence of a rule is its *worst
+leave-one-family-out* value: pooled over every family but one, for each one left out, the minimum.
+A rule confirmed by a single source, typically the one it was designed on, therefore gets no trust
+(leaving that source out leaves it without evidence); it needs a second source to agree.
+
+Judging a rule on a gold graph *out of sample* runs the same procedure without that graph's family
+(``out_of_sample``): a rule walked there was confirmed by two other sources. Retrieval walks an
+inferred edge only when its confidence reaches ``Settings.infer_min_confidence``; below that the
 edge is kept for ``toolweave graph`` only.
 
-``bench/inference.py --calibrate toollinkos api_bank openapi_links`` prints the per-dataset table,
-the leave-one-dataset-out values and these (bench/RESULTS.md, "Do-no-harm graph inference").
+``python bench/inference.py calibrate --write`` counts every rule on every gold graph of
+``../shared/datasets`` and rewrites ``RULE_CONFIDENCE`` below (bench/RESULTS.md has the table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["NO_EVIDENCE", "RULE_CONFIDENCE", "smoothed_precision"]
+__all__ = [
+    "GOLD_FAMILIES",
+    "NO_EVIDENCE",
+    "RULE_CONFIDENCE",
+    "RuleCounts",
+    "out_of_sample",
+    "pooled",
+    "shipped",
+    "smoothed_precision",
+]
 
 NO_EVIDENCE = 0.333
 """The confidence of a rule that no gold graph has checked: below any sensible walking threshold."""
+
+GOLD_FAMILIES: Mapping[str, str] = {
+    "toollinkos": "toollinkos",
+    "api_bank": "api_bank",
+    "openapi_links": "openapi_links",
+    "nestful_graph": "nestful",
+    "taskbench_huggingface": "taskbench",
+    "taskbench_multimedia": "taskbench",
+}
+"""Gold graph (folder of ``../shared/datasets``) → the source it comes from. Two graphs of one source
+(one benchmark's authors, one way of drawing edges) count as one piece of evidence."""
+
+RuleCounts = Mapping[str, Mapping[str, tuple[int, int]]]
+"""Gold graph → rule → (proposed pairs that are gold edges, proposed pairs)."""
 
 
 def smoothed_precision(matched: int, predicted: int) -> float:
@@ -28,25 +55,66 @@ def smoothed_precision(matched: int, predicted: int) -> float:
     return round((matched + 1) / (predicted + 3), 3)
 
 
+def pooled(counts: RuleCounts, leave_out: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Each rule's smoothed precision over the gold graphs not in ``leave_out``."""
+    rules = sorted({r for per in counts.values() for r in per})
+    table = {}
+    for r in rules:
+        kept = [per.get(r, (0, 0)) for graph, per in counts.items() if graph not in leave_out]
+        table[r] = smoothed_precision(sum(m for m, _ in kept), sum(p for _, p in kept))
+    return table
+
+
+def _families(counts: RuleCounts, families: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    grouped: dict[str, set[str]] = {}
+    for graph in counts:
+        grouped.setdefault(families.get(graph, graph), set()).add(graph)
+    return {family: frozenset(graphs) for family, graphs in grouped.items()}
+
+
+def shipped(counts: RuleCounts, families: Mapping[str, str] = GOLD_FAMILIES) -> dict[str, float]:
+    """Each rule's worst leave-one-family-out confidence: what ``RULE_CONFIDENCE`` holds. A rule whose
+    evidence comes from one family alone gets at most ``NO_EVIDENCE`` (the fold without it has none)."""
+    groups = _families(counts, families)
+    if len(groups) < 2:  # one source cannot confirm anything on its own
+        return {r: min(c, NO_EVIDENCE) for r, c in pooled(counts).items()}
+    folds = [pooled(counts, graphs) for graphs in groups.values()]
+    return {r: min(fold[r] for fold in folds) for r in folds[0]}
+
+
+def out_of_sample(
+    counts: RuleCounts, graph: str, families: Mapping[str, str] = GOLD_FAMILIES
+) -> dict[str, float]:
+    """The table ``shipped`` would give had ``graph``'s family never been seen: the confidences to
+    judge that graph (or retrieval on its fleet) with."""
+    family = families.get(graph, graph)
+    return shipped({g: per for g, per in counts.items() if families.get(g, g) != family}, families)
+
+
+# -- generated by `python bench/inference.py calibrate --write`; do not edit by hand --------------------
 RULE_CONFIDENCE: Mapping[str, float] = {
     "auth_rule": 0.913,
     "capability_rule": NO_EVIDENCE,
-    "connectivity_prior_rule": NO_EVIDENCE,
     "connectivity_rule": NO_EVIDENCE,
-    "entity_id_rule": 0.25,
+    "dataflow_rule/kind-amount": 0.198,
+    "dataflow_rule/kind-locator": NO_EVIDENCE,
+    "dataflow_rule/kind-media": NO_EVIDENCE,
+    "dataflow_rule/kind-number": 0.316,
+    "dataflow_rule/kind-text": 0.4,
+    "dataflow_rule/kind-time": 0.125,
+    "dataflow_rule/name": 0.4,
+    "dataflow_rule/name-id": 0.28,
+    "entity_id_rule": 0.208,
     "family_rule/core": NO_EVIDENCE,
-    "family_rule/optional": NO_EVIDENCE,
     "identity_rule/default-core": NO_EVIDENCE,
-    "identity_rule/default-reader": NO_EVIDENCE,
     "identity_rule/name-phrase": NO_EVIDENCE,
     "identity_rule/name-word": NO_EVIDENCE,
-    "identity_rule/output": 0.2,
     "producer_rule": 0.25,
     "service_auth_rule": 0.5,
-    "similarity": NO_EVIDENCE,
     "state_pair_rule/reader": NO_EVIDENCE,
     "state_pair_rule/setter": NO_EVIDENCE,
     "unit_rule": NO_EVIDENCE,
-    "validator_rule": NO_EVIDENCE,
+    "validator_rule": 0.25,
 }
+# -- end of generated table -------------------------------------------------------------------------------
 """Calibrated confidence per rule (see the module docstring); a rule missing here gets ``NO_EVIDENCE``."""

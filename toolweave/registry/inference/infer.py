@@ -16,7 +16,6 @@ from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.inference.rules import RULES, Rule, Scope
 from toolweave.registry.inference.similarity import similarity_edges
 from toolweave.registry.inference.universe import group_by, in_order
-from toolweave.registry.inference.value_kinds import producer_rule
 
 __all__ = ["infer_among", "infer_edges", "propose_by_rules", "propose_edges", "rule_of", "walkable"]
 
@@ -125,7 +124,7 @@ def _by_rules(
     table = RULE_CONFIDENCE if confidence is None else confidence
     changed = in_order(universe, focus) if focus is not None else []
     raw: list[DependencyEdge] = []
-    for rule in (*RULES, producer_rule):
+    for rule in RULES:
         if focus is None:
             found = rule(universe, universe)
         else:

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from toolweave.records import ToolRecord
+from toolweave.registry.inference.fields import Field, input_fields, output_fields
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, singular, split_verb, words, wordset
 
 __all__ = [
@@ -102,6 +103,7 @@ class ToolProfile:
     params: tuple[str, ...]
     required: tuple[str, ...]
     outputs: frozenset[str]
+    """Output field names (top level) and identifiers the description says it returns."""
     description: str
     service_words: frozenset[str] = field(default_factory=frozenset)
     families: frozenset[str] = field(default_factory=frozenset)
@@ -110,6 +112,12 @@ class ToolProfile:
     """``(parameter, JSON Schema format)`` of the inputs that declare one (``date-time``, ``email``)."""
     output_formats: frozenset[str] = field(default_factory=frozenset)
     """JSON Schema formats of the output fields (a ``date-time`` field makes this a timestamp source)."""
+    inputs: tuple[Field, ...] = ()
+    """The input fields, typed (an OpenAPI request body's fields too: ``body.petId``)."""
+    returns: tuple[Field, ...] = ()
+    """The output fields, typed, nested ones with the record they sit in (``fields.output_fields``)."""
+    said: frozenset[str] = field(default_factory=frozenset)
+    """Identifiers the description says the tool returns ("... to obtain a request_uri")."""
     _memo: dict[Hashable, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def memo(self, key: Hashable, compute: Callable[[ToolProfile], _T]) -> _T:
@@ -128,7 +136,9 @@ class ToolProfile:
 
     @property
     def is_auth(self) -> bool:
-        return bool(AUTH_WORDS.intersection(self.name_words))
+        """Logs in (``login_to_acme``, ``authenticate``); a reader of the login *status* does not."""
+        reads_status = bool(self.subject_words) and self.subject_words[-1] in ("status", "state")
+        return bool(AUTH_WORDS.intersection(self.name_words)) and not reads_status
 
     @property
     def is_validator(self) -> bool:
@@ -155,8 +165,10 @@ class ToolProfile:
 
     @cached_property
     def product_phrases(self) -> set[str]:
-        """Names of what the tool hands back: output fields, its object, its object minus qualifiers."""
-        out = set(self.outputs)
+        """Names of what the tool hands back by its name and its description: its object, its object
+        minus qualifiers, identifiers it says it returns. Output schema fields are the data-flow rule's
+        (typed, nested, checked against the input)."""
+        out = set(self.said)
         if self.object_words and self.verb:
             out.add("_".join(self.object_words))
             if self.subject_words:
@@ -191,7 +203,8 @@ def profile(tool: ToolRecord) -> ToolProfile:
     out_formats = frozenset(v["format"] for v in out_fields.values() if _format(v))
     desc = " ".join(tool.description.lower().replace("wi-fi", "wifi").split())
     said = {"_".join(_norm(words(m.group(1)))) for m in _DESC_PRODUCES.finditer(desc)}
-    outputs = outputs | {x for x in said if x and not set(x.split("_")) & set(params)}
+    said = {x for x in said if x and not set(x.split("_")) & set(params)}
+    outputs = outputs | said
     service = frozenset(
         w for w in name_ws if w not in GENERIC_NAME_WORDS and w not in AUTH_WORDS and w != verb and len(w) > 1
     )
@@ -206,10 +219,13 @@ def profile(tool: ToolRecord) -> ToolProfile:
         params=params,
         required=required,
         outputs=outputs,
+        said=frozenset(said),
         description=desc,
         service_words=service,
         formats=formats,
         output_formats=out_formats,
+        inputs=input_fields(tool.input_schema),
+        returns=output_fields(tool.output_schema),
         families=_families(subject, desc) if _is_ambient(verb, required) else frozenset(),
     )
 

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.inference.producers import GENERIC_NAME_WORDS, ToolProfile
-from toolweave.registry.inference.rules import EdgeText, Rule, Scope, best_candidate, is_sibling, param_words
+from toolweave.registry.inference.rules.base import (
+    EdgeText,
+    Rule,
+    Scope,
+    best_candidate,
+    is_sibling,
+    param_words,
+)
 from toolweave.registry.inference.text import AMBIENT_QUALIFIERS, wordset
 from toolweave.registry.inference.universe import group_by
 

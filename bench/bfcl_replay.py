@@ -1,0 +1,602 @@
+"""BFCL multi-turn replayed through a real `toolweave serve`: turn retrieval, whether the next gold tool
+is already published when the model calls it, and learned dependency edges against the calls' value flow.
+
+    .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
+    .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
+        [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe]
+        [--offline | --no-offline] [--min-confidence 0.5] [--json]
+
+What runs (every part real):
+* the 8 backend classes of ``../shared/datasets/bfcl_multi_turn/executable`` as MCP servers over
+  streamable HTTP in this process (``bench/bfcl_servers.py``), reset to each dialogue's
+  ``initial_config`` between dialogues; the 4 distractor families (memory_kv, memory_vector,
+  memory_rec_sum, web_search) are **catalog-only**: searchable and publishable, never called (no gold
+  call uses them);
+* ``toolweave serve --transport http`` as a subprocess, on its own registry, with a manifest generated
+  here naming those servers and catalogs;
+* one MCP SDK ``Client`` session per dialogue (handshake era, so each dialogue has its own
+  ``Mcp-Session-Id``: 2026-era HTTP clients without ``io.toolweave/session`` would share one), which
+  re-lists on every ``list_changed`` as Claude Code does (``tests/e2e/watch.py``'s ``Relister``). Each
+  turn, as a model would: ``find_tools(turn text)``, then the turn's gold calls in order, arguments
+  parsed from the gold call strings; a tool in the client's list is called directly, any other through
+  ``call_tool``.
+
+Dialogues are split by id: even ids are the **learning** half, odd ids the **measured** half.
+Phases: ``cold`` plays the measured half on a registry that only ingested the tools. ``warm`` first
+plays the learning half through its own gateway (defaults: grtf, every edge), stops it (what it learnt
+must survive a restart), then plays the measured half on a copy of that registry. Graphs: ``none`` =
+``retrieval.edge_kinds: []`` (no edge walked, none used for after-call next steps); ``inferred`` = the
+defaults, every edge the registry holds: inferred ones, and learned ones once the gateway learns them.
+The measuring phase knows nothing of how learning works: learned edges are found by reading the
+registry (``toolweave graph export``: any edge origin other than declared / manifest / inferred).
+Today's gateway already learns one thing from traffic: each successful call adds the turn's text as a
+usage example of its tool (Tool2Vec), so ``warm`` differs from ``cold`` even with no graph. The measured
+half also teaches the gateway while it is played, in every phase, as it would in service.
+
+Figures on the measured half, per phase × graph × method:
+* turn retrieval: mAP@10, Recall@5, Complete@10 of find_tools' ranked list against the turn's gold
+  tools (``toolweave.retrieval.metrics.summarize``); the 3 turns with no gold call are played (a model
+  would search) but not scored, as in ``queries.jsonl``. ``probe``: the same turn text asked in a fresh
+  session of the same gateway (no conversation context), just before the turn: what the gateway ranks
+  without context, comparable with the offline figures;
+* published: share of gold calls whose tool was in the client's list when it was called (after the
+  turn's find_tools, the calls before it and any list_changed), and how many of the same method's
+  ``cold/none`` misses (and of the same phase's ``none`` misses) it recovers; ``list_mismatch`` counts
+  calls where the client's list differed from a fresh ``tools/list`` at that moment (a late notice);
+* faithful: gold calls that succeeded through the gateway with a result identical to direct execution;
+* learned edges (after the learning phase) against the value-flow pairs (``bench/bfcl_flow.py``).
+``--offline`` computes the turn-retrieval figures through ``toolweave.retrieval`` over a registry built
+from ``tools.jsonl`` (``toolweave bench``'s runner) instead, and without it they are printed beside the
+gateway's (``--no-offline`` to skip). Output: a table on stderr, ``--json`` for the whole report on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.e2e.watch: the re-listing client
+
+import bfcl_report
+from bfcl_flow import (
+    CallRecord,
+    FlowTable,
+    LearnedEdge,
+    export_graph,
+    learned_edges,
+    origins,
+    score_learned,
+)
+from bfcl_servers import (
+    DATASET,
+    DISTRACTORS,
+    BackendFleet,
+    GoldCall,
+    catalogue,
+    dataset_present,
+    dialogue_calls,
+    direct_results,
+    read_jsonl,
+    serve_backends,
+    source_of_class,
+    write_distractor_catalogs,
+)
+from gateway_bench import machine
+from load_bench import wait_ready
+from ports import free_port, wait_port
+
+TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+PHASES = ("cold", "warm")
+GRAPHS = ("none", "inferred")
+METHODS = ("hybrid", "grtf")
+
+
+# -- the dialogues -------------------------------------------------------------------------------------
+@dataclass
+class Turn:
+    index: int
+    text: str
+    gold: tuple[str, ...] | None
+    """The turn's gold tools from queries.jsonl; None for the 3 turns without a gold call."""
+    calls: list[GoldCall]
+    expected: list[dict[str, Any]]
+    """Each call's result executed directly (what a faithful replay returns)."""
+
+
+@dataclass
+class Dialogue:
+    id: str
+    number: int
+    raw: dict[str, Any]
+    turns: list[Turn]
+
+
+def number_of(dialogue_id: str) -> int:
+    return int(dialogue_id.split("-", 1)[0].rsplit("_", 1)[1])
+
+
+def load_dialogues(selection: str | None, classes: dict[str, type]) -> list[Dialogue]:
+    """The dialogues chosen by ``--dialogues``: ``N`` = ids 0..N-1, or a comma list of numbers or ids."""
+    rows = read_jsonl(DATASET / "dialogues.jsonl")
+    if selection:
+        wanted = (
+            set(range(int(selection)))
+            if selection.isdigit()
+            else {int(s) if s.strip().isdigit() else number_of(s.strip()) for s in selection.split(",")}
+        )
+        rows = [r for r in rows if number_of(r["id"]) in wanted]
+    queries = {(q["dialogue_id"], q["turn"]): q for q in read_jsonl(DATASET / "queries.jsonl")}
+    out = []
+    for raw in rows:
+        calls = dialogue_calls(raw, classes)
+        expected = direct_results(raw, calls, classes)
+        turns = []
+        for t, messages in enumerate(raw["turns"]):
+            query = queries.get((raw["id"], t))
+            gold = tuple(query["gold_tools"]) if query else None
+            text = query["query"] if query else " ".join(messages)
+            turns.append(Turn(t, text, gold, calls[t], expected[t]))
+        out.append(Dialogue(raw["id"], number_of(raw["id"]), raw, turns))
+    return out
+
+
+# -- what one replay records ---------------------------------------------------------------------------
+@dataclass
+class TurnRecord:
+    dialogue: str
+    turn: int
+    gold: tuple[str, ...] | None
+    ranked: list[str]
+    published: list[str]
+    """The ranked tools the answer marks published."""
+    probe: list[str] | None = None
+
+
+@dataclass
+class CallOutcome:
+    dialogue: str
+    turn: int
+    index: int
+    tool: str
+    arguments: dict[str, Any]
+    published: bool
+    """The tool was in the client's list when it was called."""
+    listed: bool
+    """The tool was in a fresh tools/list at that moment."""
+    via: str
+    ok: bool
+    identical: bool
+    result: dict[str, Any] | None
+    error: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.dialogue, self.turn, self.index)
+
+
+@dataclass
+class Replay:
+    turns: list[TurnRecord] = field(default_factory=list)
+    calls: list[CallOutcome] = field(default_factory=list)
+    wall_s: float = 0.0
+    graph_origins: dict[str, int] = field(default_factory=dict)
+
+    def call_records(self) -> list[list[CallRecord]]:
+        """Each dialogue's calls as the gateway answered them (a failed call has no result)."""
+        by_dialogue: dict[str, list[CallRecord]] = {}
+        for c in self.calls:
+            by_dialogue.setdefault(c.dialogue, []).append(CallRecord(c.tool, c.arguments, c.result))
+        return list(by_dialogue.values())
+
+
+class Names:
+    """Published names ↔ bare BFCL names. Ids are ``<source>__<name>``; the gateway publishes an id over
+    ``publish.name_budget`` (48: some distractors, ``vehicle__get_outside_temperature_from_weather_com``)
+    under a shortened name, reproduced here with its own ``NameMap``."""
+
+    def __init__(self) -> None:
+        from toolweave.records import make_tool_id
+        from toolweave.server.names import NameMap
+        from toolweave.settings import PublishSettings
+
+        ids = {make_tool_id(source_of_class(t["class"]), t["name"]): t["name"] for t in catalogue()}
+        published = NameMap(PublishSettings().name_budget, lambda: ids)
+        self.bare = {published.name(tool_id): name for tool_id, name in ids.items()}
+        self.published = {name: published_name for published_name, name in self.bare.items()}
+
+    def to_bare(self, names: Iterable[str]) -> list[str]:
+        return [self.bare.get(n, n) for n in names]
+
+
+# -- the gateway ---------------------------------------------------------------------------------------
+def write_manifest(
+    path: Path, urls: dict[str, str], catalogs: dict[str, Path], method: str, graph: str
+) -> Path:
+    retrieval: dict[str, Any] = {"method": method}
+    if graph == "none":
+        retrieval["edge_kinds"] = []
+    doc = {
+        "servers": {source: {"url": url} for source, url in urls.items()},
+        "catalogs": [
+            {"path": str(p), "source": s, "require_description": False} for s, p in catalogs.items()
+        ],
+        "retrieval": retrieval,
+    }
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def readiness_tools(names: Names) -> list[str]:
+    """One tool per served source whose schema requires an argument: ``call_tool`` with ``{}`` answers
+    ``invalid_arguments`` once the gateway knows it (``unknown_tool`` before), and runs nothing."""
+    chosen: dict[str, str] = {}
+    for tool in catalogue():
+        if tool["class"] not in DISTRACTORS and tool["parameters"].get("required"):
+            chosen.setdefault(tool["class"], names.published[tool["name"]])
+    return list(chosen.values())
+
+
+class Gateway:
+    """``toolweave serve --transport http`` on ``registry``, until the ``async with`` ends."""
+
+    def __init__(self, manifest: Path, registry: Path, log: Path, probes: Sequence[str]) -> None:
+        self.manifest, self.registry, self.log, self.probes = manifest, registry, log, probes
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    @property
+    def audit(self) -> Path:
+        """The gateway's audit log: one line per find_tools and per call, with its session (no values)."""
+        return self.log.with_suffix(".audit.jsonl")
+
+    async def __aenter__(self) -> Gateway:
+        port = free_port()
+        env = {
+            **os.environ,
+            "TOOLWEAVE_LOG_LEVEL": "WARNING",
+            "TOOLWEAVE_SECURITY__AUDIT_LOG": str(self.audit),
+        }
+        cmd = [TOOLWEAVE, "serve", "--manifest", str(self.manifest), "--registry", str(self.registry)]
+        with self.log.open("ab") as err:
+            self.proc = subprocess.Popen(
+                [*cmd, "--transport", "http", "--port", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+            )
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        try:
+            # in a thread: this loop serves the upstreams the gateway is connecting to meanwhile
+            await anyio.to_thread.run_sync(wait_port, port, self.proc)
+            await wait_ready(self.url, 600)
+            await self._tools_known()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise RuntimeError(f"gateway did not start; log {self.log}:\n{self.log_tail()}") from None
+        return self
+
+    async def _tools_known(self, timeout: float = 120) -> None:
+        from mcp import Client
+
+        deadline = time.monotonic() + timeout
+        async with Client(self.url, mode="legacy") as client:
+            for name in self.probes:
+                while True:
+                    answer = await client.call_tool("call_tool", {"name": name, "arguments": {}})
+                    error = (answer.structured_content or {}).get("error") or {}
+                    if error.get("code") != "unknown_tool":
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the gateway never listed {name}")
+                    await anyio.sleep(0.5)
+
+    async def __aexit__(self, *exc: object) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            await anyio.to_thread.run_sync(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            await anyio.to_thread.run_sync(proc.wait, 10)
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+# -- playing dialogues ---------------------------------------------------------------------------------
+async def ask(url: str, text: str) -> list[str]:
+    """``find_tools(text)`` in a fresh session (no context): the ranked names."""
+    from mcp import Client
+
+    from tests.e2e.watch import Relister, relisting
+
+    relister = Relister()
+    async with (
+        Client(url, mode="legacy", message_handler=relister.on_message) as client,
+        relisting(client, relister),
+    ):
+        answer = await client.call_tool("find_tools", {"query": text})
+        await relister.settled()
+    return [t["name"] for t in _found(answer, text)]
+
+
+def _found(answer: Any, text: str) -> list[dict[str, Any]]:
+    if answer.is_error or not isinstance(answer.structured_content, dict):
+        raise RuntimeError(f"find_tools({text[:60]!r}) failed: {answer.content}")
+    tools: list[dict[str, Any]] = answer.structured_content["tools"]
+    return tools
+
+
+async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay: Replay) -> None:
+    from mcp import Client
+
+    from tests.e2e.watch import Relister, relisting
+    from tests.e2e.watch import names as listed_names
+
+    relister = Relister()
+    async with (
+        Client(url, mode="legacy", message_handler=relister.on_message) as client,
+        relisting(client, relister),
+    ):
+        first = listed_names(await client.list_tools(cache_mode="bypass"))
+
+        def view() -> set[str]:
+            return set(relister.lists[-1] if relister.lists else first)
+
+        for turn in d.turns:
+            probed = names.to_bare(await ask(url, turn.text)) if probe and turn.gold else None
+            found = _found(await client.call_tool("find_tools", {"query": turn.text}), turn.text)
+            await relister.settled()
+            replay.turns.append(
+                TurnRecord(
+                    d.id,
+                    turn.index,
+                    turn.gold,
+                    names.to_bare(t["name"] for t in found),
+                    names.to_bare(t["name"] for t in found if t["published"]),
+                    probed,
+                )
+            )
+            for i, (call, expected) in enumerate(zip(turn.calls, turn.expected, strict=True)):
+                name = names.published[call.tool]
+                seen = name in view()
+                listed = name in listed_names(await client.list_tools(cache_mode="bypass"))
+                outcome = CallOutcome(
+                    d.id, turn.index, i, call.tool, call.arguments, seen, listed, "", False, False, None
+                )
+                try:
+                    if seen:
+                        outcome.via = "direct"
+                        answer = await client.call_tool(name, call.arguments)
+                    else:
+                        outcome.via = "call_tool"
+                        answer = await client.call_tool(
+                            "call_tool", {"name": name, "arguments": call.arguments}
+                        )
+                    await relister.settled()
+                except Exception as exc:  # e.g. the SDK refused the result: the replay is not faithful
+                    outcome.error = f"{type(exc).__name__}: {exc}"
+                else:
+                    outcome.ok = not answer.is_error
+                    outcome.result = answer.structured_content if outcome.ok else None
+                    outcome.identical = outcome.ok and answer.structured_content == expected
+                    if not outcome.ok:
+                        outcome.error = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
+                replay.calls.append(outcome)
+
+
+async def play(
+    url: str, dialogues: Sequence[Dialogue], fleet: BackendFleet, names: Names, *, probe: bool, label: str
+) -> Replay:
+    replay = Replay()
+    started = time.monotonic()
+    for n, d in enumerate(dialogues, 1):
+        fleet.reset(d.raw)
+        with anyio.fail_after(600):
+            await play_dialogue(url, d, names, probe, replay)
+        if n % 10 == 0 or n == len(dialogues):
+            print(f"   {label}: {n}/{len(dialogues)} dialogues", file=sys.stderr, flush=True)
+    replay.wall_s = time.monotonic() - started
+    return replay
+
+
+# -- the run -------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    phases: list[str]
+    graphs: list[str]
+    methods: list[str]
+    probe: bool
+    min_confidence: float
+    details: bool = False
+
+
+async def run_gateway(
+    plan: Plan, learning: list[Dialogue], measured: list[Dialogue], tmp: Path
+) -> dict[str, Any]:
+    fleet = BackendFleet()
+    names = Names()
+    catalogs = write_distractor_catalogs(tmp / "catalogs")
+    probes = readiness_tools(names)
+    out: dict[str, Any] = {"variants": {}}
+    replays: dict[str, Replay] = {}
+    learned: list[LearnedEdge] | None = None
+    async with serve_backends(fleet) as urls:
+
+        def gateway(registry: Path, method: str, graph: str, label: str) -> Gateway:
+            manifest = write_manifest(tmp / f"{label}.yaml", urls, catalogs, method, graph)
+            return Gateway(manifest, registry, tmp / f"{label}.log", probes)
+
+        templates: dict[str, Path] = {}
+        if "cold" in plan.phases:
+            templates["cold"] = tmp / "cold"
+            print("== cold registry: the tools ingested", file=sys.stderr, flush=True)
+            async with gateway(templates["cold"], "grtf", "inferred", "ingest"):
+                pass
+        if "warm" in plan.phases:
+            templates["warm"] = tmp / "warm"
+            if "cold" in templates:
+                shutil.copytree(templates["cold"], templates["warm"])
+            print(f"== learning: {len(learning)} dialogues", file=sys.stderr, flush=True)
+            async with gateway(templates["warm"], "grtf", "inferred", "learning") as gw:
+                learnt = await play(gw.url, learning, fleet, names, probe=False, label="learning")
+            graph = await anyio.to_thread.run_sync(export_graph, templates["warm"])
+            learnt.graph_origins = origins(graph)
+            out["learning"] = {**bfcl_report.faithful(learnt), "graph_origins": learnt.graph_origins}
+            learned = learned_edges(graph, names.bare)
+            out["learned_edges"] = [asdict(e) for e in learned]
+            replays["learning"] = learnt
+        for phase in plan.phases:
+            for graph_choice in plan.graphs:
+                for method in plan.methods:
+                    label = f"{phase}-{graph_choice}-{method}"
+                    registry = tmp / label
+                    shutil.copytree(templates[phase], registry)
+                    print(f"== {label}: {len(measured)} dialogues", file=sys.stderr, flush=True)
+                    async with gateway(registry, method, graph_choice, label) as gw:
+                        replay = await play(gw.url, measured, fleet, names, probe=plan.probe, label=label)
+                    if learned:  # what the measured half taught it too (only worth a look once it learns)
+                        exported = await anyio.to_thread.run_sync(export_graph, registry)
+                        replay.graph_origins = origins(exported)
+                    replays[label] = replay
+    out["variants"] = bfcl_report.variant_figures(replays)
+    if plan.details:
+        out["details"] = {label: bfcl_report.details(r) for label, r in replays.items()}
+    measured_flow = next((r for k, r in replays.items() if k != "learning"), None)
+    if measured_flow is not None:
+        table = FlowTable.of(measured_flow.call_records())
+        learn_table = FlowTable.of(replays["learning"].call_records()) if "learning" in replays else None
+        out["flow"] = bfcl_report.flow_figures(table, learn_table)
+        if learn_table is not None and learned is not None:
+            out["learned"] = score_learned(learned, table, learn_table, min_confidence=plan.min_confidence)
+    return out
+
+
+def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]) -> list[dict[str, Any]]:
+    """The turn-retrieval figures through ``toolweave.retrieval`` over a registry built from
+    ``tools.jsonl`` (``toolweave bench``'s runner), on the queries of the dialogues ``numbers``."""
+    from toolweave.benchmark.datasets import load_dataset
+    from toolweave.benchmark.runner import run_benchmark
+    from toolweave.settings import RetrievalSettings
+
+    dataset = load_dataset(str(DATASET))
+    dataset.query_sets = {
+        name: [q for q in queries if number_of(q.id) in numbers]
+        for name, queries in dataset.query_sets.items()
+    }
+    rows = []
+    for graph in graphs:
+        for method in methods:
+            # One run (and registry) per method: fleet fusion keeps a running record per registry, and a
+            # second method run on the same one would start from the first one's record.
+            params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+            [result] = run_benchmark(
+                dataset, params, graph="none" if graph == "none" else "inferred", ks=(5, 10)
+            )
+            rows.append(
+                {
+                    "graph": graph,
+                    "method": method,
+                    "queries": result.queries,
+                    **{k: result.metrics[k] for k in ("map@10", "recall@5", "complete@10", "returned")},
+                }
+            )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phases", default="cold,warm", help="cold, warm (comma list)")
+    parser.add_argument("--graphs", default="none,inferred", help="none, inferred (comma list)")
+    parser.add_argument("--methods", default="hybrid,grtf", help="hybrid, grtf (comma list)")
+    parser.add_argument("--dialogues", help="N (ids 0..N-1) or a comma list of numbers or ids; default all")
+    parser.add_argument("--no-probe", action="store_true", help="skip the context-free probe of each turn")
+    parser.add_argument("--offline", action="store_true", help="only the offline turn-retrieval figures")
+    parser.add_argument("--no-offline", action="store_true", help="skip the offline figures")
+    parser.add_argument(
+        "--half", choices=["measured", "learning", "all"], default="measured", help="--offline only"
+    )
+    parser.add_argument(
+        "--min-confidence", type=float, default=0.5, help="learned edges scored from this one"
+    )
+    parser.add_argument("--json", action="store_true", help="the whole report as JSON on stdout")
+    parser.add_argument(
+        "--details", action="store_true", help="with --json: every turn's list and every call"
+    )
+    parser.add_argument("--keep", type=Path, help="work in this new folder and keep it (registries, logs)")
+    args = parser.parse_args()
+    if not dataset_present():
+        print(f"skipped: {DATASET} is absent (../shared beside the repository)", file=sys.stderr)
+        return 0
+    try:
+        import mpmath  # noqa: F401
+    except ImportError:
+        print("skipped: mpmath is missing (MathAPI needs it): pip install -e '.[bench]'", file=sys.stderr)
+        return 0
+    plan = Plan(
+        _choices(args.phases, PHASES),
+        _choices(args.graphs, GRAPHS),
+        _choices(args.methods, METHODS),
+        not args.no_probe,
+        args.min_confidence,
+        args.details,
+    )
+    from bfcl_servers import backend_classes
+
+    dialogues = load_dialogues(args.dialogues, backend_classes())
+    learning = [d for d in dialogues if d.number % 2 == 0]
+    measured = [d for d in dialogues if d.number % 2 == 1]
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "dialogues": {"learning": len(learning), "measured": len(measured)},
+        "calls": {
+            "learning": sum(len(t.calls) for d in learning for t in d.turns),
+            "measured": sum(len(t.calls) for d in measured for t in d.turns),
+        },
+    }
+    if args.offline:
+        half = {"measured": measured, "learning": learning, "all": dialogues}[args.half]
+        report["half"] = args.half
+        report["offline"] = run_offline(plan.methods, plan.graphs, {d.number for d in half})
+    else:
+        if args.keep:
+            args.keep.mkdir(parents=True)  # a new folder: registries of an earlier run must not be reused
+            report.update(anyio.run(run_gateway, plan, learning, measured, args.keep))
+        else:
+            with tempfile.TemporaryDirectory(prefix="toolweave-bfcl-replay-") as tmp:
+                report.update(anyio.run(run_gateway, plan, learning, measured, Path(tmp)))
+        if not args.no_offline:
+            report["offline"] = run_offline(plan.methods, plan.graphs, {d.number for d in measured})
+    bfcl_report.print_report(report, sys.stderr)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _choices(raw: str, allowed: Sequence[str]) -> list[str]:
+    chosen = [c.strip() for c in raw.split(",") if c.strip()]
+    bad = [c for c in chosen if c not in allowed]
+    if bad or not chosen:
+        raise SystemExit(f"choose among {', '.join(allowed)} (got {raw!r})")
+    return chosen
+
+
+if __name__ == "__main__":
+    sys.exit(main())
