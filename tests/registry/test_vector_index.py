@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import toolweave.registry.vector_index as vector_index_module
+from tests.redis_server import RedisServer
 from toolweave.errors import RegistryError
 from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import SearchScope, ToolRecord, make_tool_id
@@ -371,3 +372,29 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
         assert follower.refresh() and follower.name_vocabulary() == reg.name_vocabulary()
     finally:
         follower.close()
+
+
+def test_a_long_index_build_keeps_its_right_to_write_when_its_lock_renewals_starve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer
+) -> None:
+    """A build whose Redis lock expired meanwhile (the renewer starved: no renewal ran for longer than
+    the TTL) still commits: nobody took the lock, so its fencing check takes it back."""
+    import toolweave.registry.vector_upkeep as upkeep_module
+    from toolweave.registry.lock import RedisLock
+
+    reg = open_registry(tmp_path / "reg", threshold=100)
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
+    reg.ingest("a", tools("a", 150))
+    lock = RedisLock(registry_lock.url, str(tmp_path / "reg"), ttl_s=5.0)
+    reg._state.db.lock = lock
+    build = vector_index_module.refresh
+
+    def starved_build(*args: object, **kwargs: object) -> str:
+        done = build(*args, **kwargs)  # type: ignore[arg-type]
+        lock._stop.set()  # the renewer never runs again ...
+        registry_lock.client().delete(lock._key)  # ... and the lock expired
+        return done
+
+    monkeypatch.setattr(upkeep_module, "refresh", starved_build)
+    assert reg.vector_index.refresh() == "built"
+    assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
