@@ -398,3 +398,32 @@ def test_a_long_index_build_keeps_its_right_to_write_when_its_lock_renewals_star
     monkeypatch.setattr(upkeep_module, "refresh", starved_build)
     assert reg.vector_index.refresh() == "built"
     assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
+
+
+def test_a_large_registrys_follower_loads_the_changed_sources_rows_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the threshold the snapshot holds compact records: a follower merges the changed sources'
+    rows into them (a source added, one changed, one removed) and ends where a fresh open does."""
+    path = tmp_path / "reg"
+    writer = open_registry(path, threshold=100)
+    monkeypatch.setattr(writer.vector_index, "refresh_later", lambda: None)
+    writer.ingest("a", tools("a", 150))
+    writer.ingest("b", tools("b", 5))
+    writer.ingest("d", tools("d", 2))
+    follower = open_registry(path, threshold=100)
+    assert follower.vector_index.in_use
+    decoded = follower.get("d__t1")  # a source no commit touches: decoded once, kept across the merges
+    full = follower._state.full_loads
+    writer.ingest("c", tools("c", 4))
+    writer.ingest("b", [ToolRecord(id="b__t0", source="b", name="t0", description="tool 0 of b, reworded")])
+    writer.ingest("a", tools("a", 149))  # a__t149 removed
+    assert follower.refresh()
+    assert follower._state.full_loads == full
+    fresh = open_registry(path, threshold=100)
+    assert sorted(follower._state.snap.ids) == sorted(fresh._state.snap.ids)
+    assert "a__t149" not in follower._state.snap.ids and "c__t3" in follower._state.snap.ids
+    assert follower.get("b__t0").description == "tool 0 of b, reworded"
+    assert dict(follower._state.snap.hashes) == dict(fresh._state.snap.hashes)
+    assert follower.get("d__t1") is decoded
+    assert vector_ids(follower, "tool 2 of c", 3) == vector_ids(fresh, "tool 2 of c", 3)

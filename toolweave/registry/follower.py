@@ -152,8 +152,8 @@ class Follower:
             return
         try:
             self._apply(delta)
-        except RegistryError:
-            log.warning("registry %s: loading the changes failed; loading everything", state.path)
+        except Exception as exc:  # a half-applied change must not stay: the whole committed state instead
+            log.warning("registry %s: loading the changes failed (%s); loading everything", state.path, exc)
             self.load_committed()
             return
         state.loaded_generation = head.generation
