@@ -25,7 +25,7 @@ from tests.s3 import MotoProcess, moto_bucket
 
 from .test_replicas_e2e import REGISTRY, base_replica, called, found, poll, poll_async, serves_base, serving
 
-pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.replicas]
+pytestmark = [pytest.mark.integration, pytest.mark.anyio, pytest.mark.replicas, pytest.mark.timeout(900)]
 
 OUTAGE_S = float(os.environ.get("TOOLWEAVE_OUTAGE_S", "15"))
 """How long each store stays paused (the issue's check is 30 s: TOOLWEAVE_OUTAGE_S=30)."""

@@ -103,6 +103,7 @@ def stop_gracefully(replica: Replica) -> None:
     replica.proc.wait(120)
 
 
+@pytest.mark.timeout(1800)  # a busy 2-core machine embeds the large catalog for minutes
 async def test_four_writers_on_one_s3_registry_commit_whole_and_lose_nothing(
     s3: dict[str, str], tmp_path: Path
 ) -> None:

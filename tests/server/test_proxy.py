@@ -90,7 +90,7 @@ def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> Non
         "ticket": 7,
         "error": {"code": "tool_error", "message": "ticket 7 is closed", "tool": "desk__close_ticket"},
     }
-    assert coded.content[0].text.startswith("tool_error: ")  # type: ignore[union-attr]
-    assert coded.content[1:] == own.content  # the tool's own words follow
+    assert coded.content[-1].text.startswith("tool_error: ")  # type: ignore[union-attr]
+    assert coded.content[:-1] == own.content  # the tool's own words come first
     ok = types.CallToolResult(content=[types.TextContent(text="done")])
     assert with_error_code(ok, "desk__close_ticket") is ok

@@ -147,7 +147,8 @@ class SnapshotSearch:
 
     def _search(self, queries: Sequence[QueryVariant], k: int, scope: SearchScope) -> SearchResults:
         exclude_sources = scope.exclude_sources
-        text = scope.text and not self.text_outage.skip()
+        # an object store that failed or hung is left alone until a probe; a local disk is asked each time
+        text = scope.text and not (is_uri(self._state.path) and self.text_outage.skip())
         pending = (
             [self._pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries] if text else []
         )

@@ -187,7 +187,7 @@ class Proxy:
 
 def with_error_code(result: types.CallToolResult, tool_id: str) -> types.CallToolResult:
     """Every failed call carries the gateway's error code: a tool's own error answer gets ``tool_error``
-    (its content kept after the code's line, its structured content beside the ``error``); backends
+    (its content kept, the code's line after it; its structured content beside the ``error``); backends
     build their error results without the gateway's tool id, which is filled in."""
     if result.is_error and error_code_of(result) is None:
         said = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
@@ -196,8 +196,8 @@ def with_error_code(result: types.CallToolResult, tool_id: str) -> types.CallToo
         return result.model_copy(
             update={
                 "content": [
-                    types.TextContent(text=f"tool_error: {tool_id} answered with an error"),
                     *result.content,
+                    types.TextContent(text=f"tool_error: {tool_id} answered with an error"),
                 ],
                 "structured_content": {
                     **structured,
