@@ -24,7 +24,7 @@ first ``find_tools``), to see where the slow ones fall (cold start, stalls).
 ``--registry DIR`` keeps the registry between runs (the first start embeds the catalog).
 
 Usage: .venv/bin/python bench/load_bench.py [--client raw|sdk] [--sessions 50] [--requests 3000]
-       [--seconds 120] [--pool 300] [--registry DIR] [--timeline FILE]
+       [--seconds 120] [--pool 300] [--rounds 1] [--registry DIR] [--timeline FILE]
 """
 
 from __future__ import annotations
@@ -80,6 +80,14 @@ async def wait_ready(url: str, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{url} did not answer find_tools within {timeout:.0f} s")
         await anyio.sleep(1)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` (Linux), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -241,10 +249,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         url = f"http://127.0.0.1:{port}/mcp"
         try:
             await wait_ready(url, timeout=900)  # the first start embeds the catalog
-            cpu0 = cpu_seconds(proc.pid)
-            result = await run_load(url, args)
-            cpu = cpu_seconds(proc.pid) - cpu0
-            result["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(1, result["requests"]), 1)
+            rss = [rss_mb(proc.pid)]
+            for _ in range(args.rounds):  # new sessions each round: does memory level off?
+                cpu0 = cpu_seconds(proc.pid)
+                result = await run_load(url, args)
+                cpu = cpu_seconds(proc.pid) - cpu0
+                result["gateway_cpu_ms_per_request"] = round(cpu * 1000 / max(1, result["requests"]), 1)
+                rss.append(rss_mb(proc.pid))
+            result["gateway_rss_mb_start_then_after_each_round"] = rss
         finally:
             proc.terminate()
             proc.wait(30)
@@ -264,6 +276,7 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=120, help="stop issuing after this long")
     parser.add_argument("--pool", type=int, default=300, help="distinct queries to draw from; 0 = all fresh")
     parser.add_argument("--no-cache", action="store_true", help="disable the find_tools cache")
+    parser.add_argument("--rounds", type=int, default=1, help="load rounds on one gateway (RSS after each)")
     parser.add_argument("--registry", type=Path, help="registry directory kept between runs")
     parser.add_argument(
         "--timeline", type=Path, help="write each request's (start s, latency s, nth of its session) as JSON"

@@ -42,3 +42,14 @@ def dataset_dir() -> Callable[[str], Path]:
         return path.resolve()
 
     return find
+
+
+@pytest.fixture
+def registry_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A real ``redis-server`` as the writer lock of object-store registries (``registry_lock_url``, set in
+    the environment so that every ``Settings`` and every child process uses it). Yields the server."""
+    from tests.redis_server import running_redis
+
+    for server in running_redis(tmp_path / "redis-lock"):
+        monkeypatch.setenv("TOOLWEAVE_REGISTRY_LOCK_URL", server.url)
+        yield server

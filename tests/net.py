@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
 from typing import Any
 
-__all__ = ["free_port", "wait_port"]
+__all__ = ["Pausable", "free_port", "wait_port"]
 
 
 def free_port() -> int:
@@ -28,3 +29,24 @@ def wait_port(port: int, proc: subprocess.Popen[Any] | None = None, timeout: flo
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+class Pausable:
+    """A server process a test can pause (SIGSTOP: connections are accepted and never answered, like a
+    hung server), resume, and kill (resumed first, so that it can die)."""
+
+    proc: subprocess.Popen[Any] | None = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.net import free_port, wait_port
+from tests.net import Pausable, free_port, wait_port
 
 __all__ = ["RedisServer", "running_redis"]
 
@@ -21,7 +21,7 @@ PASSWORD = "s3cret-redis-pw"
 """The server requires it, so the tests also check it never reaches a log line."""
 
 
-class RedisServer:
+class RedisServer(Pausable):
     def __init__(self, binary: str, workdir: Path) -> None:
         self.binary = binary
         self.workdir = workdir
@@ -50,11 +50,6 @@ class RedisServer:
             )  # fmt: skip
         wait_port(self.port, self.proc, timeout=20)
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
     def client(self):  # type: ignore[no-untyped-def]
         """A synchronous client for the test's own checks."""
         import redis
@@ -67,6 +62,7 @@ def running_redis(tmp_path: Path) -> Iterator[RedisServer]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install -y redis-server)")
+    tmp_path.mkdir(parents=True, exist_ok=True)
     server = RedisServer(binary, tmp_path)
     server.start()
     try:

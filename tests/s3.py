@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-__all__ = ["MotoS3", "moto_bucket"]
+from tests.net import Pausable
+
+__all__ = ["MotoProcess", "MotoS3", "moto_bucket"]
 
 
 class MotoS3:
@@ -42,7 +46,7 @@ class MotoS3:
 
 
 def moto_bucket(
-    monkeypatch: pytest.MonkeyPatch, bucket: str = "registry", server: MotoS3 | None = None
+    monkeypatch: pytest.MonkeyPatch, bucket: str = "registry", server: MotoS3 | MotoProcess | None = None
 ) -> Iterator[dict[str, str]]:
     """A bucket on a fresh moto server (or on ``server``, started here); credentials in the environment,
     as LanceDB reads them. Yields the LanceDB storage options. Use it as the body of a fixture."""
@@ -59,3 +63,36 @@ def moto_bucket(
         yield {"aws_endpoint": server.endpoint, "aws_region": "us-east-1", "allow_http": "true"}
     finally:
         server.stop()
+
+
+class MotoProcess(Pausable):
+    """moto's S3 server as its own process, which a test can pause (SIGSTOP: connections are accepted
+    and never answered, like a hung store) and resume; its buckets live in that process."""
+
+    def __init__(self) -> None:
+        pytest.importorskip(
+            "moto.server",
+            reason="moto[server] is not installed (pip install -e '.[dev]'): no S3-compatible server",
+        )
+        from tests.net import free_port
+
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from tests.net import wait_port
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port, self.proc, timeout=60)
+
+    def stop(self) -> None:
+        self.kill()
+        self.proc = None

@@ -189,8 +189,6 @@ def kill_ingest_and_reindex(
     tmp_path: Path, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch, kills: int
 ) -> None:
     monkeypatch.setenv("PYTHONWARNINGS", "ignore:lancedb fork support:RuntimeWarning")
-    # a killed run holds the writer lease until it expires; the next run waits that long to recover
-    monkeypatch.setenv("TOOLWEAVE_REGISTRY_LEASE_S", "5")
     registry = tmp_path / "reg"
     cat_a = write_catalog(tmp_path / "a.jsonl", "a")
     cat_b = write_catalog(tmp_path / "b.jsonl", "b")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-__all__ = ["ErrorCode", "error_code_of", "tool_error_result"]
+__all__ = ["ECHO_NAME_CHARS", "ErrorCode", "echo_name", "error_code_of", "tool_error_result"]
 
 ErrorCode = Literal[
     "invalid_arguments",
@@ -28,7 +28,18 @@ ErrorCode = Literal[
     "upstream_error",
     "internal_error",
     "invalid_request",
+    "tool_error",
 ]
+"""``tool_error``: the tool answered, with its own error result (its content follows the code's line)."""
+ECHO_NAME_CHARS = 128
+"""A client-chosen tool name echoed in an error is cut to this (a megabyte name must not come back)."""
+
+
+def echo_name(name: str) -> str:
+    """``name`` as an error message may quote it: its head, with its real length when cut."""
+    if len(name) <= ECHO_NAME_CHARS:
+        return repr(name)
+    return f"{name[:ECHO_NAME_CHARS]!r}… ({len(name):,} characters)"
 
 
 def tool_error_result(

@@ -15,7 +15,7 @@ the MCP SDK, YAML/JSON parsers) are translated once, at the edge that talks to t
     ├── RegistryError               the tool registry cannot do what was asked
     │   ├── NotARegistryError       the directory holds something that is not a toolweave registry
     │   ├── ModelMismatchError      the registry was built with another embedding model
-    │   ├── RegistryBusyError       another process is writing the registry (writer lease, commit race)
+    │   ├── RegistryBusyError       another process is writing the registry (writer lock, commit race)
     │   ├── EmbeddingError          the embedding model cannot be loaded or run
     │   ├── ToolNotFound            no tool with that id
     │   └── GraphError              the dependency graph is inconsistent (unknown tool, bad edge)
@@ -93,7 +93,7 @@ class ModelMismatchError(RegistryError):
 
 
 class RegistryBusyError(RegistryError):
-    """Another process holds the registry's writer lease, or committed first (see registry/lease.py)."""
+    """Another process holds the registry's writer lock, or committed first (see registry/lock.py)."""
 
 
 class EmbeddingError(RegistryError):

@@ -30,6 +30,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     create_model,
@@ -37,7 +38,7 @@ from pydantic import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from toolweave.adapters.kinds import BACKEND_KINDS, BackendKind, Configured
+from toolweave.adapters.kinds import BACKEND_KINDS, BackendKind, Configured, raw_entries
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.config_values import interpolate, interpolate_tree, is_uri, missing_vars, resolve_path
 from toolweave.errors import ConfigError
@@ -193,6 +194,9 @@ class Manifest(_Strict):
             return v
         return resolve_path(Path(v), info)
 
+    _raw: dict[tuple[str, str], dict[str, Any]] = PrivateAttr(default_factory=dict)
+    """(section, source) → the entry as written (``${VARS}`` unexpanded), for kinds expanded at load."""
+
     def section(self, kind: BackendKind[Any]) -> dict[str, Any]:
         """The entries of ``kind`` by source name (none in a manifest not built by ``load_manifest``)."""
         # The kinds' sections are fields of the loaded model (_Loaded below), named by the table.
@@ -202,7 +206,7 @@ class Manifest(_Strict):
     def backends(self, *, enabled_only: bool = True) -> list[Configured]:
         """Every backend entry, of every kind, in the kinds' order (only enabled ones by default)."""
         return [
-            Configured(name, kind, config)
+            Configured(name, kind, config, self._raw.get((kind.section, name)))
             for kind in BACKEND_KINDS
             for name, config in self.section(kind).items()
             if not enabled_only or kind.enabled(config)
@@ -217,7 +221,7 @@ class Manifest(_Strict):
         """Human summary for logs: raw values only, so ``${SECRET}`` stays a reference."""
         where = self.source_path or "<memory>"
         lines = [f"manifest {where}"]
-        lines += [f"  {b.kind.describe(b.name, b.config)}" for b in self.backends(enabled_only=False)]
+        lines += [f"  {b.kind.describe(b.name, b.as_written())}" for b in self.backends(enabled_only=False)]
         lines += [f"  catalog {c.source}: {c.path}" for c in self.catalogs]
         return "\n".join(lines)
 
@@ -510,6 +514,10 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read manifest: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a manifest: byte {exc.start} is not UTF-8 text (a binary file?)"
+        ) from exc
     file = str(path)
     if too_big := size_problem(text, MAX_MANIFEST_CHARS):
         raise ConfigError(f"{file}: {too_big}")
@@ -552,6 +560,7 @@ def load_manifest(path: Path, *, environ: Mapping[str, str] | None = None) -> Ma
             comp.add(comp.locate(found), (*found, *rest), message)
     if comp.errors:
         raise ConfigError(_summary(file, comp.errors))
+    manifest._raw = raw_entries(data, base)
     return manifest
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import urlsplit
 
-__all__ = ["RedactingFilter", "install", "redact"]
+__all__ = ["RedactingFilter", "display_url", "install", "redact"]
 
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<secret>[^/\s@]+)@")
 _PARAM = re.compile(
@@ -27,6 +28,16 @@ _FIELD = re.compile(
 )
 _BEARER = re.compile(r"(?P<key>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 MASK = "***"
+
+
+def display_url(url: str) -> str:
+    """``url`` without credentials or query (which may hold a password): safe for any log line."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+    except ValueError:  # not a parsable URL: say nothing about it
+        return "(unparsable URL)"
 
 
 def redact(text: str) -> str:

@@ -160,6 +160,13 @@ class SecuritySettings(BaseModel):
     oauth_jwks_url: str = Field("", description="OAuth: JWKS URL; default: `<issuer>/.well-known/jwks.json`.")
     oauth_identity_claim: str = Field("sub", description="OAuth: the claim that names the identity.")
     oauth_jwks_cache_s: float = Field(300.0, gt=0, description="OAuth: how long a fetched JWKS is reused.")
+    oauth_leeway_s: float = Field(
+        30.0,
+        ge=0,
+        le=300,
+        description="OAuth: clock skew allowed between the issuer and the gateway, in seconds: a token "
+        "expired (`exp`) or not yet valid (`nbf`, `iat`) by less than this is still accepted.",
+    )
     resource_url: str = Field(
         "", description="Public URL of the MCP endpoint (Protected Resource Metadata); default from the bind."
     )
@@ -216,11 +223,25 @@ class Settings(BaseSettings):
         description="How often a gateway checks whether another process committed a newer registry "
         "generation (one small read) and, if so, reloads it and re-publishes to its sessions.",
     )
-    registry_lease_s: float = Field(
-        30.0,
+    registry_read_deadline_s: float = Field(
+        0.5,
+        gt=0,
+        description="How long a search waits for an object-store registry's full-text index before it "
+        "answers from memory (vector search only) and leaves the store alone until a probe (1-15 s "
+        "back-off); one log line per outage. A local directory has no deadline.",
+    )
+    registry_lock_url: str = Field(
+        "",
+        description="Redis URL of the writer lock of an object-store (`s3://`) registry: writers take "
+        "turns through it, with a fencing token (docs/registry.md, 'Writers'). Empty: the session store's "
+        "(`session_store_url`). A local directory needs none (an OS file lock).",
+    )
+    registry_lock_ttl_s: float = Field(
+        60.0,
         ge=5,
-        description="Writer lease time-to-live: a writer that dies holds the registry at most this long "
-        "(renewed every third of it while writing). Keep it well above the clock skew between replicas.",
+        description="Expiry of the Redis writer lock, counted by Redis: a writer that dies holds an "
+        "object-store registry at most this long. Renewed every sixth of it; a writer whose renewals "
+        "starved takes it back unless another writer took it meanwhile.",
     )
     registry_follow_sources: bool = Field(
         True,

@@ -21,6 +21,7 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from tests.redis_server import RedisServer
 from tests.s3 import MotoS3, moto_bucket
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
@@ -41,7 +42,8 @@ def moto() -> MotoS3:
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch, moto: MotoS3) -> Iterator[dict[str, str]]:
+def s3(monkeypatch: pytest.MonkeyPatch, moto: MotoS3, registry_lock: RedisServer) -> Iterator[dict[str, str]]:
+    """A bucket on moto's server, and a real redis-server as the writers' lock (in the environment)."""
     yield from moto_bucket(monkeypatch, server=moto)
 
 
@@ -82,7 +84,7 @@ class Replica:
         env.update(
             TOOLWEAVE_LOG_LEVEL="INFO",
             TOOLWEAVE_REGISTRY_STORAGE_OPTIONS=json.dumps(s3),
-            TOOLWEAVE_REGISTRY_LEASE_S="10",  # a killed writer holds the registry this long at most
+            TOOLWEAVE_REGISTRY_LOCK_TTL_S="10",  # a killed writer holds the registry this long at most
             DYN_TOKEN=SECRET,
         )
         env.update(extra_env)
@@ -232,7 +234,7 @@ async def test_an_upstream_added_through_one_replica_is_found_and_called_through
 
 
 async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
-    s3: dict[str, str], tmp_path: Path
+    s3: dict[str, str], tmp_path: Path, registry_lock: RedisServer
 ) -> None:
     base = catalog(tmp_path / "base.jsonl", "base", 6)
     survivor = Replica(manifest(tmp_path / "s.yaml", {"base": base}), s3, tmp_path / "s.log")
@@ -248,14 +250,13 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
             s3,
             tmp_path / "v.log",
         )
-        import lancedb
+        held: list[bool] = []
 
-        from toolweave.registry.lease import WriterLease
+        def ingesting() -> bool:  # the lock held for a while: the 300-tool ingest, not a short write
+            held.append(bool(registry_lock.client().keys("toolweave:registry:*:writer")))
+            return held[-8:] == [True] * 8
 
-        lease = WriterLease(lancedb.connect(REGISTRY, storage_options=s3), ttl_s=10)
-        poll(
-            lambda: f":{victim.proc.pid}:" in lease.state()[0], "the victim takes the writer lease to ingest"
-        )
+        poll(ingesting, "the victim takes the writer lock to ingest")
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait(10)
 
@@ -279,16 +280,29 @@ async def called(replica: Replica, text: str) -> str:
         return "".join(getattr(c, "text", "") for c in result.content)
 
 
-async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
-    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
-) -> None:
+def base_replica(tmp_path: Path, s3: dict[str, str], *, upstream: bool = True, **env: str) -> Replica:
+    """A started replica serving a six-tool catalog `base` (and the dyn upstream), polling every 0.5 s."""
     replica = Replica(
-        manifest(tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=True),
+        manifest(
+            tmp_path / "a.yaml", {"base": catalog(tmp_path / "base.jsonl", "base", 6)}, upstream=upstream
+        ),
         s3,
         tmp_path / "a.log",
         TOOLWEAVE_REGISTRY_POLL_S="0.5",
+        **env,
     )
     replica.wait_up()
+    return replica
+
+
+async def serves_base(replica: Replica) -> bool:
+    return "base__base_op2" in await found(replica, "operation 2 of the base service")
+
+
+async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
+    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
+) -> None:
+    replica = base_replica(tmp_path, s3)
     with serving(replica):
 
         async def ready() -> bool:

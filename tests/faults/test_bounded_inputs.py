@@ -167,3 +167,45 @@ async def test_gateway_http_apps_enforce_max_request_bytes(registry: Any, kind: 
         refused = await http.post(path, content=b"{" + b" " * 100_000 + b"}")
     assert refused.status_code == 413
     assert refused.json()["error"]["code"] == -32600
+
+
+def test_a_binary_manifest_is_one_line_config_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolweave.cli import app
+
+    path = tmp_path / "fleet.yaml"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    with pytest.raises(ConfigError) as caught:
+        load_manifest(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+    done = CliRunner().invoke(app, ["serve", "--manifest", str(path)])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "not UTF-8 text" in done.output
+
+
+async def test_a_deeply_nested_http_body_gets_a_parse_error_not_a_500(registry: Any) -> None:
+    from toolweave.server.transports import http_app
+
+    gateway = Gateway(registry, [], Settings(home=registry.path))
+    transport = httpx.ASGITransport(app=http_app(gateway))
+    deep = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": '
+        + b"[" * 10_000
+        + b"]" * 10_000
+        + b"}"
+    )
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as http:
+        refused = await http.post("/mcp", content=deep, headers={"content-type": "application/json"})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == -32700
+
+
+async def test_a_huge_unknown_tool_name_is_echoed_capped_with_its_length(registry: Any) -> None:
+    gateway = Gateway(registry, [], Settings(home=registry.path))
+    name = "x" * 200_000
+    async with Client(gateway.server, mode="legacy") as client:
+        unknown = await client.call_tool("call_tool", {"name": name, "arguments": {}})
+    assert error_code(unknown) == "unknown_tool"
+    text = json.dumps(unknown.structured_content) + "".join(getattr(c, "text", "") for c in unknown.content)
+    assert len(text) < 2_000 and "(200,000 characters)" in text

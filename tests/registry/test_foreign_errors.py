@@ -61,6 +61,7 @@ def test_a_stored_tool_record_that_does_not_decode_is_a_registry_error(tmp_path:
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
 def test_a_stored_edge_that_does_not_decode_is_a_registry_error(tmp_path: Path) -> None:
     database = RegistryDatabase.open(tmp_path)
+    assert database.lock.try_acquire()  # a writer
     database.create("test-model", 4)
     edge = DependencyEdge(tool="s__a", depends_on="s__b", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)
     database.side.save_edges([edge])

@@ -114,7 +114,10 @@ def test_replicas_batches_merge_without_counting_a_session_twice(
     assert one.flush_observations()  # caught up with two's batch first
     [edge] = learned(one)
     assert "3 sightings in 2 sessions" in edge.evidence
+    full = two._state.full_loads
     assert two.refresh() and learned(two) == [edge]
+    assert two._state.full_loads == full  # loaded as a change: the evidence and the edges it touched
+    assert two.next_steps(PLACE) == one.next_steps(PLACE) != ()  # the evidence followed too
     one.close()
     two.close()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.redis_server import RedisServer
 from tests.s3 import moto_bucket
 from toolweave.cli import app
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
@@ -54,7 +55,9 @@ EDGE = DependencyEdge(
 )
 
 
-def test_a_registry_lives_in_a_bucket(s3: dict[str, str], shared_embedder: Embedder) -> None:
+def test_a_registry_lives_in_a_bucket(
+    s3: dict[str, str], shared_embedder: Embedder, registry_lock: RedisServer
+) -> None:
     settings = Settings(home="s3://registry/team/tools", registry_storage_options=s3)
     assert settings.home == "s3://registry/team/tools"
     reg = Registry.open(settings=settings, embedder=shared_embedder)
@@ -69,7 +72,7 @@ def test_a_registry_lives_in_a_bucket(s3: dict[str, str], shared_embedder: Embed
 
 
 def test_the_cli_takes_an_s3_registry(
-    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer
 ) -> None:
     catalog = tmp_path / "tools.jsonl"
     catalog.write_text(
@@ -94,3 +97,18 @@ def test_the_cli_takes_an_s3_registry(
     found = runner.invoke(app, ["search", "stock price", "--registry", uri, "--json"])
     assert found.exit_code == 0, found.output
     assert "fin__get_stock_price" in found.stdout and "fin__get_stock_ticker" in found.stdout
+
+
+def test_a_missing_bucket_is_one_line_saying_what_to_create(
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer
+) -> None:
+    catalog = tmp_path / "tools.jsonl"
+    catalog.write_text(json.dumps({"name": "get_weather", "description": "Weather forecast for a city."}))
+    monkeypatch.setenv("TOOLWEAVE_REGISTRY_STORAGE_OPTIONS", json.dumps(s3))
+    uri = "s3://no-such-bucket/team"
+    done = CliRunner().invoke(app, ["ingest-catalog", str(catalog), "-s", "w", "--registry", uri])
+    assert done.exit_code == 1
+    said = done.output.strip()
+    assert "\n" not in said, said
+    assert "the bucket no-such-bucket does not exist: create it" in said
+    assert "RetryError" not in said and "cargo" not in said

@@ -125,7 +125,7 @@ def test_a_call_commits_nothing_and_one_flush_commits_every_buffered_call(
     with monkeypatch.context() as patch:  # the call path: neither the usage table nor the commit record
         patch.setattr(reg._state.usage, "replace", no_store)
         patch.setattr(reg._state.db, "commit", no_store)
-        patch.setattr(reg._state.db.lease, "acquire", no_store)
+        patch.setattr(reg._state.db.lock, "acquire", no_store)
         for n, t in enumerate(TOOLS * 4):
             assert reg.record_usage(t.id, f"request number {n} for {t.name}") is True
     assert committed_generation(reg.path) == generation
@@ -265,9 +265,11 @@ def test_usage_written_but_never_committed_is_rolled_back_at_open(
     assert reg.flush_observations()
     # as a process killed between its usage write and the commit record would leave it
     vector = shared_embedder.embed_query(EXAMPLES[1])
+    assert reg._state.db.lock.try_acquire()
     reg._state.usage.replace(
         ["demo__ledger_post"], [UsageExample("demo__ledger_post", EXAMPLES[1], "call", 1, vector)]
     )
+    reg._state.db.lock.release()  # what the kernel does for a process that dies
     assert stored_examples(tmp_path / "r", "demo__ledger_post") == [EXAMPLES[0]]
 
 

@@ -13,13 +13,12 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 import toolweave.registry.vector_index as vector_index_module
-import toolweave.registry.vector_upkeep as upkeep_module
+from tests.redis_server import RedisServer
 from toolweave.errors import RegistryError
 from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import SearchScope, ToolRecord, make_tool_id
@@ -150,29 +149,6 @@ def test_the_background_refresh_indexes_an_ingest_and_commits_it(tmp_path: Path)
     db = RegistryDatabase.open(tmp_path / "reg")
     assert db.head is not None and db.head.action == "vector index built"
     assert index_state(db.tool_table()).indexed == 150
-
-
-def test_an_index_build_longer_than_the_lease_ttl_still_commits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A build blocks the lease's renewals (LanceDB runs a process's writes one at a time): the lease
-    is extended for it beforehand, so a build that outlasts the TTL is not refused at its commit."""
-    reg = open_registry(tmp_path / "reg", threshold=100)
-    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
-    reg.ingest("a", tools("a", 150))
-    lease = reg._state.db.lease
-    monkeypatch.setattr(lease, "ttl_s", 1.0)
-    monkeypatch.setattr(lease, "_start_renewing", lambda: None)  # as if every renewal were stuck
-    build = vector_index_module.refresh
-
-    def slow_build(*args: Any, **kwargs: Any) -> Any:
-        done = build(*args, **kwargs)
-        time.sleep(1.5)  # past the TTL
-        return done
-
-    monkeypatch.setattr(upkeep_module, "refresh", slow_build)
-    assert reg.vector_index.refresh() == "built"
-    assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
 
 
 def test_an_index_build_that_is_not_committed_is_rolled_back(
@@ -396,3 +372,61 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
         assert follower.refresh() and follower.name_vocabulary() == reg.name_vocabulary()
     finally:
         follower.close()
+
+
+def test_a_long_index_build_keeps_its_right_to_write_when_its_lock_renewals_starve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer
+) -> None:
+    """A build whose Redis lock expired meanwhile (the renewer starved: no renewal ran for longer than
+    the TTL) still commits: nobody took the lock, so its fencing check takes it back."""
+    import toolweave.registry.vector_upkeep as upkeep_module
+    from toolweave.registry.lock import RedisLock
+
+    reg = open_registry(tmp_path / "reg", threshold=100)
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
+    reg.ingest("a", tools("a", 150))
+    lock = RedisLock(registry_lock.url, str(tmp_path / "reg"), ttl_s=5.0)
+    reg._state.db.lock = lock
+    build = vector_index_module.refresh
+
+    def starved_build(*args: object, **kwargs: object) -> str:
+        done = build(*args, **kwargs)  # type: ignore[arg-type]
+        lock._stop.set()  # the renewer never runs again ...
+        registry_lock.client().delete(lock._key)  # ... and the lock expired
+        return done
+
+    monkeypatch.setattr(upkeep_module, "refresh", starved_build)
+    assert reg.vector_index.refresh() == "built"
+    assert reg._state.db.head is not None and reg._state.db.head.action == "vector index built"
+
+
+def test_a_large_registrys_follower_loads_the_changed_sources_rows_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the threshold the snapshot holds compact records: a follower merges the changed sources'
+    rows into them (a source added, one changed, one removed) and ends where a fresh open does."""
+    from toolweave.registry.vector_upkeep import VectorIndexUpkeep
+
+    # no index builds in the background: a build is a write, which would load the changes first
+    monkeypatch.setattr(VectorIndexUpkeep, "refresh_later", lambda self: None)
+    path = tmp_path / "reg"
+    writer = open_registry(path, threshold=100)
+    writer.ingest("a", tools("a", 150))
+    writer.ingest("b", tools("b", 5))
+    writer.ingest("d", tools("d", 2))
+    follower = open_registry(path, threshold=100)
+    assert follower.vector_index.in_use
+    decoded = follower.get("d__t1")  # a source no commit touches: decoded once, kept across the merges
+    full = follower._state.full_loads
+    writer.ingest("c", tools("c", 4))
+    writer.ingest("b", [ToolRecord(id="b__t0", source="b", name="t0", description="tool 0 of b, reworded")])
+    writer.ingest("a", tools("a", 149))  # a__t149 removed
+    assert follower.refresh()
+    assert follower._state.full_loads == full
+    fresh = open_registry(path, threshold=100)
+    assert sorted(follower._state.snap.ids) == sorted(fresh._state.snap.ids)
+    assert "a__t149" not in follower._state.snap.ids and "c__t3" in follower._state.snap.ids
+    assert follower.get("b__t0").description == "tool 0 of b, reworded"
+    assert dict(follower._state.snap.hashes) == dict(fresh._state.snap.hashes)
+    assert follower.get("d__t1") is decoded
+    assert vector_ids(follower, "tool 2 of c", 3) == vector_ids(fresh, "tool 2 of c", 3)

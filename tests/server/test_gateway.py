@@ -386,3 +386,33 @@ async def test_a_re_listed_unchanged_tool_list_keeps_the_cached_answers(registry
         await clock.set_tools([*clock.tools[:-1]])  # one tool gone
         await client.call_tool("find_tools", query)
         assert (gateway.find_cache.hits, gateway.find_cache.misses) == (1, 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_call_is_counted_and_audited(
+    registry: Any, backends: Any, mode: str, tmp_path: Any
+) -> None:
+    """A call the client gives up on (its request cancelled, or its session closed) still leaves its
+    metrics sample and its audit line, with the outcome ``cancelled``."""
+    from toolweave.settings import SecuritySettings
+
+    clock, _ = backends
+    audit = tmp_path / "audit.jsonl"
+    settings = Settings(
+        home=registry.path, call_timeout_s=60, security=SecuritySettings(audit_log=str(audit))
+    )
+    gateway = Gateway(registry, list(backends), settings)
+    clock.behaviour = "hang"
+    async with connected(gateway, mode, ListChanged()) as client:
+        with anyio.move_on_after(1.0):
+            await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
+        deadline = anyio.current_time() + 20
+        while not audit.exists() or "cancelled" not in audit.read_text():
+            assert anyio.current_time() < deadline, "the cancelled call was not audited"
+            await anyio.sleep(0.05)
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"]) for r in lines if r["kind"] == "call"] == [
+        ("clock__get_current_time", "cancelled")
+    ]
+    sample = gateway.metrics.calls.labels("clock__get_current_time", "cancelled")._value.get()
+    assert sample == 1

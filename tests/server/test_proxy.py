@@ -73,3 +73,24 @@ def test_error_payload_shape() -> None:
     assert err.structured_content == {
         "error": {"code": "timeout", "message": "slow upstream", "tool": "t__x", "details": {"after_s": 2}}
     }
+
+
+def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> None:
+    from toolweave.call_errors import error_code_of
+    from toolweave.server.proxy import with_error_code
+
+    own = types.CallToolResult(
+        content=[types.TextContent(text="ticket 7 is\nclosed")],
+        structured_content={"ticket": 7},
+        is_error=True,
+    )
+    coded = with_error_code(own, "desk__close_ticket")
+    assert error_code_of(coded) == "tool_error"
+    assert coded.structured_content == {
+        "ticket": 7,
+        "error": {"code": "tool_error", "message": "ticket 7 is closed", "tool": "desk__close_ticket"},
+    }
+    assert coded.content[-1].text.startswith("tool_error: ")  # type: ignore[union-attr]
+    assert coded.content[:-1] == own.content  # the tool's own words come first
+    ok = types.CallToolResult(content=[types.TextContent(text="done")])
+    assert with_error_code(ok, "desk__close_ticket") is ok

@@ -48,3 +48,53 @@ async def test_commits_loaded_by_a_write_of_this_replica_are_announced_too(
 
 async def _answer() -> list[Any]:
     return []
+
+
+SECRET = "hunter2-base-url-secret"
+SPEC = """openapi: 3.0.3
+info: {title: pets, version: "1"}
+paths:
+  /pets:
+    get:
+      operationId: listPets
+      summary: List the pets.
+      responses: {"200": {description: ok}}
+"""
+
+
+async def test_an_openapi_source_is_shared_and_logged_with_its_references_never_their_values(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No value expanded from ``${VAR}`` reaches the registry's files or a log line, whatever the kind
+    of source: an OpenAPI ``base_url`` is expanded at load (the adapter needs it), but shared raw."""
+    import logging
+
+    from toolweave.adapters.kinds import kind_named
+    from toolweave.manifest import load_manifest
+    from toolweave.server.replica import share_sources
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("SECRET_TOKEN", SECRET)
+    (tmp_path / "pets.yaml").write_text(SPEC, encoding="utf-8")
+    written = 'base_url: "http://admin:${SECRET_TOKEN}@127.0.0.1:9/v1?key=${SECRET_TOKEN}"'
+    (tmp_path / "fleet.yaml").write_text(f"openapi:\n  pets:\n    spec: pets.yaml\n    {written}\n")
+    manifest = load_manifest(tmp_path / "fleet.yaml")
+    assert manifest.backends()[0].config.base_url.startswith(f"http://admin:{SECRET}@")  # what calls use
+    logging.getLogger("toolweave.test").info("%s", manifest.describe())  # what a gateway logs at start
+
+    registry = Registry.open(tmp_path / "reg", embedder=embedder)
+    settings = Settings(home=tmp_path / "reg", registry_follow_sources=False)
+    gateway = Gateway(registry, [], settings, manifest=manifest)
+    await share_sources(gateway.sources)
+    registry.close()
+
+    stored = [p for p in (tmp_path / "reg").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert stored == []
+    assert SECRET not in caplog.text
+    (spec,) = registry.source_specs()
+    assert "${SECRET_TOKEN}" in spec.spec
+    # another replica expands the reference from its own environment
+    kind = kind_named(spec.kind)
+    assert kind is not None
+    theirs = kind.parse_shared(spec.spec, {"SECRET_TOKEN": "theirs"})
+    assert theirs.base_url == "http://admin:theirs@127.0.0.1:9/v1?key=theirs"

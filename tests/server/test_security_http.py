@@ -328,6 +328,11 @@ async def test_host_and_origin_are_checked_on_every_bind(registry: Any) -> None:
             assert origin.status_code in (400, 403)
             listed = await http.post("/mcp", json=body, headers={**hdrs, "host": f"gw.example:{port}"})
             assert listed.status_code == 200
+            # what an HTTPS client on 443 sends: the name without a port
+            portless = await http.post("/mcp", json=body, headers={**hdrs, "host": "gw.example"})
+            assert portless.status_code == 200
+            other = await http.post("/mcp", json=body, headers={**hdrs, "host": "gw.example.evil"})
+            assert other.status_code in (400, 403, 421)
 
 
 def test_non_loopback_without_auth_is_refused(caplog: Any) -> None:
@@ -354,6 +359,17 @@ async def test_unknown_kid_does_not_hammer_the_issuer(issuer: Issuer) -> None:
     assert issuer.fetches == fetches  # fetched within the last 10 s: no re-fetch per bad token
 
 
+async def test_the_oauth_clock_leeway_is_a_setting(issuer: Issuer) -> None:
+    from toolweave.server.auth import AuthError, authenticator_for
+
+    expired = issuer.token("k1", aud="http://r/mcp", exp_in=-60)  # expired a minute ago
+    strict = SecuritySettings(auth="oauth", oauth_issuer=issuer.url, oauth_jwks_url=f"{issuer.url}/jwks")
+    with pytest.raises(AuthError, match="expired"):
+        await authenticator_for(strict, "http://r/mcp").authenticate(expired)  # type: ignore[union-attr]
+    lenient = strict.model_copy(update={"oauth_leeway_s": 120.0})
+    assert (await authenticator_for(lenient, "http://r/mcp").authenticate(expired)).name == "alice"  # type: ignore[union-attr]
+
+
 async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> None:
     """In-process (no HTTP request, as over stdio): the manifest's default identity's rules apply."""
     from toolweave.manifest import Manifest
@@ -375,6 +391,7 @@ async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> N
         answer = doc(await client.call_tool("find_tools", {"query": huge}))
         # searched by its head, echoed as a short prefix (meta_tools.QUERY_ECHO_CHARS) with its length
         assert len(answer["query"]) <= 250 and answer["query"].startswith("search my notes")
+        assert answer["query"].endswith(f"({len(huge.strip()):,} characters)")  # its real length
         assert "notes__search_notes" in [t["name"] for t in answer["tools"]]
 
 

@@ -11,23 +11,24 @@ when the first backend of its kind is built, after the gateway answered the hand
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
-from toolweave.config_values import local_path
+from toolweave.config_values import interpolate_tree, local_path
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.adapters.backend import Backend, StatusCallback
 
-__all__ = ["BACKEND_KINDS", "BackendKind", "BuildOptions", "Configured", "kind_named"]
+__all__ = ["BACKEND_KINDS", "BackendKind", "BuildOptions", "Configured", "kind_named", "raw_entries"]
 
 C = TypeVar("C")
 
@@ -82,17 +83,62 @@ class BackendKind(Generic[C]):
         """One entry as another replica shared it (its config model's JSON)."""
         return self.adapter.validate_json(text)
 
+    def parse_shared(self, text: str, environ: Mapping[str, str]) -> C:
+        """One entry as another replica shared it: a raw kind's config as written (the adapter expands
+        ``${VARS}`` when it connects); another kind's raw manifest entry, expanded here from ``environ``
+        like a manifest at load (a missing variable raises ``ConfigError``)."""
+        if self.raw:
+            return self.parse_json(text)
+        return self.parse(interpolate_tree(json.loads(text), environ, self.section))
+
 
 @dataclass(frozen=True)
 class Configured:
-    """One configured backend: its source name, kind and entry."""
+    """One configured backend: its source name, kind and entry (``raw``: as written, for a kind
+    expanded at load)."""
 
     name: str
     kind: BackendKind[Any]
     config: Any
+    raw: Mapping[str, Any] | None = None
 
     def build(self, options: BuildOptions) -> Backend:
         return self.kind.build(self.name, self.config, options)
+
+    def shared_spec(self) -> str:
+        """The entry as replicas share it (the registry's ``sources`` table): its raw text, never a value
+        expanded from this process's environment (``BackendKind.parse_shared`` reads it back)."""
+        if self.kind.raw or self.raw is None:
+            return str(self.config.model_dump_json())
+        return json.dumps(self.raw, sort_keys=True, default=str)
+
+    def as_written(self) -> Any:
+        """The entry with its raw strings, for logs (the validated one when that cannot be built)."""
+        model = self.kind.config
+        if (
+            self.kind.raw
+            or self.raw is None
+            or not (isinstance(model, type) and issubclass(model, BaseModel))
+        ):
+            return self.config
+        return model.model_construct(**self.raw)
+
+
+def raw_entries(data: Mapping[str, Any], base: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """A manifest's backend entries of kinds expanded at load, as written (prepared, not expanded)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for kind in BACKEND_KINDS:
+        block = data.get(kind.section)
+        if kind.raw or not isinstance(block, dict):
+            continue
+        for key, entry in block.items():
+            if not isinstance(entry, dict):
+                continue
+            try:
+                out[(kind.section, str(key))] = kind.prepare(str(key), entry, base) if kind.prepare else entry
+            except ValueError:  # reported by the manifest's validation already
+                continue
+    return out
 
 
 # -- MCP servers (adapters/mcp/) -----------------------------------------------------------------------
@@ -179,7 +225,7 @@ OPENAPI = BackendKind[OpenAPISourceConfig](
     description="OpenAPI sources by name; `name` comes from the key.",
     config=OpenAPISourceConfig,
     build=_build_openapi,
-    describe=lambda name, c: f"openapi {name}: {c.spec} base_url={c.base_url}",
+    describe=lambda name, c: f"openapi {name}: {c.spec}" + (f" base_url={c.base_url}" if c.base_url else ""),
     prepare=_openapi_entry,
 )
 

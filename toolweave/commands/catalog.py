@@ -27,6 +27,14 @@ def ingest_catalog(
     keep_missing: Annotated[
         bool, typer.Option("--keep-missing", help="Keep the source's tools that these files no longer list.")
     ] = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Record the catalog among the registry's shared sources: every gateway on this registry "
+            "serves its tools (replicas within a poll), not only those whose manifest names it.",
+        ),
+    ] = False,
     json_out: JsonOption = False,
 ) -> None:
     """Add a catalog's tools and dependency edges to the registry (only changed tools are embedded)."""
@@ -57,6 +65,17 @@ def ingest_catalog(
                 replace_source=not keep_missing,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
+        if serve:
+            from toolweave.registry.sources import CATALOG_KIND, SourceSpec
+
+            reg.set_source_specs([SourceSpec(source, CATALOG_KIND, "{}")])
+        elif source not in {s.name for s in reg.source_specs()}:
+            typer.echo(
+                f"note: gateways serve {source}'s tools only if their manifest lists the catalog; "
+                "ingest with --serve to have every gateway on this registry serve them",
+                err=True,
+            )
+        reg.close()
         for skipped in catalog.skipped_edges:
             typer.echo(f"skipped edge {skipped}", err=True)
         if json_out:

@@ -1,10 +1,13 @@
-"""The one door every registry write goes through: the writer lease, catching up, rollback, the commit.
+"""The one door every registry write goes through: the writer lock, catching up, rollback, the commit.
 
 A write (ingest, edges, overrides, a batch of observations, source specs, a vector index) runs inside
-``Commits.writer()``: it holds the writer lease (another process's write finishes first), loads what
+``Commits.writer()``: it holds the writer lock (another process's write finishes first), loads what
 other processes committed since this snapshot (so it builds on the newest registry), and rolls back on
-error. It ends with ``Commits.commit``, which writes the commit record naming the new table versions:
-the last step of any write (``toolweave.registry.database``). See docs/registry.md ("Commits", "Replicas").
+error. It ends with ``Commits.commit``, which writes the commit record naming the new table versions
+and what the write changed (``RegistryState.changes``, for followers): the last step of any write
+(``toolweave.registry.database``). A write fenced out (another writer holds the lock now) rolls back
+nothing on disk (the new holder's catch-up does) and reloads the committed state. See docs/registry.md
+("Commits", "Writers").
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from toolweave.errors import RegistryError
 from toolweave.registry.follower import Follower
 from toolweave.registry.state import RegistryState
 
-__all__ = ["LEASE_WAIT_S", "Commits"]
+__all__ = ["LOCK_WAIT_S", "Commits"]
 
 log = logging.getLogger(__name__)
 
-LEASE_WAIT_S = 300.0
-"""How long a write waits for another process's write (an ingest of 10k tools takes minutes)."""
+LOCK_WAIT_S = 600.0
+"""How long a write waits for another process's write (an ingest of 10k tools on a busy machine takes
+minutes; an index build at 100k longer)."""
 _COMPACT_EVERY = 50
 
 
@@ -35,11 +39,11 @@ class Commits:
         self._writes = 0
 
     @contextmanager
-    def writer(self, wait_s: float = LEASE_WAIT_S, *, rollback: bool = True) -> Iterator[None]:
-        """A write: hold the writer lease, catch up with what other processes committed, and
+    def writer(self, wait_s: float = LOCK_WAIT_S, *, rollback: bool = True) -> Iterator[None]:
+        """A write: hold the writer lock, catch up with what other processes committed, and
         (``rollback``) roll back on error. Call it with ``state.write_lock`` held. An ingest checks its
         input first and rolls back only what follows (``rollback=False`` + ``rollback_on_error``)."""
-        with self._state.db.lease.held(wait_s):
+        with self._state.db.lock.held(wait_s):
             self._follower.catch_up()
             if not rollback:
                 yield
@@ -51,11 +55,16 @@ class Commits:
     def rollback_on_error(self) -> Iterator[None]:
         """A write that fails half-way (bad input found late, a store error, Ctrl-C) leaves the last
         committed state, on disk and in memory: nothing is half-written for the next reader."""
+        state = self._state
         try:
             yield
         except BaseException:
+            state.changes.clear()
             try:
-                self._state.db.roll_back()
+                if self._still_holding():
+                    state.db.roll_back()
+                else:  # fenced out: the tables are the new holder's now; it rolls back our leftovers
+                    state.db.reread_head()
                 self._follower.load_committed()
             except RegistryError:
                 log.exception(
@@ -63,15 +72,33 @@ class Commits:
                 )
             raise
 
-    def commit(self, action: str, *, graph: bool = False, compact: bool = True) -> None:
+    def _still_holding(self) -> bool:
+        try:
+            self._state.db.lock.check()
+        except RegistryError:
+            return False
+        return True
+
+    def commit(
+        self, action: str, *, graph: bool = False, compact: bool = True, everything: bool = False
+    ) -> None:
         """Make this write the registry: with ``graph``, the edge table first (and what searches read of
-        the graph is published after); then the commit record, the last step."""
+        the graph is published after); then the commit record, the last step. ``everything``: followers
+        must load the whole registry (the change is not one of rows, edges or examples)."""
         state = self._state
+        changes = state.changes
         if graph:
             state.db.side.save_edges(state.graph.edges())
+            changes.touch_some("edges", state.graph.peek_changed())
+        if everything:
+            changes.everything()
+        committed = state.db.head.versions if state.db.head is not None else {}
+        for kind, table in (("tools", state.table), ("usage", state.usage)):
+            if committed.get(table.name) != table.version and not changes.noted(kind):
+                changes.touch_all(kind)  # written without saying what changed: followers read it whole
         if compact:
             self._compact_now_and_then()
-        state.db.commit(action=action, tools=state.table, usage=state.usage)
+        state.db.commit(action=action, tools=state.table, usage=state.usage, delta=changes.take())
         state.loaded_generation = state.db.committed_generation()
         if graph:
             state.publish_graph()
@@ -84,6 +111,8 @@ class Commits:
         if self._writes % _COMPACT_EVERY:
             return
         state = self._state
+        state.changes.touch("tools")  # new versions of the same rows
+        state.changes.touch("usage")
         for table in (state.table, state.usage):
             try:
                 table.compact()

@@ -10,12 +10,14 @@ the committed one and restores (``Table.restore``) whatever is ahead: a crash at
 state or the new one, never rows without their edges or index. A reindex writes a new tool table beside
 the old; the commit record switching to it is the swap.
 
-Many processes may share one database (gateway replicas): only the holder of the writer lease
-(``toolweave.registry.lease``) writes or recovers, and the commit record is written with a
-compare-and-set on its generation, so a writer that lost its lease cannot overwrite a newer commit.
-Everyone else reads the table versions the commit record names, never a writer's work in progress.
-Readers detect a newer state cheaply: ``generation()`` reads the one-row commit table.
-See docs/registry.md ("Replicas").
+Many processes may share one database (gateway replicas): only the holder of the writer lock
+(``toolweave.registry.lock``) writes or recovers. The commit record is written with a compare-and-set
+on its generation, after the lock's fencing check, and only when every table it names is still at the
+version this writer wrote: a writer that lost its lock, or whose table another wrote meanwhile, fails
+and rolls back instead of committing someone else's half-write. Everyone else reads the table versions
+the commit record names, never a writer's work in progress. Readers detect a newer state cheaply:
+``generation()`` reads the one-row commit table; the record's ``log`` says what recent commits changed
+(``toolweave.registry.changes``). See docs/registry.md ("Writers", "Replicas").
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from toolweave.errors import GraphError, NotARegistryError, RegistryBusyError, RegistryError
+from toolweave.errors import ConfigError, GraphError, NotARegistryError, RegistryBusyError, RegistryError
 from toolweave.records import DependencyEdge, ToolKind
+from toolweave.registry.changes import Delta, extend_log
 from toolweave.registry.graph import GRAPH_FILE, DependencyGraph
-from toolweave.registry.lease import LEASE_TABLE, WriterLease
+from toolweave.registry.lock import LOCK_FILE, WriterLock, writer_lock
 from toolweave.registry.side_tables import EDGE_TABLE, OVERRIDE_TABLE, SideTables
 from toolweave.registry.sources import SOURCE_TABLE
 from toolweave.registry.store import TABLE_NAME, ToolTable, lance_errors
@@ -56,6 +59,8 @@ FORMAT = "toolweave-registry/2"
 LEGACY_META_FILE = "registry.json"
 _LEGACY_FORMAT = "toolweave-registry/1"
 COMMIT_TABLE = "commit"
+_OLD_LEASE_TABLE = "lease"
+"""The writer lease of earlier versions (a Lance row): dropped by the first recovery under the lock."""
 _TOOL_TABLE = re.compile(rf"^{TABLE_NAME}(_g\d+)?$")
 _USAGE_TABLE = re.compile(rf"^{USAGE_TABLE}(_g\d+)?$")
 RegistryLocation = Path | str
@@ -82,20 +87,28 @@ class CommitRecord:
     action: str = ""
     committed_at: float = 0.0
     format: str = FORMAT
+    fence: int = 0
+    """The writer lock's fencing token of the commit's writer (0: a file lock, which needs none)."""
+    log: list[list[Any]] = field(default_factory=list)
+    """``[generation, changes]`` of the newest commits (``toolweave.registry.changes``)."""
 
 
 class RegistryDatabase:
     """The LanceDB database of one registry. ``open`` connects, migrates and recovers."""
 
     def __init__(
-        self, location: RegistryLocation, db: Any, head: CommitRecord | None, lease_s: float = 30.0
+        self, location: RegistryLocation, db: Any, head: CommitRecord | None, lock: WriterLock
     ) -> None:
         self.location = location
         self._db = db
         self.head = head
-        self.lease = WriterLease(db, lease_s)
-        """Only its holder writes or recovers (see ``toolweave.registry.lease``)."""
-        self.side = SideTables(db, lambda: self.head.versions if self.head is not None else {})
+        self.lock = lock
+        """Only its holder writes or recovers (see ``toolweave.registry.lock``)."""
+        self._guard: Callable[[], None] = lambda: self.lock.check()
+        """Before every data write: this handle still holds the writer lock (its fencing check)."""
+        self.side = SideTables(
+            db, lambda: self.head.versions if self.head is not None else {}, guard=self._guard
+        )
         """The edge, override and source tables (``side_tables.py``)."""
         self.graph_lost = False
         """Set by migrating an old registry whose rows outlived its graph file: edges must be re-inferred."""
@@ -115,7 +128,7 @@ class RegistryDatabase:
                 return True
         with lance_errors(f"opening {location}", "registry"):
             db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
-        return COMMIT_TABLE in cls(location, db, None)._table_names()
+        return COMMIT_TABLE in _table_names(db)
 
     @classmethod
     def open(
@@ -123,14 +136,15 @@ class RegistryDatabase:
         location: RegistryLocation,
         storage_options: Mapping[str, str] | None = None,
         *,
-        lease_s: float = 30.0,
+        lock_url: str = "",
+        lock_ttl_s: float = 60.0,
     ) -> RegistryDatabase:
         """Connect to ``location``; roll back writes no commit names; migrate a ``graph.json`` registry.
 
-        Recovery needs the writer lease: while another process holds it (its write is in progress,
+        Recovery needs the writer lock: while another process holds it (its write is in progress,
         not interrupted), nothing is rolled back and the committed versions are read; the next
-        write, under the lease, recovers. ``head`` is None for a new (empty) registry: ``create``
-        makes it (under the lease).
+        write, under the lock, recovers. ``head`` is None for a new (empty) registry: ``create``
+        makes it (under the lock). ``lock_url``: the Redis of an object-store registry's lock.
         """
         import lancedb
 
@@ -140,22 +154,25 @@ class RegistryDatabase:
                 raise NotARegistryError(f"{location} is a file, not a registry directory")
         with lance_errors(f"opening {location}", "registry"):
             db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
-        out = cls(location, db, None, lease_s)
+        out = cls(location, db, None, writer_lock(location, lock_url, lock_ttl_s))
         names = out._table_names()
-        if LEASE_TABLE not in names:  # never written by a lease holder: a new, old-layout or foreign location
-            out.head = out._recover()
-            return out
-        if not out.lease.try_acquire():  # a live writer is at work: read what is committed
-            out.head = out._read_head() if COMMIT_TABLE in names else None
+        if COMMIT_TABLE not in names and _legacy_meta(location) is None:
+            _refuse_foreign(location, names)  # before the lock file is made in someone else's directory
+        try:
+            holding = out.lock.try_acquire()
+        except ConfigError:  # no lock to be had here: read-only until a write says what to set
+            holding = False
+        if not holding:  # a live writer is at work: read what is committed
+            out.head = out._read_head() if COMMIT_TABLE in out._table_names() else None
             return out
         try:
             out.head = out._recover()
         finally:
-            out.lease.release()
+            out.lock.release()
         return out
 
     def recover(self) -> CommitRecord | None:
-        """Re-read the commit record and roll back what no commit names. Only under the lease."""
+        """Re-read the commit record and roll back what no commit names. Only under the lock."""
         self.head = self._recover()
         return self.head
 
@@ -166,15 +183,7 @@ class RegistryDatabase:
         return self.head
 
     def _table_names(self) -> set[str]:
-        with lance_errors("listing tables", "registry"):
-            names: set[str] = set()
-            token = None
-            while True:
-                page = self._db.list_tables(page_token=token, limit=1000)
-                names.update(page.tables)
-                token = page.page_token
-                if not token:
-                    return names
+        return _table_names(self._db)
 
     def _recover(self) -> CommitRecord | None:
         self.side.clear()
@@ -182,6 +191,7 @@ class RegistryDatabase:
         if COMMIT_TABLE not in names:
             return self._first_open(names)
         head = self._read_head()
+        self._guard()  # rolling back is a write: never over a new holder's write in progress
         restored = []
         for name, version in head.versions.items():
             table = self._open(name)
@@ -194,6 +204,8 @@ class RegistryDatabase:
                 _USAGE_TABLE.match(name) and name != head.usage_table
             ):
                 self.drop(name)  # a reindex that never committed, or the table a committed one replaced
+        if _OLD_LEASE_TABLE in names:
+            self.drop(_OLD_LEASE_TABLE)
         if restored:
             log.warning(
                 "registry %s: rolled back writes of an interrupted ingest (%s)",
@@ -209,32 +221,22 @@ class RegistryDatabase:
         legacy = _legacy_meta(self.location)
         if legacy is not None:
             return self._migrate(legacy)
+        _refuse_foreign(self.location, names)
         ours = {
             n
             for n in names
             if _TOOL_TABLE.match(n)
             or _USAGE_TABLE.match(n)
-            or n in (EDGE_TABLE, OVERRIDE_TABLE, SOURCE_TABLE, LEASE_TABLE)
+            or n in (EDGE_TABLE, OVERRIDE_TABLE, SOURCE_TABLE, _OLD_LEASE_TABLE)
         }
-        # other tables (the quarantine, ...) keep their own state beside ours: no reason to refuse
-        foreign: list[str] = []
-        if isinstance(self.location, Path) and self.location.exists():
-            foreign = sorted(
-                p.name for p in self.location.iterdir() if p.name.removesuffix(".lance") not in names
-            )
-        if foreign:
-            raise NotARegistryError(
-                f"{self.location} is not a toolweave registry (no commit record; it holds "
-                f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
-            )
-        for name in ours - {LEASE_TABLE}:  # a registry whose very first commit never happened
+        for name in ours:  # a registry whose very first commit never happened
             self.drop(name)
         return None
 
     def create(self, embedding_model: str, dim: int) -> CommitRecord:
         """Start an empty registry: empty tables, then the first commit."""
-        tools = ToolTable(self._db, TABLE_NAME, dim)
-        usage = UsageTable(self._db, USAGE_TABLE, dim)
+        tools = ToolTable(self._db, TABLE_NAME, dim, guard=self._guard)
+        usage = UsageTable(self._db, USAGE_TABLE, dim, guard=self._guard)
         head = CommitRecord(0, embedding_model, dim, tools.name, action="create")
         self.head = self.commit(head, tools=tools, usage=usage)
         return self.head
@@ -273,11 +275,13 @@ class RegistryDatabase:
         action: str = "",
         tools: ToolTable | None = None,
         usage: UsageTable | None = None,
+        delta: Delta | None = None,
         **changes: Any,
     ) -> CommitRecord:
         """Record the current version of every registry table as the registry: the last write of any
         change. ``tools`` and ``usage`` name the handles written through (a reindex switches both to new
-        tables); ``changes`` update model and dim."""
+        tables); ``delta``: what changed, for followers (None: everything); ``changes`` update model
+        and dim."""
         base = head or self.head
         if base is None:
             raise RegistryError(f"registry {self.location} has no commit to build on")
@@ -291,13 +295,18 @@ class RegistryDatabase:
             versions[usage_table] = usage.version
         elif usage_table in base.versions:
             versions[usage_table] = self._open(usage_table).version
+        for name, version in versions.items():
+            _check_version(self.location, name, self._open(name).version, version)
+        generation = (self.head.generation + 1) if self.head is not None else 0
         record = replace(
             base,
-            generation=(self.head.generation + 1) if self.head is not None else 0,
+            generation=generation,
             tools_table=tools_table,
             usage_table=usage_table,
             versions=versions,
             action=action or base.action,
+            fence=self.lock.token,
+            log=extend_log(base.log if self.head is not None else [], generation, delta),
             **changes,
         )
         self.head = self._write_head(record, expected=self.head.generation if self.head else None)
@@ -305,9 +314,9 @@ class RegistryDatabase:
 
     def _write_head(self, record: CommitRecord, expected: int | None) -> CommitRecord:
         """Write the one-row commit record. Over an existing one, a compare-and-set on ``expected``
-        (the generation this write built on): a newer commit by another process makes it fail."""
-        if self.lease.holding:
-            self.lease.verify()
+        (the generation this write built on): a newer commit by another process makes it fail; and
+        before it, the writer lock's fencing check."""
+        self.lock.check()
         record = replace(record, committed_at=time.time())
         encoded = json.dumps(asdict(record), sort_keys=True)
         if expected is None or COMMIT_TABLE not in self._table_names():
@@ -324,7 +333,7 @@ class RegistryDatabase:
         if int(result.rows_updated) != 1:
             raise RegistryBusyError(
                 f"registry {self.location}: another process committed generation > {expected} during this "
-                "write (its writer lease expired?); the write is rolled back"
+                "write; the write is rolled back. Try again."
             )
         return record
 
@@ -337,23 +346,27 @@ class RegistryDatabase:
     def tool_table(self) -> ToolTable:
         """The committed tool table, at its committed version (writable when that is the latest)."""
         head = self._committed()
-        return ToolTable(self._db, head.tools_table, head.dim, head.versions.get(head.tools_table))
+        return ToolTable(
+            self._db, head.tools_table, head.dim, head.versions.get(head.tools_table), guard=self._guard
+        )
 
     def new_tool_table(self, dim: int) -> ToolTable:
         """An empty tool table beside the committed one (for a reindex), named after the next generation."""
         name = self._next_name(TABLE_NAME)
         self.drop(name)
-        return ToolTable(self._db, name, dim)
+        return ToolTable(self._db, name, dim, guard=self._guard)
 
     def usage_table(self) -> UsageTable:
         head = self._committed()
-        return UsageTable(self._db, head.usage_table, head.dim, head.versions.get(head.usage_table))
+        return UsageTable(
+            self._db, head.usage_table, head.dim, head.versions.get(head.usage_table), guard=self._guard
+        )
 
     def new_usage_table(self, dim: int) -> UsageTable:
         """An empty usage table beside the committed one (for a reindex)."""
         name = self._next_name(USAGE_TABLE)
         self.drop(name)
-        return UsageTable(self._db, name, dim)
+        return UsageTable(self._db, name, dim, guard=self._guard)
 
     def _next_name(self, base: str) -> str:
         generation = self.head.generation + 1 if self.head is not None else 0
@@ -383,7 +396,7 @@ class RegistryDatabase:
         """``registry.json`` + tool table + ``graph.json`` → edges table and a commit record. Safe to
         repeat: a crash before the commit leaves the old files, and migration runs again."""
         assert isinstance(self.location, Path)
-        tools = ToolTable(self._db, TABLE_NAME, int(meta["dim"]))
+        tools = ToolTable(self._db, TABLE_NAME, int(meta["dim"]), guard=self._guard)
         graph_path = self.location / GRAPH_FILE
         edges: list[DependencyEdge] = []
         if graph_path.exists():
@@ -400,12 +413,52 @@ class RegistryDatabase:
         self.side.save_overrides(None)
         head = CommitRecord(0, str(meta["embedding_model"]), int(meta["dim"]), tools.name, action="migrate")
         self.head = None
-        head = self.commit(head, tools=tools, usage=UsageTable(self._db, USAGE_TABLE, int(meta["dim"])))
+        usage = UsageTable(self._db, USAGE_TABLE, int(meta["dim"]), guard=self._guard)
+        head = self.commit(head, tools=tools, usage=usage)
         log.info(
             "registry %s: migrated %d edges from %s into the database", self.location, len(edges), GRAPH_FILE
         )
         _remove_legacy_files(self.location)
         return head
+
+
+def _refuse_foreign(location: RegistryLocation, names: set[str]) -> None:
+    """A local directory without a commit record that holds files LanceDB does not list is someone
+    else's: refused. Other tables (the quarantine, ...) keep their own state beside ours."""
+    foreign: list[str] = []
+    if isinstance(location, Path) and location.exists():
+        foreign = sorted(
+            p.name
+            for p in location.iterdir()
+            if p.name.removesuffix(".lance") not in names and p.name != LOCK_FILE
+        )
+    if foreign:
+        raise NotARegistryError(
+            f"{location} is not a toolweave registry (no commit record; it holds "
+            f"{', '.join(foreign[:5])}). Choose an empty or new location with --registry."
+        )
+
+
+def _check_version(location: RegistryLocation, name: str, latest: int, version: int) -> None:
+    """A table to be named must still be at the version this writer wrote or read: a table another
+    writer wrote since (one whose lock lapsed) would commit that writer's half-write."""
+    if latest != version:
+        raise RegistryBusyError(
+            f"registry {location}: table {name} was written by another writer during this write "
+            f"(version {latest}, this write's {version}); the write is rolled back. Try again."
+        )
+
+
+def _table_names(db: Any) -> set[str]:
+    with lance_errors("listing tables", "registry"):
+        names: set[str] = set()
+        token = None
+        while True:
+            page = db.list_tables(page_token=token, limit=1000)
+            names.update(page.tables)
+            token = page.page_token
+            if not token:
+                return names
 
 
 def graph_from_rows(

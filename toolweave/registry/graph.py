@@ -61,6 +61,10 @@ class DependencyGraph:
         changed, self._changed = self._changed, set()
         return changed
 
+    def peek_changed(self) -> set[str] | None:
+        """What ``take_changed`` would answer, without resetting it (a commit notes it for followers)."""
+        return None if self._changed is None else set(self._changed)
+
     def declaring(self) -> set[str]:
         """The tools that have at least one declared outgoing edge."""
         return set(self._declaring)

@@ -88,7 +88,7 @@ class Ingest:
             self._check_batch(source, tools)
             if not self._would_change(source, tools, edges, replace_source) and self._follower.current():
                 # an upstream re-listing what the registry holds (every replica's upstreams do): no
-                # lease, no write
+                # lock, no write
                 ids = {t.id for t in tools}
                 summary.unchanged = len(tools)
                 summary.edges = sum(1 for e in state.edges if e.tool in ids)
@@ -138,6 +138,8 @@ class Ingest:
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 state.table.upsert(rows, documents)
                 state.table.delete_ids(removed)
+                if rows or removed:
+                    state.changes.touch("tools", [source])
                 self._usage.sync_examples(changed, removed)
                 # LanceDB builds the full-text index on its own threads beside our inference; the new
                 # snapshot waits for the index (its searches and their cache must not see a half-indexed
@@ -152,7 +154,7 @@ class Ingest:
                         wait([indexing])
                 if indexing is not None:
                     indexing.result()
-                    self._follower.reload()
+                    self._follower.reload({source})
                 summary.edges = sum(len(state.graph.dependencies(tool_id)) for tool_id in incoming)
                 if graph_changed or rows or removed:
                     self._commits.commit(f"ingest {source}", graph=True)
@@ -186,7 +188,7 @@ class Ingest:
             state.overrides = overrides
             report = apply_overrides(state.graph, overrides)
             state.db.side.save_overrides(overrides)
-            self._commits.commit("set overrides", graph=True)
+            self._commits.commit("set overrides", graph=True, everything=True)
         return report
 
     def repair(self) -> None:
@@ -208,7 +210,7 @@ class Ingest:
             state.db.graph_lost = False
             if repairs:
                 log.warning("registry %s: %s", state.path, "; ".join(repairs))
-                self._commits.commit("repair", graph=True)
+                self._commits.commit("repair", graph=True, everything=True)
 
     def _needs_repair(self) -> bool:
         state = self._state

@@ -93,9 +93,11 @@ class LearnedEdgeBook:
         for key in [k for k in rows if not self._observable(k[0], k[2])]:
             del rows[key]  # a tool gone or made private since
         state.db.side.save_traffic([_row(e) for e in rows.values()])
+        state.changes.touch_all("traffic")  # followers read the evidence again (it is small)
         edges = self._edges(rows)
         if self._sync_graph(edges):
             state.db.side.save_edges(state.graph.edges())
+            state.changes.touch_some("edges", state.graph.peek_changed())
         self._pending = (rows, self._next_steps(rows, edges))
         return True
 

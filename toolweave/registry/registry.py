@@ -14,7 +14,7 @@ part                      job
 ``learned.LearnedEdgeBook`` value flow seen between calls (buffered too) and the learned edges it makes
 ``flusher.Flusher``        writes buffered observations in batches: one write, one commit per flush
 ``follower.Follower``      loads committed generations (open, rollback, catch-up, ``refresh``)
-``commits.Commits``        the writer lease, catching up, rollback on error, the commit record
+``commits.Commits``        the writer lock, catching up, rollback on error, the commit record
 ``vector_upkeep``          a large registry's ANN index, refreshed on a background thread
 ``sources.SourceBook``     the source specs replicas share
 ========================  ==========================================================================
@@ -30,7 +30,7 @@ import logging
 from collections.abc import Collection, Sequence
 
 from toolweave.errors import ModelMismatchError, NotARegistryError
-from toolweave.registry.commits import LEASE_WAIT_S, Commits
+from toolweave.registry.commits import LOCK_WAIT_S, Commits
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder, Progress
 from toolweave.registry.evidence import Sighting
@@ -132,12 +132,10 @@ class Registry:
         settings = settings or Settings()
         location = path if path is not None else settings.home
         embedder = embedder or Embedder(settings.embedding_model)
-        database = RegistryDatabase.open(
-            location, settings.registry_storage_options, lease_s=settings.registry_lease_s
-        )
+        database = _open_database(location, settings)
         head = database.head
         if head is None:
-            with database.lease.held(LEASE_WAIT_S):
+            with database.lock.held(LOCK_WAIT_S):
                 head = database.recover()  # another process may have created it meanwhile
                 if head is None:
                     head = database.create(embedder.model_id, embedder.dim)
@@ -161,12 +159,10 @@ class Registry:
         """Re-embed every tool of the registry at ``path`` with ``embedder``; keeps tools, graph and
         usage examples (their queries re-embedded too). See ``toolweave.registry.reindex``."""
         settings = settings or Settings()
-        database = RegistryDatabase.open(
-            path, settings.registry_storage_options, lease_s=settings.registry_lease_s
-        )
+        database = _open_database(path, settings)
         if database.head is None:
             raise NotARegistryError(f"{path} is not a toolweave registry (nothing was ever ingested there)")
-        with database.lease.held(LEASE_WAIT_S):
+        with database.lock.held(LOCK_WAIT_S):
             database.recover()
             return reindex_database(database, embedder, settings, progress)
 
@@ -268,3 +264,12 @@ class Registry:
                     self._usage.save(purged)
                     self._commits.commit("usage")
                     self._usage.publish()
+
+
+def _open_database(location: RegistryLocation, settings: Settings) -> RegistryDatabase:
+    return RegistryDatabase.open(
+        location,
+        settings.registry_storage_options,
+        lock_url=settings.registry_lock_url or settings.session_store_url,
+        lock_ttl_s=settings.registry_lock_ttl_s,
+    )

@@ -10,8 +10,10 @@ tools and goes through the table's ANN index above it; full-text search asks Lan
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import numpy as np
 
@@ -27,7 +29,9 @@ from toolweave.records import (
     SearchScope,
     ToolRecord,
 )
+from toolweave.registry.database import is_uri
 from toolweave.registry.inference import walkable
+from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import CompactRecords
@@ -49,7 +53,13 @@ class SnapshotSearch:
         self._state = state
         self._upkeep = upkeep
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolweave-fts")
-        self._text_search_down = False  # logged once per outage of the store's full-text index
+        where = str(state.path).replace("%", "%%")
+        self.text_outage = Outage(
+            log,
+            f"registry {where}: full-text search failed, vector search only: %s",
+            f"registry {where}: full-text search works again",
+        )
+        """The full-text index lives in the store: while it fails or hangs, searches rank by vectors."""
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
@@ -141,10 +151,10 @@ class SnapshotSearch:
 
     def _search(self, queries: Sequence[QueryVariant], k: int, scope: SearchScope) -> SearchResults:
         exclude_sources = scope.exclude_sources
+        # an object store that failed or hung is left alone until a probe; a local disk is asked each time
+        text = scope.text and not (is_uri(self._state.path) and self.text_outage.skip())
         pending = (
-            [self._pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries]
-            if scope.text
-            else []
+            [self._pool.submit(self.text_hits, q[0], k, exclude_sources) for q in queries] if text else []
         )
         ranked: list[list[Hit]] = [[] for _ in queries]
         if scope.vector:
@@ -159,8 +169,23 @@ class SnapshotSearch:
                     )
                 )
                 ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
-        texts = [f.result() for f in pending] if scope.text else [[] for _ in queries]
+        texts = self._text_results(pending) if text else [[] for _ in queries]
         return list(zip(ranked, texts, strict=True))
+
+    def _text_results(self, pending: list[Future[list[Hit]]]) -> list[list[Hit]]:
+        """The full-text answers, each waited for at most until the read deadline of an object store
+        (``Settings.registry_read_deadline_s``; a local disk has none): a hung store costs a search
+        that long once per probe, then nothing until the next probe (``Outage``)."""
+        wait_s = self._state.settings.registry_read_deadline_s if is_uri(self._state.path) else None
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        out: list[list[Hit]] = []
+        for future in pending:
+            try:
+                out.append(future.result(None if deadline is None else max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                self.text_outage.failed(f"no answer within {wait_s} s")
+                out.append([])
+        return out
 
     def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
         snap = self._state.snap
@@ -210,14 +235,8 @@ class SnapshotSearch:
             except RegistryError as exc:
                 # The index lives in the store (an object store may be down): the vector half, held in
                 # memory, still answers. Not cached, so the first search after the outage uses BM25 again.
-                if not self._text_search_down:
-                    self._text_search_down = True
-                    log.warning(
-                        "registry %s: full-text search failed, vector search only: %s", state.path, exc
-                    )
+                self.text_outage.failed(exc)
                 return []
-            if self._text_search_down:
-                self._text_search_down = False
-                log.warning("registry %s: full-text search works again", state.path)
+            self.text_outage.succeeded()
             snap.text_hits.put(key, hits)
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]

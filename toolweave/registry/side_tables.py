@@ -9,7 +9,7 @@ writer's work in progress.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -20,7 +20,7 @@ from toolweave.errors import RegistryError
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
-from toolweave.registry.store import lance_errors
+from toolweave.registry.store import Guard, lance_errors, no_guard, sql_in
 
 __all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables"]
 
@@ -76,9 +76,12 @@ class SideTables:
     """The edge, override and source tables of one LanceDB database. ``committed`` gives the table
     versions the current commit record names."""
 
-    def __init__(self, db: Any, committed: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self, db: Any, committed: Callable[[], Mapping[str, int]], *, guard: Guard = no_guard
+    ) -> None:
         self._db = db
         self._committed = committed
+        self._guard = guard
         self._handles: dict[str, Any] = {}
         """Open handles: each sees its own writes (and versions) without re-opening."""
 
@@ -114,19 +117,24 @@ class SideTables:
     def _replace_rows(self, name: str, schema: pa.Schema, rows: list[dict[str, Any]] | pa.Table) -> None:
         table = self._ensure(name, schema)
         arrow = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=schema)
+        self._guard()
         with lance_errors(f"writing {arrow.num_rows} rows", name):
             table.add(arrow, mode="overwrite")
 
-    def _committed_rows(self, name: str, schema: pa.Schema) -> list[dict[str, Any]]:
-        """The rows of table ``name`` at its committed version (never a writer's work in progress);
-        what this process wrote since, when it is the writer (its handle)."""
+    def _committed_rows(self, name: str, schema: pa.Schema, where: str | None = None) -> list[dict[str, Any]]:
+        """The rows of table ``name`` (those matching ``where``) at its committed version (never a
+        writer's work in progress); what this process wrote since, when it is the writer (its handle)."""
         with lance_errors("reading", name):
             if name in self._handles:
-                return list(self._handles[name].to_arrow().to_pylist())
-            version = self._committed().get(name)
-            if version is None:  # a table the commit does not name yet (older registries): empty
-                return []
-            return list(self._db.open_table(name, version=version).to_arrow().to_pylist())
+                table = self._handles[name]
+            else:
+                version = self._committed().get(name)
+                if version is None:  # a table the commit does not name yet (older registries): empty
+                    return []
+                table = self._db.open_table(name, version=version)
+            if where is None:
+                return list(table.to_arrow().to_pylist())
+            return list(table.search().where(where).limit(None).to_arrow().to_pylist())
 
     def save_sources(self, rows: list[dict[str, Any]]) -> None:
         """Replace the source table (not yet committed)."""
@@ -151,8 +159,11 @@ class SideTables:
         columns["kind"] = [str(e.kind) for e in edges]  # a StrEnum (or, written by hand, a str)
         self._replace_rows(EDGE_TABLE, _EDGE_SCHEMA, pa.Table.from_pydict(columns, schema=_EDGE_SCHEMA))
 
-    def load_edges(self) -> list[DependencyEdge]:
-        rows = self._committed_rows(EDGE_TABLE, _EDGE_SCHEMA)
+    def load_edges(self, tools: Collection[str] | None = None) -> list[DependencyEdge]:
+        """The committed edges (those going out of ``tools``, when given)."""
+        rows = self._committed_rows(
+            EDGE_TABLE, _EDGE_SCHEMA, None if tools is None else sql_in("tool", tools)
+        )
         try:
             return [DependencyEdge.model_validate(row) for row in rows]
         except ValidationError as exc:

@@ -19,13 +19,16 @@ if TYPE_CHECKING:  # the database imports this module's schema
     from toolweave.registry.commits import Commits
     from toolweave.registry.state import RegistryState
 
-__all__ = ["SOURCE_SCHEMA", "SOURCE_TABLE", "SourceBook", "SourceSpec"]
+__all__ = ["CATALOG_KIND", "SOURCE_SCHEMA", "SOURCE_TABLE", "SourceBook", "SourceSpec"]
 
 SOURCE_TABLE = "sources"
+CATALOG_KIND = "catalog"
+"""The kind of a shared static catalog: nothing to connect to, its tools are served (found) by every
+gateway on the registry. Backends are shared under their kind's name (``adapters/kinds.py``)."""
 SOURCE_SCHEMA = pa.schema(
     [
         pa.field("name", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # "mcp" | "openapi"
+        pa.field("kind", pa.string(), nullable=False),  # "mcp" | "openapi" | "catalog"
         pa.field("spec", pa.string(), nullable=False),  # the manifest entry as JSON, ${VARS} unexpanded
     ]
 )
@@ -63,6 +66,7 @@ class SourceBook:
                     return
                 merged = {s.name: s for s in state.sources} | {s.name: s for s in specs}
                 state.db.side.save_sources([vars(s) for s in sorted(merged.values(), key=lambda s: s.name)])
+                state.changes.touch("sources", merged)
                 self._commits.commit("sources")
                 state.sources = tuple(SourceSpec(**row) for row in state.db.side.load_sources())
 

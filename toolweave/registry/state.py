@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from toolweave.records import DependencyEdge
+from toolweave.registry.changes import Changes
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import DependencyGraph
@@ -41,7 +42,9 @@ class RegistryState:
         self.table = database.tool_table()
         self.usage = database.usage_table()
         self.write_lock = threading.RLock()
-        """Serialises this process's writes (the writer lease serialises processes)."""
+        """Serialises this process's writes (the writer lock serialises processes)."""
+        self.changes = Changes()
+        """What the write in progress changed, for followers (``changes.py``); under ``write_lock``."""
         self.snap = Snapshot()
         self.graph = DependencyGraph()
         """The graph writes change (networkx); searches read ``deps`` and ``edges`` instead."""
@@ -55,6 +58,10 @@ class RegistryState:
         one)."""
         self.foreign_loads = 0
         """Other processes' commits loaded, by a refresh or by a write catching up."""
+        self.full_loads = 0
+        """Times every table was read whole (open, rollback, a change the commit log cannot describe)."""
+        self.delta_loads = 0
+        """Other processes' commits loaded as their changes alone (``Follower.follow``)."""
 
     @property
     def usage_on(self) -> bool:

@@ -11,7 +11,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +24,17 @@ from toolweave.errors import RegistryError
 from toolweave.records import ToolKind, ToolRecord
 from toolweave.registry.vector_rows import VectorRows
 
-__all__ = ["CompactRecords", "StoredTool", "ToolTable", "lance_errors", "sql_string"]
+__all__ = [
+    "CompactRecords",
+    "Guard",
+    "StoredTool",
+    "ToolTable",
+    "lance_errors",
+    "no_guard",
+    "sql_in",
+    "sql_string",
+    "store_problem",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +43,15 @@ _FTS_COLUMN = "document"
 _DESTRUCTIVE = re.compile(r'"destructive_hint"\s*:\s*true')
 """What a stored record of a destructive tool contains (``CompactRecords.is_destructive`` confirms by
 decoding: the text may also occur inside a description)."""
+
+
+Guard = Callable[[], None]
+"""Called before every write of a table: raises when this process may no longer write (it lost the
+registry's writer lock: ``toolweave.registry.lock``)."""
+
+
+def no_guard() -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +63,44 @@ class StoredTool:
 
 @contextmanager
 def lance_errors(action: str, what: str = "tool table") -> Iterator[None]:
-    """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead."""
+    """LanceDB raises plain RuntimeError/ValueError/OSError: name what we were doing instead, in one
+    line (an object store's failure comes as a multi-line dump of the Rust layer's error)."""
     try:
         yield
     except RegistryError:
         raise
     except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
-        raise RegistryError(f"{what}: {action} failed: {exc}") from exc
+        raise RegistryError(f"{what}: {action} failed: {store_problem(str(exc))}") from exc
+
+
+_S3_CODE = re.compile(r"<Code>(\w+)</Code>")
+_BUCKET = re.compile(r"<BucketName>([^<]+)</BucketName>")
+_STORE_ADVICE = {
+    "NoSuchBucket": "the bucket {bucket} does not exist: create it (e.g. `aws s3 mb s3://{bucket}`, or in "
+    "the store's console); toolweave creates everything inside it",
+    "AccessDenied": "the object store refused access: check the credentials (AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY) and the bucket's policy",
+    "InvalidAccessKeyId": "the object store does not know the access key (AWS_ACCESS_KEY_ID)",
+    "SignatureDoesNotMatch": "the object store rejected the signature: check AWS_SECRET_ACCESS_KEY and "
+    "aws_region",
+}
+
+
+def store_problem(message: str) -> str:
+    """What an object-store failure means, in one line: advice for the usual mistakes (a missing bucket,
+    refused credentials, an unreachable endpoint), else the message's first line, cut."""
+    code = _S3_CODE.search(message)
+    if code and code.group(1) in _STORE_ADVICE:
+        bucket = _BUCKET.search(message)
+        return _STORE_ADVICE[code.group(1)].format(
+            bucket=bucket.group(1) if bucket else "(the registry's bucket)"
+        )
+    if "error sending request" in message or "Connection refused" in message or "tcp connect" in message:
+        return (
+            "cannot reach the object store (check aws_endpoint in registry_storage_options, and the network)"
+        )
+    first = " ".join(message.split("\n", 1)[0].split())
+    return first if len(first) <= 400 else first[:400] + "…"
 
 
 def tool_schema(dim: int) -> pa.Schema:
@@ -71,10 +121,13 @@ def tool_schema(dim: int) -> pa.Schema:
 class ToolTable:
     """The tool table ``name`` of an open LanceDB database (created empty when missing)."""
 
-    def __init__(self, db: Any, name: str, dim: int, version: int | None = None) -> None:
+    def __init__(
+        self, db: Any, name: str, dim: int, version: int | None = None, *, guard: Guard = no_guard
+    ) -> None:
         self.name = name
         self._dim = dim
         self._schema = tool_schema(dim)
+        self.guard = guard
         with lance_errors(f"opening table {name}"):
             try:
                 self._table = db.open_table(name)
@@ -99,6 +152,7 @@ class ToolTable:
 
     def restore(self, version: int) -> None:
         """Make ``version``'s rows and indexes current again (as a new version): undoes later writes."""
+        self.guard()
         with lance_errors(f"restoring version {version}"):
             self._table.restore(version)
         self._fts_ready = self._has_fts_index()
@@ -117,10 +171,14 @@ class ToolTable:
         with lance_errors("counting rows"):
             return int(self._table.count_rows())
 
-    def load_all(self) -> list[StoredTool]:
-        """Every row, decoded. At gateway scale (≤ ~10k tools) this fits easily in memory."""
+    def load_all(self, sources: Collection[str] | None = None) -> list[StoredTool]:
+        """Every row (or the rows of ``sources``), decoded. At gateway scale (≤ ~10k tools) this fits
+        easily in memory."""
         with lance_errors("reading the table"):
-            arrow = self._table.to_arrow()
+            if sources is None:
+                arrow = self._table.to_arrow()
+            else:
+                arrow = self._table.search().where(_source_in(sources)).limit(None).to_arrow()
         if arrow.num_rows == 0:
             return []
         records = arrow.column("record").to_pylist()
@@ -136,19 +194,25 @@ class ToolTable:
                 f"tool table {self.name}: a stored tool record does not decode: {exc}"
             ) from exc
 
-    def load_compact(self) -> tuple[list[str], list[str], list[str], list[str], CompactRecords]:
+    def load_compact(
+        self, sources: Collection[str] | None = None
+    ) -> tuple[list[str], list[str], list[str], list[str], CompactRecords]:
         """``(ids, sources, content hashes, names, records)`` without vectors or documents, the records
-        left as stored JSON (``CompactRecords``): for registries too large to hold decoded."""
+        left as stored JSON (``CompactRecords``): for registries too large to hold decoded. ``sources``:
+        the rows of those sources only."""
         with lance_errors("reading the table"):
-            arrow = self._select(["id", "source", "kind", "content_hash", "name", "record"])
+            arrow = self._select(
+                ["id", "source", "kind", "content_hash", "name", "record"],
+                None if sources is None else _source_in(sources),
+            )
         ids = arrow.column("id").to_pylist()
         kind_of: dict[str, ToolKind] = {"core": "core", "regular": "regular"}
         kinds = {
             i: kind_of.get(k, "regular") for i, k in zip(ids, arrow.column("kind").to_pylist(), strict=True)
         }
         records = CompactRecords(dict(zip(ids, arrow.column("record").to_pylist(), strict=True)), kinds)
-        sources, hashes, names = (arrow.column(c).to_pylist() for c in ("source", "content_hash", "name"))
-        return ids, sources, hashes, names, records
+        owners, hashes, names = (arrow.column(c).to_pylist() for c in ("source", "content_hash", "name"))
+        return ids, owners, hashes, names, records
 
     def load_vectors(self) -> VectorRows:
         """Tool id → vector, read from the table (for dependency inference when no matrix is held)."""
@@ -156,8 +220,11 @@ class ToolTable:
             arrow = self._select(["id", "vector"])
         return VectorRows(arrow.column("id").to_pylist(), self.decode_vectors(arrow))
 
-    def _select(self, columns: list[str]) -> pa.Table:
-        return self._table.search().select(columns).limit(None).to_arrow()
+    def _select(self, columns: list[str], where: str | None = None) -> pa.Table:
+        query = self._table.search()
+        if where is not None:
+            query = query.where(where)
+        return query.select(columns).limit(None).to_arrow()
 
     def decode_vectors(self, arrow: pa.Table) -> np.ndarray:
         """The ``vector`` column of ``arrow`` as a rows x dim float32 matrix."""
@@ -205,6 +272,7 @@ class ToolTable:
             },
             schema=self._schema,
         )
+        self.guard()
         with lance_errors(f"writing {len(rows)} tools"):
             (
                 self._table.merge_insert("id")
@@ -217,6 +285,7 @@ class ToolTable:
         if not ids:
             return
         quoted = ", ".join(sql_string(i) for i in ids)
+        self.guard()
         with lance_errors(f"deleting {len(ids)} tools"):
             self._table.delete(f"id IN ({quoted})")
 
@@ -224,6 +293,7 @@ class ToolTable:
         """(Re)build the full-text index; cheap at gateway scale, and keeps BM25 statistics exact."""
         from lancedb.index import FTS
 
+        self.guard()
         with lance_errors("building the full-text index"):
             if self.count() == 0:
                 self._fts_ready = False
@@ -233,6 +303,7 @@ class ToolTable:
 
     def compact(self) -> None:
         """Merge the small versions many upserts leave behind."""
+        self.guard()
         with lance_errors("compacting"):
             self._table.optimize()
 
@@ -245,6 +316,17 @@ class ToolTable:
 
 def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Collection[str]) -> str:
+    """``column IN (...)`` for a filter (false for no values)."""
+    if not values:
+        return "false"
+    return f"{column} IN ({', '.join(sql_string(v) for v in sorted(values))})"
+
+
+def _source_in(sources: Collection[str]) -> str:
+    return sql_in("source", sources)
 
 
 class CompactRecords(Mapping[str, ToolRecord]):
@@ -274,6 +356,18 @@ class CompactRecords(Mapping[str, ToolRecord]):
             while len(self._decoded) > self._keep:
                 self._decoded.popitem(last=False)
         return record
+
+    def merged(self, kept: Collection[str], fresh: CompactRecords) -> CompactRecords:
+        """The records of ``kept`` (ids of this one) and all of ``fresh``: a follower loading the rows
+        of the sources a commit changed. Decoded records of kept ids stay decoded."""
+        stored = {i: self._stored[i] for i in kept}
+        stored.update(fresh._stored)
+        kinds = {i: self.kinds[i] for i in kept}
+        kinds.update(fresh.kinds)
+        out = CompactRecords(stored, kinds, self._keep)
+        with self._lock:
+            out._decoded.update((i, r) for i, r in self._decoded.items() if i in stored and i not in fresh)
+        return out
 
     def is_destructive(self, tool_id: str) -> bool:
         """``self[tool_id].destructive`` (False for an unknown tool), decoding only records whose JSON

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from toolweave.registry.store import lance_errors, sql_string
+from toolweave.registry.store import Guard, lance_errors, no_guard, sql_in, sql_string
 
 __all__ = [
     "USAGE_TABLE",
@@ -107,10 +107,13 @@ class UsageTable:
     commit is rolled back with everything else, and a reindex swaps in a re-embedded copy.
     """
 
-    def __init__(self, db: Any, name: str, dim: int, version: int | None = None) -> None:
+    def __init__(
+        self, db: Any, name: str, dim: int, version: int | None = None, *, guard: Guard = no_guard
+    ) -> None:
         self.name = name
         self._dim = dim
         self._schema = usage_schema(dim)
+        self.guard = guard
         with lance_errors(f"opening table {name}", "usage table"):
             try:
                 self._table = db.open_table(name)
@@ -128,10 +131,13 @@ class UsageTable:
     def version(self) -> int:
         return int(self._table.version)
 
-    def load_all(self) -> dict[str, list[UsageExample]]:
-        """Tool id → its examples, newest first."""
+    def load_all(self, tool_ids: Collection[str] | None = None) -> dict[str, list[UsageExample]]:
+        """Tool id → its examples, newest first (of ``tool_ids`` only, when given)."""
         with lance_errors("reading", "usage table"):
-            arrow = self._table.to_arrow()
+            if tool_ids is None:
+                arrow = self._table.to_arrow()
+            else:
+                arrow = self._table.search().where(sql_in("tool_id", tool_ids)).limit(None).to_arrow()
         out: dict[str, list[UsageExample]] = {}
         if arrow.num_rows == 0:
             return out
@@ -147,6 +153,7 @@ class UsageTable:
 
     def replace(self, tool_ids: Collection[str], rows: Sequence[UsageExample]) -> None:
         """Make ``rows`` the examples of ``tool_ids`` (every other row of those tools goes)."""
+        self.guard()
         if tool_ids:
             quoted = ", ".join(sql_string(i) for i in tool_ids)
             with lance_errors(f"deleting examples of {len(tool_ids)} tools", "usage table"):
@@ -169,5 +176,6 @@ class UsageTable:
             self._table.add(table)
 
     def compact(self) -> None:
+        self.guard()
         with lance_errors("compacting", "usage table"):
             self._table.optimize()

@@ -3,7 +3,7 @@
 Examples come from manifests and catalogs (declared with the tool, synced by an ingest) and from
 successful calls (recorded by the gateway). Recording a call is an append to the ``Observations``
 buffer and nothing else; the ``Flusher`` hands the buffered calls back here in batches (the book is
-its ``Sink``): embedded, merged into the examples, written to the table under the flush's lease and
+its ``Sink``): embedded, merged into the examples, written to the table under the flush's writer lock and
 commit, and only then fused into the snapshot's usage vectors, once per batch. Private tools
 (``set_private``) are never recorded. See ``toolweave.registry.usage`` for the vectors themselves.
 """
@@ -32,11 +32,20 @@ class UsageBook:
         self.by_tool: dict[str, list[UsageExample]] = {}
         self._private: frozenset[str] = frozenset()
         self._vectors: dict[str, np.ndarray] = {}
-        """Query text → vector, for the batch being flushed (embedded before the lease is taken)."""
+        """Query text → vector, for the batch being flushed (embedded before the writer lock is taken)."""
 
-    def load(self) -> None:
-        """The committed examples (the follower calls it with the tables it just opened)."""
-        self.by_tool = self._state.usage.load_all()
+    def load(self, tool_ids: Collection[str] | None = None) -> None:
+        """The committed examples (the follower calls it with the tables it just opened): all, or those
+        of ``tool_ids`` (another process's commit changed them)."""
+        if tool_ids is None:
+            self.by_tool = self._state.usage.load_all()
+            return
+        loaded = self._state.usage.load_all(tool_ids)
+        for tool_id in tool_ids:
+            if tool_id in loaded:
+                self.by_tool[tool_id] = loaded[tool_id]
+            else:
+                self.by_tool.pop(tool_id, None)
 
     # -- the call path ---------------------------------------------------------------------------------
     def record(self, tool_id: str, query: str) -> bool:
@@ -65,7 +74,7 @@ class UsageBook:
     def set_private(self, names: Collection[str]) -> dict[str, list[UsageExample]]:
         """Make ``names`` (tool ids or whole sources) private: their buffered calls are forgotten.
         Returns the examples to write for private tools that have recorded calls stored (their
-        declared examples stay); the caller writes them under the lease."""
+        declared examples stay); the caller writes them under the writer lock."""
         self._private = frozenset(names)
         self._observations.discard(self.is_private)
         return self.private_calls()
@@ -119,6 +128,7 @@ class UsageBook:
         """Make ``updates`` the examples of their tools, in the table and in memory (not yet committed,
         not yet in the snapshot: see ``publish``)."""
         self._state.usage.replace(list(updates), [e for examples in updates.values() for e in examples])
+        self._state.changes.touch("usage", updates)
         for tool_id, examples in updates.items():
             if examples:
                 self.by_tool[tool_id] = examples

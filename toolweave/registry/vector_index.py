@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from toolweave.registry.snapshot import Snapshot
 
 __all__ = [
-    "BUILD_BUDGET_S_PER_ROW",
     "INDEX_TYPES",
     "IndexKind",
     "IndexState",
@@ -51,9 +50,6 @@ log = logging.getLogger(__name__)
 
 VECTOR_COLUMN = "vector"
 INDEX_NAME = f"{VECTOR_COLUMN}_idx"
-BUILD_BUDGET_S_PER_ROW = 0.02
-"""How long the writer lease is extended per row for an index refresh (renewals wait behind the build):
-a 100k build took 494-707 s on the loaded 2-core machine, so 2,000 s per 100k rows leaves room."""
 _REBUILD_GROWTH = 2.0
 """Rebuild (re-train) once the table holds this many times the rows the index was trained on:
 incremental merges keep the old partitions and graph, whose quality drifts as the data grows."""

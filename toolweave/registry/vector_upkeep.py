@@ -11,7 +11,6 @@ from toolweave.errors import ToolweaveError
 from toolweave.registry.commits import Commits
 from toolweave.registry.state import RegistryState
 from toolweave.registry.vector_index import (
-    BUILD_BUDGET_S_PER_ROW,
     VectorIndexParams,
     index_state,
     refresh,
@@ -54,10 +53,10 @@ class VectorIndexUpkeep:
             self._index_queued = False
             if not state.snap.ann:
                 return "none"
-            with self._commits.writer():  # the lease: another replica may be writing this registry
-                state.db.lease.extend(len(state.snap.ids) * BUILD_BUDGET_S_PER_ROW)
+            with self._commits.writer():  # the lock: another replica may be writing this registry
                 done = refresh(state.table, state.settings.vector_index_kind)
                 if done != "current":
+                    state.changes.touch("tools")  # a new version of the same rows
                     self._commits.commit(f"vector index {done}", compact=False)
                     refined = not index_state(state.table).exact
                     state.snap = replace(state.snap, ann_refine=refined, rows=row_map(state.table))

@@ -60,7 +60,6 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 _JWKS_REFETCH_MIN_S = 10.0
 """An unknown ``kid`` re-fetches the JWKS at most this often: garbage tokens must not hammer the issuer."""
-_LEEWAY_S = 30
 
 
 def is_loopback(host: str) -> bool:
@@ -152,6 +151,7 @@ class JwtAuthenticator:
         jwks_url: str,
         identity_claim: str = "sub",
         cache_s: float = 300.0,
+        leeway_s: float = 30.0,
     ) -> None:
         if not issuer or not audience or not jwks_url:
             raise ConfigError("security.auth is `oauth`: set security.oauth_issuer (and a resource URL)")
@@ -160,6 +160,8 @@ class JwtAuthenticator:
         self.jwks_url = jwks_url
         self.identity_claim = identity_claim
         self.cache_s = cache_s
+        self.leeway_s = leeway_s
+        """Clock skew allowed between the issuer and this gateway (``exp``, ``nbf``, ``iat``)."""
         self._keys: dict[str, Any] = {}
         self._fetched_at = -1e9
         self._lock = anyio.Lock()
@@ -209,7 +211,7 @@ class JwtAuthenticator:
                 algorithms=[alg],
                 audience=self.audience,
                 issuer=self.issuer,
-                leeway=_LEEWAY_S,
+                leeway=self.leeway_s,
                 options={"require": ["exp", "iss", "aud"]},
             )
         except jwt.PyJWTError as exc:
@@ -232,6 +234,7 @@ def authenticator_for(security: SecuritySettings, resource_url: str) -> Authenti
             jwks_url=security.oauth_jwks_url or f"{issuer}/.well-known/jwks.json",
             identity_claim=security.oauth_identity_claim,
             cache_s=security.oauth_jwks_cache_s,
+            leeway_s=security.oauth_leeway_s,
         )
     return None
 

@@ -24,6 +24,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Sampler
+from toolweave.call_errors import ECHO_NAME_CHARS, echo_name
 from toolweave.records import ToolRecord
 from toolweave.server.errors import to_tool_error_result
 from toolweave.server.meta_tools import FIND_TOOLS
@@ -104,14 +105,14 @@ class CallPath:
             # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
             return to_tool_error_result(
                 "unknown_tool",
-                f"no tool named {name!r}; use {FIND_TOOLS} to search for the tool you need",
-                tool=name,
+                f"no tool named {echo_name(name)}; use {FIND_TOOLS} to search for the tool you need",
+                tool=name[:ECHO_NAME_CHARS],
             )
         if not self.sources.serves(record.source):
             return to_tool_error_result(
                 "unknown_tool",
-                f"{name!r} belongs to {record.source!r}, which this gateway does not serve",
-                tool=name,
+                f"{echo_name(name)} belongs to {record.source!r}, which this gateway does not serve",
+                tool=name[:ECHO_NAME_CHARS],
             )
         await self.sources.connected_once(record.source)
         turn = session.next_turn()

@@ -377,10 +377,12 @@ class Gateway:
                     f"{FIND_TOOLS} needs a query with words in it, not only spaces",
                     tool=FIND_TOOLS,
                 )
-            # A huge query costs tokenising and BM25 time and says nothing more: only its head is searched.
-            query = query[:MAX_QUERY_CHARS]
+            # A huge query costs tokenising and BM25 time and says nothing more: only its head is searched
+            # (the answer echoes the query's head with its real length).
             k = arguments.get("k")
-            found, changed = await self.turns.find(session, query, None if k is None else min(int(k), MAX_K))
+            found, changed = await self.turns.find(
+                session, query[:MAX_QUERY_CHARS], None if k is None else min(int(k), MAX_K)
+            )
             return find_tools_result(
                 query,
                 found,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from toolweave.errors import ToolweaveError
 from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import ToolRecord
 from toolweave.settings import SecuritySettings
@@ -27,6 +28,8 @@ __all__ = ["Guard"]
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 1.0
+WATCH_DEADLINE_S = 10.0
+"""A re-read of the quarantine table that takes longer counts as an outage of the store."""
 
 
 class Guard:
@@ -38,6 +41,13 @@ class Guard:
 
         self.quarantine = QuarantineStore(registry.path, registry.settings.registry_storage_options)
         self.held: frozenset[str] = self.quarantine.held_ids()
+        from toolweave.registry.outage import Outage
+
+        self._outage = Outage(
+            log,
+            "could not re-read the quarantine table (approvals made elsewhere wait until it can): %s",
+            "the quarantine table can be read again",
+        )
 
     def rules(self, identity: str) -> IdentityPolicy:
         return self.policy.for_identity(identity)
@@ -70,10 +80,12 @@ class Guard:
         while True:
             await anyio.sleep(WATCH_INTERVAL_S)
             try:
-                changed = await anyio.to_thread.run_sync(self.quarantine.refresh)
-            except Exception:  # a transient storage error must not end the gateway
-                log.warning("could not re-read the quarantine table", exc_info=True)
+                with anyio.fail_after(WATCH_DEADLINE_S):
+                    changed = await anyio.to_thread.run_sync(self.quarantine.refresh, abandon_on_cancel=True)
+            except (ToolweaveError, TimeoutError) as exc:  # the store is down or hung: once per outage
+                self._outage.failed(exc if str(exc) else f"no answer within {WATCH_DEADLINE_S:.0f} s")
                 continue
+            self._outage.succeeded()
             if changed:
                 self.held = self.quarantine.held_ids()
                 if on_change is not None:

@@ -2,7 +2,8 @@
 
 * HTTP / SSE: ``RequestSizeLimit``, an ASGI middleware. A POST body larger than ``max_bytes``
   (by ``Content-Length``, or counted while it streams in) is answered ``413`` with a JSON-RPC error
-  body; at most ``max_bytes`` are ever held.
+  body; at most ``max_bytes`` are ever held. A body nested deeper than ``MAX_JSON_DEPTH`` (which the
+  SDK's parser would meet with a ``RecursionError`` and a 500) is answered ``400`` with ``-32700``.
 * stdio: ``bounded_stdio_server`` wraps the SDK's ``stdio_server``. Lines are read with a length
   limit (an oversized line is skipped while reading, never held whole), and every line that is not
   a JSON-RPC message gets the JSON-RPC reply the SDK would silently drop: ``-32700`` (parse error,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -29,10 +31,14 @@ from pydantic import ValidationError
 
 from toolweave.adapters.mcp.links import find_id
 
-__all__ = ["RequestSizeLimit", "bounded_stdio_server"]
+__all__ = ["MAX_JSON_DEPTH", "RequestSizeLimit", "bounded_stdio_server", "json_too_deep"]
 
 log = logging.getLogger(__name__)
 
+MAX_JSON_DEPTH = 256
+"""Nesting of arrays and objects a request may have (real MCP messages stay far below it)."""
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OVERSIZE_KEY = "io.toolweave/oversized_line"
 _HEAD_BYTES = 4096
 _SKIP_CHUNK = 1 << 20
@@ -48,8 +54,21 @@ def _error_body(code: int, message: str, request_id: Any = None) -> bytes:
     ).encode()
 
 
+def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``body`` nests arrays/objects deeper than ``limit``, found without parsing (and so
+    without recursion): brackets inside strings do not count."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = deepest = 0
+    for bracket in _STRING.sub(b"", body).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest > limit
+
+
 class RequestSizeLimit:
-    """ASGI middleware: POST bodies over ``max_bytes`` get ``413`` with a JSON-RPC error (-32600)."""
+    """ASGI middleware: POST bodies over ``max_bytes`` get ``413`` with a JSON-RPC error (-32600); bodies
+    nested deeper than ``MAX_JSON_DEPTH`` get ``400`` with a parse error (-32700)."""
 
     def __init__(self, app: Any, max_bytes: int) -> None:
         self.app = app
@@ -78,14 +97,22 @@ class RequestSizeLimit:
                 return
             if not message.get("more_body", False):
                 break
-        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        data = b"".join(chunks)
+        if json_too_deep(data):
+            message = f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            await self._reject(send, 400, types.PARSE_ERROR, message)
+            return
+        body = {"type": "http.request", "body": data, "more_body": False}
         await self.app(scope, _replay([body], receive), send)
 
-    async def _reject(self, send: Any) -> None:
-        body = _error_body(types.INVALID_REQUEST, _too_large(self.max_bytes))
-        log.warning("rejected an HTTP request: %s", _too_large(self.max_bytes))
+    async def _reject(
+        self, send: Any, status: int = 413, code: int = types.INVALID_REQUEST, message: str = ""
+    ) -> None:
+        message = message or _too_large(self.max_bytes)
+        body = _error_body(code, message)
+        log.warning("rejected an HTTP request: %s", message)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -182,11 +182,29 @@ class Proxy:
                 tool=tool.id,
             )
         log.debug("%s answered in %.1f ms", tool.id, (time.perf_counter() - started) * 1000)
-        return truncate_result(strip_upstream_meta(_name_tool(result, tool.id)), self._max_result_chars)
+        return truncate_result(strip_upstream_meta(with_error_code(result, tool.id)), self._max_result_chars)
 
 
-def _name_tool(result: types.CallToolResult, tool_id: str) -> types.CallToolResult:
-    """Backends build their error results without the gateway's tool id; fill it in."""
+def with_error_code(result: types.CallToolResult, tool_id: str) -> types.CallToolResult:
+    """Every failed call carries the gateway's error code: a tool's own error answer gets ``tool_error``
+    (its content kept, the code's line after it; its structured content beside the ``error``); backends
+    build their error results without the gateway's tool id, which is filled in."""
+    if result.is_error and error_code_of(result) is None:
+        said = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        message = " ".join(said.split())[:300] or "the tool reported an error"
+        structured = result.structured_content if isinstance(result.structured_content, dict) else {}
+        return result.model_copy(
+            update={
+                "content": [
+                    *result.content,
+                    types.TextContent(text=f"tool_error: {tool_id} answered with an error"),
+                ],
+                "structured_content": {
+                    **structured,
+                    "error": {"code": "tool_error", "message": message, "tool": tool_id},
+                },
+            }
+        )
     if error_code_of(result) is None:
         return result
     error = dict(result.structured_content["error"])

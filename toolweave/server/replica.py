@@ -17,6 +17,7 @@ Two duties, both cheap when nothing changes:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 
 from toolweave.adapters.factory import build_backends
 from toolweave.adapters.kinds import Configured, kind_named
+from toolweave.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolweave.registry.sources import SourceSpec
@@ -35,9 +37,10 @@ __all__ = ["follow_registry", "share_sources"]
 
 log = logging.getLogger(__name__)
 
-_CATALOG = "catalog"
-"""A static catalog has nothing to connect to: shared so that other replicas serve (find) its tools.
-Backends are shared under their kind's name (``adapters/kinds.py``)."""
+POLL_DEADLINE_S = 10.0
+"""How long a poll (one small read, and loading what changed) may take before it counts as an outage."""
+CATALOG_KIND = "catalog"
+"""``toolweave.registry.sources.CATALOG_KIND``, not imported: the registry loads after the handshake."""
 
 
 def _literal_values(entry: Configured) -> list[str]:
@@ -52,7 +55,7 @@ def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
     manifest = sources.manifest
     if manifest is None:
         return []
-    specs = [SourceSpec(c.source, _CATALOG, "{}") for c in manifest.catalogs]
+    specs = [SourceSpec(c.source, CATALOG_KIND, "{}") for c in manifest.catalogs]
     for entry in manifest.backends():
         literal = _literal_values(entry)
         if literal:
@@ -63,7 +66,7 @@ def manifest_specs(sources: SourceSync) -> list[SourceSpec]:
                 ", ".join(literal),
             )
             continue
-        specs.append(SourceSpec(entry.name, entry.kind.name, entry.config.model_dump_json()))
+        specs.append(SourceSpec(entry.name, entry.kind.name, entry.shared_spec()))
     return specs
 
 
@@ -78,25 +81,46 @@ async def share_sources(sources: SourceSync) -> None:
 
 async def follow_registry(sources: SourceSync) -> None:
     """Poll the registry for commits of other processes, forever (run it in the gateway's task group).
-    A failed poll (object store unreachable) keeps the last snapshot serving and tries again."""
-    failing = False
+
+    A poll that fails (object store refusing) or does not answer within ``POLL_DEADLINE_S`` (a hung
+    store) keeps the last snapshot serving: one warning per outage, without a traceback, and one when
+    the registry can be checked again. A poll still waiting on a hung store is not joined by another."""
+    from toolweave.errors import ToolweaveError
+    from toolweave.registry.outage import Outage
+
+    outage = Outage(
+        log,
+        "could not check the registry for newer versions; serving the last one loaded until it can: %s",
+        "the registry can be checked again",
+    )
     followed = _Followed(sources.registry.foreign_loads, sources.registry.content_hashes())
-    while True:
-        await anyio.sleep(sources.settings.registry_poll_s)
+    done = anyio.Event()
+    done.set()
+
+    async def poll() -> None:
         try:
             await poll_once(sources, followed)
-        except Exception:  # the store is down or a reload failed: serve what we have, retry next poll
-            # once per outage with the cause; every poll of it would be a traceback every few seconds
-            log.log(
-                logging.DEBUG if failing else logging.WARNING,
-                "could not check the registry for newer versions; serving the last one loaded until it can",
-                exc_info=True,
-            )
-            failing = True
+        except ToolweaveError as exc:
+            outage.failed(exc)
+        except Exception as exc:  # not an outage we know: its traceback at debug level, once per outage
+            log.debug("registry poll failed", exc_info=True)
+            outage.failed(exc)
         else:
-            if failing:
-                log.warning("the registry can be checked again")
-            failing = False
+            outage.succeeded()
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as group:
+        while True:
+            await anyio.sleep(sources.settings.registry_poll_s)
+            if not done.is_set():  # the last poll still waits for the store
+                continue
+            done = anyio.Event()
+            group.start_soon(poll)
+            with anyio.move_on_after(POLL_DEADLINE_S):
+                await done.wait()
+            if not done.is_set():
+                outage.failed(f"no answer within {POLL_DEADLINE_S:.0f} s")
 
 
 @dataclass
@@ -113,7 +137,9 @@ async def poll_once(sources: SourceSync, followed: _Followed) -> bool:
     Another process's commits may also have been loaded by a write of this one (it catches up first):
     they are announced here all the same, against what was announced last."""
     registry = sources.registry
-    await anyio.to_thread.run_sync(registry.refresh)
+    await anyio.to_thread.run_sync(
+        registry.refresh, abandon_on_cancel=True
+    )  # a hung store: shutdown leaves it
     before, after = followed.hashes, registry.content_hashes()
     followed.hashes = after  # this process's own writes were announced by the writes themselves
     if registry.foreign_loads == followed.loads:
@@ -133,7 +159,7 @@ def adopt_shared_sources(sources: SourceSync) -> None:
     """Serve what other replicas shared: their catalogs' tools, and (``registry_follow_sources``) a
     backend for each upstream this gateway has none for."""
     specs = sources.registry.source_specs()
-    sources.add_shared_catalogs({s.name for s in specs if s.kind == _CATALOG})
+    sources.add_shared_catalogs({s.name for s in specs if s.kind == CATALOG_KIND})
     if sources.settings.registry_follow_sources:
         connect_shared_sources(sources, specs)
     sources.refresh_stale_sources()
@@ -143,15 +169,15 @@ def connect_shared_sources(sources: SourceSync, specs: tuple[SourceSpec, ...]) -
     """Start a backend for each shared upstream this gateway has none for."""
     entries: list[Configured] = []
     for spec in specs:
-        if spec.name in sources.backends or spec.kind == _CATALOG:
+        if spec.name in sources.backends or spec.kind == CATALOG_KIND:
             continue
         kind = kind_named(spec.kind)
         if kind is None:
             log.warning("shared source %s has an unknown kind %r; skipped", spec.name, spec.kind)
             continue
         try:
-            entries.append(Configured(spec.name, kind, kind.parse_json(spec.spec)))
-        except ValidationError as exc:  # written by another version, or damaged: never fatal
+            entries.append(Configured(spec.name, kind, kind.parse_shared(spec.spec, os.environ)))
+        except (ValidationError, ValueError, ConfigError) as exc:  # another version's, damaged, a missing var
             log.warning("shared source %s has an unusable spec; skipped: %s", spec.name, exc)
     if not entries:
         return

@@ -51,6 +51,8 @@ _STATE_KEY = "toolweave.session"
 _SHAREABLE = ("client-", "http-")
 """Key kinds that name no connection, so may move between replicas (2026-era HTTP)."""
 MAX_SESSIONS = 256
+RESYNC_S = 1.0
+"""How often sessions changed while the shared store was unreachable are written back."""
 RECENT_TURNS = 5
 """Turns (find_tools queries and host-reported user prompts) kept as the conversation's context."""
 
@@ -259,7 +261,9 @@ class SessionStore:
             return  # stays stale: re-read once the store is back
         session.stale = False
         if session.dirty or (state is None and session.turn > 0):
-            # changed here while the store was away, or the store lost it (restart, expiry)
+            # changed here while the store was away, or the store lost it (restart, expiry): the
+            # store's copy is missing or older whatever this process wrote before, so write it again
+            session.dirty = True
             await self.commit(session)
         elif state is not None:
             session.restore(state)
@@ -295,12 +299,33 @@ class SessionStore:
             if session.published.ids() != before:
                 await on_changed(session)
 
+        resync = anyio.Event()
+
         def lost() -> None:
             for session in self._by_state_key.values():
                 session.stale = True
+            resync.set()
+
+        async def keep_in_sync() -> None:
+            """After a reconnect, read every held session again and write back those the store lost (a
+            Redis restarted empty) or that changed here meanwhile; between reconnects, write the
+            sessions changed while the store was unreachable. Nothing waits for a next request."""
+            nonlocal resync
+            while True:
+                with anyio.move_on_after(RESYNC_S):
+                    await resync.wait()
+                reconnected = resync.is_set()
+                if reconnected:
+                    resync = anyio.Event()
+                for session in list(self._by_state_key.values()):
+                    if session.dirty or (reconnected and session.stale):
+                        await self._refresh(session)
 
         try:
-            await self._shared.watch(changed, lost)
+            async with anyio.create_task_group() as group:
+                group.start_soon(keep_in_sync)
+                await self._shared.watch(changed, lost)
+                group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await self._shared.aclose()

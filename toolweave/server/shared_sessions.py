@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from toolweave.errors import ConfigError
-from toolweave.redaction import redact
+from toolweave.redaction import display_url, redact
 
 __all__ = ["NAMESPACE", "RedisSessions", "SharedSessions", "display_url", "state_key"]
 
@@ -46,16 +46,6 @@ RETRY_MIN_S = 0.2
 RETRY_MAX_S = 5.0
 """Backoff bounds between attempts while Redis is unreachable."""
 SCHEMES = ("redis", "rediss", "unix")
-
-
-def display_url(url: str) -> str:
-    """``url`` without credentials or query (which may hold a password): safe for any log line."""
-    try:
-        parts = urlsplit(url)
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
-    except ValueError:  # not a parsable URL: say nothing about it
-        return "(unparsable session store URL)"
 
 
 def state_key(session_key: str) -> str:

@@ -55,9 +55,12 @@ def _security(host: str, security: SecuritySettings) -> Any:
     names = ["127.0.0.1", "localhost", "[::1]"]
     if host not in _WILDCARD and not is_loopback(host):
         names.append(f"[{host}]" if ":" in host else host)
+    hosts = [f"{n}:*" for n in names] + list(security.allowed_hosts)
+    # `name:*` admits any port, and no port too (an HTTPS client on 443 sends the bare name)
+    hosts += [h.removesuffix(":*") for h in hosts if h.endswith(":*")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{n}:*" for n in names] + list(security.allowed_hosts),
+        allowed_hosts=hosts,
         allowed_origins=[f"{s}://{n}:*" for n in names for s in ("http", "https")]
         + list(security.allowed_origins),
     )

@@ -1,0 +1,297 @@
+"""The writer lock: which process may write a registry now, held through an engine built for it.
+
+Several gateway replicas, CLI ingests and index builds may share one registry. Their writes must not
+interleave: recovery rolls back table versions no commit names (which would include another process's
+write in progress), and concurrent ``merge_insert``s of the same ids can leave duplicate rows in Lance.
+So a writer first takes this lock, and only its holder writes or recovers.
+
+Two engines, chosen by where the registry lives:
+
+- **A local directory: an OS file lock** (``flock`` on ``<registry>/.writer.lock``). The kernel holds it
+  for the process and drops it when the process dies, however it dies: no expiry, no renewal, no
+  clock, nothing to lose while a starved thread sleeps, and no service to run beside a single-user
+  gateway and its CLI. (Not for network file systems, whose ``flock`` semantics vary: use an
+  object-store registry with Redis for a fleet.)
+- **An object-store URI (``s3://``): a Redis lock with a fencing token** (``registry_lock_url``,
+  default the session store's Redis). Taking it increments a counter (``INCR``) in the same atomic
+  script that sets the lock key with a TTL, so every holder gets a larger token than the last. A
+  renewer thread extends the TTL every sixth of it (one tiny Redis command, never queued behind this
+  process's Lance writes); when a renewal finds the key expired but the counter still at its token,
+  nobody took the lock meanwhile and it is taken back, so a starved renewer costs nothing unless
+  another writer was waiting. Every data write and the commit check the token first (``check``): a
+  writer whose lock another took fails there and rolls back instead of writing over the new holder.
+  Expiry is counted by Redis alone (no clocks of different machines compared).
+
+What the lock cannot fence (a writer paused between its check and its write longer than the TTL), the
+commit catches: the commit record is a compare-and-set on the generation (Lance's conditional commit),
+and it refuses to name a table whose latest version is not the one this writer wrote
+(``toolweave.registry.database``). See docs/registry.md ("Writers").
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolweave.errors import ConfigError, RegistryBusyError, RegistryError
+from toolweave.redaction import display_url
+
+__all__ = ["LOCK_FILE", "FileLock", "RedisLock", "WriterLock", "writer_lock"]
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".writer.lock"
+"""The lock file in a local registry directory (not a table: LanceDB ignores it)."""
+_POLL_S = (0.02, 0.5)
+"""Back-off between attempts to take a busy lock (first, longest)."""
+REDIS_IO_TIMEOUT_S = 2.0
+"""Connect and read deadline of one Redis command of the lock (a hung Redis fails the write, cleanly)."""
+
+
+class WriterLock(Protocol):
+    """The lock of one registry. Re-entrant within a handle (the registry's own write lock serialises
+    its threads); ``held`` nests."""
+
+    where: str
+    """What coordinates the writers, for messages (no credentials)."""
+    token: int
+    """The fencing token of the current holding (0 when the engine needs none, or not held)."""
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free now."""
+        ...
+
+    def check(self) -> None:
+        """Raise ``RegistryBusyError`` unless this handle still holds the lock (before a write)."""
+        ...
+
+    def release(self) -> None: ...
+
+    @contextmanager
+    def held(self, timeout_s: float) -> Iterator[None]:
+        """Hold the lock for the block, waiting up to ``timeout_s`` for another writer to finish."""
+        ...
+
+
+class _Reentrant:
+    """``held`` for both engines: take once, nest, give back once; waiting with back-off."""
+
+    where = ""
+    token = 0
+    _depth = 0
+
+    def try_acquire(self) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def _busy(self) -> str:
+        return "another process is writing the registry"
+
+    def acquire(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        delay = _POLL_S[0]
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                raise RegistryBusyError(
+                    f"{self._busy()} ({self.where}); waited {timeout_s:.0f} s. Try again later."
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, _POLL_S[1])
+
+    @contextmanager
+    def held(self, timeout_s: float) -> Iterator[None]:
+        if self._depth == 0:
+            self.acquire(timeout_s)
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.release()
+
+
+class FileLock(_Reentrant):
+    """``flock`` on a file in the registry directory (see the module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / LOCK_FILE
+        self.where = f"file lock {self.path}"
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if self._fd is not None:
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as exc:
+            os.close(fd)
+            raise RegistryError(f"registry writer lock {self.path}: {exc}") from exc
+        self._fd = fd
+        return True
+
+    def check(self) -> None:
+        if self._fd is None:
+            raise RegistryBusyError(f"this process does not hold the registry writer lock ({self.where})")
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
+
+
+# KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] ttl ms. Returns the new token, or 0 when held.
+_ACQUIRE = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+local token = redis.call('incr', KEYS[2])
+redis.call('set', KEYS[1], token, 'PX', ARGV[1])
+return token
+"""
+# ARGV[1] token, ARGV[2] ttl ms. 1: extended (or taken back: expired, and nobody took it since); 0: lost.
+_RENEW = """
+local held = redis.call('get', KEYS[1])
+if held == ARGV[1] then redis.call('pexpire', KEYS[1], ARGV[2]) return 1 end
+if held == false and redis.call('get', KEYS[2]) == ARGV[1] then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class RedisLock(_Reentrant):
+    """A Redis lock with a fencing token (see the module docstring)."""
+
+    def __init__(self, url: str, location: str, ttl_s: float) -> None:
+        import redis
+
+        self.where = f"Redis lock at {display_url(url)}"
+        digest = hashlib.sha256(location.encode()).hexdigest()[:24]
+        self._key = f"toolweave:registry:{digest}:writer"
+        self._fence = f"toolweave:registry:{digest}:fence"
+        self.ttl_s = ttl_s
+        self._ttl_ms = max(1000, int(ttl_s * 1000))
+        self.token = 0
+        self.lost = False
+        """Set when a renewal found the lock taken by another writer."""
+        self._client: Any = redis.Redis.from_url(
+            url, socket_timeout=REDIS_IO_TIMEOUT_S, socket_connect_timeout=REDIS_IO_TIMEOUT_S
+        )
+        self._renewer: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._unreachable = ""
+        """Why the last attempt failed when Redis did not answer (else the lock was busy)."""
+
+    def _run(self, script: str, *args: int | str) -> int:
+        from redis.exceptions import RedisError
+
+        try:
+            return int(self._client.eval(script, 2, self._key, self._fence, *args))
+        except RedisError as exc:
+            raise RegistryError(
+                f"registry writer lock: {self.where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def try_acquire(self) -> bool:
+        if self.token:
+            return True
+        try:
+            token = self._run(_ACQUIRE, self._ttl_ms)
+        except RegistryError as exc:
+            self._unreachable = str(exc)
+            return False
+        self._unreachable = ""
+        if not token:
+            return False
+        self.token, self.lost = token, False
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew_loop, name="toolweave-writer-lock", daemon=True)
+        self._renewer.start()
+        return True
+
+    def _busy(self) -> str:
+        return self._unreachable or "another process is writing the registry"
+
+    def check(self) -> None:
+        """One Redis command: still ours (extended), or taken back if expired and untaken."""
+        if not self.token or self.lost or not self._run(_RENEW, self.token, self._ttl_ms):
+            self.lost = True
+            raise RegistryBusyError(
+                f"the registry writer lock ({self.where}) was taken by another writer during this write "
+                f"(token {self.token} fenced); the write is rolled back. Try again."
+            )
+
+    def _renew_loop(self) -> None:
+        failing = False
+        while not self._stop.wait(self.ttl_s / 6):
+            try:
+                if not self._run(_RENEW, self.token, self._ttl_ms):
+                    self.lost = True
+                    log.error("registry writer lock was taken by another writer; this write will fail")
+                    return
+                failing = False
+            except RegistryError as exc:  # Redis hiccuped: the next renewal tries again before expiry
+                if not failing:
+                    log.warning("could not renew the registry writer lock: %s", exc)
+                failing = True
+
+    def release(self) -> None:
+        token, self.token = self.token, 0
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        if token:
+            try:
+                self._run(_RELEASE, token)
+            except RegistryError as exc:  # the key expires by itself
+                log.warning("could not release the registry writer lock: %s", exc)
+
+
+class _Unconfigured(_Reentrant):
+    """An object-store registry without a Redis to coordinate its writers: reads work, writes say what
+    to set (one line) instead of writing uncoordinated."""
+
+    def __init__(self, location: str) -> None:
+        self.where = "no writer lock configured"
+        self._location = location
+
+    def try_acquire(self) -> bool:
+        raise ConfigError(
+            f"registry {self._location} is on an object store: writers need a Redis to take turns. Set "
+            "registry_lock_url (TOOLWEAVE_REGISTRY_LOCK_URL=redis://...; the session store's Redis will "
+            "do, and is used when session_store_url is set). See docs/registry.md, 'Writers'."
+        )
+
+    def check(self) -> None:
+        self.try_acquire()
+
+    def release(self) -> None:
+        return None
+
+
+def writer_lock(location: Path | str, lock_url: str, ttl_s: float) -> WriterLock:
+    """The lock for a registry at ``location``: a file lock for a directory, Redis for a URI."""
+    if isinstance(location, Path):
+        return FileLock(location)
+    if not lock_url:
+        return _Unconfigured(location)
+    return RedisLock(lock_url, location, ttl_s)
