@@ -1,14 +1,14 @@
 """What each commit changed, so that followers load the change instead of the whole registry.
 
-A write notes what it touches, by kind: ``tools`` (the sources whose rows changed; none: the table's
-version moved without a row changing, as an index build does), ``edges`` (the tools whose outgoing
-edges changed), ``usage`` (the tools whose usage examples changed), ``sources`` (source specs), ``traffic``
-(the learned-edge evidence), and whatever kind a new table brings (its book notes its keys under its own name and gives the follower a
-way to load them: ``Follower.appliers``). The commit record carries the changes of its last commits
-(``log``: generation → changes, bounded); a follower that loaded generation G and sees H loads the
-union of the changes of G+1 … H, kind by kind, at the versions H names. It reloads everything when
-any of those commits is not in the log (too far behind), changed everything (a reindex, a recovery,
-new graph overrides) or changed a kind it does not know (a newer writer).
+A write notes what it touches, by kind: ``tools`` (the sources whose rows changed; none: the table's version
+moved without a row changing, as an index build does), ``edges`` (the tools whose outgoing edges changed),
+``usage`` (the tools whose usage examples changed), ``sources`` (source specs), ``traffic`` (the
+learned-edge evidence), and whatever kind a new table brings (its book notes its keys under its own name and
+gives the follower a way to load them: ``Follower.appliers``). The commit record carries the changes of its
+last commits (``log``: generation → changes, bounded); a follower that loaded generation G and sees H loads
+the union of the changes of G+1 … H, kind by kind, at the versions H names. It reloads everything when any
+of those commits is not in the log (too far behind), changed everything (a reindex, a recovery, new graph
+overrides) or changed a kind it does not know (a newer writer).
 """
 
 from __future__ import annotations
