@@ -33,7 +33,6 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
@@ -168,12 +167,9 @@ def is_content_edge(edge: DependencyEdge) -> bool:
     """Whether ``edge`` feeds a content parameter (its name's last word is in ``CONTENT_WORDS``), from a
     graph that says where such a value *can* come from. Not a learned edge: traffic saw the value come
     from the producer, not from the request."""
-    return edge.origin != "learned" and bool(edge.parameter_name) and _names_content(edge.parameter_name)
-
-
-@lru_cache(maxsize=4096)
-def _names_content(parameter: str) -> bool:
-    words = name_words(parameter).split()
+    if edge.origin == "learned" or not edge.parameter_name:
+        return False
+    words = name_words(edge.parameter_name).split()
     return bool(words) and words[-1] in CONTENT_WORDS
 
 
