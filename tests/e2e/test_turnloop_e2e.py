@@ -1,7 +1,8 @@
 """The turn loop with real clients: `toolweave serve` as a subprocess in front of the real PyPI time server.
 
 * the TypeScript SDK client re-lists on list_changed; the newly published tool must be in its list at
-  the moment the find_tools result arrives (stdio and streamable HTTP);
+  the moment the find_tools result arrives (stdio and streamable HTTP), on the machine as it is and with
+  every core kept busy (``machine``);
 * the Claude Code hook: prompt in -> list_changed -> the tool is listed before any find_tools;
 * the HTTP host endpoint and `toolweave turn --url`, loopback only.
 """
@@ -74,7 +75,7 @@ def check_published_before_answered(seen: dict[str, Any]) -> None:
 
 
 def test_ts_client_has_the_new_tool_when_find_tools_answers_stdio(
-    ts_client: Path, registry_copy: Path, tmp_path: Path
+    machine: str, ts_client: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
     manifest = time_manifest(tmp_path / "m.yaml")
     command = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
@@ -83,7 +84,7 @@ def test_ts_client_has_the_new_tool_when_find_tools_answers_stdio(
 
 
 def test_ts_client_has_the_new_tool_when_find_tools_answers_http(
-    ts_client: Path, registry_copy: Path, tmp_path: Path
+    machine: str, ts_client: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
     manifest = time_manifest(tmp_path / "m.yaml")
     gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")

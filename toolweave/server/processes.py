@@ -32,6 +32,7 @@ connections: its requests on a new connection go to the newest copy. Such client
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["KEEP_ALIVE_S", "ClientProcesses", "Process"]
+
+log = logging.getLogger(__name__)
 
 KEEP_ALIVE_S = 5.0
 """How long uvicorn keeps an idle HTTP connection open (its ``timeout_keep_alive``; the transport sets it
@@ -101,6 +104,12 @@ class ClientProcesses:
             process = self._newest[domain] = self._new()
         elif any(other is not newest for other in self._running.get(domain, ())):
             process = self._new()  # another process runs: this one cannot be told; a set of its own
+            log.info(
+                "%s: a request on a new connection while %d copies of this client run here: it gets a "
+                "session of its own (a client that sends _meta io.toolweave/session keeps one)",
+                domain[1],
+                len(self._running.get(domain, ())),
+            )
         else:
             process = newest
             self._newest.move_to_end(domain)
