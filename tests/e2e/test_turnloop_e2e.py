@@ -40,6 +40,7 @@ def generous_relist_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every gateway here gets a generous re-list wait: these tests check the order of events, and on a
     loaded machine a client's re-list can take longer than the default 300 ms."""
     monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_WAIT_MS", "5000")
+    monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_PROBE_MS", "5000")
 
 
 def time_manifest(path: Path) -> Path:
