@@ -160,8 +160,13 @@ class CommitMemoryModel(ScriptedModel):
             return _answer(body, [{"type": "text", "text": "I have no tool for that."}], "end_turn")
         answered = _last_tool_result_for(body.get("messages") or [])
         git_args = {"repo_path": str(REPO), "max_count": 1}
+        starting = STARTING in _last_tool_result_text(body.get("messages") or [])
+        if answered == prefixed("find_tools") and starting and self.restarts < MAX_RESTARTS:
+            self.restarts += 1  # the gateway was still starting: as a model would, call it again
+            return _tool_use(body, prefixed("find_tools"), {"query": COMMIT_PROMPT})
         if answered is None or answered == prefixed("find_tools"):
             if answered is None:
+                self.first_has_meta_tools = {prefixed("find_tools"), prefixed("call_tool")} <= set(tools)
                 self.first_has_tool = prefixed(GIT_LOG) in tools
                 if not self.first_has_tool:
                     return _tool_use(body, prefixed("find_tools"), {"query": COMMIT_PROMPT})
