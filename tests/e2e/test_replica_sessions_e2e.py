@@ -93,7 +93,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
             assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")
 
             # and back on A (which held an older copy): B's additions are listed there too
-            added_on_b = {t["name"] for t in carried["tools"]}
+            added_on_b = {t["name"] for t in carried["tools"] if t["published"]}  # detail: flagged
             listed = [t.name for t in (await on_a.list_tools(cache_mode="bypass", meta=tab)).tools]
             assert added_on_b - set(published)  # B did add something
             assert added_on_b <= set(listed)
@@ -126,7 +126,7 @@ async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_whe
             redis_server.kill()  # mid-run, after the gateway used it
             echo = {"query": "echo the text back", "detail": True}  # every tool found, with its flag
             during = doc(await client.call_tool("find_tools", echo, meta=tab))
-            published = {t["name"] for t in during["tools"]}
+            published = {t["name"] for t in during["tools"] if t["published"]}  # detail: flagged
             assert {"time__get_current_time", "dyn__echo"} <= published  # local state: the set kept growing
             echoed = await client.call_tool(
                 "call_tool", {"name": "dyn__echo", "arguments": {"text": "hi"}}, meta=tab
