@@ -196,14 +196,17 @@ DEFERRED = "deferred tools are now available via ToolSearch"
 
 
 def deferred_now(messages: list[dict[str, Any]]) -> list[str]:
-    """The tools Claude Code announces as deferred (listed, behind its ToolSearch) in the last message:
-    with tool search on, every tool that appears after a conversation's first request is deferred so,
-    in a reminder after the tool result ("... before calling them: mcp__toolweave__time__...")."""
-    text = _last_tool_result_text(messages)
-    if DEFERRED not in text:
-        return []
-    names = text.split(DEFERRED, 1)[1].split(":", 1)[-1].split("</system-reminder>", 1)[0]
-    return [name for name in names.split() if name.startswith("mcp__")]
+    """The tools Claude Code announced as deferred (listed, behind its ToolSearch) so far: with tool search
+    on, every tool that appears after a conversation's first request is deferred so, in a reminder after
+    the next tool result ("... before calling them: mcp__toolweave__time__..."). Announced once: a tool
+    published by a turn whose answer said "still starting" is announced after that answer."""
+    names: list[str] = []
+    for n in range(len(messages)):
+        text = _last_tool_result_text(messages[: n + 1]) if messages[n].get("role") == "user" else ""
+        if DEFERRED in text:
+            listed = text.split(DEFERRED, 1)[1].split(":", 1)[-1].split("</system-reminder>", 1)[0]
+            names += [name for name in listed.split() if name.startswith("mcp__")]
+    return names
 
 
 def _last_tool_result_text(messages: list[dict[str, Any]]) -> str:
