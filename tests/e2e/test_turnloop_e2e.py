@@ -1,9 +1,10 @@
 """The turn loop with real clients: `toolweave serve` as a subprocess in front of the real PyPI time server.
 
-* the TypeScript SDK client and the Python SDK client re-list on list_changed; the newly published tool
-  must be in their list when the find_tools result arrives (stdio and streamable HTTP). On this machine
-  they pass even when the answer is released as the list reply is built (the race needs a slower link
-  between the two; tests/server/test_relist.py makes one inside the server and fails then);
+* the TypeScript SDK client (on the machine as it is and with every core kept busy: ``machine``) and the
+  Python SDK client re-list on list_changed; the newly published tool must be in their list when the
+  find_tools result arrives (stdio and streamable HTTP). On this machine they pass even when the answer
+  is released as the list reply is built (the race needs a slower link between the two;
+  tests/server/test_relist.py makes one inside the server and fails then);
 * the Claude Code hook: prompt in -> list_changed -> the tool is listed before any find_tools;
 * the HTTP host endpoint and `toolweave turn --url`, loopback only.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +36,6 @@ from .watch import Relister, relisting
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 REPO = Path(__file__).resolve().parents[2]
-TS_SDK = "@modelcontextprotocol/sdk@1.32"
 TOKYO = "what time is it in Tokyo"
 
 
@@ -56,30 +55,6 @@ def time_manifest(path: Path) -> Path:
         encoding="utf-8",
     )
     return path
-
-
-@pytest.fixture(scope="session")
-def ts_client() -> Path:
-    """tests/e2e/ts_client.mjs beside an npm install of the TypeScript SDK in ~/.cache (once)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node/npm not found: the TypeScript SDK client tests need Node >= 18")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolweave-tests" / "ts-sdk-1.32"
-    cache.mkdir(parents=True, exist_ok=True)
-    if not (cache / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        (cache / "package.json").write_text('{"name": "toolweave-ts-e2e", "private": true, "type": "module"}')
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", TS_SDK],
-            cwd=cache,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"npm install {TS_SDK} failed (offline?): {done.stderr[-500:]}")
-    script = cache / "ts_client.mjs"
-    shutil.copyfile(Path(__file__).with_name("ts_client.mjs"), script)
-    return script
 
 
 def run_ts_client(script: Path, mode: str, target: str, log: Path) -> dict[str, Any]:
@@ -106,7 +81,7 @@ def check_published_before_answered(seen: dict[str, Any]) -> None:
 
 
 def test_ts_client_has_the_new_tool_when_find_tools_answers_stdio(
-    ts_client: Path, registry_copy: Path, tmp_path: Path
+    machine: str, ts_client: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
     manifest = time_manifest(tmp_path / "m.yaml")
     command = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
@@ -115,7 +90,7 @@ def test_ts_client_has_the_new_tool_when_find_tools_answers_stdio(
 
 
 def test_ts_client_has_the_new_tool_when_find_tools_answers_http(
-    ts_client: Path, registry_copy: Path, tmp_path: Path
+    machine: str, ts_client: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
     manifest = time_manifest(tmp_path / "m.yaml")
     gateway = start_http_gateway(manifest, registry_copy, tmp_path / "gateway.log")
