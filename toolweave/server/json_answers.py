@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolweave.server.handshake import FIND_TOOLS
-from toolweave.server.notify import WrittenReplies
+from toolweave.server.notify import OTHER_CONNECTION_SETTLE_S, WrittenReplies
 
 __all__ = ["ReportingWritten", "answer_find_tools_as_json", "answers_as_json"]
 
@@ -117,7 +117,7 @@ class ReportingWritten:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        replies = WrittenReplies()
+        replies = WrittenReplies(settle_s=OTHER_CONNECTION_SETTLE_S)  # the answer goes on another request
         replies.in_scope(scope)
         try:
             await self.app(scope, receive, send)

@@ -17,7 +17,8 @@ the re-list request arrives (its reply is not built yet, and the held answer cou
 after a fixed wait. The transport says when a reply was written (``WrittenReplies``): on stdio the
 reply has been taken by the pipe's writer, which writes it before anything sent later
 (``reporting_written``); on streamable HTTP the request that carried the ``tools/list`` has sent its
-response (``json_answers.ReportingWritten``). A transport that cannot tell (the legacy SSE transport,
+response (``json_answers.ReportingWritten``), and the answer, which goes on another connection, waits
+``OTHER_CONNECTION_SETTLE_S`` more. A transport that cannot tell (the legacy SSE transport,
 in-process clients) counts a reply as written when its handler built it. The hold is bounded: by
 ``publish.relist_wait_ms`` (5 s) for a client known to re-list, by ``publish.relist_probe_ms`` (300 ms)
 while that is not known, as some clients give a request 5 s in all; a client that cannot hear the
@@ -46,7 +47,13 @@ from mcp.shared.message import SessionMessage
 from toolweave.server.auth import identity_of_request
 from toolweave.server.sessions import Session, session_key
 
-__all__ = ["Notifier", "WrittenReplies", "reporting_written", "streamable_http_reach"]
+__all__ = [
+    "OTHER_CONNECTION_SETTLE_S",
+    "Notifier",
+    "WrittenReplies",
+    "reporting_written",
+    "streamable_http_reach",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +61,10 @@ log = logging.getLogger(__name__)
 UNREPORTED_SETTLE_S = 0.005
 """On a transport that does not say when a reply was written, a held answer goes this much after the
 list reply was built (it is written as soon as its handler returns)."""
+OTHER_CONNECTION_SETTLE_S = 0.01
+"""Over HTTP the list reply and the answer go out on two connections: a client that gets both at once
+may read the answer first (the Python SDK did, 1 run in 3 on this loaded machine), so the answer goes
+this much after the list reply was sent."""
 
 
 def _now() -> str:
@@ -70,6 +81,9 @@ class WrittenReplies:
     ``reporting()`` carry it in their context; an HTTP request carries it in its ASGI scope
     (``in_scope``: the SDK runs an HTTP request's handler in the session's task, not the request's)."""
 
+    settle_s: float = 0.0
+    """How long an answer released by a reply written here waits still: 0 on a wire that carries the
+    answer too (stdio: written in order); ``OTHER_CONNECTION_SETTLE_S`` over HTTP."""
     _after: dict[Any, list[Callable[[], None]]] = field(default_factory=dict)
 
     @staticmethod
@@ -189,14 +203,16 @@ class Notifier:
             "relist: %s tools/list %s answered (%d tools) %s", session.key, request_id, len(listed), _now()
         )
 
+        if replies is None or request_id is None:  # the transport cannot say: counted now
+            session.list_written(listed, notices, UNREPORTED_SETTLE_S)
+            return
+        settle_s = replies.settle_s
+
         def written() -> None:
             log.debug("relist: %s tools/list %s written %s", session.key, request_id, _now())
-            session.list_written(listed, notices)
+            session.list_written(listed, notices, settle_s)
 
-        if replies is None or request_id is None:  # the transport cannot say: counted now
-            session.list_written(listed, notices, reported=False)
-        else:
-            replies.after(request_id, written)
+        replies.after(request_id, written)
 
     def behind(self, session: Session) -> bool:
         """Whether ``session``'s client, one that re-lists on a notice it can hear, was written no list
@@ -223,8 +239,8 @@ class Notifier:
         if wait_s <= 0:
             return
         if await session.wait_listed(tool_ids, wait_s):
-            if not session.list_reported:  # counted when built: it is written once its handler returned
-                await anyio.sleep(UNREPORTED_SETTLE_S)
+            if session.list_settle_s:  # the list reply went another way than this answer will
+                await anyio.sleep(session.list_settle_s)
             log.debug("relist: %s answer released: its tools were listed %s", session.key, _now())
         else:
             later = "no longer held" if session.listed_notices < session.notices else "held"

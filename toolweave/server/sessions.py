@@ -182,8 +182,9 @@ class Session:
     """``notices`` as of the latest list reply written to the client: equal means it has the current list."""
     client_lists: frozenset[str] = frozenset()
     """The tool ids of the latest list reply written to the client: what its own tool list holds."""
-    list_reported: bool = True
-    """Whether the transport reported that latest reply as written (else it was counted when built)."""
+    list_settle_s: float = 0.0
+    """How long after that reply an answer waits still (``notify.py``: 0 when it was written on the same
+    wire as the answer)."""
     relists_on_notice: bool | None = None
     """Whether the client re-lists after a notice: None until known, True once a list reply answering a
     notice was written to it, False once a notice went unanswered by a re-list within the hold's bound
@@ -229,7 +230,7 @@ class Session:
     def notice_sent(self) -> None:
         self.notices += 1
 
-    def list_written(self, tool_ids: frozenset[str], notices: int, reported: bool = True) -> None:
+    def list_written(self, tool_ids: frozenset[str], notices: int, settle_s: float = 0.0) -> None:
         """A list reply holding ``tool_ids``, built when ``notices`` notices had been sent, was written
         to the client: its own list now holds them (a reply older than one already written changes
         nothing). Wakes the answers waiting for it (``wait_listed``)."""
@@ -238,7 +239,7 @@ class Session:
         if notices > self.listed_notices:  # the client re-listed after a notice: it does re-list
             self.relists_on_notice = True
         self.listed_notices = notices
-        self.client_lists, self.list_reported = tool_ids, reported
+        self.client_lists, self.list_settle_s = tool_ids, settle_s
         if self._list_written is not None:
             self._list_written.set()
             self._list_written = None
