@@ -54,7 +54,7 @@ async def listed(client: Client, meta: dict[str, Any] | None = None) -> list[str
 async def find(client: Client, query: str, meta: dict[str, Any] | None = None) -> list[str]:
     result = await client.call_tool("find_tools", {"query": query}, meta=meta)
     assert result.structured_content is not None, result
-    return [t["name"] for t in result.structured_content["tools"] if t["published"]]
+    return [t["name"] for t in result.structured_content["tools"]]  # compact: every one published
 
 
 @asynccontextmanager

@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,11 +179,17 @@ class Session:
     notices: int = 0
     """list_changed notices sent to this session so far."""
     listed_notices: int = 0
-    """``notices`` as of this session's latest ``tools/list``: equal means it has the current list."""
-    relists_on_notice: bool = True
-    """False once a notice went unanswered by a re-list within the wait: do not hold its results again
-    (set back to True when it does re-list after a notice)."""
-    _relisted: anyio.Event | None = None
+    """``notices`` as of the latest list reply written to the client: equal means it has the current list."""
+    client_lists: frozenset[str] = frozenset()
+    """The tool ids of the latest list reply written to the client: what its own tool list holds."""
+    list_settle_s: float = 0.0
+    """How long after that reply an answer waits still (``notify.py``: 0 when it was written on the same
+    wire as the answer)."""
+    relists_on_notice: bool | None = None
+    """Whether the client re-lists after a notice: None until known, True once a list reply answering a
+    notice was written to it, False once a notice went unanswered by a re-list within the hold's bound
+    (its answers are not held again until it does re-list after a notice)."""
+    _list_written: anyio.Event | None = None
     shared: str | None = None
     """This session's key in the shared store (``state_key``); None: it lives in this process only."""
     stale: bool = True
@@ -224,26 +230,38 @@ class Session:
     def notice_sent(self) -> None:
         self.notices += 1
 
-    def listed(self) -> None:
-        """The client fetched the tool list: it now has every change noticed so far."""
-        if self.notices > self.listed_notices:
+    def list_written(self, tool_ids: frozenset[str], notices: int, settle_s: float = 0.0) -> None:
+        """A list reply holding ``tool_ids``, built when ``notices`` notices had been sent, was written
+        to the client: its own list now holds them (a reply older than one already written changes
+        nothing). Wakes the answers waiting for it (``wait_listed``)."""
+        if notices < self.listed_notices:
+            return
+        if notices > self.listed_notices:  # the client re-listed after a notice: it does re-list
             self.relists_on_notice = True
-        self.listed_notices = self.notices
-        if self._relisted is not None:
-            self._relisted.set()
-            self._relisted = None
+        self.listed_notices = notices
+        self.client_lists, self.list_settle_s = tool_ids, settle_s
+        if self._list_written is not None:
+            self._list_written.set()
+            self._list_written = None
 
-    async def wait_relisted(self, timeout_s: float) -> bool:
-        """Wait (at most ``timeout_s``) until the client listed the tools after the latest notice."""
+    def client_has(self, tool_ids: Collection[str]) -> bool:
+        """Whether the client's list holds every one of ``tool_ids`` that is still published."""
+        return all(t in self.client_lists or t not in self.published for t in tool_ids)
+
+    async def wait_listed(self, tool_ids: Collection[str], timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until a list reply holding ``tool_ids`` was written to the client.
+        A re-list that lacks them (a list built before the change) does not end the wait. After a
+        timeout the client is taken as one that does not re-list (``relists_on_notice``)."""
         with anyio.move_on_after(timeout_s):
-            while self.listed_notices < self.notices:
-                if self._relisted is None:
-                    self._relisted = anyio.Event()
-                await self._relisted.wait()
-        if self.listed_notices < self.notices:
+            while not self.client_has(tool_ids):
+                if self._list_written is None:
+                    self._list_written = anyio.Event()
+                await self._list_written.wait()
+        if self.client_has(tool_ids):
+            return True
+        if self.listed_notices < self.notices:  # no re-list after the latest notice reached it
             self.relists_on_notice = False
-            return False
-        return True
+        return False
 
 
 class SessionStore:

@@ -37,7 +37,7 @@ from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
-from toolweave.server.notify import streamable_http_reach
+from toolweave.server.notify import WrittenReplies, reporting_written, streamable_http_reach
 from toolweave.server.processes import KEEP_ALIVE_S
 from toolweave.server.sessions import follow_processes
 from toolweave.server.starting import answer_find_tools_while_starting
@@ -204,13 +204,16 @@ async def _serve_stdio(
     if on_client_left is not None:
         lines = _EndNoticed(lines, on_client_left)
     max_bytes = gateway.settings.max_request_bytes
+    replies = WrittenReplies()  # when a list reply is on the pipe (a held find_tools answer goes after it)
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
-    async with (
-        bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
-        _without_early_replies(write, handover) as write,
-        host_channel(gateway, listening=early.host_socket if early is not None else None),
-    ):
-        await gateway.server.run(read, write, gateway.server.create_initialization_options())
+    with replies.reporting():
+        async with (
+            bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
+            reporting_written(write, replies) as write,
+            _without_early_replies(write, handover) as write,
+            host_channel(gateway, listening=early.host_socket if early is not None else None),
+        ):
+            await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
 @asynccontextmanager
