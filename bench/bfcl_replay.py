@@ -376,7 +376,7 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
                     turn.index,
                     turn.gold,
                     names.to_bare(t["name"] for t in found),
-                    names.to_bare(t["name"] for t in found if t["published"]),
+                    names.to_bare(t["name"] for t in found if t.get("published", True)),  # compact: all are
                     probed,
                 )
             )

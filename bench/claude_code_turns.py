@@ -27,7 +27,7 @@ the user's settings, a running HTTP gateway), ``--runs`` times, from a cold gate
 
 Usage: .venv/bin/python bench/claude_code_turns.py [--runs 10] [--transport stdio|http] [--hook]
            [--no-tool-search] [--busy] [--json]
-           [--scenario time|commit-memory]
+           [--scenario time|commit-memory] [--trace DIR]
        .venv/bin/python bench/claude_code_turns.py --mcp-list [--runs 10]
 Needs node/npm (the runner says so and exits 0 without them).
 """
@@ -84,6 +84,8 @@ class ScriptedModel:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.bodies: list[dict[str, Any]] = []
+        """Every model request as sent (``--trace`` keeps them)."""
         self.outcome: str | None = None
         self.first_has_tool: bool | None = None
         self.first_has_meta_tools: bool | None = None
@@ -100,10 +102,11 @@ class ScriptedModel:
 
     async def messages(self, request: Request) -> Response:
         body = await request.json()
+        self.bodies.append(body)
         tools = [t.get("name", "") for t in body.get("tools") or []]
         if not tools:  # a side request (title, summary...): answer briefly
             return _answer(body, [{"type": "text", "text": "ok"}], "end_turn")
-        self.requests.append({"tools": tools, "at": time.monotonic()})
+        self.requests.append({"tools": tools, "at": time.monotonic(), "wall": time.time()})
         if self.first_has_meta_tools is None:  # not deferred: the model sees them and may call them
             self.first_has_meta_tools = {prefixed("find_tools"), prefixed("call_tool")} <= set(tools)
         if prefixed("find_tools") not in tools:  # the gateway was not connected in time for this request
@@ -124,7 +127,10 @@ class ScriptedModel:
             if prefixed(TIME_TOOL) in tools:
                 self.outcome = "direct"
                 return _tool_use(body, prefixed(TIME_TOOL), {"timezone": "Asia/Tokyo"})
-            self.outcome = "fallback"
+            # Claude Code with its tool search on defers a tool listed mid-conversation: it holds it, and
+            # says so in a reminder after the tool result (module docstring)
+            deferred = prefixed(TIME_TOOL) in deferred_now(body.get("messages") or [])
+            self.outcome = "deferred" if deferred else "fallback"
             args = {"name": TIME_TOOL, "arguments": {"timezone": "Asia/Tokyo"}}
             return _tool_use(body, prefixed("call_tool"), args)
         return _answer(body, [{"type": "text", "text": "It is late in Tokyo."}], "end_turn")
@@ -144,17 +150,23 @@ class CommitMemoryModel(ScriptedModel):
 
     async def messages(self, request: Request) -> Response:
         body = await request.json()
+        self.bodies.append(body)
         tools = [t.get("name", "") for t in body.get("tools") or []]
         if not tools:
             return _answer(body, [{"type": "text", "text": "ok"}], "end_turn")
-        self.requests.append({"tools": tools, "at": time.monotonic()})
+        self.requests.append({"tools": tools, "at": time.monotonic(), "wall": time.time()})
         if prefixed("find_tools") not in tools:
             self.outcome = self.outcome or "not-connected"
             return _answer(body, [{"type": "text", "text": "I have no tool for that."}], "end_turn")
         answered = _last_tool_result_for(body.get("messages") or [])
         git_args = {"repo_path": str(REPO), "max_count": 1}
+        starting = STARTING in _last_tool_result_text(body.get("messages") or [])
+        if answered == prefixed("find_tools") and starting and self.restarts < MAX_RESTARTS:
+            self.restarts += 1  # the gateway was still starting: as a model would, call it again
+            return _tool_use(body, prefixed("find_tools"), {"query": COMMIT_PROMPT})
         if answered is None or answered == prefixed("find_tools"):
             if answered is None:
+                self.first_has_meta_tools = {prefixed("find_tools"), prefixed("call_tool")} <= set(tools)
                 self.first_has_tool = prefixed(GIT_LOG) in tools
                 if not self.first_has_tool:
                     return _tool_use(body, prefixed("find_tools"), {"query": COMMIT_PROMPT})
@@ -163,8 +175,13 @@ class CommitMemoryModel(ScriptedModel):
             return _tool_use(body, prefixed("call_tool"), {"name": GIT_LOG, "arguments": git_args})
         if answered in (prefixed(GIT_LOG), prefixed("call_tool")) and self.outcome is None:
             memory = [t for t in tools if t.startswith(prefixed("memory__"))]
-            self.memory_tools = [t.removeprefix(prefixed("")) for t in memory]
-            self.outcome = "memory-published" if memory else "memory-missing"
+            deferred = [
+                t for t in deferred_now(body.get("messages") or []) if t.startswith(prefixed("memory__"))
+            ]
+            self.memory_tools = [t.removeprefix(prefixed("")) for t in memory or deferred]
+            self.outcome = (
+                "memory-published" if memory else "memory-deferred" if deferred else "memory-missing"
+            )
             entity = {"entities": [{"name": "last commit", "entityType": "commit", "observations": ["hash"]}]}
             if prefixed("memory__create_entities") in tools:
                 return _tool_use(body, prefixed("memory__create_entities"), entity)
@@ -173,6 +190,23 @@ class CommitMemoryModel(ScriptedModel):
             args = {"name": "memory__create_entities", "arguments": entity}
             return _tool_use(body, prefixed("call_tool"), args)
         return _answer(body, [{"type": "text", "text": "Done: the hash is in memory."}], "end_turn")
+
+
+DEFERRED = "deferred tools are now available via ToolSearch"
+
+
+def deferred_now(messages: list[dict[str, Any]]) -> list[str]:
+    """The tools Claude Code announced as deferred (listed, behind its ToolSearch) so far: with tool search
+    on, every tool that appears after a conversation's first request is deferred so, in a reminder after
+    the next tool result ("... before calling them: mcp__toolweave__time__..."). Announced once: a tool
+    published by a turn whose answer said "still starting" is announced after that answer."""
+    names: list[str] = []
+    for n in range(len(messages)):
+        text = _last_tool_result_text(messages[: n + 1]) if messages[n].get("role") == "user" else ""
+        if DEFERRED in text:
+            listed = text.split(DEFERRED, 1)[1].split(":", 1)[-1].split("</system-reminder>", 1)[0]
+            names += [name for name in listed.split() if name.startswith("mcp__")]
+    return names
 
 
 def _last_tool_result_text(messages: list[dict[str, Any]]) -> str:
@@ -318,7 +352,13 @@ def install_hook(home: Path) -> None:
 
 
 def one_run(
-    claude: str, work: Path, registry: Path, transport: str, hook: bool, scenario: str = "time"
+    claude: str,
+    work: Path,
+    registry: Path,
+    transport: str,
+    hook: bool,
+    scenario: str = "time",
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     model = CommitMemoryModel() if scenario == "commit-memory" else ScriptedModel()
     prompt = COMMIT_PROMPT if scenario == "commit-memory" else PROMPT
@@ -332,16 +372,21 @@ def one_run(
             work / "home",
             ANTHROPIC_BASE_URL=f"http://127.0.0.1:{model_port}",
             ANTHROPIC_API_KEY="sk-ant-scripted",
-            TOOLWEAVE_LOG_LEVEL="WARNING",
+            TOOLWEAVE_LOG_LEVEL="DEBUG" if trace else "WARNING",
             # Claude Code gets a fresh HOME; npx (the demo's memory server) keeps the user's npm cache,
             # or each run would download the package again before the memory tools exist
             NPM_CONFIG_CACHE=os.environ.get("NPM_CONFIG_CACHE", str(Path.home() / ".npm")),
         )
         target: list[str] | str = serve
+        if trace is not None and transport == "stdio":  # the pipe's traffic, in the order it carried it
+            tap = [sys.executable, str(REPO / "bench" / "wire_tap.py"), str(work / "wire.log")]
+            target = [*tap, str(work / "gateway.log"), *serve]
         if transport == "http":
             port = free_port()
             log = (work / "gateway.log").open("ab")
-            gateway = subprocess.Popen([*serve, "--transport", "http", "--port", str(port)], stderr=log)
+            gateway_env = dict(os.environ, TOOLWEAVE_LOG_LEVEL=env["TOOLWEAVE_LOG_LEVEL"])
+            http_serve = [*serve, "--transport", "http", "--port", str(port)]
+            gateway = subprocess.Popen(http_serve, stderr=log, env=gateway_env)
             target = f"http://127.0.0.1:{port}/mcp"
             wait_port(port, gateway)
         add_toolweave(claude, work, env, target, "local")
@@ -353,6 +398,10 @@ def one_run(
         command = [claude, "-p", prompt, "--allowedTools", f"mcp__{SERVER}"]
         command += ["--model", "claude-sonnet-4-5", "--output-format", "json"]
         proc = subprocess.run(command, env=env, cwd=str(work), capture_output=True, text=True, timeout=180)
+        if trace is not None:
+            write_trace(trace / f"{work.name}.txt", work, model)
+            bodies = json.dumps(model.bodies, indent=1)
+            (trace / f"{work.name}-requests.json").write_text(bodies, encoding="utf-8")
         return {
             "outcome": model.outcome or "no-call",
             "memory_tools": getattr(model, "memory_tools", None),
@@ -381,6 +430,32 @@ def one_run(
         if gateway is not None:
             gateway.terminate()
             gateway.wait(timeout=20)
+
+
+TRACED = ("relist:", "list_changed ->", "did not re-list")
+"""The gateway's log lines a trace keeps (at DEBUG, from server/notify.py)."""
+
+
+def write_trace(path: Path, work: Path, model: ScriptedModel) -> None:
+    """One timeline, oldest first: the pipe's traffic (stdio), the gateway's re-list lines and each model
+    request with the toolweave tools it carried; times in seconds after the first entry."""
+    entries: list[tuple[float, str]] = []
+    wire = work / "wire.log"
+    for line in wire.read_text(errors="replace").splitlines() if wire.exists() else []:
+        stamp, _, rest = line.partition(" ")
+        entries.append((float(stamp), f"wire    {rest}"))
+    log = work / "gateway.log"
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+        if any(k in line for k in TRACED) and " t=" in line:
+            stamp = float(line.split(" t=", 1)[1].split()[0])
+            entries.append((stamp, f"gateway {line.split(': ', 1)[-1][:220]}"))
+    for n, request in enumerate(model.requests, 1):
+        tools = [t.removeprefix(prefixed("")) for t in request["tools"] if t.startswith(prefixed(""))]
+        entries.append((request["wall"], f"MODEL   request {n}: {', '.join(tools)[:220]}"))
+    entries.sort(key=lambda entry: entry[0])  # stable: the order within each source stays
+    start = entries[0][0] if entries else 0.0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{at - start:8.3f} {text}\n" for at, text in entries), encoding="utf-8")
 
 
 def _turn_lines(log: Path) -> list[str]:
@@ -449,6 +524,12 @@ def main() -> int:
         "--busy", action="store_true", help="keep every core busy with CPU hogs meanwhile (tests/busy.py)"
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        help="write each run's timeline here: the stdio pipe's traffic, the gateway's re-list lines, the "
+        "model requests (stdio runs the gateway behind bench/wire_tap.py)",
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     if args.no_tool_search:
@@ -466,7 +547,7 @@ def main() -> int:
         for n in range(args.runs):
             work = Path(tmp) / f"run{n}"
             work.mkdir()
-            row = one_run(claude, work, registry, args.transport, args.hook, args.scenario)
+            row = one_run(claude, work, registry, args.transport, args.hook, args.scenario, args.trace)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     counts = Counter(r["outcome"] for r in rows)

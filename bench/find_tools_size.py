@@ -81,7 +81,8 @@ async def answers(registry: Path, client_kind: str) -> list[dict[str, Any]]:
                     "query": query,
                     "bytes": size,
                     "tokens_est": tokens(size),
-                    "published": [t["name"] for t in doc["tools"] if t.get("published")],
+                    # compact: every tool listed is published (detail: a flag says)
+                    "published": [t["name"] for t in doc["tools"] if t.get("published", True)],
                     "also_found": len(doc.get("also_found", {})),
                 }
                 if client_kind == "detail":  # the same document with the old separators: the old answer

@@ -4,10 +4,12 @@ Everything goes through real processes over stdio, as a desktop client would use
 
 1. Proxy overhead: 200 calls of mcp-server-time's ``get_current_time`` directly and through
    ``toolweave serve``, interleaved one by one in the same run (so machine load hits both alike);
-   reported as the ratio of the medians (goal <= 1.10) and the added milliseconds.
+   reported as the ratio of the medians (goal <= 1.10) and the added milliseconds, and as the CPU time
+   the gateway process spent per proxied call (user + system, every thread, from procfs): the part
+   of the cost that a loaded machine does not blur.
 2. ``find_tools`` p50/p95 through the gateway with the ToolLinkOS catalog (573 tools) as a
    ``catalogs:`` entry, and with 10,000 tools (ToolLinkOS + distinct synthesised tools). Queries are
-   ToolLinkOS user queries in file order.
+   ToolLinkOS user queries in file order; also the gateway's CPU time per query.
 3. Time from spawning ``toolweave serve`` to the answer of the first ``tools/list``, with a registry
    of 1,000 tools already ingested (median of 3 starts).
 
@@ -32,6 +34,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from toolweave.server.shutdown import child_pids
+
 REPO = Path(__file__).resolve().parents[1]
 TOOLLINKOS = REPO.parent / "shared" / "datasets" / "toollinkos"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
@@ -50,6 +54,32 @@ def gateway_params(manifest: Path, registry: Path) -> StdioServerParameters:
     )
 
 
+def child_with(marker: str) -> int | None:
+    """The pid of this process's child whose command line holds ``marker`` (a gateway's registry path)."""
+    for pid in child_pids():
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def cpu_s(pid: int | None) -> float:
+    """CPU time (user + system, every thread) ``pid`` has used so far; NaN where procfs cannot tell.
+
+    Wall-clock latency on a shared machine measures the neighbours as much as the gateway; the CPU
+    the gateway process spends per operation is what the gateway itself costs."""
+    if pid is None:
+        return float("nan")
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = text[text.rindex(")") + 2 :].split()  # after "(comm)", which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # -- 1. proxy overhead ---------------------------------------------------------------------------------
 async def proxy_overhead(work: Path, calls: int, mode: str) -> dict[str, Any]:
     """``mode`` is the protocol era of every hop: client -> time server, client -> gateway -> time server."""
@@ -62,21 +92,21 @@ async def proxy_overhead(work: Path, calls: int, mode: str) -> dict[str, Any]:
     args = {"timezone": "Europe/Paris"}
     direct_ms: list[float] = []
     gateway_ms: list[float] = []
+    registry = work / f"registry-time-{mode}"
     async with (
         Client(direct_params, mode=mode) as direct,
-        Client(gateway_params(manifest, work / f"registry-time-{mode}"), mode=mode) as gateway,
+        Client(gateway_params(manifest, registry), mode=mode) as gateway,
     ):
+        gateway_pid = child_with(str(registry))
         # Publish the tool and let both clients list it: an SDK client that calls a tool it has not
         # listed re-lists on every call (to find its output schema), which would swamp the figures.
-        await gateway.call_tool("find_tools", {"query": "current time in a timezone"})
-        assert "time__get_current_time" in [
-            t.name for t in (await gateway.list_tools(cache_mode="bypass")).tools
-        ]
+        await publish(gateway, "current time in a timezone", "time__get_current_time")
         await direct.list_tools()
         for _ in range(20):  # warm-up: imports, connections, the gateway's first-connection grace
             assert not (await direct.call_tool("get_current_time", args)).is_error
             result = await gateway.call_tool("time__get_current_time", args)
             assert not result.is_error, result
+        cpu_before = cpu_s(gateway_pid)
         for _ in range(calls):
             t0 = time.perf_counter()
             await direct.call_tool("get_current_time", args)
@@ -85,6 +115,8 @@ async def proxy_overhead(work: Path, calls: int, mode: str) -> dict[str, Any]:
             t2 = time.perf_counter()
             direct_ms.append((t1 - t0) * 1000)
             gateway_ms.append((t2 - t1) * 1000)
+        # the gateway idles through the direct calls: all it spent here went to the proxied ones
+        gateway_cpu_ms = (cpu_s(gateway_pid) - cpu_before) * 1000 / calls
         era = gateway.protocol_version
     d, g = statistics.median(direct_ms), statistics.median(gateway_ms)
     return {
@@ -96,7 +128,18 @@ async def proxy_overhead(work: Path, calls: int, mode: str) -> dict[str, Any]:
         "gateway_p95_ms": round(pct(gateway_ms, 0.95), 3),
         "ratio": round(g / d, 3),
         "added_ms": round(g - d, 3),
+        "gateway_cpu_ms_per_call": round(gateway_cpu_ms, 3),
     }
+
+
+async def publish(client: Client, query: str, name: str, wait_s: float = 120.0) -> None:
+    """``find_tools`` until the gateway publishes ``name`` (a gateway answers at once while it starts)."""
+    with anyio.fail_after(wait_s):
+        while True:
+            await client.call_tool("find_tools", {"query": query})
+            if name in [t.name for t in (await client.list_tools(cache_mode="bypass")).tools]:
+                return
+            await anyio.sleep(0.5)
 
 
 # -- catalogs ------------------------------------------------------------------------------------------
@@ -177,26 +220,39 @@ def queries(n: int) -> list[str]:
     return [row["user_query"] for row in data[:n]]
 
 
+async def until_ready(client: Client, query: str) -> None:
+    """Wait until the gateway answers ``find_tools`` with tools: until then (opening its registry,
+    ingesting its catalogs) it answers at once with none and a note to call again."""
+    with anyio.fail_after(1800):
+        while not (await client.call_tool("find_tools", {"query": query})).structured_content["tools"]:
+            await anyio.sleep(0.5)
+
+
 # -- 2. find_tools latency --------------------------------------------------------------------------------
 async def find_tools_latency(manifest: Path, registry: Path, qs: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
     ms: list[float] = []
     async with Client(gateway_params(manifest, registry)) as client:
-        listed = await client.list_tools()  # the first start ingests the catalogs (embedding everything)
+        listed = await client.list_tools()  # answered at once: the gateway starts in the background
+        await until_ready(client, qs[0])  # the first start ingests the catalogs (embedding everything)
         ingest_s = time.perf_counter() - started
+        gateway_pid = child_with(str(registry))
         for q in qs[:5]:
             await client.call_tool("find_tools", {"query": q})
+        cpu_before = cpu_s(gateway_pid)
         for q in qs:
             t0 = time.perf_counter()
             result = await client.call_tool("find_tools", {"query": q})
             ms.append((time.perf_counter() - t0) * 1000)
             assert not result.is_error, result
             assert result.structured_content and result.structured_content["tools"], q
+        gateway_cpu_ms = (cpu_s(gateway_pid) - cpu_before) * 1000 / len(qs)
     return {
         "queries": len(qs),
         "p50_ms": round(pct(ms, 0.50), 2),
         "p95_ms": round(pct(ms, 0.95), 2),
         "max_ms": round(max(ms), 2),
+        "gateway_cpu_ms_per_query": round(gateway_cpu_ms, 2),
         "first_start_incl_ingest_s": round(ingest_s, 1),
         "published_at_start": len(listed.tools),
     }
@@ -256,7 +312,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         print(json.dumps({"find_tools_573": report["find_tools_573"]}), flush=True)
 
         m1k = catalog_manifest(work, "thousand", 1000 - 573)
-        await first_list_s(m1k, work / "reg-1k")  # ingest once
+        async with Client(gateway_params(m1k, work / "reg-1k")) as client:  # ingest once
+            await until_ready(client, qs[0])
         starts = [await first_list_s(m1k, work / "reg-1k") for _ in range(3)]
         report["first_tools_list"] = {
             "tools": registry_size(work / "reg-1k"),

@@ -3,7 +3,7 @@ datasets' tools; ingest rate, find_tools retrieval p50/p95 (the real pipeline), 
 first pass against exact search, and the process's RSS.
 
     .venv/bin/python bench/scale.py --size 10000 --size 100000      # default: 10k, 50k and 100k
-    .venv/bin/python bench/scale.py --warm-only --size 100000      # only fill the embedding cache
+    .venv/bin/python bench/scale.py --size 100000 --vectors composed   # 100k from composed vectors
     .venv/bin/python bench/scale.py --ingest 2000 --size 100000 --vectors composed   # ingest rate at 100k
 
 The fleet: every dataset's tools (ToolLinkOS, API-Bank, MetaTool, Seal-Tools, OpenAPI links), the
@@ -12,11 +12,13 @@ per-domain variants of the normalized datasets' tools ("Billing: <description>",
 edges renamed along; one source per four domains, ~17k tools) until the size is reached. Fleets are nested:
 the 10k fleet is the start of the 50k one.
 
-Embeddings: the real embedder behind the benchmark's disk cache (``CachedEmbedder``, keyed by
-sha256(model, document text)). ``--warm-only`` (or the first run) times the embedding of the texts
-the cache lacks: that is the embedding rate. The ingest rate is then measured into a fresh registry
-with every vector from the cache, so it times the registry's own work (rows, full-text index,
-dependency inference, commits, ANN index); both are reported, with what was cached.
+Embeddings: the real embedder behind the benchmarks' shared disk cache (``CachedEmbedder``,
+``~/.cache/toolweave/embeddings.sqlite``, keyed by sha256(model, document text)). The build step
+times the embedding of the texts the cache lacks: that is the embedding rate. The ingest rate is then
+measured into a fresh registry with every vector from the cache, so it times the registry's own work
+(rows, full-text index, dependency inference, commits, ANN index); both are reported, with what was
+cached. ``--vectors composed`` embeds only the datasets' own tools and the parts variants are made
+of (see ``prepare``): minutes instead of hours for 100k on a shared machine.
 
 Each size runs in its own process (RSS is the process's, measured after opening the registry and
 after the queries). Needs ../shared/datasets beside the repository (skipped without it).
@@ -114,7 +116,7 @@ def cached_embedder() -> Any:
     from toolweave.benchmark.embedding_cache import CachedEmbedder
     from toolweave.registry import Embedder
 
-    return CachedEmbedder(Embedder(), OUT / "embeddings.sqlite")
+    return CachedEmbedder(Embedder())  # the benchmarks' shared cache: other runs filled most of it
 
 
 def composition(tool: Any) -> tuple[str, str] | None:

@@ -71,3 +71,21 @@ def test_words_of_any_script_stay_whole() -> None:
     assert name_terms("obtenir_météo") == {"obtenir", "météo"}
     vocab = NameVocabulary.of(["f__obtenir_météo", "f__get_weather"], {"f__obtenir_météo": "obtenir_météo"})
     assert vocab.match(text_terms("quelle est la météo ?"), "f__obtenir_météo") > 0
+
+
+def test_a_match_is_weighed_by_the_vocabulary_it_was_asked_of() -> None:
+    """Matches are cached per vocabulary; a write makes a new vocabulary, whose matches use its own
+    counts, not the cached ones of the vocabulary before it."""
+    request = text_terms("get the stock price")
+    before = NameVocabulary.of(["fin__get_stock_price", "fin__get_news", "fin__list_news"])
+    first = before.match(request, "fin__get_stock_price")
+    assert before.match(request, "fin__get_stock_price") == first  # the cached answer is the same
+    # three more names say "stock" and "price": those words now say less, "get" (in none of them) more
+    added = ["fin__stock_price_history", "fin__stock_price_alert", "fin__stock_price_chart"]
+    after = before.changed(removed=(), added=added)
+    fresh = NameVocabulary.of(["fin__get_stock_price", "fin__get_news", "fin__list_news", *added])
+    assert after.match(request, "fin__get_stock_price") == fresh.match(request, "fin__get_stock_price")
+    assert after.match(text_terms("get me the news"), "fin__get_stock_price") != before.match(
+        text_terms("get me the news"), "fin__get_stock_price"
+    )
+    assert before.match(request, "fin__get_stock_price") == first  # the old vocabulary is unchanged

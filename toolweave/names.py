@@ -83,6 +83,12 @@ class NameVocabulary:
     spell out whole, and a long name ends in a hash no request spells."""
     _weights: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
     """``weight`` by term, filled as searches ask (a lost race only computes a weight twice)."""
+    _weighed: dict[str, tuple[tuple[tuple[str, float], ...], float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Each matched tool's name terms with their weights, and the weights' sum, filled as searches ask:
+    a search matches the same candidates again and again, and a write makes a new vocabulary (so
+    nothing here outlives the counts it was computed from)."""
 
     @classmethod
     def of(cls, tool_ids: Iterable[str], names: Mapping[str, str] | None = None) -> NameVocabulary:
@@ -137,6 +143,9 @@ class NameVocabulary:
     def match(self, request: Collection[str], tool_id: str) -> float:
         """Share of ``tool_id``'s name, each term weighed by ``weight``, that the ``request``'s terms
         (``text_terms``) spell out: 0 (none) to 1 (every word of the name)."""
-        weights = [(self.weight(t), t in request) for t in self.terms_of(tool_id)]
-        total = sum(w for w, _ in weights)
-        return sum(w for w, said in weights if said) / total if total > 0 else 0.0
+        weighed = self._weighed.get(tool_id)
+        if weighed is None:
+            pairs = tuple((t, self.weight(t)) for t in self.terms_of(tool_id))
+            weighed = self._weighed[tool_id] = (pairs, sum(w for _, w in pairs))
+        pairs, total = weighed
+        return sum(w for t, w in pairs if t in request) / total if total > 0 else 0.0

@@ -127,10 +127,20 @@ class PublishSettings(BaseModel):
     )
     pinned: tuple[str, ...] = Field((), description="Tool ids always published.")
     relist_wait_ms: int = Field(
+        5000,
+        ge=0,
+        le=30000,
+        description="Longest a find_tools answer that published tools is held until the list reply holding "
+        "them was written to the client (it is released then), for a client known to re-list (it did after "
+        "a notice, or listens on a 2026-era stream); a client that lets a notice go unanswered is not held "
+        "again (0: never hold).",
+    )
+    relist_probe_ms: int = Field(
         300,
         ge=0,
-        le=5000,
-        description="How long find_tools holds its result until the client re-listed after list_changed.",
+        le=30000,
+        description="The same bound while it is not known whether the client re-lists at all (a "
+        "handshake-era client before its first re-list after a notice): some give one request 5 s.",
     )
     name_budget: int = Field(
         48,

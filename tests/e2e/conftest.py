@@ -24,6 +24,7 @@ from tests.net import free_port, wait_port
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAMS = REPO / "tests" / "upstreams"
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
+TS_SDK = "@modelcontextprotocol/sdk@1.32"
 
 
 @pytest.fixture(params=["as-is", "busy"])
@@ -216,3 +217,27 @@ def stop(proc: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def ts_client() -> Path:
+    """tests/e2e/ts_client.mjs beside an npm install of the TypeScript SDK in ~/.cache (once)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node/npm not found: the TypeScript SDK client tests need Node >= 18")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "toolweave-tests" / "ts-sdk-1.32"
+    cache.mkdir(parents=True, exist_ok=True)
+    if not (cache / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
+        (cache / "package.json").write_text('{"name": "toolweave-ts-e2e", "private": true, "type": "module"}')
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", TS_SDK],
+            cwd=cache,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"npm install {TS_SDK} failed (offline?): {done.stderr[-500:]}")
+    script = cache / "ts_client.mjs"
+    shutil.copyfile(Path(__file__).with_name("ts_client.mjs"), script)
+    return script

@@ -33,9 +33,10 @@ def inspector(*args: str) -> dict[str, Any]:
     return answer
 
 
-def test_inspector_search_over_stdio(registry_copy: Path, tmp_path: Path) -> None:
+def test_inspector_search_over_stdio(machine: str, registry_copy: Path, tmp_path: Path) -> None:
     """A one-shot client always meets a gateway that is starting: the documented command tells it to
-    wait for the start (``TOOLWEAVE_STARTUP_CALL_WAIT_S=0``), so the search is answered."""
+    wait for the start (``TOOLWEAVE_STARTUP_CALL_WAIT_S=0``), so the search is answered, busy machine
+    included (``machine``)."""
     manifest = time_manifest(tmp_path / "m.yaml")
     serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
     search = ["--method", "tools/call", "--tool-name", "find_tools", "--tool-arg", f"query={TOKYO}"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -18,7 +20,6 @@ from tests.redis_server import PASSWORD, RedisServer, running_redis
 from toolweave.server.sessions import SESSION_META_KEY
 
 from .conftest import Upstream, start_http_gateway, stop
-from .watch import ListChanged, watching
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -48,6 +49,45 @@ def doc(result: types.CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
+@asynccontextmanager
+async def listening_for_list_changed(url: str, meta: dict[str, str]) -> AsyncIterator[anyio.Event]:
+    """A 2026-era ``subscriptions/listen`` stream that names its session in ``_meta`` (the SDK's
+    ``Client.listen`` sends no ``_meta`` of the caller's): the event is set on ``list_changed``."""
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolweave-e2e", "version": "1"},
+        **meta,
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": "listen-1",
+        "method": "subscriptions/listen",
+        "params": {"_meta": envelope, "notifications": {"toolsListChanged": True}},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "subscriptions/listen",
+    }
+    acknowledged, heard = anyio.Event(), anyio.Event()
+
+    async def listen(client: httpx.AsyncClient) -> None:
+        async with client.stream("POST", url, json=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if "notifications/subscriptions/acknowledged" in line:
+                    acknowledged.set()
+                if "notifications/tools/list_changed" in line:
+                    heard.set()
+
+    async with httpx.AsyncClient(timeout=None) as client, anyio.create_task_group() as tg:
+        tg.start_soon(listen, client)
+        with anyio.fail_after(30):
+            await acknowledged.wait()
+        yield heard
+        tg.cancel_scope.cancel()
+
+
 def score_of(found: dict[str, Any], name: str) -> float:
     why = next(t["why"] for t in found["tools"] if t["name"] == name)  # "search hit (score 1.489)"
     return float(why.rsplit(" ", 1)[1].rstrip(")"))
@@ -75,7 +115,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
                 await client.call_tool("find_tools", {"query": "warm up"}, meta={SESSION_META_KEY: "warm-up"})
             first = doc(await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))
             assert first["tool_list_changed"]
-            published = [t["name"] for t in first["tools"] if t["published"]]
+            published = [t["name"] for t in first["tools"]]
             assert "time__get_current_time" in published
 
             listed = [t.name for t in (await on_b.list_tools(cache_mode="bypass", meta=tab)).tools]
@@ -93,16 +133,18 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
             assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")
 
             # and back on A (which held an older copy): B's additions are listed there too
-            added_on_b = {t["name"] for t in carried["tools"] if t["published"]}
+            added_on_b = {t["name"] for t in carried["tools"] if t["published"]}  # detail: flagged
             listed = [t.name for t in (await on_a.list_tools(cache_mode="bypass", meta=tab)).tools]
             assert added_on_b - set(published)  # B did add something
             assert added_on_b <= set(listed)
 
-            # a 2026 client listening on B hears a change its session got through A (pub/sub -> notice)
-            watch = ListChanged()
-            async with watching(on_b, watch):
-                await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"})
-                await watch.wait(timeout=15)
+            # a 2026 client listening on B hears a change its session got through A (pub/sub -> notice);
+            # the session moves between replicas because it is named (an unnamed one is per process)
+            listener = {SESSION_META_KEY: "e2e-listener"}
+            async with listening_for_list_changed(b.url, listener) as heard:
+                await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=listener)
+                with anyio.fail_after(15):
+                    await heard.wait()
     finally:
         stop(a.proc)
         stop(b.proc)
@@ -120,13 +162,13 @@ async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_whe
     try:
         async with Client(gateway.url) as client:
             first = doc(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))
-            assert "time__get_current_time" in [t["name"] for t in first["tools"] if t["published"]]
+            assert "time__get_current_time" in [t["name"] for t in first["tools"]]
             assert redis_server.client().keys(NAMESPACE + "*")  # healthy: the session is in Redis
 
             redis_server.kill()  # mid-run, after the gateway used it
             echo = {"query": "echo the text back", "detail": True}  # every tool found, with its flag
             during = doc(await client.call_tool("find_tools", echo, meta=tab))
-            published = {t["name"] for t in during["tools"] if t["published"]}
+            published = {t["name"] for t in during["tools"] if t["published"]}  # detail: flagged
             assert {"time__get_current_time", "dyn__echo"} <= published  # local state: the set kept growing
             echoed = await client.call_tool(
                 "call_tool", {"name": "dyn__echo", "arguments": {"text": "hi"}}, meta=tab

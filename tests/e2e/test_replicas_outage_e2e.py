@@ -22,6 +22,7 @@ from mcp import Client
 
 from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
+from toolweave.server.sessions import SESSION_META_KEY
 
 from .test_replicas_e2e import REGISTRY, base_replica, called, found, poll, poll_async, serves_base, serving
 
@@ -125,8 +126,9 @@ async def test_a_hung_object_store_leaves_the_replica_serving_and_it_recovers_by
 
 
 async def session_found(client: Client, query: str) -> list[str]:
+    """``find_tools`` in a session the client names: the kind Redis keeps (an unnamed one is per process)."""
     with anyio.fail_after(HUNG_S):
-        result = await client.call_tool("find_tools", {"query": query})
+        result = await client.call_tool("find_tools", {"query": query}, meta={SESSION_META_KEY: "e2e-outage"})
     assert result.structured_content is not None, result
     return [t["name"] for t in result.structured_content.get("tools", [])]
 
@@ -140,7 +142,7 @@ async def test_a_hung_then_emptied_redis_leaves_sessions_serving_and_gets_them_b
     with serving(replica):
         await poll_async(lambda: serves_base(replica), "the replica serves its catalog")
         redis = registry_lock.client()
-        async with Client(replica.url) as client:  # the 2026 era: a session Redis keeps
+        async with Client(replica.url) as client:  # the 2026 era, a named session: one Redis keeps
             assert "base__base_op1" in await session_found(client, "operation 1 of the base service")
             sessions = poll(lambda: redis.keys("toolweave:session:*"), "the session is written to Redis")
 

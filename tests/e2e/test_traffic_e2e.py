@@ -62,6 +62,7 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
 ) -> None:
     monkeypatch.setenv("TOOLWEAVE_USAGE_FLUSH_S", "0.5")  # observations written every half second
     monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_WAIT_MS", "5000")
+    monkeypatch.setenv("TOOLWEAVE_PUBLISH__RELIST_PROBE_MS", "5000")
     manifest = tmp_path / "gw.yaml"
     manifest.write_text(
         f"servers:\n  shop:\n    command: {sys.executable}\n    args: [{UPSTREAMS / 'orders.py'}]\n",

@@ -75,12 +75,12 @@ def test_oversized_documents_are_refused(tmp_path: Path) -> None:
 
 def test_find_tools_echoes_only_a_short_prefix_of_the_query() -> None:
     query = "q" * 1_000_000
-    result = find_tools_result(query, [], list_changed=False, published=[])
+    result = find_tools_result(query, [], list_changed=False, published=[], detail=True)
     assert result.structured_content is not None
     echoed = result.structured_content["query"]
     assert echoed.startswith("qqq") and len(echoed) < 300 and "1,000,000 characters" in echoed
     assert len(result.content[0].text) < 1000  # type: ignore[union-attr]
-    short = find_tools_result("what time is it", [], list_changed=False, published=[])
+    short = find_tools_result("what time is it", [], list_changed=False, published=[], detail=True)
     assert short.structured_content["query"] == "what time is it"  # type: ignore[index]
 
 

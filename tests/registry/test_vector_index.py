@@ -430,3 +430,54 @@ def test_a_large_registrys_follower_loads_the_changed_sources_rows_only(
     assert dict(follower._state.snap.hashes) == dict(fresh._state.snap.hashes)
     assert follower.get("d__t1") is decoded
     assert vector_ids(follower, "tool 2 of c", 3) == vector_ids(fresh, "tool 2 of c", 3)
+
+
+def test_a_long_local_index_build_holds_the_lock_against_another_handle_of_the_same_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 100k index build holds the writer lock for minutes. Another handle of the same local registry
+    in the same process (a CLI ingest beside a gateway, a benchmark's second handle) must wait for it,
+    not write meanwhile: its write would move the tool table under the build, whose commit would then be
+    refused and the whole build rolled back. The file lock is per open file, so a second handle of the
+    same process is kept out as another process is (a per-process lock such as ``lockf`` would not)."""
+    import threading
+
+    import toolweave.registry.vector_upkeep as upkeep_module
+
+    path = tmp_path / "reg"
+    builder, other = open_registry(path, threshold=100), open_registry(path, threshold=100)
+    for reg in (builder, other):  # opened empty: neither builds an index at open or after an ingest
+        monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
+    builder.ingest("a", tools("a", 150))
+    building, ingest_tried = threading.Event(), threading.Event()
+    order: list[str] = []
+    build = vector_index_module.refresh
+
+    def long_build(*args: object, **kwargs: object) -> str:
+        done = build(*args, **kwargs)  # type: ignore[arg-type]
+        building.set()
+        ingest_tried.wait(30)  # the other handle's write is under way while this build holds the lock
+        time.sleep(0.5)  # ... and would have written by now, had it got the lock
+        order.append("build done")
+        return done
+
+    def ingest_beside() -> None:
+        building.wait(30)
+        ingest_tried.set()
+        other.ingest("b", tools("b", 20))
+        order.append("ingest committed")
+
+    monkeypatch.setattr(upkeep_module, "refresh", long_build)
+    beside = threading.Thread(target=ingest_beside)
+    beside.start()
+    try:
+        assert builder.vector_index.refresh() == "built"
+    finally:
+        beside.join(60)
+    assert order == ["build done", "ingest committed"]
+    builder.close()
+    other.close()
+    db = RegistryDatabase.open(path)
+    assert db.head is not None and db.head.action.startswith("ingest")  # the ingest came after the build
+    state = index_state(db.tool_table())
+    assert (state.indexed, state.unindexed) == (150, 20)  # the build was kept, the ingest added to it

@@ -51,28 +51,26 @@ def test_published_tools_carry_what_a_call_needs_and_the_others_one_line() -> No
         "name": CONVERT.id,
         "description": CONVERT.description,
         "input_schema": CONVERT.input_schema,
-        "published": True,
-    }
-    assert (
-        clock["why"] == f"needed by {CONVERT.id} (its time)" and clock["input_schema"] == CLOCK.input_schema
-    )
+    }  # no published flag (all of them are) and no query echo: the model knows what it asked
+    assert clock["why"] == f"feeds {CONVERT.id}.time" and clock["input_schema"] == CLOCK.input_schema
     assert doc["also_found"] == {
         CREATE.id: CREATE.description,
         LONG.id: "Search saved notes. " + "x" * (SUMMARY_CHARS - 21) + "…",
     }
     assert len(doc["also_found"][LONG.id]) == SUMMARY_CHARS
     assert "how_to_call" not in doc and doc["tool_list_changed"] is True  # the tool descriptions say it
+    assert "query" not in doc
 
 
 def test_without_candidates_left_over_the_answer_says_nothing_more() -> None:
     result = find_tools_result("q", FOUND[:2], list_changed=False, published=PUBLISHED)
     assert result.structured_content is not None
-    assert set(result.structured_content) == {"query", "tools", "tool_list_changed"}
+    assert set(result.structured_content) == {"tools", "tool_list_changed"}
 
 
 def test_detail_gives_every_tool_whole() -> None:
     doc = answer(detail=True)
-    assert "also_found" not in doc
+    assert "also_found" not in doc and doc["query"] == "convert 9:00 in Paris to Tokyo"
     assert [(t["name"], t["published"], t["rank"]) for t in doc["tools"]] == [
         (CONVERT.id, True, 1),
         (CLOCK.id, True, 2),
@@ -88,7 +86,7 @@ def test_names_are_the_published_names() -> None:
     doc = result.structured_content
     assert doc is not None
     assert [t["name"] for t in doc["tools"]] == [CONVERT.id.upper(), CLOCK.id.upper()]
-    assert doc["tools"][1]["why"] == f"needed by {CONVERT.id.upper()} (its time)"
+    assert doc["tools"][1]["why"] == f"feeds {CONVERT.id.upper()}.time"
     assert set(doc["also_found"]) == {CREATE.id.upper(), LONG.id.upper()}
 
 
@@ -132,7 +130,7 @@ async def test_through_the_gateway_detail_gives_every_schema(registry: Any, mode
     from tests.server.test_gateway import make_gateway
 
     clock, notes = FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools(), [NOTE_EDGE])
-    gateway = make_gateway(registry, clock, notes, relist_wait_ms=5000)
+    gateway = make_gateway(registry, clock, notes, relist_wait_ms=5000, relist_probe_ms=5000)
     relister = Relister()
     async with Client(gateway.server, mode=mode, message_handler=relister.on_message) as client:
         with anyio.fail_after(20):
@@ -145,7 +143,7 @@ async def test_through_the_gateway_detail_gives_every_schema(registry: Any, mode
             )
     doc, detailed = found.structured_content, again.structured_content
     assert doc is not None and detailed is not None and relister.lists
-    published = [t for t in doc["tools"] if t["published"]]
+    published = doc["tools"]  # every one of them published
     assert published and all("input_schema" in t for t in published), doc
     assert all(t["name"] in relister.lists[-1] for t in published)
     assert len(detailed["tools"]) >= len(doc["tools"]) + len(doc.get("also_found", {}))

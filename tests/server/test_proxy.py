@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mcp_types as types
+import pytest
 
 from toolweave.server.errors import to_tool_error_result
 from toolweave.server.proxy import argument_errors, strip_upstream_meta, truncate_result
@@ -94,3 +95,33 @@ def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> Non
     assert coded.content[:-1] == own.content  # the tool's own words come first
     ok = types.CallToolResult(content=[types.TextContent(text="done")])
     assert with_error_code(ok, "desk__close_ticket") is ok
+
+
+class _Echo:
+    """A backend that answers every call with its arguments."""
+
+    available = True
+    call_timeout_s = None
+
+    async def call(
+        self, tool: object, arguments: dict[str, object], **options: object
+    ) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=str(arguments))])
+
+
+@pytest.mark.anyio
+async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> None:
+    """The proxy keeps each tool's compiled validator; a record replaced with another schema (a
+    re-discovered upstream) is validated against that schema, not the cached one."""
+    from tests.server.helpers import tool
+    from toolweave.server.proxy import Proxy
+
+    before = tool("svc", "lookup", "Look a word up.", {"word": {"type": "string"}}, ["word"])
+    after = tool("svc", "lookup", "Look a word up.", {"word": {"type": "integer"}}, ["word"])
+    proxy = Proxy({"svc": _Echo()}, timeout_s=5, max_result_chars=10_000)  # type: ignore[dict-item]
+    assert not (await proxy.call(before, {"word": "tea"})).is_error
+    assert (await proxy.call(before, {"word": 3})).is_error
+    assert not (await proxy.call(after, {"word": 3})).is_error
+    rejected = await proxy.call(after, {"word": "tea"})
+    assert rejected.is_error and "'tea' is not of type 'integer'" in rejected.content[0].text
+    assert not (await proxy.call(before, {"word": "tea"})).is_error  # and back

@@ -388,7 +388,7 @@ async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> N
             await anyio.sleep(0.02)
         await check_policy(client, notes, "alice")  # alice's rules are the same as desk's
         huge = "search my notes for the keyword budget " * 50_000  # ~2 MB
-        answer = doc(await client.call_tool("find_tools", {"query": huge}))
+        answer = doc(await client.call_tool("find_tools", {"query": huge, "detail": True}))
         # searched by its head, echoed as a short prefix (meta_tools.QUERY_ECHO_CHARS) with its length
         assert len(answer["query"]) <= 250 and answer["query"].startswith("search my notes")
         assert answer["query"].endswith(f"({len(huge.strip()):,} characters)")  # its real length

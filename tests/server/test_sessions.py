@@ -8,13 +8,20 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from toolweave.server.processes import ClientProcesses
 from toolweave.server.sessions import SESSION_META_KEY, SessionStore, session_key
 
 MODERN = "2026-07-28"
 
 
-def ctx(version: str, connection: Any, meta: dict[str, Any] | None = None, host: str | None = None) -> Any:
-    request = SimpleNamespace(client=SimpleNamespace(host=host)) if host else None
+def ctx(
+    version: str,
+    connection: Any,
+    meta: dict[str, Any] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> Any:
+    request = SimpleNamespace(client=SimpleNamespace(host=host, port=port)) if host else None
     return SimpleNamespace(
         protocol_version=version, session=SimpleNamespace(_connection=connection), meta=meta, request=request
     )
@@ -50,13 +57,66 @@ def test_2026_duplex_stream_keyed_by_its_outbound_channel() -> None:
     assert session_key(ctx(MODERN, connection(channel=True, outbound=Outbound()))) != a
 
 
-def test_2026_http_explicit_key_then_client_info_and_peer() -> None:
+def test_2026_http_explicit_key_then_client_info_peer_and_process() -> None:
     explicit = session_key(ctx(MODERN, connection(client="vscode"), {SESSION_META_KEY: "tab-1"}, "10.0.0.1"))
     assert explicit == "client-tab-1"
-    by_client = session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.1"))
-    assert by_client == "http-vscode/2@10.0.0.1"
-    assert session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.2")) != by_client
-    assert session_key(ctx(MODERN, connection(), None, None)) == "http-anonymous@local"
+    by_client = session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.1", 5000))
+    assert by_client.startswith("http-vscode/2@10.0.0.1#p")
+    assert session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.1", 5000)) == by_client
+    assert session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.2", 5000)) != by_client
+    assert session_key(ctx(MODERN, connection(), None, None)).startswith("http-anonymous@local#p")
+    assert session_key(ctx(MODERN, connection(client="vscode"), None, "10.0.0.1", 5001), "alice").startswith(
+        "alice|http-vscode/2#p"
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+APP = ("", "claude-code/2.1", "127.0.0.1")
+
+
+def test_each_discover_begins_a_process_and_a_connection_stays_with_its_own() -> None:
+    clock = Clock()
+    processes = ClientProcesses(clock=clock)
+    first = processes.discovered(APP, ("127.0.0.1", 1))
+    assert processes.process_for(APP, ("127.0.0.1", 2)) is first  # a new connection of the only one
+    second = processes.discovered(APP, ("127.0.0.1", 3))  # the next process
+    assert second is not first
+    assert processes.process_for(APP, ("127.0.0.1", 4)) is second
+    clock.now += 1
+    assert processes.process_for(APP, ("127.0.0.1", 2)) is first  # an open connection keeps its process
+    assert processes.process_for(("", "other/1", "127.0.0.1"), ("127.0.0.1", 9)) not in (first, second)
+
+
+def test_a_port_idle_past_the_keep_alive_names_no_connection_any_more() -> None:
+    clock = Clock()
+    processes = ClientProcesses(keep_alive_s=5, clock=clock)
+    first = processes.discovered(APP, ("127.0.0.1", 1))
+    processes.process_for(APP, ("127.0.0.1", 2))
+    second = processes.discovered(APP, ("127.0.0.1", 3))
+    clock.now += 6  # uvicorn closed port 2's connection: the port may be anyone's now
+    assert processes.process_for(APP, ("127.0.0.1", 2)) is second
+    # a connection in use never expires (a listen stream lasts as long as its process)
+    processes.started(APP, ("127.0.0.1", 7), first)
+    clock.now += 60
+    assert processes.process_for(APP, ("127.0.0.1", 7)) is first
+
+
+def test_while_another_process_runs_a_new_connection_is_nobody_elses() -> None:
+    processes = ClientProcesses(clock=Clock())
+    older = processes.discovered(APP, ("127.0.0.1", 1))
+    processes.started(APP, ("127.0.0.1", 1), older)  # its listen stream, open
+    newer = processes.discovered(APP, ("127.0.0.1", 2))
+    unknown = processes.process_for(APP, ("127.0.0.1", 3))  # either one's: a process of its own
+    assert unknown not in (older, newer)
+    processes.finished(APP, ("127.0.0.1", 1), older)  # the older one left
+    assert processes.process_for(APP, ("127.0.0.1", 4)) is newer
 
 
 @pytest.mark.anyio

@@ -15,8 +15,6 @@ from tests.e2e.watch import Relister, relisting
 from tests.edges import edge
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
-from toolweave.server.publishing import PublishedSet
-from toolweave.server.sessions import Session
 from toolweave.server.turns import FOLLOW_UP_WORDS, conversation_context
 
 from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
@@ -45,7 +43,7 @@ def backends() -> tuple[FakeBackend, FakeBackend]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_find_tools_answers_after_the_client_relisted(registry: Any, backends: Any, mode: str) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, mode) as (client, relister):
         found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 2})
         # No waiting here: the re-list must already have landed when the result arrives.
@@ -56,26 +54,10 @@ async def test_find_tools_answers_after_the_client_relisted(registry: Any, backe
         assert session.relists_on_notice and session.listed_notices == session.notices == 1
 
 
-async def test_a_session_that_does_not_relist_is_held_once_at_most() -> None:
-    session = Session("s", PublishedSet(5))
-    session.notice_sent()
-    assert await session.wait_relisted(0.05) is False
-    assert session.relists_on_notice is False  # the gateway holds its results no more ...
-    session.notice_sent()
-    session.listed()
-    assert session.relists_on_notice is True  # ... until it re-lists after a notice
-    session.notice_sent()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(session.wait_relisted, 30)
-        await anyio.sleep(0)
-        session.listed()  # wakes the waiter long before its 30 s
-    assert session.listed_notices == session.notices == 3
-
-
 async def test_no_wait_when_the_client_cannot_hear(registry: Any, backends: Any) -> None:
     # A 2026-era client without a listen stream never hears list_changed: never hold its result
     # (a hold would time out and flip relists_on_notice; the 60 s wait would also fail the test's timeout).
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with Client(gateway.server, mode="auto") as client:
         with anyio.fail_after(20):
             await backends[0].reported.wait()
@@ -93,7 +75,12 @@ async def test_long_ids_are_published_within_the_name_budget(registry: Any) -> N
     long_tool = tool("github", LONG, "List the review comments on pull requests of a repository.", {})
     backend = FakeBackend("github", [long_tool])
     gateway = make_gateway(
-        registry, backend, FakeBackend("clock", time_tools()), name_budget=32, relist_wait_ms=5000
+        registry,
+        backend,
+        FakeBackend("clock", time_tools()),
+        name_budget=32,
+        relist_wait_ms=5000,
+        relist_probe_ms=5000,
     )
     async with relisting_gateway(gateway, "legacy") as (client, relister):
         found = structured(await client.call_tool("find_tools", {"query": "pull request review comments"}))
@@ -128,7 +115,7 @@ def test_name_map_is_collision_free_and_leaves_short_ids_alone() -> None:
 async def test_a_call_publishes_the_tools_that_consume_its_output(
     registry: Any, backends: Any, mode: str
 ) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, mode) as (client, relister):
         assert "notes__delete_note" not in names(await client.list_tools(cache_mode="bypass"))
         called = await client.call_tool(
@@ -139,7 +126,7 @@ async def test_a_call_publishes_the_tools_that_consume_its_output(
 
 
 async def test_a_call_never_evicts_for_a_guess(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends, max_tools=1, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, max_tools=1, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, _relister):
         await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 1})
         await client.call_tool("call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}})
@@ -148,7 +135,7 @@ async def test_a_call_never_evicts_for_a_guess(registry: Any, backends: Any) -> 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends: Any, mode: str) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, mode) as (client, relister):
         await client.list_tools(cache_mode="bypass")  # the client is connected, as Claude Code is
         report = await gateway.turns.hear_turn("what time is it in Tokyo")
@@ -157,7 +144,7 @@ async def test_host_turn_publishes_before_any_find_tools(registry: Any, backends
 
 
 async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, _relister):
         await client.list_tools(cache_mode="bypass")
         await gateway.turns.hear_turn("what time is it in Tokyo")
@@ -182,7 +169,7 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
     registry: Any, backends: Any
 ) -> None:
     # Claude Code runs its prompt hook while it still connects to the gateway it just spawned.
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     reports: list[dict[str, Any]] = []
     async with Client(gateway.server, mode="legacy") as client:
         for backend in gateway.sources.backends.values():
@@ -206,7 +193,7 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
 async def test_a_turn_for_nobody_is_not_given_to_whoever_connects_next(registry: Any, backends: Any) -> None:
     # On HTTP the turn endpoint is not tied to one client: a turn with no session must not reach the next
     # client that happens to connect (that could be somebody else's conversation).
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with Client(gateway.server, mode="legacy") as client:
         for backend in gateway.sources.backends.values():
             with anyio.fail_after(20):
@@ -224,7 +211,7 @@ def inferred(tool_id: str, confidence: float, parameter: str | None = None) -> A
 
 
 async def test_next_steps_are_at_most_three_the_most_confident_first(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, relister):
         registry.add_edges(
             [
@@ -249,7 +236,7 @@ async def test_next_steps_are_at_most_three_the_most_confident_first(registry: A
 
 
 async def test_a_weak_guess_is_never_a_next_step(registry: Any, backends: Any) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, _relister):
         registry.add_edges([inferred("clock__convert_time", 0.333, "time")])  # a shared parameter name
         await client.call_tool(
@@ -261,7 +248,7 @@ async def test_a_weak_guess_is_never_a_next_step(registry: Any, backends: Any) -
 async def test_the_rest_of_a_two_part_request_follows_the_call_that_served_one_part(
     registry: Any, backends: Any
 ) -> None:
-    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with relisting_gateway(gateway, "legacy") as (client, relister):
         request = "what time is it in Tokyo and create a note titled standup with the agenda"
         found = await client.call_tool("find_tools", {"query": request, "k": 1})

@@ -135,6 +135,8 @@ class FileLock(_Reentrant):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            # flock, not lockf: it belongs to the open file, so a second handle of the same process
+            # (a CLI ingest beside a gateway, a benchmark) waits too; a per-process lock would let it in
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)

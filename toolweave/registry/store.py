@@ -118,6 +118,34 @@ def tool_schema(dim: int) -> pa.Schema:
     )
 
 
+def _run_on_lancedb_loop(coro: Any) -> Any:
+    """Run ``coro`` on lancedb's own event loop thread (where its async tables live) and wait for it."""
+    from lancedb.background_loop import LOOP
+
+    return LOOP.run(coro)  # type: ignore[no-untyped-call]
+
+
+async def _fts_rows(table: Any, query: str, limit: int) -> pa.Table:
+    """``table.search(MatchQuery(query, document), query_type="fts").select(["id", "_score"]).limit(limit)
+    .to_arrow()``, as one trip to lancedb's event loop.
+
+    The synchronous builder makes six (it reads the table's schema three times to look for blob
+    columns this table does not have, then starts the query and fetches each batch): each a wake-up
+    of lancedb's thread and of ours, which cost more than the search itself. The query object and
+    its execution are the builder's own, so the hits and scores are the same. Private lancedb API
+    (``AsyncTable._execute_query``): the public one has no single-trip form (third-party gap)."""
+    from lancedb.query import FullTextSearchQuery, MatchQuery, Query
+
+    plan = Query(
+        # lancedb's kw_only Field defaults are invisible to pydantic's mypy plugin (third-party gap)
+        full_text_query=FullTextSearchQuery(columns=[], query=MatchQuery(query, _FTS_COLUMN)),  # type: ignore[call-arg]
+        columns=["id", "_score"],
+        limit=limit,
+    )
+    batches = await table._table._execute_query(plan)
+    return pa.Table.from_batches([batch async for batch in batches], schema=batches.schema)
+
+
 class ToolTable:
     """The tool table ``name`` of an open LanceDB database (created empty when missing)."""
 
@@ -238,18 +266,10 @@ class ToolTable:
         The query is matched as plain words (``MatchQuery``), never parsed as query syntax: user text
         with quotes, colons or ``AND`` must not turn into phrase or field queries (or errors).
         """
-        from lancedb.query import MatchQuery
-
         if not query.strip() or not self._fts_ready:
             return []
         with lance_errors("full-text search"):
-            rows = (
-                # lancedb's kw_only Field defaults are invisible to pydantic's mypy plugin (third-party gap)
-                self._table.search(MatchQuery(query, _FTS_COLUMN), query_type="fts")  # type: ignore[call-arg]
-                .select(["id", "_score"])
-                .limit(limit)
-                .to_arrow()
-            )
+            rows = _run_on_lancedb_loop(_fts_rows(self._table, query, limit))
         return list(zip(rows.column("id").to_pylist(), rows.column("_score").to_pylist(), strict=True))
 
     # -- writes --------------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
@@ -127,7 +126,8 @@ class CallPath:
         """What follows a successful call, in order (the one place a success is reported)."""
         session, registry, tool_id = call.session, self.served.registry, call.tool.id
         if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
-            await anyio.to_thread.run_sync(registry.record_usage, tool_id, session.queries[-1])
+            # an append to an in-memory buffer (the flusher writes it): cheaper than a worker-thread hop
+            registry.record_usage(tool_id, session.queries[-1])
         # value flow between calls: a few microseconds of hashing, then an append to the registry's buffer
         private = registry.is_private(tool_id)
         sightings = self.traffic.observe(

@@ -281,7 +281,8 @@ class Gateway:
         if self.turns.has_pending_turn():
             await self.turns.apply_pending_turn(session)  # the host's turn came first: list its tools now
         tools = self.published_tools(session)
-        session.listed()  # releases a find_tools result held until this client has the new list
+        # a find_tools answer held for this client's list is released once this reply was written
+        self.notifier.list_built(session, ctx, session.published.ids() if self.served.is_ready() else ())
         # The list is per session and changes with find_tools: never let a client reuse it elsewhere.
         return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
 

@@ -14,6 +14,9 @@ How: the session manager's transports become ``_FindToolsAsJson``, whose
 ``is_json_response_enabled`` is read from a context variable set only while that request's own
 handler runs (the ASGI request's task): concurrent requests of the same session keep their modes.
 The SDK has no per-request switch (third-party gap), hence the subclass of its private hooks.
+
+``ReportingWritten`` wraps the manager's ASGI app so that every request's replies are reported as
+written once its response was sent (``server/notify.py``: a held ``find_tools`` answer waits for that).
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from typing import Any
 from mcp.server.streamable_http import StreamableHTTPServerTransport, check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolweave.server.handshake import FIND_TOOLS
+from toolweave.server.notify import OTHER_CONNECTION_SETTLE_S, WrittenReplies
 
-__all__ = ["answer_find_tools_as_json", "answers_as_json"]
+__all__ = ["ReportingWritten", "answer_find_tools_as_json", "answers_as_json"]
 
 _json_answer: ContextVar[bool] = ContextVar("toolweave_json_answer", default=False)
 _WORDS = (FIND_TOOLS.encode(), b"tools/list")
@@ -100,3 +104,22 @@ def answer_find_tools_as_json(manager: StreamableHTTPSessionManager) -> None:
     if manager.json_response or manager.stateless:
         raise ValueError("answer_find_tools_as_json needs a stateful session manager in SSE mode")
     manager.__class__ = _SessionManager
+    # what the route calls (the SDK types it as its own body-limit middleware: any ASGI app does)
+    manager.asgi_app = ReportingWritten(manager.asgi_app)  # type: ignore[assignment]
+
+
+class ReportingWritten:
+    """ASGI wrapper: the handlers of a request report their replies as written once the request's
+    response was sent, that is once the SDK's handling returned (a held find_tools answer waits for
+    the list reply: server/notify.py)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        replies = WrittenReplies(settle_s=OTHER_CONNECTION_SETTLE_S)  # the answer goes on another request
+        replies.in_scope(scope)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            replies.all_written()

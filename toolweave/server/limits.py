@@ -17,9 +17,8 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
-from io import TextIOWrapper
 from typing import Any, BinaryIO, Protocol
 
 import anyio
@@ -30,6 +29,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from toolweave.adapters.mcp.links import find_id
+from toolweave.server.stdio_pipes import open_writer, read_ahead
 
 __all__ = ["MAX_JSON_DEPTH", "RequestSizeLimit", "bounded_stdio_server", "json_too_deep"]
 
@@ -132,25 +132,26 @@ class LineSource(Protocol):
 
 
 class _BoundedLines:
-    """The client's stdin as text lines of at most ``max_bytes``; longer ones become a marker line."""
+    """The client's stdin as text lines of at most ``max_bytes``; longer ones become a marker line.
+    Read ahead on a thread of its own (``stdio_pipes.read_ahead``)."""
 
     def __init__(self, buffer: LineSource, max_bytes: int) -> None:
         self._buffer = buffer
         self._max = max_bytes
 
-    async def _read(self, limit: int) -> bytes:
-        return await anyio.to_thread.run_sync(self._buffer.readline, limit, abandon_on_cancel=True)
+    def __aiter__(self) -> AsyncIterator[str]:
+        return read_ahead(iter(self))
 
-    async def __aiter__(self) -> AsyncIterator[str]:
+    def __iter__(self) -> Iterator[str]:
         while True:
-            line = await self._read(self._max + 1)
+            line = self._buffer.readline(self._max + 1)
             if not line:
                 return
             if len(line) > self._max and not line.endswith(b"\n"):
                 head = line[:_HEAD_BYTES].decode("utf-8", errors="replace")
                 size = len(line)
                 while not line.endswith(b"\n"):  # skip the rest without holding it
-                    line = await self._read(_SKIP_CHUNK)
+                    line = self._buffer.readline(_SKIP_CHUNK)
                     if not line:
                         break
                     size += len(line)
@@ -187,26 +188,55 @@ async def bounded_stdio_server(
 ) -> AsyncGenerator[tuple[Any, Any], None]:
     """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
 
-    ``stdin``/``stdout`` default to the process's (stdout is then claimed by the SDK as usual)."""
+    ``stdin``/``stdout`` default to the process's. The process's stdout is claimed as the SDK claims it
+    (fd 1 then points at stderr, so that stray output misses the wire) and written on the event loop
+    when it is a pipe (``stdio_pipes``)."""
     lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
-    out = anyio.wrap_file(TextIOWrapper(stdout, encoding="utf-8")) if stdout is not None else None
-    # the SDK annotates anyio's file type; it only iterates lines, which _BoundedLines gives
-    async with stdio_server(stdin=lines, stdout=out) as (sdk_read, write):  # type: ignore[arg-type]
-        relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
+    release = None
+    if stdout is None:
+        stdout, release = claim_stdout()
+    # a private duplicate of fd 1 is the transport's alone; the in-place fallback is sys.stdout's buffer
+    out = await open_writer(stdout, own_fd=release is not None and stdout is not sys.stdout.buffer)
+    try:
+        # the SDK annotates anyio's file type; it only iterates lines and calls write/flush
+        async with (
+            stdio_server(stdin=lines, stdout=out) as (sdk_read, write),  # type: ignore[arg-type]
+            _replying(sdk_read, write, max_bytes) as read,
+        ):
+            yield read, write
+    finally:
+        out.close()
+        if release is not None:
+            release()
 
-        async def relay() -> None:
-            async with relay_send:
-                async for item in sdk_read:
-                    if isinstance(item, Exception):
-                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                            await write.send(_reply_to_bad_line(item, max_bytes))
-                    else:
-                        await relay_send.send(item)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(relay)
-            try:
-                yield relay_receive, write
-            finally:
-                tg.cancel_scope.cancel()
-                await write.aclose()  # the SDK's writer task ends only when its stream is closed
+def claim_stdout() -> tuple[BinaryIO, Callable[[], None] | None]:
+    """fd 1 as the SDK's ``stdio_server`` claims it when given no stdout: the wire served from a private
+    duplicate, fd 1 pointed at stderr; and how to give it back. The SDK has no public way to claim it
+    and still write the wire itself (third-party gap)."""
+    from mcp.server.stdio import _claim_fd, _open_stdout_diversion
+
+    return _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
+
+
+@asynccontextmanager
+async def _replying(sdk_read: Any, write: Any, max_bytes: int) -> AsyncGenerator[Any, None]:
+    """The SDK's read stream without its exceptions: each malformed line is answered on ``write``."""
+    relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
+
+    async def relay() -> None:
+        async with relay_send:
+            async for item in sdk_read:
+                if isinstance(item, Exception):
+                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await write.send(_reply_to_bad_line(item, max_bytes))
+                else:
+                    await relay_send.send(item)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay)
+        try:
+            yield relay_receive
+        finally:
+            tg.cancel_scope.cancel()
+            await write.aclose()  # the SDK's writer task ends only when its stream is closed

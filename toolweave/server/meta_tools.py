@@ -122,13 +122,15 @@ def find_tools_result(
 
     Compact by default, because it lands in the model's context: ``tools`` holds the tools this request
     chose (strong enough to publish, ``RankedTool.publish``) that are in the session's list
-    (``published``), each with what a call needs (description and input schema, without the schema's
-    display ``title`` annotations) and, for a dependency, what it feeds (a search hit needs no word);
-    ``also_found`` names the other found tools with a one-line summary each (``detail=True`` gives
-    every tool whole, as ``tools`` entries with their source, rank, reason and exact schema). The
-    schemas stay even when the client may list the tools already: Claude Desktop re-lists and keeps its
-    first list, and Claude Code's next request may still lack a tool it just re-listed, so the model
-    may have to go through ``call_tool``, for which it needs them here.
+    (``published``; so every one of them is published, and says nothing more about it), each with what
+    a call needs (description and input schema, without the schema's display ``title`` annotations)
+    and, for a dependency, what it feeds (a search hit needs no word); ``also_found`` names the other
+    found tools with a one-line summary each. The query is not repeated. ``detail=True`` gives the
+    query (bounded, ``_echo``) and every tool whole, as ``tools`` entries with their source, rank,
+    reason, exact schema and ``published`` flag. The schemas stay even when the client lists the tools
+    already: Claude Desktop re-lists and keeps its first list, and Claude Code (tool search on, its
+    default) defers a tool listed mid-conversation behind its own ToolSearch, so the model may go
+    through ``call_tool``, for which it needs them here.
 
     Each tool is named exactly as the tool list names it (``name_of(id)``), so a direct call works.
     ``note``: what to tell the model instead of the usual note when nothing was found.
@@ -157,11 +159,11 @@ def find_tools_result(
             text, schema = _constant(f.record, detail=False)
             entry = {"name": name, "description": f.record.description, "input_schema": schema}
             if f.ranked.reason == "dependency" and f.ranked.via is not None:
-                entry["why"] = _needed_by(f.ranked, name_of)
-            entry["published"] = True
+                entry["why"] = _feeds(f.ranked, name_of)
             fragments.append(_entry_text(entry, text, _COMPACT_KEYS))
         tools.append(entry)
-    doc: dict[str, Any] = {"query": _echo(query), "tools": tools}
+    # the model knows what it asked: only the detailed answer repeats the query
+    doc: dict[str, Any] = {"query": _echo(query), "tools": tools} if detail else {"tools": tools}
     if also:
         doc["also_found"] = also
     doc["tool_list_changed"] = list_changed
@@ -183,11 +185,11 @@ _DETAIL_KEYS = ("description", "input_schema", "source")
 _COMPACT_KEYS = ("description", "input_schema")
 
 
-def _needed_by(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
-    """Why a dependency is there, in few words: what it feeds."""
+def _feeds(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
+    """Why a dependency is there, in few words: what it feeds (``feeds TOOL.PARAMETER``)."""
     assert ranked.via is not None
-    fed = f" (its {ranked.parameter_name})" if ranked.parameter_name else ""
-    return f"needed by {name_of(ranked.via)}{fed}"
+    fed = f".{ranked.parameter_name}" if ranked.parameter_name else ""
+    return f"feeds {name_of(ranked.via)}{fed}"
 
 
 def _summary(record: ToolRecord) -> str:
@@ -230,7 +232,8 @@ def _document_text(doc: dict[str, Any], fragments: Sequence[str]) -> str:
     tool's description, schema (and source) encoded once per record (``_constant``): encoding
     those schemas again on every answer was most of the answer's cost."""
     rest = ",".join(f"{_dump(key)}:{_dump(value)}" for key, value in doc.items() if key not in _HEAD)
-    return f'{{"query":{_dump(doc["query"])},"tools":[{",".join(fragments)}],{rest}}}'
+    query = f'"query":{_dump(doc["query"])},' if "query" in doc else ""
+    return f'{{{query}"tools":[{",".join(fragments)}],{rest}}}'
 
 
 def _entry_text(entry: dict[str, Any], constant: str, constant_keys: tuple[str, ...]) -> str:

@@ -10,27 +10,139 @@
   gateway's listen handler keeps one bus (and one SDK ``ListenHandler``) per session key: a listen
   request is attached to the bus of the session it comes from, so publishing on that bus reaches that
   client's streams and nobody else's. Same session key rules as everything else (``sessions.py``).
+
+**Holding an answer until the client has the tools it names.** A ``find_tools`` answer that published
+tools is held (``Notifier.hold``) until a list reply holding them was *written* to the client: not when
+the re-list request arrives (its reply is not built yet, and the held answer could overtake it), not
+after a fixed wait. The transport says when a reply was written (``WrittenReplies``): on stdio the
+reply has been taken by the pipe's writer, which writes it before anything sent later
+(``reporting_written``); on streamable HTTP the request that carried the ``tools/list`` has sent its
+response (``json_answers.ReportingWritten``), and the answer, which goes on another connection, waits
+``OTHER_CONNECTION_SETTLE_S`` more. A transport that cannot tell (the legacy SSE transport,
+in-process clients) counts a reply as written when its handler built it. The hold is bounded: by
+``publish.relist_wait_ms`` (5 s) for a client known to re-list, by ``publish.relist_probe_ms`` (300 ms)
+while that is not known, as some clients give a request 5 s in all; a client that cannot hear the
+notice, or let one go unanswered within the bound, is not held at all.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, MutableMapping
+from contextlib import asynccontextmanager, contextmanager, suppress
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
 
 from toolweave.server.auth import identity_of_request
 from toolweave.server.sessions import Session, session_key
 
-__all__ = ["Notifier", "streamable_http_reach"]
+__all__ = [
+    "OTHER_CONNECTION_SETTLE_S",
+    "Notifier",
+    "WrittenReplies",
+    "reporting_written",
+    "streamable_http_reach",
+]
 
 log = logging.getLogger(__name__)
+
+
+UNREPORTED_SETTLE_S = 0.005
+"""On a transport that does not say when a reply was written, a held answer goes this much after the
+list reply was built (it is written as soon as its handler returns)."""
+OTHER_CONNECTION_SETTLE_S = 0.01
+"""Over HTTP the list reply and the answer go out on two connections: a client that gets both at once
+may read the answer first (the Python SDK did, 1 run in 3 on this loaded machine), so the answer goes
+this much after the list reply was sent."""
+
+
+def _now() -> str:
+    """A wall-clock stamp for the re-list trace lines (bench/claude_code_turns.py ``--trace`` merges them
+    with the client's side)."""
+    return f"t={time.time():.3f}"
+
+
+@dataclass
+class WrittenReplies:
+    """Says when replies were written to one client: by request id on a wire that carries many
+    (``written``, stdio), or all at once when an HTTP request's response was sent (``all_written``).
+    Handlers find it with ``WrittenReplies.of(request)``: on stdio, requests read while it was
+    ``reporting()`` carry it in their context; an HTTP request carries it in its ASGI scope
+    (``in_scope``: the SDK runs an HTTP request's handler in the session's task, not the request's)."""
+
+    settle_s: float = 0.0
+    """How long an answer released by a reply written here waits still: 0 on a wire that carries the
+    answer too (stdio: written in order); ``OTHER_CONNECTION_SETTLE_S`` over HTTP."""
+    _after: dict[Any, list[Callable[[], None]]] = field(default_factory=dict)
+
+    @staticmethod
+    def of(request: Any = None) -> WrittenReplies | None:
+        """The replies of the wire ``request`` came from (None: it cannot tell)."""
+        replies = _replies.get()
+        if replies is None and request is not None:
+            state = getattr(request, "scope", {}).get("state")
+            replies = state.get(_SCOPE_KEY) if isinstance(state, dict) else None
+        return replies if isinstance(replies, WrittenReplies) else None
+
+    @contextmanager
+    def reporting(self) -> Iterator[None]:
+        """Requests read from now on, in this context, report their replies to this object."""
+        token = _replies.set(self)
+        try:
+            yield
+        finally:
+            _replies.reset(token)
+
+    def in_scope(self, scope: MutableMapping[str, Any]) -> None:
+        """The request of ASGI ``scope`` reports its replies to this object."""
+        scope.setdefault("state", {})[_SCOPE_KEY] = self
+
+    def after(self, request_id: Any, callback: Callable[[], None]) -> None:
+        self._after.setdefault(request_id, []).append(callback)
+
+    def written(self, request_id: Any) -> None:
+        for callback in self._after.pop(request_id, ()):
+            callback()
+
+    def all_written(self) -> None:
+        for request_id in list(self._after):
+            self.written(request_id)
+
+
+_replies: ContextVar[WrittenReplies | None] = ContextVar("toolweave_written_replies", default=None)
+_SCOPE_KEY = "toolweave.written_replies"
+
+
+@asynccontextmanager
+async def reporting_written(write: Any, replies: WrittenReplies) -> AsyncIterator[Any]:
+    """``write`` (a wire's outgoing stream with no buffer, as the SDK's stdio writer has), reporting each
+    reply to ``replies`` once the wire's writer took it: it writes it before anything sent later."""
+    send, receive = create_context_streams[SessionMessage](0)
+
+    async def relay() -> None:
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):  # the client left
+            async with receive:
+                async for item in receive:
+                    await write.send(item)
+                    message = item.message
+                    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                        replies.written(message.id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(relay)
+        async with send:
+            yield send
 
 
 @dataclass
@@ -80,6 +192,65 @@ class Notifier:
             return self.channel_open is None or self.channel_open(connection) is not False
         return self.listening(session.key) > 0
 
+    def list_built(
+        self, session: Session, ctx: ServerRequestContext[Any, Any], tool_ids: Collection[str]
+    ) -> None:
+        """A ``tools/list`` reply holding ``tool_ids`` was built for ``session`` (request ``ctx``): once it
+        is written to the client, the client's list holds them (``Session.list_written``)."""
+        notices, listed, request_id = session.notices, frozenset(tool_ids), ctx.request_id
+        replies = WrittenReplies.of(ctx.request)
+        log.debug(
+            "relist: %s tools/list %s answered (%d tools) %s", session.key, request_id, len(listed), _now()
+        )
+
+        if replies is None or request_id is None:  # the transport cannot say: counted now
+            session.list_written(listed, notices, UNREPORTED_SETTLE_S)
+            return
+        settle_s = replies.settle_s
+
+        def written() -> None:
+            log.debug("relist: %s tools/list %s written %s", session.key, request_id, _now())
+            session.list_written(listed, notices, settle_s)
+
+        replies.after(request_id, written)
+
+    def behind(self, session: Session) -> bool:
+        """Whether ``session``'s client, one that re-lists on a notice it can hear, was written no list
+        holding every tool published now (a turn that published them was cut short before its notice
+        or before the re-list): then even an answer that publishes nothing new notifies and holds."""
+        return (
+            session.relists_on_notice is not False
+            and not session.client_has(session.published.ids())
+            and self.can_reach(session)
+        )
+
+    async def hold(self, session: Session, tool_ids: Collection[str], bound_s: float, probe_s: float) -> None:
+        """Hold the answer that published ``tool_ids`` until a list reply holding them was written to
+        ``session``'s client (module docstring): at most ``bound_s`` for a client known to re-list (it did
+        after a notice, or it listens on a 2026-era stream, which it opens to hear them), ``probe_s``
+        while that is not known or when replicas share the session. No hold for a client that cannot
+        hear the notice or let one go unanswered."""
+        if session.relists_on_notice is False or not self.can_reach(session):
+            log.debug("relist: %s answer not held %s", session.key, _now())
+            return
+        known = session.relists_on_notice or self.listening(session.key) > 0
+        # a shared session's re-list may be answered by another replica, which releases nothing here
+        wait_s = bound_s if known and session.shared is None else probe_s
+        if wait_s <= 0:
+            return
+        if await session.wait_listed(tool_ids, wait_s):
+            if session.list_settle_s:  # the list reply went another way than this answer will
+                await anyio.sleep(session.list_settle_s)
+            log.debug("relist: %s answer released: its tools were listed %s", session.key, _now())
+        else:
+            later = "no longer held" if session.listed_notices < session.notices else "held"
+            log.info(
+                "%s did not re-list within %.0f ms of list_changed (answers %s)",
+                session.key,
+                wait_s * 1000,
+                later,
+            )
+
     async def tools_changed(self, session: Session) -> None:
         """Tell ``session`` (and only it) that its tool list changed. Never raises."""
         session.notice_sent()
@@ -91,7 +262,7 @@ class Notifier:
         entry = self._by_key.get(session.key)
         if entry is not None:
             await entry.bus.publish(ToolsListChanged())
-        log.debug("list_changed -> %s", session.key)
+        log.debug("list_changed -> %s %s", session.key, _now())
 
 
 def streamable_http_reach(manager: StreamableHTTPSessionManager) -> Callable[[Any], bool | None]:

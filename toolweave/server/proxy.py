@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshak
     import jsonschema
     from jsonschema import Draft202012Validator
 
-__all__ = ["Proxy", "argument_errors", "strip_upstream_meta", "truncate_result"]
+__all__ = ["Proxy", "argument_errors", "schema_key", "strip_upstream_meta", "truncate_result"]
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +48,20 @@ def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def argument_errors(schema: Mapping[str, Any], arguments: Any) -> list[dict[str, str]]:
+def argument_errors(
+    schema: Mapping[str, Any], arguments: Any, validator: Draft202012Validator | None = None
+) -> list[dict[str, str]]:
     """Every way ``arguments`` break ``schema`` (JSON Schema Draft 2020-12), one entry per problem.
 
     Each entry names the field (``a.b[2]``, or ``(arguments)`` for the object itself), says why, and
     gives the schema keyword that failed. A schema that is itself invalid is reported, not raised.
+    ``validator``: the schema's compiled validator, when the caller holds it (``Proxy`` does, per tool).
     """
     import jsonschema
 
     try:
         # Compiled validators are cached by the schema's text: tools are called again and again.
-        validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+        validator = validator or _validator(schema_key(schema))
         errors = sorted(validator.iter_errors(arguments), key=lambda e: (_field_path(e), str(e.validator)))
     except jsonschema.SchemaError as exc:
         return [_schema_problem(exc.message, str(exc.validator))]
@@ -67,6 +70,11 @@ def argument_errors(schema: Mapping[str, Any], arguments: Any) -> list[dict[str,
     ) as exc:  # unknown type, unresolvable $ref, bad regex: the schema's fault, not the caller's
         return [_schema_problem(f"{type(exc).__name__}: {exc}".splitlines()[0], "")]
     return [{"field": _field_path(e), "problem": e.message, "keyword": str(e.validator)} for e in errors]
+
+
+def schema_key(schema: Mapping[str, Any]) -> str:
+    """The text a schema's compiled validator is cached under (the same schema, the same text)."""
+    return json.dumps(schema, sort_keys=True, default=str)
 
 
 def _schema_problem(message: str, keyword: str) -> dict[str, str]:
@@ -121,13 +129,29 @@ class Proxy:
         self._backends = backends
         self._timeout_s = timeout_s
         self._max_result_chars = max_result_chars
+        # tool id -> (the input schema it was compiled from, its validator): one dict look-up per call
+        # instead of serialising the schema to find the validator (records are replaced on change, so
+        # the same schema object means the same schema)
+        self._validators: dict[str, tuple[Mapping[str, Any], Draft202012Validator | None]] = {}
+
+    def _validator_of(self, tool: ToolRecord) -> Draft202012Validator | None:
+        """``tool``'s compiled validator (None when its schema is invalid: ``argument_errors`` says why)."""
+        cached = self._validators.get(tool.id)
+        if cached is not None and cached[0] is tool.input_schema:
+            return cached[1]
+        try:
+            validator: Draft202012Validator | None = _validator(schema_key(tool.input_schema))
+        except Exception:  # reported by argument_errors, which compiles it again and says why
+            validator = None
+        self._validators[tool.id] = (tool.input_schema, validator)
+        return validator
 
     async def call(
         self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
     ) -> types.CallToolResult:
         if arguments is None:
             arguments = {}
-        problems = argument_errors(tool.input_schema, arguments)
+        problems = argument_errors(tool.input_schema, arguments, self._validator_of(tool))
         if problems and problems[0]["field"] == "(schema)":
             # We cannot judge the arguments; the upstream still can. Don't lock the tool out.
             log.warning("%s: not validating arguments: %s", tool.id, problems[0]["problem"])

@@ -10,19 +10,23 @@ How a session is recognised across requests depends on the protocol era (see ``d
 * **2026-07-28 era on a duplex stream** (stdio): every request gets a fresh ``Connection``, but all of
   them share the stream's notify-only outbound channel, so that object identifies the client.
 * **2026-07-28 era on streamable HTTP**: each POST is self-contained, with no session id by design. A
-  client that wants its own state sends ``_meta["io.toolweave/session"]`` (any string) on its
-  requests; otherwise the key is the envelope's ``clientInfo`` (name, version) plus the peer address,
-  so two copies of the same client app on one host share a published set. Sessions without a
-  connection to end them are dropped least-recently-seen first beyond ``MAX_SESSIONS``.
+  client that wants its own state, kept across its own reconnects and across replicas, sends
+  ``_meta["io.toolweave/session"]`` (any string) on its requests. Otherwise the key is the envelope's
+  ``clientInfo`` (name, version), the peer address and the client *process* the request comes from
+  (``processes.py``: each ``server/discover`` begins one, a TCP connection stays with its process, and
+  a request that cannot be placed while another copy of the app runs gets a set of its own), so two
+  copies of one client app on one host never share a published set. Sessions without a connection to
+  end them are dropped least-recently-seen first beyond ``MAX_SESSIONS``.
 
 An authenticated caller's identity (``server/auth.py``) is part of every key, so two identities never
-share a session; for them the 2026-era HTTP fallback is identity + client app, never the peer address.
+share a session; for them the 2026-era HTTP fallback is identity + client app + process, without the
+peer address.
 
-**Replicas** (``session_store_url``, ``shared_sessions.py``): 2026-era HTTP sessions (``client-`` and
-``http-`` keys) can be kept in Redis as well, so any replica serves them; their state is written
-through on change (``commit``) and re-read when another replica changed it. Handshake-era and duplex
-2026 sessions (``conn-``, ``stream-``) name one connection to one process, and their counters are
-per process: they are never shared.
+**Replicas** (``session_store_url``, ``shared_sessions.py``): 2026-era HTTP sessions named by the client
+(``client-`` keys) can be kept in Redis as well, so any replica serves them; their state is written
+through on change (``commit``) and re-read when another replica changed it. The others name one
+connection or one client process as one replica saw it, and their counters are per process: they are
+never shared.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,18 +42,28 @@ import anyio
 from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolweave.server.auth import identity_of_request
+from toolweave.server.processes import ClientProcesses, Domain, Peer
 from toolweave.server.publishing import PublishedSet
 from toolweave.server.shared_sessions import RedisSessions, SharedSessions, state_key
 from toolweave.settings import Settings
 
-__all__ = ["RECENT_TURNS", "SESSION_META_KEY", "Session", "SessionStore", "session_key"]
+__all__ = [
+    "PROCESSES",
+    "RECENT_TURNS",
+    "SESSION_META_KEY",
+    "Session",
+    "SessionStore",
+    "follow_processes",
+    "session_key",
+]
 
 SESSION_META_KEY = "io.toolweave/session"
 """Optional ``_meta`` key a 2026-era HTTP client may send to get a session of its own."""
 
 _STATE_KEY = "toolweave.session"
-_SHAREABLE = ("client-", "http-")
-"""Key kinds that name no connection, so may move between replicas (2026-era HTTP)."""
+_SHAREABLE = ("client-",)
+"""Key kinds that name no connection and no process, so may move between replicas (2026-era HTTP)."""
 MAX_SESSIONS = 256
 RESYNC_S = 1.0
 """How often sessions changed while the shared store was unreachable are written back."""
@@ -59,6 +73,8 @@ RECENT_TURNS = 5
 _counter = itertools.count(1)
 # Outbound channel of a 2026-era duplex stream -> session key; weak so a closed stream frees it.
 _outbound_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+PROCESSES = ClientProcesses()
+"""The client processes behind 2026-era HTTP requests that name no session (one gateway per process)."""
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -71,11 +87,11 @@ def session_key(ctx: ServerRequestContext[Any, Any], identity: str | None = None
 
     ``identity`` is the authenticated caller (None: unauthenticated); it prefixes the key.
     """
-    key = _client_key(ctx, authenticated=identity is not None)
+    key = _client_key(ctx, identity)
     return key if identity is None else f"{identity}|{key}"
 
 
-def _client_key(ctx: ServerRequestContext[Any, Any], *, authenticated: bool) -> str:
+def _client_key(ctx: ServerRequestContext[Any, Any], identity: str | None) -> str:
     conn = _connection(ctx)
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         key = conn.state.get(_STATE_KEY)
@@ -93,13 +109,53 @@ def _client_key(ctx: ServerRequestContext[Any, Any], *, authenticated: bool) -> 
             return key
         except TypeError:  # an outbound that cannot be weakly referenced: fall through
             pass
+    domain, peer = _unnamed_http(ctx, conn, identity)
+    process = PROCESSES.process_for(domain, peer)
+    _, who, host = domain
+    return f"http-{who}#{process.label}" if identity is not None else f"http-{who}@{host}#{process.label}"
+
+
+def _unnamed_http(
+    ctx: ServerRequestContext[Any, Any], conn: Any, identity: str | None
+) -> tuple[Domain, Peer]:
+    """Whose processes a 2026-era HTTP request without a session id is one of, and its connection."""
     info = conn.client_params.client_info if conn.client_params is not None else None
     who = f"{info.name}/{info.version}" if info is not None else "anonymous"
-    if authenticated:
-        return f"http-{who}"
-    request = ctx.request
-    peer = getattr(getattr(request, "client", None), "host", None) or "local"
-    return f"http-{who}@{peer}"
+    client = getattr(ctx.request, "client", None)
+    host = getattr(client, "host", None) or "local"
+    # authenticated: the identity names the caller wherever it connects from (a proxy's address is no name)
+    domain = (identity or "", who, "" if identity is not None else host)
+    return domain, (host, getattr(client, "port", None))
+
+
+def _unnamed(ctx: ServerRequestContext[Any, Any]) -> tuple[Domain, Peer] | None:
+    """Domain and connection of a 2026-era HTTP request that names no session; None for any other."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS or ctx.request is None:
+        return None
+    explicit = (ctx.meta or {}).get(SESSION_META_KEY)
+    if isinstance(explicit, str) and explicit:
+        return None
+    conn = _connection(ctx)
+    if conn.has_standalone_channel:
+        return None
+    identity = identity_of_request(ctx.request)
+    return _unnamed_http(ctx, conn, identity.name if identity is not None else None)
+
+
+async def follow_processes(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+    """Server middleware (streamable HTTP): tell ``PROCESSES`` where each client process begins
+    (``server/discover``) and which of its requests are in progress (a listen stream for its life)."""
+    where = _unnamed(ctx) if ctx.request_id is not None else None
+    if where is None:
+        return await call_next(ctx)
+    domain, peer = where
+    discover = ctx.method == "server/discover"
+    process = PROCESSES.discovered(domain, peer) if discover else PROCESSES.process_for(domain, peer)
+    PROCESSES.started(domain, peer, process)
+    try:
+        return await call_next(ctx)
+    finally:
+        PROCESSES.finished(domain, peer, process)
 
 
 @dataclass
@@ -123,11 +179,17 @@ class Session:
     notices: int = 0
     """list_changed notices sent to this session so far."""
     listed_notices: int = 0
-    """``notices`` as of this session's latest ``tools/list``: equal means it has the current list."""
-    relists_on_notice: bool = True
-    """False once a notice went unanswered by a re-list within the wait: do not hold its results again
-    (set back to True when it does re-list after a notice)."""
-    _relisted: anyio.Event | None = None
+    """``notices`` as of the latest list reply written to the client: equal means it has the current list."""
+    client_lists: frozenset[str] = frozenset()
+    """The tool ids of the latest list reply written to the client: what its own tool list holds."""
+    list_settle_s: float = 0.0
+    """How long after that reply an answer waits still (``notify.py``: 0 when it was written on the same
+    wire as the answer)."""
+    relists_on_notice: bool | None = None
+    """Whether the client re-lists after a notice: None until known, True once a list reply answering a
+    notice was written to it, False once a notice went unanswered by a re-list within the hold's bound
+    (its answers are not held again until it does re-list after a notice)."""
+    _list_written: anyio.Event | None = None
     shared: str | None = None
     """This session's key in the shared store (``state_key``); None: it lives in this process only."""
     stale: bool = True
@@ -168,26 +230,38 @@ class Session:
     def notice_sent(self) -> None:
         self.notices += 1
 
-    def listed(self) -> None:
-        """The client fetched the tool list: it now has every change noticed so far."""
-        if self.notices > self.listed_notices:
+    def list_written(self, tool_ids: frozenset[str], notices: int, settle_s: float = 0.0) -> None:
+        """A list reply holding ``tool_ids``, built when ``notices`` notices had been sent, was written
+        to the client: its own list now holds them (a reply older than one already written changes
+        nothing). Wakes the answers waiting for it (``wait_listed``)."""
+        if notices < self.listed_notices:
+            return
+        if notices > self.listed_notices:  # the client re-listed after a notice: it does re-list
             self.relists_on_notice = True
-        self.listed_notices = self.notices
-        if self._relisted is not None:
-            self._relisted.set()
-            self._relisted = None
+        self.listed_notices = notices
+        self.client_lists, self.list_settle_s = tool_ids, settle_s
+        if self._list_written is not None:
+            self._list_written.set()
+            self._list_written = None
 
-    async def wait_relisted(self, timeout_s: float) -> bool:
-        """Wait (at most ``timeout_s``) until the client listed the tools after the latest notice."""
+    def client_has(self, tool_ids: Collection[str]) -> bool:
+        """Whether the client's list holds every one of ``tool_ids`` that is still published."""
+        return all(t in self.client_lists or t not in self.published for t in tool_ids)
+
+    async def wait_listed(self, tool_ids: Collection[str], timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until a list reply holding ``tool_ids`` was written to the client.
+        A re-list that lacks them (a list built before the change) does not end the wait. After a
+        timeout the client is taken as one that does not re-list (``relists_on_notice``)."""
         with anyio.move_on_after(timeout_s):
-            while self.listed_notices < self.notices:
-                if self._relisted is None:
-                    self._relisted = anyio.Event()
-                await self._relisted.wait()
-        if self.listed_notices < self.notices:
+            while not self.client_has(tool_ids):
+                if self._list_written is None:
+                    self._list_written = anyio.Event()
+                await self._list_written.wait()
+        if self.client_has(tool_ids):
+            return True
+        if self.listed_notices < self.notices:  # no re-list after the latest notice reached it
             self.relists_on_notice = False
-            return False
-        return True
+        return False
 
 
 class SessionStore:

@@ -1,7 +1,7 @@
 """Session state shared by gateway replicas: Redis, behind the in-process sessions (``sessions.py``).
 
 With ``session_store_url`` set, the published set and conversation context of every session that can
-move between replicas (2026-era HTTP: ``_meta`` session / client app / identity) are written to Redis
+move between replicas (2026-era HTTP sessions the client names in ``_meta``) are written to Redis
 when they change and read when a replica meets a session it does not hold, so a client the load
 balancer sends elsewhere keeps its set. Handshake-era sessions are tied to one connection (one
 process) and stay local. See docs/deploy.md.

@@ -37,7 +37,9 @@ from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
-from toolweave.server.notify import streamable_http_reach
+from toolweave.server.notify import WrittenReplies, reporting_written, streamable_http_reach
+from toolweave.server.processes import KEEP_ALIVE_S
+from toolweave.server.sessions import follow_processes
 from toolweave.server.starting import answer_find_tools_while_starting
 from toolweave.settings import SecuritySettings
 
@@ -114,6 +116,8 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
     # no holding a result for a re-list when the client has no GET stream to hear list_changed on
     gateway.notifier.channel_open = streamable_http_reach(gateway.server.session_manager)
     app.router.routes.append(turn_route(gateway))  # the host channel (server/host.py)
+    # 2026-era requests name no session: where each client process begins and runs (server/processes.py)
+    gateway.server.middleware.append(follow_processes)
     app = _protect(app, gateway, host, port, "/mcp")
     app.add_middleware(RequestSizeLimit, max_bytes=gateway.settings.max_request_bytes)
     return app
@@ -200,13 +204,16 @@ async def _serve_stdio(
     if on_client_left is not None:
         lines = _EndNoticed(lines, on_client_left)
     max_bytes = gateway.settings.max_request_bytes
+    replies = WrittenReplies()  # when a list reply is on the pipe (a held find_tools answer goes after it)
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
-    async with (
-        bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
-        _without_early_replies(write, handover) as write,
-        host_channel(gateway, listening=early.host_socket if early is not None else None),
-    ):
-        await gateway.server.run(read, write, gateway.server.create_initialization_options())
+    with replies.reporting():
+        async with (
+            bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
+            reporting_written(write, replies) as write,
+            _without_early_replies(write, handover) as write,
+            host_channel(gateway, listening=early.host_socket if early is not None else None),
+        ):
+            await gateway.server.run(read, write, gateway.server.create_initialization_options())
 
 
 @asynccontextmanager
@@ -312,6 +319,7 @@ async def _serve_uvicorn(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_keep_alive=int(KEEP_ALIVE_S),  # an idle connection's port names it this long (processes.py)
     )
     server = Server(config)
     log.info("serving MCP on http://%s:%d%s", host, port, path)

@@ -45,10 +45,6 @@ SESSION_WAIT_S = 5.0
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries and host turns are cut to this many characters before retrieval."""
 
-RELIST_SETTLE_S = 0.005
-"""After the client's re-list was answered, a held find_tools result waits this much longer: the list
-response is written after its handler returns, and over HTTP it travels on another connection."""
-
 NEXT_STEPS = 3
 """Tools published after a call at most: a guess costs the client's prompt cache and its attention."""
 
@@ -209,8 +205,10 @@ class TurnEngine:
         await self.sessions.commit(session)  # before the notice: the re-list may reach another replica
         if change.changed:
             log.info("%s: +%s -%s", session.key, list(change.added), list(change.evicted))
-            if announce:
-                await self.notify_and_hold(session)
+        # also when an earlier turn's notice or hold was cut short (a start-up bound): the client's list
+        # still lacks what this answer names
+        if announce and (change.changed or self.notifier.behind(session)):
+            await self.notify_and_hold(session)
         return found, change.changed
 
     def _sheds_decomposition(self, params: RetrievalSettings) -> bool:
@@ -256,17 +254,16 @@ class TurnEngine:
         return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
 
     async def notify_and_hold(self, session: Session) -> None:
-        """Notify ``session`` and wait (bounded) until it fetched the new list, so that the answer to
-        the request that changed the set reaches a client that already lists the new tools. No wait
-        for a client that cannot hear the notice, or that did not re-list after an earlier one."""
+        """Notify ``session`` and hold the answer until a list reply holding its published tools was
+        written to the client (bounded: ``Notifier.hold``)."""
         await self.notifier.tools_changed(session)
-        wait_s = self.settings.publish.relist_wait_ms / 1000
-        if wait_s <= 0 or not session.relists_on_notice or not self.notifier.can_reach(session):
-            return
-        if await session.wait_relisted(wait_s):
-            await anyio.sleep(RELIST_SETTLE_S)
-        else:
-            log.info("%s did not re-list within %.0f ms of list_changed", session.key, wait_s * 1000)
+        publish = self.settings.publish
+        ids, bound_s, probe_s = (
+            session.published.ids(),
+            publish.relist_wait_ms / 1000,
+            publish.relist_probe_ms / 1000,
+        )
+        await self.notifier.hold(session, ids, bound_s, probe_s)
 
     # -- after a call ------------------------------------------------------------------------------------
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,6 +117,39 @@ def test_the_focused_similarity_pass_proposes_what_the_full_pass_keeps() -> None
         focused = {e.key for e in similarity_edges(universe, vectors, threshold=0.8, focus=focus)}
         expected = {k for k in full if k[0] in focus or k[1] in focus}
         assert expected and focused == expected
+
+
+def test_near_identical_input_free_tools_are_linked_to_a_few_utilities_each_not_to_all() -> None:
+    """Thousands of near-identical tools without inputs are all utilities and all above the threshold
+    with one another: each keeps its ``SIMILARITY_MAX_PER_TOOL`` most similar (tools x tools edges
+    exhausted memory at 10k), and a focused pass still gives exactly the full pass's edges it touches."""
+    import numpy as np
+
+    from toolweave.registry.inference.producers import profile
+    from toolweave.registry.inference.similarity import SIMILARITY_MAX_PER_TOOL, similarity_edges
+
+    rng = np.random.default_rng(3)
+    tools = [tool("big", f"big_op{n}", f"Operation {n} of the big service.", {}) for n in range(40)]
+    common = rng.normal(size=16)
+    vectors = {}
+    for t in tools:
+        v = common + 0.2 * rng.normal(size=16)
+        vectors[t.id] = (v / np.linalg.norm(v)).astype(np.float32)
+    universe = [profile(t) for t in tools]
+    assert all(p.is_ambient for p in universe), "the fixture must make every tool a utility"
+    full = list(similarity_edges(universe, vectors, threshold=0.8))
+    per_tool = Counter(e.tool for e in full)
+    assert per_tool and max(per_tool.values()) == SIMILARITY_MAX_PER_TOOL < len(tools) - 1
+    for t in tools:  # the kept ones are the most similar
+        kept = {e.depends_on for e in full if e.tool == t.id}
+        if not kept:
+            continue
+        sims = {o.id: float(vectors[o.id] @ vectors[t.id]) for o in tools if o.id != t.id}
+        assert min(sims[k] for k in kept) >= max(v for o, v in sims.items() if o not in kept) - 1e-6
+    keys = {e.key for e in full}
+    for focus in ({"big__big_op3"}, {"big__big_op0", "big__big_op17", "big__big_op39"}):
+        focused = {e.key for e in similarity_edges(universe, vectors, threshold=0.8, focus=focus)}
+        assert focused == {k for k in keys if k[0] in focus or k[1] in focus}
 
 
 def _touching(edges: list[DependencyEdge], focus: set[str]) -> list[DependencyEdge]:

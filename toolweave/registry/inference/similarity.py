@@ -18,10 +18,17 @@ from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.inference.universe import group_by, in_order
 from toolweave.registry.vector_rows import stack_rows
 
-__all__ = ["SIMILARITY_THRESHOLD", "similarity_edges"]
+__all__ = ["SIMILARITY_MAX_PER_TOOL", "SIMILARITY_THRESHOLD", "similarity_edges"]
 
 SIMILARITY_THRESHOLD = 0.8
 """Cosine at or above which a tool is linked to a utility tool by text alone (see module docstring)."""
+SIMILARITY_MAX_PER_TOOL = 8
+"""A tool is linked to at most this many utilities, its most similar ones. A catalog of thousands of
+near-identical input-free tools (every one a utility, every pair above the threshold) would otherwise
+make tools x tools edges: 10,000 such tools made ~10^8 edges and 13 GB before the ingest could commit.
+The edges are never walked (``NO_EVIDENCE``), so the cap costs retrieval nothing. (An incremental
+ingest proposes only edges touching its change: a tool outside it may keep an older link beside a new,
+more similar one until the tool itself changes.)"""
 _MARGIN = 1e-3
 """Slack of the batched pre-filter: a product computed in another order may differ in the last bits."""
 _CHUNK = 8192
@@ -38,8 +45,10 @@ def similarity_edges(
     """``TOOL_INDIRECTLY_DEPENDS_ON`` edges from a tool to very similar utility (core/ambient) tools.
 
     With ``focus`` (the ids an incremental ingest changed) only edges with an end in it are proposed:
-    a tool outside it is compared with the focus's utilities alone, so an ingest into a large
-    registry costs its own size times the utilities, not every tool times every utility.
+    a tool outside it is scored only when it comes near one of the focus's utilities (one matrix
+    product per chunk), so an ingest into a large registry costs its own size and those few tools
+    times the utilities, not every tool times every utility. Each tool keeps its
+    ``SIMILARITY_MAX_PER_TOOL`` most similar utilities, ranked among all of them in both passes.
     """
     utilities = [p for p in group_by(universe, _utility).get("utility", ()) if p.id in vectors]
     if not utilities:
@@ -57,15 +66,23 @@ def similarity_edges(
     for t in universe if focus is None else in_order(universe, {*focus, *(near or ())}):
         if t.id not in vectors or t.kind == "core":
             continue
-        if focus is None or t.id in focus:
-            columns, sims = everyone, util_matrix @ np.asarray(vectors[t.id], dtype=np.float32)
-        elif focus_matrix is not None and near is not None and t.id in near:
-            columns, sims = in_focus, focus_matrix @ np.asarray(vectors[t.id], dtype=np.float32)
-        else:
+        if focus is not None and t.id not in focus and (near is None or t.id not in near):
             continue
-        for j in np.flatnonzero(sims >= threshold):
-            u = utilities[int(columns[j])]
+        # ranked among every utility, also for a tool outside the focus: the cap keeps the same most
+        # similar ones as a full pass, of which only those in the focus are proposed here
+        sims = util_matrix @ np.asarray(vectors[t.id], dtype=np.float32)
+        above = np.flatnonzero(sims >= threshold)
+        linked: list[int] = []
+        for j in above[np.argsort(-sims[above], kind="stable")]:  # most similar first
+            u = utilities[int(j)]
             if u.id == t.id or (t.id, u.id) in taken or (u.id, t.id) in taken:
+                continue
+            linked.append(int(j))
+            if len(linked) == SIMILARITY_MAX_PER_TOOL:
+                break
+        for j in sorted(linked):  # in universe order, as before the cap
+            u = utilities[int(j)]
+            if focus is not None and t.id not in focus and u.id not in focus:
                 continue
             yield DependencyEdge(
                 tool=t.id,
