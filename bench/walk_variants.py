@@ -13,6 +13,7 @@ on its ``examples`` split only. Never in a choice set: ToolLinkOS ``test``, NEST
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -25,10 +26,18 @@ from value_kinds import ValueKind, parameter_kind, request_kinds
 from walk_lab import OUT, Query, Recording, hybrid, load, per_set, scores
 
 from toolweave.benchmark.recorded import RecordedGraph
+from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import RankedTool
-from toolweave.retrieval.walk import _CUT_ORIGINS, Choice, WalkPolicy, _Chooser, expand_with_dependencies
+from toolweave.retrieval.walk import (
+    _CUT_ORIGINS,
+    Choice,
+    WalkPolicy,
+    _Chooser,
+    expand_with_dependencies,
+    is_content_edge,
+)
 from toolweave.settings import RetrievalSettings
 
 PARAMS = RetrievalSettings()
@@ -50,6 +59,13 @@ class LabPolicy(WalkPolicy):
     """
 
     skip_supplied: bool = False
+    kinded_only: bool = False
+    """A parameter edge is walked only when the parameter takes a kind of value a user rarely types
+    (``value_kinds.parameter_kind``: ids, dates, tokens, paths, URLs, emails, coordinates); a city, a
+    keyword or a message comes with the request. Learned edges are exempt."""
+    skip_named_numbers: bool = False
+    """A number parameter without a kind is not walked when the request names it and holds a number
+    ("a principal of 5000"). Learned edges are exempt."""
     producers_per_parameter: int | None = None
     placement: Literal["after_parent", "by_weight"] = "by_weight"
     request: str = field(default="", compare=False)
@@ -87,6 +103,12 @@ class _LabChooser(_Chooser):
                 continue
             if policy.skip_supplied and self._supplied(tool, param, edge.depends_on):
                 continue
+            if policy.kinded_only and edge.origin != "learned" and self._kind(tool, param) is None:
+                continue
+            if policy.skip_content and is_content_edge(edge):
+                continue
+            if policy.skip_named_numbers and edge.origin != "learned" and self._named_number(tool, param):
+                continue
             groups.setdefault((param, edge.kind), []).append(n)
         share: dict[int, float] = {}
         for members in groups.values():
@@ -116,9 +138,26 @@ class _LabChooser(_Chooser):
                     out.append((edge, w))
         return out
 
-    def _supplied(self, tool: str, param: str, producer: str) -> bool:
+    def _named_number(self, tool: str, param: str) -> bool:
+        if self._kind(tool, param) is not None:
+            return False
+        words = name_words(param).split()
+        schema = getattr(self.policy.describe(tool), "input_schema", None) if self.policy.describe else None
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        spec = props.get(param) if isinstance(props, dict) else None
+        numeric = isinstance(spec, dict) and spec.get("type") in ("number", "integer")
+        if not numeric or _NUMBER.search(self.policy.request) is None:
+            return False
+        # the request names the quantity ("a principal of 5000"): the number is its value
+        said = set(name_words(self.policy.request).split())
+        return any(w in said for w in words)
+
+    def _kind(self, tool: str, param: str) -> ValueKind | None:
         kinds = _parameter_kinds(tool, self.policy.describe)
-        kind = kinds[param] if param in kinds else parameter_kind(param)
+        return kinds[param] if param in kinds else parameter_kind(param)
+
+    def _supplied(self, tool: str, param: str, producer: str) -> bool:
+        kind = self._kind(tool, param)
         if kind is None or kind not in self.supplied:
             return False
         return kind not in set(_parameter_kinds(producer, self.policy.describe).values())
@@ -132,6 +171,9 @@ def _parameter_kinds(
     if not isinstance(props, dict):
         return {}
     return {n: parameter_kind(n, spec if isinstance(spec, dict) else None) for n, spec in props.items()}
+
+
+_NUMBER = re.compile(r"\d")
 
 
 PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in fields(WalkPolicy)})
@@ -177,7 +219,8 @@ def walker(policy: LabPolicy):  # type: ignore[no-untyped-def]
         cached = _relevance.get(id(q))
         if cached is None or cached[0] is not q:
             cached = _relevance[id(q)] = (q, turn_relevance(q.candidates))
-        turn = replace(policy, request=q.text, describe=rec.records.get) if policy.skip_supplied else policy
+        reads = policy.skip_supplied or policy.kinded_only or policy.skip_named_numbers
+        turn = replace(policy, request=q.text, describe=rec.records.get) if reads else policy
         return _expand(q, deps, cached[1], turn)
 
     return run

@@ -64,6 +64,8 @@ async def scenario(client: Client, watch: ListChanged) -> None:
     assert text(unpublished) == "xxxxx"
 
     before = await watch.flushed(client)
+    listed = names(await client.list_tools(cache_mode="bypass"))
+    assert "dyn__big" in listed  # in use now: published after the call (into free room)
     again = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
     assert doc(again)["tool_list_changed"] is False
     assert await watch.flushed(client) == before

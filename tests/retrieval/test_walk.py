@@ -178,3 +178,25 @@ def test_edges_whose_confidences_multiply_below_the_bar_are_not_walked() -> None
     for origin in ("declared", "manifest", "learned"):
         said = [guess[0].model_copy(update={"origin": origin})]
         assert walk(hits, said) == ["a", "b", "login", "c"], origin
+
+
+def test_the_producer_of_a_content_parameter_is_not_walked() -> None:
+    # "find reviews of the Dyson Airwrap" says what to search: a tool that could produce a search
+    # keyword (a book search, in NESTFUL's graph) is not needed; an id the request cannot give still is
+    edges = [
+        edge("reviews", "book_search", "search_keywords"),
+        edge("reviews", "book_search2", "queryText"),
+        edge("reviews", "product_search", "product_id"),
+    ]
+    hits = [Hit("reviews", 1.0), Hit("z", 0.0)]
+    assert walk(hits, edges) == ["reviews", "product_search", "z"]
+    assert walk(hits, edges, WalkPolicy(skip_content=False)) == [
+        "reviews",
+        "book_search",
+        "book_search2",
+        "product_search",
+        "z",
+    ]
+    # traffic saw the value come from the producer: a learned edge is walked whatever its parameter
+    learned = edges[0].model_copy(update={"origin": "learned", "confidence": 0.95})
+    assert walk(hits, [learned]) == ["reviews", "book_search", "z"]

@@ -15,6 +15,7 @@ from tests.e2e.watch import Relister, relisting
 from tests.edges import edge
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
+from toolweave.server.turns import FOLLOW_UP_WORDS, conversation_context
 
 from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
 from .test_gateway import make_gateway, structured
@@ -225,7 +226,13 @@ async def test_next_steps_are_at_most_three_the_most_confident_first(registry: A
             "call_tool", {"name": "clock__get_current_time", "arguments": {"timezone": "UTC"}}
         )
         added = [n for n in relister.lists[-1] if n not in before]
-        assert added == ["notes__create_note", "notes__delete_note", "notes__search_notes"]
+        # the tool in use (reached through call_tool), then three guesses
+        assert added == [
+            "clock__get_current_time",
+            "notes__create_note",
+            "notes__delete_note",
+            "notes__search_notes",
+        ]
 
 
 async def test_a_weak_guess_is_never_a_next_step(registry: Any, backends: Any) -> None:
@@ -249,3 +256,65 @@ async def test_the_rest_of_a_two_part_request_follows_the_call_that_served_one_p
         assert "clock__get_current_time" not in relister.lists[-1]
         await client.call_tool("notes__create_note", {"title": "standup"})
         assert "clock__get_current_time" in relister.lists[-1]  # the part the note did not serve
+
+
+async def test_a_tool_reached_through_call_tool_is_published_after_it(registry: Any, backends: Any) -> None:
+    # the model found it without it being listed; it is in use now, and often comes again (cd, cd)
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        assert "clock__convert_time" not in names(await client.list_tools(cache_mode="bypass"))
+        arguments = {"source_timezone": "UTC", "time": "10:00", "target_timezone": "Asia/Tokyo"}
+        called = await client.call_tool("call_tool", {"name": "clock__convert_time", "arguments": arguments})
+        assert not called.is_error
+        assert "clock__convert_time" in relister.lists[-1]
+
+
+def scores(found: dict[str, Any]) -> dict[str, str]:
+    return {t["name"]: t["why"] for t in found["tools"]}  # "search hit (score 1.489)"
+
+
+async def test_a_turn_that_stands_alone_is_ranked_without_the_conversation(
+    registry: Any, backends: Any
+) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, _relister):
+        await client.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+        long_turn = "and now tell me what the current local time is over in Paris, France please"
+        assert len(long_turn.split()) >= FOLLOW_UP_WORDS
+        carried = structured(await client.call_tool("find_tools", {"query": long_turn, "detail": True}))
+        short_turn = "and in Paris?"
+        follow_up = structured(await client.call_tool("find_tools", {"query": short_turn, "detail": True}))
+        session = next(iter(gateway.sessions))
+        assert session.context() == ["what time is it in Tokyo", long_turn, short_turn]  # all still context
+    fresh = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(fresh, "legacy") as (client, _relister):
+        alone = structured(await client.call_tool("find_tools", {"query": long_turn, "detail": True}))
+        short_alone = structured(await client.call_tool("find_tools", {"query": short_turn, "detail": True}))
+    assert scores(carried) == scores(alone)  # the earlier turn did not move the long one
+    assert scores(follow_up) != scores(short_alone)  # a short follow-up still leans on the conversation
+
+
+def test_conversation_context_is_for_short_follow_ups_only() -> None:
+    earlier = ["what time is it in Tokyo"]
+    assert conversation_context("and in Paris?", earlier) == earlier
+    assert conversation_context(" ".join(["word"] * FOLLOW_UP_WORDS), earlier) == []
+
+
+async def test_after_a_call_the_parts_of_the_request_after_it_come_first(
+    registry: Any, backends: Any
+) -> None:
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        request = (
+            "tell me what time it is in Tokyo, then create a note titled standup, "
+            "then search my saved notes for the weekly agenda"
+        )
+        await client.call_tool("find_tools", {"query": request, "k": 1})
+        before = names(await client.list_tools(cache_mode="bypass"))
+        await client.call_tool("call_tool", {"name": "notes__create_note", "arguments": {"title": "standup"}})
+        added = [n for n in relister.lists[-1] if n not in before]
+        assert "notes__search_notes" in before  # the request's best: the last part's tool
+        # the tool in use, then the part after the one it served (the notes part: its best tool not yet
+        # listed) before the part that came earlier (the time)
+        assert added[0] == "notes__create_note" and added[1].startswith("notes__"), added
+        assert "clock__get_current_time" in added

@@ -16,7 +16,11 @@ step the conversation already took at rank 2. So each dependency weighs what the
   weighs at least its own relevance;
 - a dependency weighing less than ``min_weight``, or reached through inferred edges whose confidences
   multiply to less than ``min_confidence``, is not walked; nor is another producer of a parameter a
-  listed tool already gives.
+  listed tool already gives;
+- nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
+  message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
+  what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
+  translator: NESTFUL's graph holds such chains) is not needed.
 
 Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
 it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
@@ -30,10 +34,18 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
 
-__all__ = ["DependencyLookup", "WalkPolicy", "dependency_entry", "expand_with_dependencies"]
+__all__ = [
+    "CONTENT_WORDS",
+    "DependencyLookup",
+    "WalkPolicy",
+    "dependency_entry",
+    "expand_with_dependencies",
+    "is_content_edge",
+]
 
 _CUT_ORIGINS = frozenset({"inferred"})
 """The edges ``min_confidence`` applies to: those inferred from names and schemas, where it was chosen.
@@ -41,6 +53,12 @@ Declared and manifest edges are someone's word; learned edges are what traffic s
 their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
 0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
 still weighs its dependency."""
+
+CONTENT_WORDS = frozenset(
+    {"text", "word", "words", "query", "q", "keyword", "keywords", "title", "message", "content"}
+    | {"phrase", "sentence", "term", "terms", "search"}
+)
+"""The last word of a content parameter's name: the words a tool works on, which a request states."""
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
@@ -68,6 +86,8 @@ class WalkPolicy:
     (``_CUT_ORIGINS``)."""
     skip_fed: bool = True
     """No other producer is walked for a parameter that a tool already listed gives."""
+    skip_content: bool = True
+    """The producer of a content parameter is not walked (``is_content_edge``)."""
 
     def _chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
         """The edges a turn's walk follows out of each tool (the lab's variants override this)."""
@@ -77,7 +97,12 @@ class WalkPolicy:
     def everything(cls) -> WalkPolicy:
         """The paper's walk: every edge, each dependency right after the tool that needs it."""
         return cls(
-            confidence_power=0.0, alternatives_power=0.0, min_weight=0.0, min_confidence=0.0, skip_fed=False
+            confidence_power=0.0,
+            alternatives_power=0.0,
+            min_weight=0.0,
+            min_confidence=0.0,
+            skip_fed=False,
+            skip_content=False,
         )
 
 
@@ -136,6 +161,16 @@ def expand_with_dependencies(
         insort(placed, weights[-1])
     order = sorted(range(len(out)), key=lambda n: (-weights[n], n))[:final_k]
     return [out[n] if out[n].rank == rank else replace(out[n], rank=rank) for rank, n in enumerate(order, 1)]
+
+
+def is_content_edge(edge: DependencyEdge) -> bool:
+    """Whether ``edge`` feeds a content parameter (its name's last word is in ``CONTENT_WORDS``), from a
+    graph that says where such a value *can* come from. Not a learned edge: traffic saw the value come
+    from the producer, not from the request."""
+    if edge.origin == "learned" or not edge.parameter_name:
+        return False
+    words = name_words(edge.parameter_name).split()
+    return bool(words) and words[-1] in CONTENT_WORDS
 
 
 def dependency_entry(edge: DependencyEdge, rank: int, depth: int) -> RankedTool:
@@ -207,6 +242,8 @@ class _Chooser:
         # or checks it), so they are no alternatives. An edge without a parameter stands alone.
         groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
         for n, edge in enumerate(edges):
+            if policy.skip_content and is_content_edge(edge):
+                continue
             key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
             groups.setdefault(key, []).append(edge)
         share: dict[int, float] = {}

@@ -35,7 +35,7 @@ from toolweave.tracing import span
 if TYPE_CHECKING:  # the registry's types come with it, after the handshake
     from toolweave.retrieval.results import RankedTool
 
-__all__ = ["MAX_QUERY_CHARS", "NEXT_STEPS", "TurnEngine"]
+__all__ = ["FOLLOW_UP_WORDS", "MAX_QUERY_CHARS", "NEXT_STEPS", "TurnEngine", "conversation_context"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,20 @@ TOPIC_SHIFT_BELOW = 0.08
 """A turn whose embedding is on average less similar than this to the context turns starts a new topic:
 they stop being retrieval context. With the default MiniLM, unrelated requests score about -0.05-0.05
 and follow-ups 0.09-0.3 ("find flights to Rome" / "what's the weather there": 0.094)."""
+
+
+FOLLOW_UP_WORDS = 8
+"""A turn of fewer words leans on the conversation ("and in Paris?", "what about the standard deviation?")
+and is ranked with the earlier turns as context; a longer one says what it needs and is ranked alone.
+Context added to a turn that stands on its own drags the ranking back to the previous topic: on BFCL
+multi-turn it cost 0.028 mAP@10 (learning half, ``bench/bfcl_context_lab.py``), and its parts, each
+ranked with the same context, lost the tools of a new topic altogether."""
+
+
+def conversation_context(text: str, context: Sequence[str]) -> list[str]:
+    """The earlier turns ``text`` is ranked with: all of them for a short follow-up, none for a turn of
+    ``FOLLOW_UP_WORDS`` words or more (it still becomes context for the turns after it)."""
+    return list(context) if len(text.split()) < FOLLOW_UP_WORDS else []
 
 
 class TurnEngine:
@@ -163,6 +177,7 @@ class TurnEngine:
         if context and await self._topic_shifted(context, text):
             session.start_topic()
             context = []
+        context = conversation_context(text, context)
         wanted = params.final_k
         exclude = self.sources.excluded_sources()
         if guard.hides_any(session.identity):
@@ -254,28 +269,38 @@ class TurnEngine:
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
         """Publish the tools most likely to follow a call of ``record``, into the set's free room.
 
-        First the rest of the request (``_rest_of_request``): a turn that asks for two things ("show the
-        last commit and remember its hash in memory") is ranked as a whole, where the first thing
-        drowns the second; once a call served one part, the other parts' best tools come next. Then
-        the tools traffic saw called right after it in enough sessions (``Registry.next_steps``) and
-        those that consume its output through a walkable edge (declared, manifest, or inferred above
-        ``Settings.infer_min_confidence``), at or above that bar, most confident first. At most
-        ``NEXT_STEPS`` in all."""
+        The called tool itself first, when the client reached it through ``call_tool``: it is in use,
+        and the same tool often comes again (``cd`` from folder to folder, a zip code per city). Then
+        at most ``NEXT_STEPS`` guesses. First the rest of the request (``_rest_of_request``): a turn
+        that asks for several things ("show the last commit and remember its hash in memory") is
+        ranked as a whole, where the first thing drowns the others; once a call served one part, the
+        best tools of the parts after it come next, one part at a time. Then the tools traffic saw
+        called right after it in enough sessions (``Registry.next_steps``) and those that consume its
+        output through a walkable edge (declared, manifest, or inferred above
+        ``Settings.infer_min_confidence``), at or above that bar, most confident first."""
         registry, guard = self.served.registry, self.served.guard
         excluded = self.sources.excluded_sources()
-        chosen: list[str] = []
-        for tool_id in [*await self._rest_of_request(session, record), *self._evidence_next(record)]:
+
+        def publishable(tool_id: str) -> bool:
             dep = registry.find(tool_id)
-            if (
-                tool_id not in chosen
-                and tool_id != record.id
-                and tool_id not in session.published
+            return (
+                tool_id not in session.published
                 and dep is not None
                 and dep.source not in excluded
                 and guard.allows(session.identity, dep)
-            ):
+            )
+
+        rest = [
+            [t for t in part if t != record.id and publishable(t)]
+            for part in await self._rest_of_request(session, record)
+        ]
+        evidence = [t for t in self._evidence_next(record) if t != record.id and publishable(t)]
+        chosen: list[str] = []
+        for tool_id in [*_one_part_at_a_time(rest), *evidence]:
+            if tool_id not in chosen:
                 chosen.append(tool_id)
-        change = session.published.suggest(chosen[:NEXT_STEPS], turn)
+        used = [record.id] if publishable(record.id) else []
+        change = session.published.suggest([*used, *chosen[:NEXT_STEPS]], turn)
         if change.changed:
             await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
@@ -297,12 +322,14 @@ class TurnEngine:
                 score[edge.tool] = max(edge.confidence, score.get(edge.tool, 0.0))
         return sorted(score, key=lambda t: (-score[t], t))
 
-    async def _rest_of_request(self, session: Session, record: ToolRecord) -> list[str]:
-        """The current turn's other parts, once ``record`` served one: the request is split at its
-        clause and ``and`` boundaries (``decompose_query``); the part the tool's vector is closest to
-        is the one it served, and the other parts, each ranked alone (cached like a find_tools), give
-        their publishable hits, best first. Nothing for a request of one part, or on a registry too
-        large to hold its vectors in memory."""
+    async def _rest_of_request(self, session: Session, record: ToolRecord) -> list[list[str]]:
+        """The current turn's parts, once ``record`` served one of them, each part's publishable hits best
+        first: the request is split at its clause and ``and`` boundaries (``decompose_query``); the part
+        the tool's vector is closest to is the one it served; the parts after it come first, in the
+        request's order (what is asked next is usually done next), then that part itself (one clause
+        may ask for two tools: "open data.txt and scan it for Q4"), then those before it. Each part is
+        ranked alone (cached like a find_tools). Nothing for a request of one part, or on a registry
+        too large to hold its vectors in memory."""
         registry = self.served.registry
         if not session.queries or len(registry) >= self.settings.vector_index_threshold:
             return []
@@ -319,14 +346,22 @@ class TurnEngine:
         served = max(range(len(parts)), key=lambda n: closeness[n])
         params = self.settings.retrieval.model_copy(update={"decompose": "off"})
         exclude = self.sources.excluded_sources()
-        out: list[str] = []
-        for n, part in enumerate(parts):
-            if n == served:
-                continue
+        out: list[list[str]] = []
+        for n in [*range(served + 1, len(parts)), served, *range(served)]:
+            part = parts[n]
             key = (part, (), params.model_dump_json(), frozenset(exclude))
             hits = await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
-            out += [r.tool_id for r in hits if r.publish]
+            out.append([r.tool_id for r in hits if r.publish])
         return out
+
+
+def _one_part_at_a_time(parts: Sequence[Sequence[str]]) -> list[str]:
+    """The parts' hits interleaved: every part's best, then every part's second best, and so on (so
+    that a few next steps cover several parts instead of the first part's runners-up)."""
+    out: list[str] = []
+    for rank in range(max((len(p) for p in parts), default=0)):
+        out += [p[rank] for p in parts if rank < len(p) and p[rank] not in out]
+    return out
 
 
 @dataclass
