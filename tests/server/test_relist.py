@@ -141,11 +141,22 @@ async def test_a_client_that_never_relists_is_held_once_then_never() -> None:
         tg.start_soon(hold.run)
         await anyio.wait_all_tasks_blocked()
         assert hold.released  # not held at all: nothing listed, and far within SAFETY_S
-    # once it re-lists after a notice, its answers are held again
+    # once it re-lists after a notice, its answers are held again, but only with the short probe: that
+    # re-list came after the held answer had gone (a client that reads its answers before its notices
+    # would otherwise wait out the long bound on every answer)
     replies = WrittenReplies()
     list_request(notifier, session, replies, 1)
     replies.written(1)
-    assert session.relists_on_notice is True
+    assert session.relists_on_notice is None
+    session.published.select(["notes__add"], turn=2)
+    hold = Hold(notifier, session)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold.run)
+        await anyio.wait_all_tasks_blocked()
+        assert not hold.released
+        list_request(notifier, session, replies, 2)
+        replies.written(2)  # re-listed while an answer was held: now a client known to re-list
+    assert hold.released and session.relists_on_notice is True
 
 
 async def test_a_timeout_after_a_relist_that_answered_the_notice_keeps_holding() -> None:

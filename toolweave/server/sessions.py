@@ -188,8 +188,11 @@ class Session:
     relists_on_notice: bool | None = None
     """Whether the client re-lists after a notice: None until known, True once a list reply answering a
     notice was written to it, False once a notice went unanswered by a re-list within the hold's bound
-    (its answers are not held again until it does re-list after a notice)."""
+    (its answers are not held again until it re-lists after a notice; a re-list that comes only after
+    the held answer went makes it unknown again, not known: it gets the short probe, never the bound)."""
     _list_written: anyio.Event | None = None
+    _holding: int = 0
+    """Answers waiting in ``wait_listed`` now."""
     shared: str | None = None
     """This session's key in the shared store (``state_key``); None: it lives in this process only."""
     stale: bool = True
@@ -236,8 +239,14 @@ class Session:
         nothing). Wakes the answers waiting for it (``wait_listed``)."""
         if notices < self.listed_notices:
             return
-        if notices > self.listed_notices:  # the client re-listed after a notice: it does re-list
-            self.relists_on_notice = True
+        if notices > self.listed_notices:  # the client re-listed after a notice
+            if self.relists_on_notice is False and not self._holding:
+                # ... only once the answer held for it had gone (a client that reads its answer before
+                # its notices): not known to re-list while held, so it gets the probe again, never the
+                # long bound, which it would wait out whole
+                self.relists_on_notice = None
+            else:
+                self.relists_on_notice = True
         self.listed_notices = notices
         self.client_lists, self.list_settle_s = tool_ids, settle_s
         if self._list_written is not None:
@@ -252,11 +261,15 @@ class Session:
         """Wait (at most ``timeout_s``) until a list reply holding ``tool_ids`` was written to the client.
         A re-list that lacks them (a list built before the change) does not end the wait. After a
         timeout the client is taken as one that does not re-list (``relists_on_notice``)."""
-        with anyio.move_on_after(timeout_s):
-            while not self.client_has(tool_ids):
-                if self._list_written is None:
-                    self._list_written = anyio.Event()
-                await self._list_written.wait()
+        self._holding += 1
+        try:
+            with anyio.move_on_after(timeout_s):
+                while not self.client_has(tool_ids):
+                    if self._list_written is None:
+                        self._list_written = anyio.Event()
+                    await self._list_written.wait()
+        finally:
+            self._holding -= 1
         if self.client_has(tool_ids):
             return True
         if self.listed_notices < self.notices:  # no re-list after the latest notice reached it
