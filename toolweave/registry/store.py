@@ -122,7 +122,8 @@ def _run_on_lancedb_loop(coro: Any) -> Any:
     """Run ``coro`` on lancedb's own event loop thread (where its async tables live) and wait for it."""
     from lancedb.background_loop import LOOP
 
-    return LOOP.run(coro)  # type: ignore[no-untyped-call]
+    run: Callable[[Any], Any] = LOOP.run  # lancedb leaves it untyped
+    return run(coro)
 
 
 async def _fts_rows(table: Any, query: str, limit: int) -> pa.Table:

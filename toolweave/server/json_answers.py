@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.streamable_http import StreamableHTTPServerTransport, check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -105,7 +105,7 @@ def answer_find_tools_as_json(manager: StreamableHTTPSessionManager) -> None:
         raise ValueError("answer_find_tools_as_json needs a stateful session manager in SSE mode")
     manager.__class__ = _SessionManager
     # what the route calls (the SDK types it as its own body-limit middleware: any ASGI app does)
-    manager.asgi_app = ReportingWritten(manager.asgi_app)  # type: ignore[assignment]
+    manager.asgi_app = cast(Any, ReportingWritten(manager.asgi_app))
 
 
 class ReportingWritten:
