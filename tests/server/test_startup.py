@@ -146,3 +146,34 @@ async def test_a_registry_that_cannot_be_opened_gives_clear_errors(
         assert notes.calls == []
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("could not be opened" in m and str(not_a_registry) in m for m in logged), logged
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_known_from_an_earlier_run_are_found_while_their_upstream_connects(
+    registry: Registry, mode: str
+) -> None:
+    """A busy machine's first turn does not wait for every upstream to start: an upstream still on its
+    first connection attempt whose tools the registry holds is found at once, and a call of one of its
+    tools waits for that first connection instead of failing."""
+    registry.ingest("clock", time_tools(), [])  # an earlier run's
+    clock = HeldBackend("clock", time_tools())
+    gateway = Gateway(registry, [clock], Settings(home=registry.path, connect_timeout_s=60))
+    async with Client(gateway.server, mode=mode) as client:
+        with anyio.fail_after(20):  # waiting for the upstream would take the whole 15 s grace
+            found = await client.call_tool("find_tools", {"query": "what time is it in Tokyo", "k": 3})
+        assert not found.is_error, found
+        assert found.structured_content is not None
+        assert found.structured_content["tools"][0]["name"] == "clock__get_current_time"
+        assert not clock.connect.is_set()
+        async with anyio.create_task_group() as tg:
+            answers: list[types.CallToolResult] = []
+
+            async def call() -> None:
+                answers.append(await client.call_tool("clock__get_current_time", {"timezone": "UTC"}))
+
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            assert not answers  # the call waits for the first connection ...
+            clock.connect.set()
+        assert not answers[0].is_error, answers[0]  # ... and is then answered by the upstream
+        assert clock.calls == [("get_current_time", {"timezone": "UTC"})]

@@ -98,7 +98,7 @@ class CallPath:
         record = self.record_named(name)
         if record is None:
             # A client may know the name from an earlier session while its upstream is still connecting.
-            await self.sources.first_connections()
+            await self.sources.first_connections(for_call=True)
             record = self.record_named(name)
         if record is None or not self.served.guard.allows(session.identity, record):
             # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).

@@ -84,6 +84,7 @@ class SourceSync:
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
         self._stale: set[str] = set()
+        self._registered: set[str] = set()  # sources with tools in the registry (refresh_stale_sources)
         self._started_at = time.monotonic()
         self._tasks: anyio.abc.TaskGroup | None = None  # start()'s: backends added later start there
 
@@ -266,9 +267,11 @@ class SourceSync:
                 if any(self._source_of(t) == name for t in session.published.ids()):
                     await self.notifier.tools_changed(session)
 
-    async def first_connections(self, sources: set[str] | None = None) -> None:
+    async def first_connections(self, sources: set[str] | None = None, *, for_call: bool = False) -> None:
         """Wait out the startup grace for upstreams still on their first connection attempt, until
-        their first tool list is in the registry (connected is not enough: it may still be ingesting)."""
+        their first tool list is in the registry (connected is not enough: it may still be ingesting).
+        A turn does not wait for one whose tools the registry holds from an earlier run (they are
+        published meanwhile); a call of one of them (``for_call``) does."""
         deadline = self._started_at + min(STARTUP_GRACE_S, self.settings.connect_timeout_s)
         while time.monotonic() < deadline:
             pending = [
@@ -277,6 +280,7 @@ class SourceSync:
                 if (sources is None or name in sources)
                 and name not in self._reported
                 and backend.last_error is None  # its attempt failed: no point waiting for it
+                and (for_call or name not in self._registered)  # known tools: a turn need not wait
             ]
             if not pending:
                 return
@@ -285,7 +289,7 @@ class SourceSync:
     async def connected_once(self, source: str) -> None:
         """Wait out the startup grace for ``source`` if it is a backend that was never available yet."""
         if source in self.backends and source not in self._ever_available:
-            await self.first_connections({source})
+            await self.first_connections({source}, for_call=True)
 
     # -- what is visible -------------------------------------------------------------------------------
     def _source_of(self, tool_id: str) -> str | None:
@@ -298,14 +302,24 @@ class SourceSync:
 
     def excluded_sources(self) -> set[str]:
         """Sources not to publish or retrieve: disconnected backends, and registry sources this
-        manifest does not define (left over from another run)."""
-        excluded = {name for name, b in self.backends.items() if not b.available}
+        manifest does not define (left over from another run). A backend still on its first connection
+        attempt whose tools the registry holds from an earlier run is not excluded: its tools can be
+        published at once (a busy machine's first turn must not wait for every upstream to start), and
+        a call of one waits for that first connection (``CallPath``)."""
+        excluded = {
+            name for name, b in self.backends.items() if not b.available and not self._first_attempt(name, b)
+        }
         return excluded | self._stale if self._stale else excluded
+
+    def _first_attempt(self, name: str, backend: Backend) -> bool:
+        """Whether ``backend`` is on its first connection attempt with its tools known to the registry."""
+        return name in self._registered and name not in self._ever_available and backend.last_error is None
 
     def refresh_stale_sources(self) -> None:
         """Recompute which registry sources no backend or catalog serves (also after another replica's
         commit). Computed after each ingest, not per request: listing sources walks every tool (10k+)."""
+        self._registered = set(self.registry.sources())
         if self.manifest is None:
             return
         known = set(self.backends) | self._catalog_sources
-        self._stale = {s for s in self.registry.sources() if s not in known}
+        self._stale = {s for s in self._registered if s not in known}
