@@ -47,6 +47,10 @@ def s3(monkeypatch: pytest.MonkeyPatch, moto: MotoS3, registry_lock: RedisServer
     yield from moto_bucket(monkeypatch, server=moto)
 
 
+BULK = 1500
+"""Tools of the catalog a replica is killed while ingesting."""
+
+
 def catalog(path: Path, prefix: str, count: int) -> Path:
     """A tools.jsonl catalog: ``count`` tools, each after the first depending on the first."""
     lines = [
@@ -245,20 +249,23 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
             return "base__base_op2" in await found(survivor, "operation 2 of the base service")
 
         await poll_async(base_found, "the survivor serves its catalog")
+        # Large enough that its ingest holds the lock for seconds on a quiet machine too (embedding
+        # dominates: ~6 s per 1,000 tools here); 300 tools took about as long as the check below.
         victim = Replica(
-            manifest(tmp_path / "v.yaml", {"bulk": catalog(tmp_path / "bulk.jsonl", "bulk", 300)}),
+            manifest(tmp_path / "v.yaml", {"bulk": catalog(tmp_path / "bulk.jsonl", "bulk", BULK)}),
             s3,
             tmp_path / "v.log",
         )
-        held: list[bool] = []
+        with serving(victim):  # stopped even when the check fails
+            held: list[bool] = []
 
-        def ingesting() -> bool:  # the lock held for a while: the 300-tool ingest, not a short write
-            held.append(bool(registry_lock.client().keys("toolweave:registry:*:writer")))
-            return held[-8:] == [True] * 8
+            def ingesting() -> bool:  # the lock held for a while: the bulk ingest, not a short write
+                held.append(bool(registry_lock.client().keys("toolweave:registry:*:writer")))
+                return held[-8:] == [True] * 8
 
-        poll(ingesting, "the victim takes the writer lock to ingest")
-        victim.proc.send_signal(signal.SIGKILL)
-        victim.proc.wait(10)
+            poll(ingesting, "the victim takes the writer lock to ingest")
+            victim.proc.send_signal(signal.SIGKILL)
+            victim.proc.wait(10)
 
         assert "base__base_op2" in await found(survivor, "operation 2 of the base service")
         async with Client(survivor.url, mode="legacy") as client:
@@ -266,7 +273,7 @@ async def test_kill_9_of_a_replica_mid_ingest_loses_nothing_committed(
             assert {"find_tools", "call_tool"} <= {t.name for t in listed.tools}
         registry = open_registry(s3)  # once the dead lease expired: its leftovers are rolled back
         bulk = [t for t in registry.tools() if t.source == "bulk"]
-        assert len(bulk) in (0, 300)  # never half an ingest
+        assert len(bulk) in (0, BULK)  # never half an ingest
         assert {f"base__base_op{n}" for n in range(6)} <= {t.id for t in registry.tools()}
         rows = rows_per_tool(s3)
         assert set(rows.values()) == {1}
