@@ -135,8 +135,10 @@ async def test_redis_down_at_start_and_mid_run_degrades_then_reconnects(
 
         redis_server.start()  # back, empty (it keeps nothing across a restart)
         await eventually(lambda: shared.healthy)
-        await a.for_request(tab())  # the next request writes what was changed meanwhile
-        assert not session.dirty
+        await a.for_request(tab())
+        # written back by the next request or by the resync within a second (the first command after
+        # the restart may still meet a connection to the old server, which counts as one more failure)
+        await eventually(lambda: not session.dirty)
         tg.cancel_scope.cancel()
 
     other = await replica(redis_server.url).for_request(tab())

@@ -374,17 +374,20 @@ class SessionStore:
         if self._shared is None:
             return
 
+        async def follow(session: Session) -> None:
+            """Read ``session`` again; tell ``on_changed`` when its published set changed elsewhere."""
+            before = session.published.ids()
+            await self._refresh(session)
+            if on_changed is not None and session.published.ids() != before:
+                await on_changed(session)
+
         async def changed(state_key: str) -> None:
             session = self._by_state_key.get(state_key)
             if session is None:
                 return
             session.stale = True
-            if on_changed is None:
-                return
-            before = session.published.ids()
-            await self._refresh(session)
-            if session.published.ids() != before:
-                await on_changed(session)
+            if on_changed is not None:
+                await follow(session)
 
         resync = anyio.Event()
 
@@ -405,8 +408,9 @@ class SessionStore:
                 if reconnected:
                     resync = anyio.Event()
                 for session in list(self._by_state_key.values()):
+                    # a change made elsewhere while this replica was not subscribed is told like one heard
                     if session.dirty or (reconnected and session.stale):
-                        await self._refresh(session)
+                        await follow(session)
 
         try:
             async with anyio.create_task_group() as group:
