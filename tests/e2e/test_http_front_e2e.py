@@ -152,15 +152,20 @@ async def test_raw_first_requests_in_both_eras_are_answered_while_start_up_is_he
             assert gone.json()["error"]["code"] == -32601  # ping left the protocol with the handshake
             assert gated.held()
             gated.open_gate()
-            # the SDK gives the same answers once it has taken over
+            # a call only the full app answers, on the session the front began: the session goes on
+            call = {"name": "find_tools", "arguments": {"query": TOKYO}}
+            found = await http.post(
+                gated.url,
+                headers=session,
+                json={"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call},
+            )
+            assert found.status_code == 200, found.text
+            assert TIME_TOOL in found.text
+            # and the SDK, which has taken over by now, gives the same answers as the front gave
             sdk_gone = await http.post(
                 gated.url, headers={**ACCEPT, **modern, "Mcp-Method": "ping"}, json=request
             )
             assert (sdk_gone.status_code, sdk_gone.json()) == (gone.status_code, gone.json())
-            sdk_ping = await http.post(
-                gated.url, headers=session, json={"jsonrpc": "2.0", "id": 5, "method": "ping"}
-            )
-            assert sdk_ping.status_code == 200, sdk_ping.text  # the front's session id is the SDK's session
 
 
 async def test_with_authentication_configured_nothing_is_answered_without_a_token(
