@@ -10,7 +10,11 @@ text/event-stream``; the 2026 era's carry ``MCP-Protocol-Version`` and the ``_me
 handshake era's ``tools/list`` its ``Mcp-Session-Id``. A refused connection is tried again every 10 ms
 (what a client that retries would see; the gateway binds its port first thing, so none should be).
 
-Usage: .venv/bin/python bench/first_contact_http.py [--runs 10] [--busy] [--command CMD] [--json]
+With ``--delay S`` the opening request is sent S seconds after the spawn instead (a client that comes
+while the gateway opens its registry, loads its embedder and starts its upstreams), and
+``answer_after_sending_s`` is the figure to read.
+
+Usage: .venv/bin/python bench/first_contact_http.py [--runs 10] [--busy] [--delay S] [--command CMD] [--json]
 """
 
 from __future__ import annotations
@@ -113,7 +117,7 @@ def post(
     return reply, {k.lower(): v for k, v in response.getheaders()}
 
 
-def one_start(manifest: Path, registry: Path, era: str) -> dict[str, float]:
+def one_start(manifest: Path, registry: Path, era: str, delay_s: float = 0.0) -> dict[str, float]:
     port = free_port()
     env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
     args = [*COMMAND, "serve", "--manifest", str(manifest), "--registry", str(registry)]
@@ -123,9 +127,12 @@ def one_start(manifest: Path, registry: Path, era: str) -> dict[str, float]:
     try:
         conn, refused = connect(port, proc, time.monotonic() + TIMEOUT_S)
         out: dict[str, float] = {"port_s": time.perf_counter() - t0, "refused": refused}
+        time.sleep(max(0.0, delay_s - (time.perf_counter() - t0)))
+        sent = time.perf_counter()
         body, headers = opening(era)
         _, answered = post(conn, body, headers)
         out["first_answer_s"] = time.perf_counter() - t0
+        out["answer_after_sending_s"] = time.perf_counter() - sent
         body, headers = listing(era, answered.get("mcp-session-id"))
         reply, _ = post(conn, body, headers)
         out["first_list_s"] = time.perf_counter() - t0
@@ -146,13 +153,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def starts(runs: int) -> dict[str, Any]:
+def starts(runs: int, delay_s: float = 0.0) -> dict[str, Any]:
     OUT.mkdir(parents=True, exist_ok=True)
     manifest, registry = REPO / "manifests" / "demo.yaml", OUT / "registry-demo"
     one_start(manifest, registry, ERAS[0])  # warm-up
     report: dict[str, Any] = {}
     for era in ERAS:
-        rows = [one_start(manifest, registry, era) for _ in range(runs)]
+        rows = [one_start(manifest, registry, era, delay_s) for _ in range(runs)]
         report[era] = {
             "first_request": "server/discover" if era == "2026-07-28" else "initialize",
             "runs": runs,
@@ -176,13 +183,25 @@ def main() -> None:
         "--command", help="the gateway command to start instead of this environment's (shell words)"
     )
     parser.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
+    parser.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        help="send the opening request this long after the spawn (a client that connects while the gateway "
+        "opens its registry and starts its upstreams), not the moment the port accepts",
+    )
     ns = parser.parse_args()
     if ns.command:
         COMMAND[:] = shlex.split(ns.command)
     load_before = os.getloadavg()[0]
     with cpu_hogs() if ns.busy else contextlib.nullcontext():
-        report = starts(ns.runs)
-    report |= {"busy": ns.busy, "load_before": load_before, "load_after": os.getloadavg()[0]}
+        report = starts(ns.runs, ns.delay)
+    report |= {
+        "delay_s": ns.delay,
+        "busy": ns.busy,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+    }
     report["host"] = socket.gethostname()
     if ns.json:
         print(json.dumps(report, indent=2))

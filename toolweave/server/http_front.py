@@ -196,6 +196,7 @@ class HttpFront:
             config = uvicorn.Config(
                 self,
                 interface="asgi3",
+                ws="none",  # no websockets library to import: MCP needs none
                 log_level="warning",
                 lifespan="on",
                 access_log=False,
