@@ -164,6 +164,19 @@ class HttpFront:
         self._app, self._lifespan, self._on_stop = app, lifespan, on_stop
         self._call(lambda: self._attached.set())
 
+    def usable(self) -> bool:
+        """Whether the front's server runs (it may have failed to start, e.g. to import uvicorn)."""
+        self._running.wait()  # set once the thread has its server, or has failed to get one
+        return self._loop is not None and self.failed is None
+
+    def release(self) -> None:
+        """Stop the front's server and free the port (the command then serves without a front)."""
+        self._running.wait()
+        if self._loop is not None and self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.handle_exit, 0, None)
+        self.wait()
+        self._socket.close()
+
     def stop(self, sig: int) -> None:
         """Stop serving: signal ``sig`` came (the main thread's handler calls this; a second Ctrl-C
         stops at once, as uvicorn's own handler would)."""
@@ -180,7 +193,7 @@ class HttpFront:
             self._thread.join(0.25)
 
     def _call(self, callback: Callable[[], None]) -> None:
-        self._running.wait(10)
+        self._running.wait()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(callback)
 

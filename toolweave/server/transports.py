@@ -317,10 +317,12 @@ def serve(
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
     check_exposure(host, gateway.settings.security)
-    if front is not None and transport == "http" and front.failed is None:
-        log.info("serving MCP on http://%s:%d/mcp", host, port)
-        _serve_behind_front(front, http_app(gateway, host, port), gateway, on_stop)
-        return
+    if front is not None:
+        if transport == "http" and front.usable():
+            log.info("serving MCP on http://%s:%d/mcp", host, port)
+            _serve_behind_front(front, http_app(gateway, host, port), gateway, on_stop)
+            return
+        front.release()
     _check_port(host, port)
     app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
     path = "/mcp" if transport == "http" else "/sse"
