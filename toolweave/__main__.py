@@ -58,10 +58,15 @@ def main() -> None:
 
         early.start()
     elif (address := serves_http(sys.argv[1:])) is not None:
-        # the port listens from here on, and the handshake is answered before the SDK is imported
-        from toolweave.server import http_front
+        # the port listens from here on (a connection waits, never refused), and the handshake is
+        # answered before the SDK is imported
+        from toolweave.server.front_answers import bind_now
 
-        http_front.start(*address)
+        listening = bind_now(*address)
+        if listening is not None:  # else the command reports why it cannot listen, as it always did
+            from toolweave.server import http_front
+
+            http_front.start(listening)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
         # the user waits for this one: no typer, no settings model (server/host.py)
         from toolweave.server.host import parse_hook_wait, run_claude_code_hook

@@ -12,8 +12,8 @@ import threading
 from typing import Any
 
 from toolweave.server import handshake
-from toolweave.server.front_answers import FrontPolicy, allowed_names
-from toolweave.server.http_front import HttpFront, bind_now
+from toolweave.server.front_answers import FrontPolicy, allowed_names, bind_now
+from toolweave.server.http_front import HttpFront
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import uuid
 from collections.abc import Container, Iterable, MutableMapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = [
     "Decision",
     "FrontPolicy",
     "allowed_names",
+    "bind_now",
     "check_exposure",
     "decide",
     "header_lists",
@@ -123,6 +125,21 @@ class Decision:
     listen: dict[str, Any] | None = None
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
+
+
+def bind_now(host: str, port: int) -> socket.socket | None:
+    """A socket bound to ``host:port`` and listening, or None when that fails (the command then reports
+    it as it always did). ``toolweave.__main__`` binds it before importing anything heavier than this."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+        listening.listen(2048)
+    except OSError:
+        listening.close()
+        return None
+    return listening
 
 
 def header_lists(scope: MutableMapping[str, Any]) -> dict[bytes, list[bytes]]:

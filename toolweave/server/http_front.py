@@ -47,7 +47,7 @@ from toolweave.server import handshake
 from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, header_lists, one_header
 from toolweave.server.processes import KEEP_ALIVE_S
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "bind_now", "claim", "start"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -470,30 +470,12 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def bind_now(host: str, port: int) -> socket.socket | None:
-    """A socket bound to ``host:port`` and listening (blocking, standard library); None when that
-    fails (the command then reports it as it always did)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind((host, port))
-        listening.listen(2048)
-    except OSError:
-        listening.close()
-        return None
-    return listening
-
-
 _started: HttpFront | None = None
 
 
-def start(host: str, port: int) -> HttpFront | None:
-    """Bind the port and start the front (``toolweave.__main__``, before anything heavy)."""
+def start(listening: socket.socket) -> HttpFront:
+    """Start the front on the port ``toolweave.__main__`` bound (``front_answers.bind_now``)."""
     global _started
-    listening = bind_now(host, port)
-    if listening is None:
-        return None
     _started = HttpFront(listening)
     _started.start()
     return _started
