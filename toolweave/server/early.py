@@ -47,7 +47,7 @@ from typing import Any, BinaryIO
 
 from toolweave.server import handshake
 
-__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "start"]
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "stamped", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class EarlyFront:
                     if action is _Action.STOP:
                         return  # the line stays in _pending: the SDK reads it
                     if action is _Action.KEPT:
-                        self._replay.append(_stamped(line))
+                        self._replay.append(stamped(line))
                     elif action is _Action.ACKNOWLEDGED:
                         self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
@@ -305,8 +305,9 @@ class EarlyFront:
             data = data[os.write(self._out, data) :]
 
 
-def _stamped(line: bytes) -> bytes:
-    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta``."""
+def stamped(line: bytes, at: float | None = None) -> bytes:
+    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta`` (``at``, else
+    now; ``time.monotonic``). Also the HTTP front's, for a call that waits for the gateway's app."""
     if b"tools/call" not in line:
         return line
     try:
@@ -319,7 +320,10 @@ def _stamped(line: bytes) -> bytes:
     meta = params.get("_meta", {}) if isinstance(params, dict) else None
     if not isinstance(meta, dict):
         return line
-    stamped = {**message, "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic()}}}
+    stamped = {
+        **message,
+        "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic() if at is None else at}},
+    }
     return json.dumps(stamped).encode()
 
 

@@ -39,11 +39,13 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolweave.server import handshake
+from toolweave.server.early import stamped
 from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, header_lists, one_header
 from toolweave.server.processes import KEEP_ALIVE_S
 
@@ -347,6 +349,7 @@ class HttpFront:
 
     # -- answering before the hand-over ---------------------------------------------------------------
     async def _early(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = time.monotonic()
         body, more = b"", True
         while more and len(body) <= MAX_FRONT_BODY:
             message = await receive()
@@ -363,6 +366,12 @@ class HttpFront:
             ready.cancel()
             if not self._ready.is_set() and await self._answer(scope, body, replay, send):
                 return
+            # a call waits for the gateway's app from here: its start-up bound counts from its arrival
+            # (server/starting.py), or a client's own timeout (5 s in some) would meet both waits
+            call = stamped(body, arrived)
+            if call is not body:
+                scope = _with_header(scope, b"content-length", str(len(call)).encode())
+                replay = _Replayed(call, receive)
         await self._wait_and_delegate(scope, replay, send)
 
     async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
