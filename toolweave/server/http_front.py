@@ -268,6 +268,9 @@ class HttpFront:
     async def _hand_over(self) -> None:
         """Replay what the front answered, in order, then let every waiting request through."""
         self._handing_over = True
+        log.info(
+            "the gateway takes over from the HTTP front (%d answered requests to replay)", len(self._answered)
+        )
         for entry in self._answered:
             try:
                 await self._replay(entry)
@@ -392,6 +395,7 @@ class HttpFront:
             self._answered.append(
                 _Answered(scope, body, message["method"], message.get("id"), reply, decision.session)
             )
+        log.debug("the HTTP front answered %s", message.get("method"))
         payload = (
             None if decision.reply is None else {"jsonrpc": "2.0", "id": message["id"], **decision.reply}
         )
