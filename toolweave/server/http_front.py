@@ -174,8 +174,9 @@ class HttpFront:
     def release(self) -> None:
         """Stop the front's server and free the port (the command then serves without a front)."""
         self._running.wait()
-        if self._loop is not None and self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.handle_exit, 0, None)
+        if self._server is not None:
+            # not ``handle_exit``: sse-starlette patches it to end every SSE response of the process
+            self._server.should_exit = True
         self.wait()
         self._socket.close()
 
