@@ -42,6 +42,7 @@ GOLD_FAMILIES: Mapping[str, str] = {
     "nestful_graph": "nestful",
     "taskbench_huggingface": "taskbench",
     "taskbench_multimedia": "taskbench",
+    "bfcl_multi_turn": "bfcl_code",
 }
 """Gold graph (folder of ``../shared/datasets``) → the source it comes from. Two graphs of one source
 (one benchmark's authors, one way of drawing edges) count as one piece of evidence."""
