@@ -23,10 +23,12 @@ they test arguments only). Every edge carries its reason: the test and the assig
 from __future__ import annotations
 
 import ast
+import operator
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CodeEdge", "MethodFacts", "analyse_class", "analyse_source", "code_edges"]
 
@@ -47,7 +49,6 @@ _MUTATORS = frozenset(
         "popitem",
     }
 )
-_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 _UNSET = object()
 
 
@@ -96,7 +97,7 @@ def _root_attr(node: ast.AST) -> str | None:
 
 
 def _refuses(body: list[ast.stmt]) -> bool:
-    """A branch that returns an error dict (or a list holding one) or raises."""
+    """A branch that returns an error dict (or a list holding one), a status that is false, or raises."""
     for stmt in body:
         if isinstance(stmt, ast.Raise):
             return True
@@ -104,10 +105,11 @@ def _refuses(body: list[ast.stmt]) -> bool:
             value = stmt.value
             if isinstance(value, ast.List) and value.elts:
                 value = value.elts[0]
-            if isinstance(value, ast.Dict) and any(
-                isinstance(k, ast.Constant) and k.value == "error" for k in value.keys
+            if isinstance(value, ast.Dict) and (
+                any(isinstance(k, ast.Constant) and k.value == "error" for k in value.keys)
+                or any(isinstance(v, ast.Constant) and v.value is False for v in value.values)
             ):
-                return True
+                return True  # an error, or a status reported false ("login_status": False)
     return False
 
 
@@ -130,7 +132,7 @@ class _Flow:
         return found
 
     def entries(self, node: ast.AST | None) -> dict[str, str]:
-        """attribute → facet whose entries ``node``'s value holds (an aggregate such as ``len`` holds none)."""
+        """attribute → facet whose entries ``node``'s value holds (``len`` of it: none)."""
         if node is None:
             return {}
         if (attr := _self_attr(node)) is not None:
@@ -202,15 +204,15 @@ def _constant(node: ast.AST, consts: Mapping[str, object]) -> object:
     return _UNSET
 
 
-_COMPARE = {
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
-    ast.Is: lambda a, b: a is b,
-    ast.IsNot: lambda a, b: a is not b,
+_COMPARE: Mapping[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
 }
 
 
@@ -297,23 +299,19 @@ def _method_facts(
                 facts.state_guards.append((found, test))
             continue
         ids = sorted(a for a in args if _ID_ARGUMENT.search(a))
-        ordering = any(isinstance(n, ast.Compare) and isinstance(n.ops[0], _ORDERING) for n in ast.walk(test))
-        if not ids or ordering:
-            continue  # a range or an amount check, or an argument a user can type
+        if not ids:
+            continue  # an argument a user can type: a name, an amount, a file name
         read = {a for n in ast.walk(test) if (a := _self_attr(n)) is not None} | set(flow.entries(test))
         for n in ast.walk(test):
             if isinstance(n, ast.Name):
                 read |= set(flow.local_attrs.get(n.id, {}))
             if isinstance(n, ast.Call) and (helper := _self_attr(n.func)) is not None:
                 read |= set(helper_returns.get(helper, {}))
-        facet = "any"
-        if isinstance(test, ast.Compare) and isinstance(test.comparators[0], ast.Call):
-            call = test.comparators[0].func
-            if isinstance(call, ast.Attribute) and call.attr in ("keys", "values"):
-                facet = call.attr
+        # ``x in self.d.values()`` (or a list built from them) wants the values, ``x in self.d`` the keys
+        facets = flow.entries(test.comparators[0]) if isinstance(test, ast.Compare) else {}
         for attr in sorted(read):
-            for arg in ids:
-                facts.argument_guards.append((arg, attr, facet, test))
+            for name in ids:
+                facts.argument_guards.append((name, attr, facets.get(attr, "any"), test))
     return facts
 
 

@@ -4,8 +4,8 @@ Each folder of ``calibration.GOLD_FAMILIES`` gives its tools as the product woul
 gold edges. OpenAPI-links' operations are read from the specs in its ``raw/`` folder by the OpenAPI
 adapter: the folder's ``tools.jsonl`` drops the response schemas a real OpenAPI fleet has (the edges
 are the folder's). BFCL multi-turn declares no edges: its graph is read from the code of its backend
-classes (``executable/``, see ``code_graph``), its tools are the folder's function docs. Used by ``bench/inference.py calibrate`` and the test that the shipped table is
-what calibration gives.
+classes (``executable/``, see ``code_graph``), its tools are the folder's function docs. Used by
+``bench/inference.py calibrate`` and the test that the shipped table is what calibration gives.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from toolweave.registry.catalog import load_catalog
 from toolweave.registry.inference import propose_edges, rule_of
 from toolweave.registry.inference.calibration import GOLD_FAMILIES
 
-__all__ = ["all_rule_counts", "code_gold_edges", "gold_graph", "rule_counts"]
+__all__ = ["CODE_GRAPHS", "all_rule_counts", "code_gold_edges", "gold_graph", "rule_counts"]
 
 CODE_GRAPHS = frozenset({"bfcl_multi_turn"})
 """Folders whose gold graph is read from the code of their ``executable/`` backends."""
