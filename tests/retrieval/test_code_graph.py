@@ -6,9 +6,12 @@ reads the real backends and skips without ../shared/datasets.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from toolweave.benchmark.code_graph import analyse_source
 
@@ -197,3 +200,30 @@ def test_the_bfcl_backends_give_their_logins_ids_and_vehicle_prerequisites(
     assert ("send_message", "list_users", "receiver_id") not in pairs  # names, not ids
     assert ("create_ticket", "logout", None) not in pairs
     assert all(e.reason for e in gold) and len(tools) == 162
+
+
+def test_a_folder_without_backend_code_is_a_clear_error(tmp_path: Path) -> None:
+    from toolweave.benchmark.gold_graphs import code_gold_edges
+    from toolweave.errors import CatalogError
+
+    with pytest.raises(CatalogError, match="no executable/ folder"):
+        code_gold_edges(tmp_path, [])
+
+
+def test_backend_methods_map_to_the_tools_documenting_them(tmp_path: Path) -> None:
+    from toolweave.benchmark.gold_graphs import code_gold_edges
+    from toolweave.records import EdgeKind, ToolRecord
+
+    (tmp_path / "executable").mkdir()
+    (tmp_path / "executable" / "shop.py").write_text(SHOP, encoding="utf-8")
+    rows = [("login", "login"), ("shop_place_order", "place_order"), ("order_status", "order_status")]
+    (tmp_path / "tools.jsonl").write_text(
+        "\n".join(json.dumps({"name": n, "function_name": f, "class": "Shop"}) for n, f in rows),
+        encoding="utf-8",
+    )
+    tools = [ToolRecord(id=f"s__{n}", source="s", name=n) for n, _ in rows]
+    edges = {(e.tool, e.depends_on, e.kind, e.parameter_name) for e in code_gold_edges(tmp_path, tools)}
+    assert edges == {  # methods no tool documents (order_history, logout, ...) are left out
+        ("s__shop_place_order", "s__login", EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, None),
+        ("s__order_status", "s__shop_place_order", EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, "order_id"),
+    }
