@@ -6,7 +6,9 @@ gets 1/3. Gold graphs are grouped by where they come from (``GOLD_FAMILIES``: Ta
 graphs are one source, NESTFUL's graph is its own); the shipped confidence of a rule is its *worst
 leave-one-family-out* value: pooled over every family but one, for each one left out, the minimum.
 A rule confirmed by a single source, typically the one it was designed on, therefore gets no trust
-(leaving that source out leaves it without evidence); it needs a second source to agree.
+(leaving that source out leaves it without evidence); it needs a second source to agree, and a source
+agrees only on ``MIN_PROPOSALS`` pairs or more: one matching pair smooths to exactly the walking bar
+(``(1 + 1) / (1 + 3)``), and one pair is no more evidence of a rule than one sighting is of an edge.
 
 Judging a rule on a gold graph *out of sample* runs the same procedure without that graph's family
 (``out_of_sample``): a rule walked there was confirmed by two other sources. Retrieval walks an
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "GOLD_FAMILIES",
+    "MIN_PROPOSALS",
     "NO_EVIDENCE",
     "RULE_CONFIDENCE",
     "RuleCounts",
@@ -46,6 +49,9 @@ GOLD_FAMILIES: Mapping[str, str] = {
 }
 """Gold graph (folder of ``../shared/datasets``) → the source it comes from. Two graphs of one source
 (one benchmark's authors, one way of drawing edges) count as one piece of evidence."""
+
+MIN_PROPOSALS = 3
+"""Pairs a rule must propose on a source's gold graphs for that source to count as evidence for it."""
 
 RuleCounts = Mapping[str, Mapping[str, tuple[int, int]]]
 """Gold graph → rule → (proposed pairs that are gold edges, proposed pairs)."""
@@ -77,10 +83,22 @@ def shipped(counts: RuleCounts, families: Mapping[str, str] = GOLD_FAMILIES) -> 
     """Each rule's worst leave-one-family-out confidence: what ``RULE_CONFIDENCE`` holds. A rule whose
     evidence comes from one family alone gets at most ``NO_EVIDENCE`` (the fold without it has none)."""
     groups = _families(counts, families)
+    whole = pooled(counts)
     if len(groups) < 2:  # one source cannot confirm anything on its own
-        return {r: min(c, NO_EVIDENCE) for r, c in pooled(counts).items()}
+        return {r: min(c, NO_EVIDENCE) for r, c in whole.items()}
     folds = [pooled(counts, graphs) for graphs in groups.values()]
-    return {r: min(fold[r] for fold in folds) for r in folds[0]}
+    table = {}
+    for r in whole:
+        worst = min(fold[r] for fold in folds)
+        table[r] = worst if _sources(counts, groups, r) >= 2 else min(worst, NO_EVIDENCE)
+    return table
+
+
+def _sources(counts: RuleCounts, groups: Mapping[str, frozenset[str]], rule: str) -> int:
+    """How many sources proposed ``rule`` on at least ``MIN_PROPOSALS`` pairs of their gold graphs."""
+    return sum(
+        sum(counts[g].get(rule, (0, 0))[1] for g in graphs) >= MIN_PROPOSALS for graphs in groups.values()
+    )
 
 
 def out_of_sample(
@@ -109,7 +127,7 @@ RULE_CONFIDENCE: Mapping[str, float] = {
     "family_rule/core": NO_EVIDENCE,
     "family_rule/optional": 0.25,
     "identity_rule/default-core": NO_EVIDENCE,
-    "identity_rule/name-phrase": 0.5,
+    "identity_rule/name-phrase": NO_EVIDENCE,
     "identity_rule/name-word": 0.273,
     "producer_rule": 0.25,
     "service_auth_rule": 0.562,
