@@ -43,6 +43,7 @@ from toolweave.retrieval.metrics import average_precision, complete, recall
 from toolweave.retrieval.pipeline import _candidates, decomposition_of, retrieve
 from toolweave.retrieval.query import clean_query
 from toolweave.retrieval.results import RankedTool
+from toolweave.retrieval.supplied import request_values
 from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out" / "walk"
@@ -240,18 +241,16 @@ def compare(names: list[str], with_test: bool) -> None:
                 print(json.dumps(row), flush=True)
 
 
-def learned(bar: float = 0.5) -> None:
+def with_learned(rec: Recording, bar: float = 0.5) -> list[bool]:
     """BFCL multi-turn with edges learned from traffic: the learning half's gold calls (even dialogue ids,
     results from direct execution) played through the gateway's own observer
     (``traffic_calibration.play``), the edges the registry makes of them (``learned.edge_evidence``) at or
-    above the walk's bar, alone and beside the inferred graph; hybrid / the paper's walk / the shipped walk
-    on the measured half (odd ids) and on every turn."""
+    above the walk's bar, added to ``rec`` as the graphs ``learned`` and ``inferred+learned``. Returns,
+    per query, whether it is of the measured half (odd ids)."""
     from traffic_calibration import load_learning_half, number_of, play
-    from walk_variants import PAPER, product_walker, walker
 
     from toolweave.registry.learned import edge_evidence, learned_edge
 
-    rec = load("bfcl_multi_turn")
     ids = {n: i for i, n in rec.names.items()}
     rows, _flow, _order = play(load_learning_half())
     graph: dict[str, list[DependencyEdge]] = {}
@@ -267,8 +266,17 @@ def learned(bar: float = 0.5) -> None:
     rec.graphs["learned"], rec.graphs["inferred+learned"] = graph, both
     lines = (DATASET_ROOT / "bfcl_multi_turn" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     dialogue = [json.loads(line)["dialogue_id"] for line in lines if line.strip()]
-    measured = [number_of(d) % 2 == 1 for d in dialogue]
-    confidences = sorted(e.confidence for es in graph.values() for e in es)
+    return [number_of(d) % 2 == 1 for d in dialogue]
+
+
+def learned() -> None:
+    """BFCL multi-turn with the learned graph (``with_learned``): hybrid / the paper's walk / the shipped
+    walk on the measured half (odd ids) and on every turn."""
+    from walk_variants import PAPER, product_walker, walker
+
+    rec = load("bfcl_multi_turn")
+    measured = with_learned(rec)
+    confidences = sorted(e.confidence for es in rec.graphs["learned"].values() for e in es)
     print(json.dumps({"learned_edges": len(confidences), "confidences": confidences}), flush=True)
     for name in ("learned", "inferred+learned", "inferred"):
         for label_, run in (("hybrid", hybrid), ("paper", walker(PAPER)), ("shipped", product_walker)):
@@ -294,9 +302,8 @@ def learned(bar: float = 0.5) -> None:
 def cost(names: list[str], repeats: int = 5) -> None:
     """CPU time per query (``time.process_time``: the load-robust figure on a shared machine) of the
     walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and
-    graph (declared where it has edges, else inferred); and of the lab's scan of a request for values
-    (``value_kinds``), which the "request supplies it" variant would add."""
-    from value_kinds import request_kinds
+    graph (declared where it has edges, else inferred); and of the scan of a request for values
+    (``supplied.request_values``), which the request-value rule adds."""
     from walk_orderings import expand_with_ordering
     from walk_variants import PAPER, product_walker, walker
 
@@ -316,8 +323,8 @@ def cost(names: list[str], repeats: int = 5) -> None:
         t0 = time.process_time()
         for _ in range(repeats):
             for q in rec.queries:
-                request_kinds(q.text)
-        row["request_kinds_us"] = round((time.process_time() - t0) / repeats / len(rec.queries) * 1e6, 1)
+                request_values(q.text)
+        row["request_values_us"] = round((time.process_time() - t0) / repeats / len(rec.queries) * 1e6, 1)
         for label_, run in runs.items():
             t0 = time.process_time()
             for _ in range(repeats):
@@ -334,6 +341,7 @@ def main() -> None:
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="grid: score ToolLinkOS test (once)")
     parser.add_argument("--paper-only", action="store_true", help="grid: the paper's walk alone")
+    parser.add_argument("--supplied", action="store_true", help="grid: the request-value rule's forms")
     parser.add_argument("--rows", default=str(OUT / "grid"), help="lodo: the folder of the grid's rows")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -361,7 +369,7 @@ def main() -> None:
     from walk_variants import grid, lodo
 
     if args.command == "grid":
-        grid(args.datasets, args.with_test, args.paper_only)
+        grid(args.datasets, args.with_test, args.paper_only, args.supplied)
         return
     lodo(Path(args.rows))
 
