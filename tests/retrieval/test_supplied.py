@@ -11,7 +11,7 @@ from toolweave.retrieval.supplied import (
     parameter_shape,
     request_values,
     supplies,
-    takes_kind,
+    takes_value,
 )
 
 
@@ -81,7 +81,7 @@ def test_request_values_see_the_literals_a_user_typed(text: str, kinds: set[str]
 def test_numbers_inside_dates_times_and_codes_are_no_quantities() -> None:
     values = request_values("order ORD-1193 of 2024-08-15 at 7:30 PM, version v2")
     assert "number" not in values.kinds
-    assert request_values("a principal of 5000").number_at == (3,)  # the number stands after word 3
+    assert request_values("a principal of 5000 for order ORD-7").placed == (("number", 3), ("id", 5))
 
 
 def test_a_number_supplies_a_number_parameter_only_where_the_request_names_the_quantity() -> None:
@@ -119,20 +119,34 @@ def test_a_literal_the_pattern_matches_in_full_supplies_the_parameter() -> None:
     assert parameter_shape("label", {"type": "string", "pattern": "(unclosed"}).pattern is None
 
 
-def test_kinds_other_than_numbers_need_only_a_literal_of_their_kind() -> None:
+def test_an_id_supplies_the_id_parameter_its_words_name() -> None:
     order = parameter_shape("order_id", {"type": "string"})
     assert supplies(request_values("details of order ORD-1193"), order)
+    assert supplies(request_values("cancel my pending order with id 12446"), order)
     assert not supplies(request_values("details of my last order"), order)
+    # the user's id is no order's
+    assert not supplies(request_values("I am USR001: cancel the order I placed"), order)
+    assert supplies(request_values("look up a8f3c2e1-0b7d-4c55-9e2f-1d2c3b4a5e6f"), parameter_shape("id"))
+
+
+def test_kinds_other_than_numbers_and_ids_need_only_a_literal_of_their_kind() -> None:
     date = parameter_shape("end_date", {"type": "string"})
     assert supplies(request_values("prices until December 31st, 2020"), date)
     assert not supplies(request_values("prices until next Monday"), date)
     assert not supplies(request_values("remind me at 3 PM tomorrow"), parameter_shape("time"))
 
 
-def test_a_tool_that_takes_a_value_of_the_kind_itself_converts_or_checks_it() -> None:
+def test_a_tool_that_takes_the_value_itself_converts_or_checks_it() -> None:
     converter = {"type": "object", "properties": {"value": {"type": "number"}, "to_unit": {"type": "string"}}}
     validator = {"type": "object", "properties": {"email": {"type": "string"}}}
-    assert takes_kind(converter, "number")
-    assert takes_kind(validator, "email")
-    assert not takes_kind(validator, "number")
-    assert not takes_kind(None, "email")
+    finder = {"type": "object", "properties": {"name": {"type": "string"}}}
+    weight = parameter_shape("weight_kg", {"type": "number"})
+    to = parameter_shape("recipient", {"type": "string", "format": "email"})
+    assert takes_value(converter, "weight_kg", weight)
+    assert takes_value(validator, "recipient", to)
+    assert not takes_value(validator, "weight_kg", weight)
+    assert not takes_value(None, "recipient", to)
+    # a file search takes the name a delete tool's ``file_name`` holds: it checks the file exists
+    file_name = parameter_shape("file_name", {"type": "string"})
+    assert takes_value(finder, "file_name", file_name)
+    assert not takes_value(finder, "file_path", parameter_shape("file_path", {"type": "string"}))

@@ -21,7 +21,7 @@ Monday" need today's date to become one. A parser, not a list of datasets' param
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -36,7 +36,7 @@ __all__ = [
     "parameter_shape",
     "request_values",
     "supplies",
-    "takes_kind",
+    "takes_value",
 ]
 
 ValueKind = Literal["number", "date", "time", "email", "url", "path", "id", "coordinates", "token"]
@@ -196,36 +196,35 @@ class RequestValues:
     kinds: frozenset[ValueKind]
     words: tuple[str, ...]
     """The request's words, lowercase, in order (what enum members and quantity names are read in)."""
-    number_at: tuple[int, ...]
-    """For each number the request holds (not part of a date, time or code), the index in ``words``
-    of the word right after it."""
+    placed: tuple[tuple[ValueKind, int], ...]
+    """Each number (not part of a date, time or URL) and each id-like code the request holds, with the
+    index in ``words`` of the word right after it: whose value it is shows in the words around it."""
     literals: tuple[str, ...]
     """Candidates for a ``pattern``: quoted strings and the request's tokens, edge punctuation cut."""
 
 
 def request_values(text: str) -> RequestValues:
-    """The values ``text`` holds: the kinds of its literals, its numbers and where they stand."""
+    """The values ``text`` holds: the kinds of its literals, and where its numbers and ids stand."""
     kinds = {kind for kind, pattern in _PATTERNS.items() if pattern.search(text)}
-    if _holds_id(text):
-        kinds.add("id")
+    spans: list[tuple[int, int, ValueKind]] = [(start, end, "id") for start, end in _id_spans(text)]
     # a number inside a date, a time, a URL or a code is no quantity: blank those out first
     rest = text
     for kind in ("email", "url", "path", "date", "time", "coordinates", "token"):
         rest = _PATTERNS[kind].sub(lambda m: " " * len(m.group(0)), rest)
-    numbers = [m for m in _NUMBER.finditer(rest) if not _is_year(m.group(0))]
-    if numbers:
-        kinds.add("number")
+    spans += [(m.start(), m.end(), "number") for m in _NUMBER.finditer(rest) if not _is_year(m.group(0))]
+    kinds.update(kind for _, _, kind in spans)
     words: list[str] = []
-    number_at: list[int] = []
+    placed: list[tuple[ValueKind, int]] = []
     last = 0
-    for m in numbers:
-        words.extend(_words(text[last : m.start()]))
-        number_at.append(len(words))
-        last = m.end()
+    for start, end, kind in sorted(spans):
+        if start >= last:  # a long bare number is an id and a number: its words are read once
+            words.extend(_words(text[last:start]))
+            last = end
+        placed.append((kind, len(words)))
     words.extend(_words(text[last:]))
     quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
     literals = [*quoted, *(t.strip(".:'\"") for t in _TOKEN.findall(text))]
-    return RequestValues(text, frozenset(kinds), tuple(words), tuple(number_at), tuple(literals))
+    return RequestValues(text, frozenset(kinds), tuple(words), tuple(placed), tuple(literals))
 
 
 def _words(text: str) -> list[str]:
@@ -236,18 +235,18 @@ def _is_year(number: str) -> bool:
     return len(number) == 4 and number.isdigit() and number[:2] in ("19", "20")
 
 
-def _holds_id(text: str) -> bool:
-    """An id-like value: a UUID, a number after a hash sign, or a code that mixes digits with letters
-    or is a long number (``ORD-1193``, ``A1B2``, ``84119``), not a year, an ordinal, an amount or a
-    measure (``2020``, ``12th``, ``1,500``, ``10km``)."""
-    if _UUID_OR_NUMBERED.search(text):
-        return True
-    for code in _CODE.findall(text):
+def _id_spans(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` holds an id-like value: a UUID, a number after a hash sign, or a code that mixes
+    digits with letters or is a long number (``ORD-1193``, ``A1B2``, ``84119``), not a year, an ordinal,
+    an amount or a measure (``2020``, ``12th``, ``1,500``, ``10km``)."""
+    spans = [m.span() for m in _UUID_OR_NUMBERED.finditer(text)]
+    for m in _CODE.finditer(text):
+        code = m.group(0)
         if not any(c.isdigit() for c in code) or _NOT_A_CODE.fullmatch(code):
             continue
         if any(c.isalpha() for c in code) or len(code) >= 5:  # a bare number: only a long one
-            return True
-    return False
+            spans.append(m.span())
+    return spans
 
 
 def supplies(values: RequestValues, shape: ParameterShape, numbers: NumberRule = "named") -> bool:
@@ -262,11 +261,11 @@ def supplies(values: RequestValues, shape: ParameterShape, numbers: NumberRule =
     kind = shape.kind
     if kind is None or kind not in values.kinds:
         return False
-    if kind != "number":
+    if kind == "id":  # whose id it is shows in the words around it ("order ORD-1193", "user USR001")
+        return _named(values, "id", shape.words)
+    if kind != "number" or numbers == "any":
         return True
-    if numbers == "any":
-        return True
-    return numbers == "named" and _named_number(values, shape.words)
+    return numbers == "named" and _named(values, "number", shape.words)
 
 
 def _says(words: tuple[str, ...], phrase: list[str]) -> bool:
@@ -277,17 +276,24 @@ def _says(words: tuple[str, ...], phrase: list[str]) -> bool:
     return any(list(words[i : i + n]) == phrase for i in range(len(words) - n + 1))
 
 
-_NEAR = 3
-"""A number names its quantity when one of the parameter's words stands this close (in words) to it:
-"a principal of 5000", "5000 dollars principal", "150 square meters" (``property_size_m2``: meters)."""
+_BEFORE, _AFTER = 3, 2
+"""A value is named by one of the parameter's words this close before or after it (in words): "a
+principal of 5000", "order with id 12446", "10,000 steps", "150 square meters" (``size_meters``)."""
 
 
-def _named_number(values: RequestValues, name: tuple[str, ...]) -> bool:
-    stems = {_stem(w) for w in name if len(w) > 1}
+_GENERIC = frozenset({"id", "ids", "identifier", "uuid", "guid", "uid", "number", "no", "code", "value"})
+"""Words that say a value is an id or a number, not whose: "order" in ``order_id`` names it."""
+
+
+def _named(values: RequestValues, kind: ValueKind, name: tuple[str, ...]) -> bool:
+    """Whether a value of ``kind`` stands next to a word of the parameter's name (``_BEFORE``,
+    ``_AFTER``); a parameter whose name says nothing more than "id" takes any."""
+    stems = {_stem(w) for w in name if len(w) > 1 and w not in _GENERIC}
+    places = [at for k, at in values.placed if k == kind]
     if not stems:
-        return False
-    for at in values.number_at:
-        near = values.words[max(0, at - _NEAR) : at + _NEAR]
+        return bool(places)
+    for at in places:
+        near = values.words[max(0, at - _BEFORE) : at + _AFTER]
         if any(_stem(w) in stems for w in near):
             return True
     return False
@@ -300,17 +306,19 @@ def _stem(word: str) -> str:
     return word
 
 
-def takes_kind(schema: Mapping[str, Any] | None, kind: ValueKind) -> bool:
-    """Whether a tool whose input schema is ``schema`` takes a value of ``kind`` itself: it converts or
-    checks such a value (a unit converter, an email validator) rather than only produces one."""
+def takes_value(schema: Mapping[str, Any] | None, param: str, shape: ParameterShape) -> bool:
+    """Whether a tool whose input schema is ``schema`` takes the value of parameter ``param`` (of
+    ``shape``) itself: a parameter of the same kind, or named by the same last word (``file_name`` and a
+    file search's ``name``). It converts or checks such a value (a unit converter, an email validator, a
+    search that makes sure the file exists) rather than only produces one."""
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     if not isinstance(props, Mapping):
         return False
-    return any(
-        parameter_shape(name, spec if isinstance(spec, Mapping) else None).kind == kind
-        for name, spec in _items(props)
-    )
-
-
-def _items(props: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
-    return ((str(k), v) for k, v in props.items())
+    last = name_words(param).split()[-1:]
+    for name, spec in props.items():
+        if last and name_words(str(name)).split()[-1:] == last:
+            return True
+        kind = parameter_shape(str(name), spec if isinstance(spec, Mapping) else None).kind
+        if shape.kind is not None and kind == shape.kind:
+            return True
+    return False

@@ -44,7 +44,7 @@ from toolweave.retrieval.supplied import (
     parameter_shape,
     request_values,
     supplies,
-    takes_kind,
+    takes_value,
 )
 
 __all__ = [
@@ -108,8 +108,9 @@ class WalkPolicy:
     supplied_numbers: NumberRule = "named"
     """When a request's number supplies a number parameter (``supplied.NumberRule``)."""
     supplied_converters: bool = True
-    """A producer that takes a value of the parameter's kind itself (a unit converter, an email
-    validator) is walked even when the request holds the value: it converts or checks it."""
+    """A producer that takes the value itself (a parameter of its kind or of its name: a unit converter,
+    an email validator, a file search) is walked even when the request holds the value: it converts or
+    checks it (``supplied.takes_value``)."""
     supplied_learned: bool = True
     """The rule applies to learned edges too (traffic saw the value come from the producer in other
     sessions; this request may hold it)."""
@@ -280,8 +281,8 @@ class Supplied:
         shape = parameter_shape(param, spec if isinstance(spec, Mapping) else None)
         if not supplies(self.values, shape, self.policy.supplied_numbers):
             return False
-        if shape.kind is not None and self.policy.supplied_converters:
-            return not takes_kind(self.schema_of(producer), shape.kind)
+        if self.policy.supplied_converters:
+            return not takes_value(self.schema_of(producer), param, shape)
         return True
 
 
