@@ -3,7 +3,8 @@
     .venv/bin/python bench/walk_lab.py record toollinkos api_bank ...   # once per dataset (minutes)
     .venv/bin/python bench/walk_lab.py check                            # the lab = the real pipeline
     .venv/bin/python bench/walk_lab.py grid [--with-test]               # every walk variant, every graph
-    .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid]
+    .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid] [--variants REGEX]
+    .venv/bin/python bench/walk_lab.py grid --supplied                  # the request-value rule's forms
     .venv/bin/python bench/walk_lab.py cost toollinkos nestful        # CPU per query of the walk
     .venv/bin/python bench/walk_lab.py compare [--with-test]          # hybrid / paper / shipped, every graph
     .venv/bin/python bench/walk_lab.py learned                        # BFCL multi-turn with learned edges
@@ -215,9 +216,10 @@ def check(names: list[str]) -> None:
 
 
 def compare(names: list[str], with_test: bool) -> None:
-    """mAP@10 of hybrid, the paper's walk and the shipped walk on every recorded graph: what to re-run when
-    the graph changes (new inference rules, learned edges), without choosing anything again."""
-    from walk_variants import PAPER, product_walker, walker
+    """mAP@10 of hybrid, the paper's walk, the shipped walk and the shipped walk with the request-value
+    rule in its chosen form (``walk_variants.SUPPLIED``) on every recorded graph: what to re-run when the
+    graph changes (new inference rules, learned edges), without choosing anything again."""
+    from walk_variants import PAPER, SUPPLIED, product_walker, walker
 
     for name in names:
         rec = load(name)
@@ -227,6 +229,7 @@ def compare(names: list[str], with_test: bool) -> None:
                 continue
             paper = per_set(rec, scores(rec, graph, walker(PAPER)), with_test)
             shipped = per_set(rec, scores(rec, graph, product_walker), with_test)
+            supplied = per_set(rec, scores(rec, graph, walker(SUPPLIED)), with_test)
             for set_label, h in base.items():
                 row = {
                     "dataset": name,
@@ -237,6 +240,7 @@ def compare(names: list[str], with_test: bool) -> None:
                     "paper": round(paper[set_label], 4),
                     "shipped": round(shipped[set_label], 4),
                     "shipped_vs_hybrid": round(shipped[set_label] - h, 4),
+                    "supplied": round(supplied[set_label], 4),
                 }
                 print(json.dumps(row), flush=True)
 
@@ -343,6 +347,7 @@ def main() -> None:
     parser.add_argument("--paper-only", action="store_true", help="grid: the paper's walk alone")
     parser.add_argument("--supplied", action="store_true", help="grid: the request-value rule's forms")
     parser.add_argument("--rows", default=str(OUT / "grid"), help="lodo: the folder of the grid's rows")
+    parser.add_argument("--variants", help="lodo: choose only among variants matching this regex")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -371,7 +376,7 @@ def main() -> None:
     if args.command == "grid":
         grid(args.datasets, args.with_test, args.paper_only, args.supplied)
         return
-    lodo(Path(args.rows))
+    lodo(Path(args.rows), args.variants)
 
 
 if __name__ == "__main__":

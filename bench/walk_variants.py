@@ -13,6 +13,7 @@ on its ``examples`` split only. Never in a choice set: ToolLinkOS ``test``, NEST
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -151,6 +152,9 @@ class _LabChooser(_Chooser):
 
 PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in fields(WalkPolicy)})
 SHIPPED = LabPolicy()
+SUPPLIED = replace(SHIPPED, supplied=0.5, supplied_numbers="named")
+"""The request-value rule in the form the leave-one-dataset-out choice picks on every dataset
+(bench/RESULTS.md, "The request supplies it"): ``walk_lab.py compare`` shows it beside the shipped walk."""
 TRUE_GRAPHS = {
     ("toollinkos", "declared"),
     ("api_bank", "declared"),
@@ -241,11 +245,11 @@ def label(policy: LabPolicy) -> str:
 
 def supplied_policies() -> list[LabPolicy]:
     """The shipped walk with the request-value rule off, and on in each of its forms: not walked or
-    down-weighted (× 0.25, × 0.5); numbers never, when named, always; converters kept or not; learned
+    down-weighted (× 0.25, 0.5, 0.75); numbers never, when named, always; converters kept or not; learned
     edges in or out; beside the content-word rule or instead of it."""
     out = [SHIPPED, replace(SHIPPED, skip_content=False)]
     for factor, numbers, converters, learned, content in product(
-        (0.0, 0.25, 0.5), ("off", "named", "any"), (True, False), (True, False), (True, False)
+        (0.0, 0.25, 0.5, 0.75), ("off", "named", "any"), (True, False), (True, False), (True, False)
     ):
         p = replace(
             SHIPPED,
@@ -404,13 +408,17 @@ def _choose(deltas: dict[str, Units], walked: dict[str, Units], datasets: list[s
     return max(pool, key=lambda v: (round(_score(deltas[v], datasets), 6), -_score(walked[v], datasets)))
 
 
-def lodo(folder: Path) -> None:
+def lodo(folder: Path, variants: str | None = None) -> None:
     """For each dataset left out, the variant chosen on the others (``_choose``), judged on every unit of
     the one left out (its check-only graphs too); then the choice on every dataset (what ships). Reads
     every ``grid`` file in ``folder``; a request-value grid's (``grid --supplied``) against the shipped
-    walk, on ``SUPPLIED_CHOICE_GRAPHS``."""
+    walk, on ``SUPPLIED_CHOICE_GRAPHS``. ``variants``: a regular expression the variants chosen among
+    must match (the reference walk is always kept)."""
     global _choice_graphs
     rows = [r for path in sorted(folder.glob("*.json")) for r in json.loads(path.read_text())]
+    if variants is not None:
+        keep = re.compile(variants)
+        rows = [r for r in rows if r["variant"] in ("hybrid", label(SHIPPED)) or keep.search(r["variant"])]
     deltas, absolute, walked = _deltas(rows)
     supplied = label(PAPER) not in deltas
     _choice_graphs = SUPPLIED_CHOICE_GRAPHS if supplied else CHOICE_GRAPHS
