@@ -20,7 +20,13 @@ step the conversation already took at rank 2. So each dependency weighs what the
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
-  translator: NESTFUL's graph holds such chains) is not needed.
+  translator: NESTFUL's graph holds such chains) is not needed;
+- with ``supplied`` set (off by default), nor is, or only down-weighted, the producer of a parameter
+  whose value the request already holds (``toolweave.retrieval.supplied``: an id next to its name, a
+  named quantity, a complete date, an email, an enum member...), unless it takes that value itself (a
+  converter, a validator). Measured and left off: it lifts NESTFUL's gold graph above hybrid in sample,
+  but costs ToolLinkOS's declared graph, and neither holds out of sample (bench/RESULTS.md, "The
+  request supplies it").
 
 Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
 it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
