@@ -175,31 +175,18 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
     )
 
 
-def _lab_walk(
+def _lab_walk(  # type: ignore[no-untyped-def]
     hits: list[Hit], edges: list[DependencyEdge], policy: object, records=(), request=""
-) -> list[str]:  # type: ignore[no-untyped-def]
+) -> list[str]:
     from dataclasses import replace
 
-    from toolweave.retrieval.walk import expand_with_dependencies
+    from tests.retrieval.test_walk import walk
 
-    by_tool: dict[str, list[DependencyEdge]] = {}
-    for e in edges:
-        by_tool.setdefault(e.tool, []).append(e)
     described = {r.id: r for r in records}
     if hasattr(policy, "describe"):  # a lab policy reads the records itself
         policy = replace(policy, describe=described.get)  # type: ignore[type-var]
-    return ids(
-        expand_with_dependencies(
-            hits,
-            lambda t, _k=None: by_tool.get(t, []),
-            top_k=1,
-            final_k=10,
-            relevance={h.tool_id: h.score for h in hits},
-            policy=policy,  # type: ignore[arg-type]
-            request=request,
-            schema_of=lambda t: described[t].input_schema if t in described else None,
-        )
-    )
+    schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
+    return walk(hits, edges, policy, request=request, schema_of=schema_of)  # type: ignore[no-any-return]
 
 
 def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:

@@ -96,8 +96,9 @@ def edge(consumer: str, producer: str, param: str | None = None, confidence: flo
     )
 
 
-def walk(hits, edges, policy=None, final_k=10, top_k=1):  # type: ignore[no-untyped-def]
-    """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1])."""
+def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):  # type: ignore[no-untyped-def]
+    """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1]); ``request``
+    and ``schema_of`` as the pipeline gives them."""
     by_tool: dict[str, list[DependencyEdge]] = {}
     for e in edges:
         by_tool.setdefault(e.tool, []).append(e)
@@ -110,6 +111,8 @@ def walk(hits, edges, policy=None, final_k=10, top_k=1):  # type: ignore[no-unty
             final_k=final_k,
             relevance=relevance,
             policy=policy,
+            request=request,
+            schema_of=schema_of,
         )
     )
 
@@ -203,20 +206,12 @@ def test_the_producer_of_a_content_parameter_is_not_walked() -> None:
 
 
 def _supplied_walk(hits, edges, schemas, request, policy):  # type: ignore[no-untyped-def]
-    by_tool: dict[str, list[DependencyEdge]] = {}
-    for e in edges:
-        by_tool.setdefault(e.tool, []).append(e)
-    return ids(
-        expand_with_dependencies(
-            hits,
-            lambda t, _k=None: by_tool.get(t, []),
-            top_k=1,
-            final_k=10,
-            relevance={h.tool_id: h.score for h in hits},
-            policy=policy,
-            request=request,
-            schema_of=lambda t: {"type": "object", "properties": schemas.get(t, {})},
-        )
+    return walk(
+        hits,
+        edges,
+        policy,
+        request=request,
+        schema_of=lambda t: {"type": "object", "properties": schemas.get(t, {})},
     )
 
 
