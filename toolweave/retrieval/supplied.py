@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 from toolweave.names import name_words
@@ -129,8 +128,8 @@ def _kind(name: str, schema: Mapping[str, Any]) -> ValueKind | None:
     return None
 
 
-@lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str] | None:
+    # ``re`` keeps the patterns it compiled last: a schema's pattern is compiled once in practice
     try:
         return re.compile(pattern)
     except (re.error, RecursionError):
