@@ -36,7 +36,7 @@ from toolweave.server.traffic import TrafficObserver
 from toolweave.server.turns import TurnEngine
 from toolweave.tracing import span
 
-__all__ = ["CallPath", "ProxiedCall", "outcome"]
+__all__ = ["CallPath", "ProxiedCall", "outcome", "sampler_for"]
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +83,18 @@ class CallPath:
         return record
 
     async def call(
-        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
     ) -> types.CallToolResult:
-        """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result."""
+        """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result.
+        ``sampler``: where the upstream's sampling requests go (``sampler_for`` the client's request)."""
         with span("call", tool=name[:128], identity=session.identity) as current:
-            result = await self._call(ctx, session, name, arguments)
+            result = await self._call(session, name, arguments, sampler)
             if current is not None:
                 current.set_attribute("toolweave.outcome", outcome(result))
             return result
 
     async def _call(
-        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None
     ) -> types.CallToolResult:
         record = self.record_named(name)
         if record is None:
@@ -116,7 +117,7 @@ class CallPath:
         await self.sources.connected_once(record.source)
         turn = session.next_turn()
         session.published.touch(record.id, turn)
-        result = await self.proxy.call(record, arguments, sampler=sampler_for(ctx))
+        result = await self.proxy.call(record, arguments, sampler=sampler)
         await self.sessions.commit(session)
         if not result.is_error:
             await self._succeeded(ProxiedCall(session, record, arguments, result, turn))
