@@ -183,3 +183,88 @@ async def test_a_handshake_client_that_samples_keeps_the_sdk_path(tmp_path: Path
         result = await gw.client.call_tool("shapes__echo", {"text": "x"})
         assert result.content[0].text == "echo:x"  # type: ignore[union-attr]
         assert gw.relayed() == 0  # its upstream may ask it through the request: only the SDK can
+
+
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},  # no clientInfo: the least the SDK accepts
+}
+
+
+class Wire:
+    """A client that speaks raw JSON-RPC lines, to compare what is written, not what a client parses."""
+
+    def __init__(self, proc: anyio.abc.Process, modern: bool) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.stdin, self.stdout = proc.stdin, proc.stdout
+        self.modern = modern
+        self.buffer = b""
+        self.ids = 0
+        self.seen: list[dict[str, Any]] = []
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.ids += 1
+        params = dict(params or {})
+        if self.modern:
+            params["_meta"] = ENVELOPE
+        await self.send({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})
+        with anyio.fail_after(60):
+            while True:
+                while b"\n" not in self.buffer:
+                    self.buffer += await self.stdout.receive()
+                raw, self.buffer = self.buffer.split(b"\n", 1)
+                message: dict[str, Any] = json.loads(raw)
+                self.seen.append(message)
+                if message.get("id") == self.ids:
+                    return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.stdin.send((json.dumps(message) + "\n").encode())
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_relayed_line_is_the_sdks_line(mode: str, tmp_path: Path) -> None:
+    """On the wire itself: the relayed answer's result is exactly the one the SDK path writes (the
+    era's result surface, ``resultType``, the server stamp), for every case above."""
+    upstream = json.dumps(str(UPSTREAMS / "shapes.py"))
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        f"servers:\n  shapes:\n    command: {sys.executable}\n    args: [{upstream}]\n    protocol: {mode}\n"
+    )
+    env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="DEBUG", TOOLWEAVE_STARTUP_CALL_WAIT_S="0")
+    command = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(tmp_path / "registry")]
+    log = tmp_path / "gateway.log"
+    with log.open("w") as errlog:
+        async with await anyio.open_process(command, env=env, stderr=errlog) as proc:
+            wire = Wire(proc, modern=mode == "auto")
+            if wire.modern:
+                assert "result" in await wire.request("server/discover")
+            else:
+                client = {"name": "wire", "version": "1"}
+                init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+                assert "result" in await wire.request("initialize", init)
+                await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert "result" in await wire.request("tools/list")
+            ready = {"name": "call_tool", "arguments": {"name": "shapes__echo", "arguments": {"text": "r"}}}
+            assert not (await wire.request("tools/call", ready))["result"]["isError"]
+            for name, arguments in CASES:
+                relayed = await wire.request("tools/call", {"name": name, "arguments": arguments})
+                meta = {"name": "call_tool", "arguments": {"name": name, "arguments": arguments}}
+                reference = await wire.request("tools/call", meta)
+                assert relayed["result"] == reference["result"], name
+                assert ("resultType" in relayed["result"]) == wire.modern  # the era's own result surface
+            # a call the client cancels is never answered, and the next one is
+            slow = {"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call"}
+            slow_params: dict[str, Any] = {"name": "shapes__slow", "arguments": {"seconds": 60}}
+            await wire.send(
+                {**slow, "params": {**slow_params, **({"_meta": ENVELOPE} if wire.modern else {})}}
+            )
+            await anyio.sleep(0.5)
+            cancel = {"requestId": "slow-1", "reason": "the user pressed Esc"}
+            await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+            await anyio.sleep(0.5)
+            echo = await wire.request("tools/call", {"name": "shapes__echo", "arguments": {"text": "next"}})
+            assert echo["result"]["content"][0]["text"] == "echo:next"
+            assert not [m for m in wire.seen if m.get("id") == "slow-1"]
+            await wire.stdin.aclose()
+    assert len(RELAYED.findall(log.read_text())) == len(CASES) + 2

@@ -56,11 +56,6 @@ log = logging.getLogger(__name__)
 _MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 _META_TOOLS = frozenset({FIND_TOOLS, CALL_TOOL})
-_ENVELOPE = (
-    types.PROTOCOL_VERSION_META_KEY,
-    types.CLIENT_INFO_META_KEY,
-    types.CLIENT_CAPABILITIES_META_KEY,
-)
 _SERVER_INFO = getattr(types, "SERVER_INFO_META_KEY", "io.modelcontextprotocol/serverInfo")
 _SHUTDOWN_WRITE_S = 1.0
 """How long a call cut off by shutdown may try to say so (the SDK's bound for the same write)."""
@@ -174,9 +169,12 @@ class CallRelay:
             return client.version
         if meta is None or meta.get(SESSION_META_KEY):
             return None
-        if not all(isinstance(meta.get(k), str | dict) for k in _ENVELOPE):  # the SDK names what is missing
-            return None
-        version = meta[types.PROTOCOL_VERSION_META_KEY]
+        info = meta.get(types.CLIENT_INFO_META_KEY)  # optional: the SDK accepts an envelope without it
+        if not isinstance(meta.get(types.CLIENT_CAPABILITIES_META_KEY), dict) or not isinstance(
+            info, dict | None
+        ):
+            return None  # the SDK names what is wrong
+        version = meta.get(types.PROTOCOL_VERSION_META_KEY)
         return version if version in MODERN_PROTOCOL_VERSIONS else None
 
     def _cancel(self, params: Any) -> bool:
