@@ -29,6 +29,7 @@ pytestmark = pytest.mark.anyio
 
 MODES = ["auto", "legacy"]
 RELAYED = re.compile(r"relaying tools/call")
+RAW = re.compile(r"raw tools/call")
 
 
 class Gateway:
@@ -39,6 +40,10 @@ class Gateway:
 
     def relayed(self) -> int:
         return len(RELAYED.findall(self.log.read_text()))
+
+    def raw(self) -> int:
+        """Calls the gateway sent to the upstream around the SDK client (``adapters/mcp/raw.py``)."""
+        return len(RAW.findall(self.log.read_text()))
 
     def audited(self) -> list[dict[str, Any]]:
         if not self.audit.exists():
@@ -117,8 +122,29 @@ async def test_relayed_results_equal_the_sdk_path(mode: str, tmp_path: Path) -> 
         assert "result truncated to 5,000 of" in big.content[-1].text  # type: ignore[union-attr]
         if mode == "auto":  # the 2026 era's results carry the gateway's own server stamp
             assert (weather.meta or {})["io.modelcontextprotocol/serverInfo"]["name"] == "toolweave"
+        # 5 of the cases reach the upstream, twice each; the warm-up and 3 more above: all of them raw
+        assert gw.raw() == 2 * 5 + 1 + 3
         calls = [a for a in gw.audited() if a["tool"].startswith("shapes__")]
         assert len(calls) == 1 + 2 * len(CASES) + 4  # usage, metrics and audit recorded for relayed calls too
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_raw_upstream_results_equal_the_sdk_clients(mode: str, tmp_path: Path) -> None:
+    """The upstream hop without the SDK client gives what the SDK client gets from the same upstream."""
+    direct = StdioServerParameters(command=sys.executable, args=[str(UPSTREAMS / "shapes.py")])
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("weather", {"city": "Lima"}),
+        ("picture", {}),
+        ("echo", {"text": "ü ✓"}),
+        ("big", {"size": 3000}),
+    ]
+    async with gateway(tmp_path, mode) as gw, Client(direct, mode=mode) as upstream:
+        await upstream.list_tools()  # the SDK client checks structured content against output schemas
+        for name, arguments in cases:
+            through = await gw.client.call_tool(f"shapes__{name}", arguments)
+            reference = await upstream.call_tool(name, arguments)
+            assert through.model_dump(exclude={"meta"}) == reference.model_dump(exclude={"meta"}), name
+        assert gw.raw() == 1 + len(cases)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -136,7 +162,7 @@ async def test_concurrent_calls_get_their_own_answers(mode: str, tmp_path: Path)
             for n in range(24):
                 tg.start_soon(one, n)
         assert answers == {n: f"echo:n{n}" for n in range(24)}
-        assert gw.relayed() == 24
+        assert gw.relayed() == 24 and gw.raw() == 1 + 24
 
 
 @pytest.mark.parametrize("mode", MODES)
