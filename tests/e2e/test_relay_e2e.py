@@ -144,7 +144,10 @@ async def test_raw_upstream_results_equal_the_sdk_clients(mode: str, tmp_path: P
             through = await gw.client.call_tool(f"shapes__{name}", arguments)
             reference = await upstream.call_tool(name, arguments)
             assert through.model_dump(exclude={"meta"}) == reference.model_dump(exclude={"meta"}), name
-        assert gw.raw() == 1 + len(cases)
+        lie = await gw.client.call_tool("shapes__liar", {})  # garbage from the upstream: a clear error
+        assert lie.is_error
+        assert "Invalid structured content returned by tool liar" in lie.content[0].text  # type: ignore[union-attr]
+        assert gw.raw() == 2 + len(cases)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -4,7 +4,8 @@ text blocks, error results, slow, huge and dying calls.
 
 Tools: ``weather(city)`` (structured content + its JSON as text, with an output schema), ``picture``
 (an image block and a text block), ``fail`` (``is_error``), ``echo(text)``, ``slow(seconds, text)``
-(sleeps, then echoes), ``big(size)`` (``size`` characters), ``crash`` (the process exits mid-call).
+(sleeps, then echoes), ``big(size)`` (``size`` characters), ``crash`` (the process exits mid-call),
+``liar`` (structured content that breaks its own output schema).
 
 Usage: python shapes.py
 """
@@ -46,6 +47,7 @@ TOOLS = [
     _tool("slow", {"seconds": {"type": "number"}, "text": {"type": "string"}}, ["seconds"]),
     _tool("big", {"size": {"type": "integer"}}, ["size"]),
     _tool("crash", {}),
+    _tool("liar", {}, output_schema=WEATHER_OUT),  # its structured content breaks its own output schema
 ]
 
 
@@ -61,6 +63,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(data))], structured_content=data
         )
+    if name == "liar":
+        lie = {"city": "Atlantis", "temp_c": "warm"}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(lie))], structured_content=lie)
     if name == "picture":
         return types.CallToolResult(
             content=[types.ImageContent(data=PNG, mime_type="image/png"), types.TextContent(text="a pixel")]
