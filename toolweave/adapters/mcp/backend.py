@@ -506,6 +506,8 @@ class MCPBackend:
         return finish_result(result, self.max_result_chars)
 
     async def _wait_client(self, wait_s: float) -> Client | None:
+        if self._available and self._client is not None:  # the usual case: no cancel scope per call
+            return self._client
         with anyio.move_on_after(wait_s):
             while not (self._available and self._client is not None):
                 if self._changed is None:
