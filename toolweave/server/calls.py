@@ -13,7 +13,7 @@ dispatch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +25,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolweave.adapters.backend import Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name
 from toolweave.records import ToolRecord
+from toolweave.server.audit import AuditLog
 from toolweave.server.errors import to_tool_error_result
-from toolweave.server.meta_tools import FIND_TOOLS
+from toolweave.server.meta_tools import CALL_TOOL, FIND_TOOLS
+from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.names import NameMap
 from toolweave.server.proxy import Proxy
 from toolweave.server.served import Served
@@ -36,7 +38,7 @@ from toolweave.server.traffic import TrafficObserver
 from toolweave.server.turns import TurnEngine
 from toolweave.tracing import span
 
-__all__ = ["CallPath", "ProxiedCall", "outcome", "sampler_for"]
+__all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +148,45 @@ def outcome(result: types.CallToolResult) -> str:
     error = (result.structured_content or {}).get("error")
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else "tool_error"
+
+
+def observe_turn(
+    metrics: GatewayMetrics,
+    audit: AuditLog | None,
+    known: Callable[[str], bool],
+    session: Session | None,
+    name: str,
+    arguments: Mapping[str, Any],
+    result: types.CallToolResult | None,
+    elapsed: float,
+) -> None:
+    """Metrics and audit line of one ``tools/call`` turn (``result`` None: cancelled); ``known``: whether
+    a tool name may label a metric. Never raises: observing must not break serving."""
+    try:
+        kind = "find_tools" if name == FIND_TOOLS else "call"
+        tool, args = name, arguments
+        if name == CALL_TOOL and isinstance(arguments.get("name"), str):
+            tool, inner = arguments["name"], arguments.get("arguments")
+            args = inner if isinstance(inner, Mapping) else {}
+        ended = "cancelled" if result is None else outcome(result)
+        metrics.turn_latency.labels(kind).observe(elapsed)
+        metrics.calls.labels(tool if known(tool) else "(unknown)", ended).inc()
+        if kind == "find_tools" and session is not None:
+            metrics.published_size.observe(len(session.published))
+        if audit is not None:
+            if kind == "find_tools":
+                args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
+            audit.record(
+                kind=kind,
+                identity=session.identity if session else "?",
+                session=session.key if session else "?",
+                tool=tool[:128],
+                outcome=ended,
+                latency_s=elapsed,
+                arguments=args,
+            )
+    except Exception:  # bookkeeping must never fail the call
+        log.exception("could not record metrics/audit for %s", name)
 
 
 def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:

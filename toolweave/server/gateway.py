@@ -37,7 +37,7 @@ from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
-from toolweave.server.calls import CallPath, outcome, sampler_for
+from toolweave.server.calls import CallPath, observe_turn, sampler_for
 from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
@@ -347,43 +347,11 @@ class Gateway:
             )
             return result
         finally:
-            self._observe(session, name, arguments, result, time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            observe_turn(self.metrics, self.audit, self._known, session, name, arguments, result, elapsed)
 
-    def _observe(
-        self,
-        session: Session | None,
-        name: str,
-        arguments: Mapping[str, Any],
-        result: types.CallToolResult | None,
-        elapsed: float,
-    ) -> None:
-        """Metrics and audit line of one turn (never raises: observing must not break serving)."""
-        try:
-            kind = "find_tools" if name == FIND_TOOLS else "call"
-            tool, args = name, arguments
-            if name == CALL_TOOL and isinstance(arguments.get("name"), str):
-                tool, inner = arguments["name"], arguments.get("arguments")
-                args = inner if isinstance(inner, Mapping) else {}
-            ended = "cancelled" if result is None else outcome(result)
-            known = tool in (FIND_TOOLS, CALL_TOOL) or self.served.registry.find(tool) is not None
-            self.metrics.turn_latency.labels(kind).observe(elapsed)
-            self.metrics.calls.labels(tool if known else "(unknown)", ended).inc()
-            if kind == "find_tools" and session is not None:
-                self.metrics.published_size.observe(len(session.published))
-            if self.audit is not None:
-                if kind == "find_tools":
-                    args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
-                self.audit.record(
-                    kind=kind,
-                    identity=session.identity if session else "?",
-                    session=session.key if session else "?",
-                    tool=tool[:128],
-                    outcome=ended,
-                    latency_s=elapsed,
-                    arguments=args,
-                )
-        except Exception:  # bookkeeping must never fail the call
-            log.exception("could not record metrics/audit for %s", name)
+    def _known(self, tool: str) -> bool:
+        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.registry.find(tool) is not None
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         with span("find_tools", identity=session.identity):

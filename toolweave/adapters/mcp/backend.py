@@ -450,10 +450,10 @@ class MCPBackend:
                 return error_result(
                     "upstream_error", f"{label}: connection to the upstream was lost during the call"
                 )
-            self._probe_soon()  # transports also report lost connections as JSON-RPC errors
+            self._request_refresh()  # transports report lost links as JSON-RPC errors: re-list now
             return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:  # SDK/transport errors vary: one error result
-            self._probe_soon()
+            self._request_refresh()  # a failure of the re-list marks the upstream lost
             return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
             _sampler.reset(token)
@@ -489,7 +489,7 @@ class MCPBackend:
         if error is not None:
             code = error.get("code") if isinstance(error, dict) else None
             message = error.get("message") if isinstance(error, dict) else error
-            self._probe_soon()
+            self._request_refresh()  # a failure of the re-list marks the upstream lost
             return error_result("upstream_error", f"{label}: upstream error {code}: {message}")
         body = answer["result"]
         try:
@@ -514,10 +514,6 @@ class MCPBackend:
                     self._changed = anyio.Event()
                 await self._changed.wait()
         return self._client if self._available else None
-
-    def _probe_soon(self) -> None:
-        # A call failed for a transport reason: re-list now; a failure there marks the upstream lost.
-        self._request_refresh()
 
     async def _on_sampling(
         self, context: Any, params: types.CreateMessageRequestParams
