@@ -212,6 +212,7 @@ async def test_a_handshake_client_that_samples_keeps_the_sdk_path(tmp_path: Path
         result = await gw.client.call_tool("shapes__echo", {"text": "x"})
         assert result.content[0].text == "echo:x"  # type: ignore[union-attr]
         assert gw.relayed() == 0  # its upstream may ask it through the request: only the SDK can
+        assert gw.raw() == 0  # ... and only the SDK client drives an upstream's sampling request
 
 
 ENVELOPE = {
