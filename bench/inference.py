@@ -9,10 +9,11 @@ with the inferred graph against no graph (hybrid) and the dataset's own graph.
         scores) and of the walked ones, with the shipped table (in sample) and with the table
         calibrated without that graph's source (out of sample)
     python bench/inference.py retrieval DATASET... [--split examples] [--save-edges DIR] [--before DIR]
-        mAP@10 of hybrid, grtf with no graph, the inferred graph (shipped table; on a gold-graph fleet
-        also out of sample) and the declared graph, through the real pipeline (``retrieve``): the
-        figures are ``toolweave bench NAME --method grtf --graph ...``'s. One first pass per dataset,
-        replayed for every graph.
+        mAP@10 of hybrid, grtf with no graph, the inferred graph (shipped table; the table recalibrated
+        on today's gold graphs; on a gold-graph fleet also out of sample), the declared graph and, on a
+        fleet whose graph is read from code (BFCL multi-turn), that graph, through the real pipeline
+        (``retrieve``): the figures are ``toolweave bench NAME --method grtf --graph ...``'s. One first
+        pass per dataset, replayed for every graph.
 
 Gold graphs are the folders of ``calibration.GOLD_FAMILIES`` under ``../shared/datasets``, read by
 ``toolweave.benchmark.gold_graphs`` (OpenAPI-links from its specs, with their response schemas).
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
-from toolweave.benchmark.gold_graphs import all_rule_counts, gold_graph
+from toolweave.benchmark.gold_graphs import CODE_GRAPHS, all_rule_counts, code_gold_edges, gold_graph
 from toolweave.benchmark.recorded import RecordedIndex
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.embeddings import Embedder
@@ -145,8 +146,14 @@ def retrieval_rows(args: argparse.Namespace) -> list[dict[str, object]]:
             graphs: dict[str, list[DependencyEdge]] = {
                 "none": [],
                 "inferred": walkable(inferred, args.min_confidence),
+                # what the shipped table would be, recalibrated on today's gold graphs (before --write)
+                "inferred_recalibrated": walkable(
+                    infer_edges(records, vectors=vectors, confidence=shipped(counts)), args.min_confidence
+                ),
                 "declared": dataset.edges,
             }
+            if dataset.name in CODE_GRAPHS:  # its code-read gold graph, walked as declared
+                graphs["code"] = code_gold_edges(dataset.path, records)
             gold = GOLD_OF.get(dataset.name, dataset.name)
             if (
                 gold in GOLD_FAMILIES

@@ -108,7 +108,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for mode in ("auto", "legacy"):
             report[f"call_{mode}"] = await calls(work, args.calls, mode, args.source)
             print(json.dumps({f"call_{mode}": report[f"call_{mode}"]}), flush=True)
-        if TOOLLINKOS.exists():
+        if args.queries <= 0:
+            pass  # calls only
+        elif TOOLLINKOS.exists():
             report["find_tools_573"] = await finds(work, args.queries, args.source)
             print(json.dumps({"find_tools_573": report["find_tools_573"]}), flush=True)
         else:
@@ -121,7 +123,7 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--calls", type=int, default=600, help="timed proxied calls per protocol era")
-    parser.add_argument("--queries", type=int, default=300, help="timed find_tools calls")
+    parser.add_argument("--queries", type=int, default=300, help="timed find_tools calls (0: none)")
     parser.add_argument("--source", type=Path, help="run the gateway from this toolweave checkout")
     parser.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
     ns = parser.parse_args()

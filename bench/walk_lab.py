@@ -3,7 +3,8 @@
     .venv/bin/python bench/walk_lab.py record toollinkos api_bank ...   # once per dataset (minutes)
     .venv/bin/python bench/walk_lab.py check                            # the lab = the real pipeline
     .venv/bin/python bench/walk_lab.py grid [--with-test]               # every walk variant, every graph
-    .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid]
+    .venv/bin/python bench/walk_lab.py lodo [--rows bench/out/walk/grid] [--variants REGEX]
+    .venv/bin/python bench/walk_lab.py grid --supplied                  # the request-value rule's forms
     .venv/bin/python bench/walk_lab.py cost toollinkos nestful        # CPU per query of the walk
     .venv/bin/python bench/walk_lab.py compare [--with-test]          # hybrid / paper / shipped, every graph
     .venv/bin/python bench/walk_lab.py learned                        # BFCL multi-turn with learned edges
@@ -43,6 +44,7 @@ from toolweave.retrieval.metrics import average_precision, complete, recall
 from toolweave.retrieval.pipeline import _candidates, decomposition_of, retrieve
 from toolweave.retrieval.query import clean_query
 from toolweave.retrieval.results import RankedTool
+from toolweave.retrieval.supplied import request_values
 from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out" / "walk"
@@ -214,9 +216,10 @@ def check(names: list[str]) -> None:
 
 
 def compare(names: list[str], with_test: bool) -> None:
-    """mAP@10 of hybrid, the paper's walk and the shipped walk on every recorded graph: what to re-run when
-    the graph changes (new inference rules, learned edges), without choosing anything again."""
-    from walk_variants import PAPER, product_walker, walker
+    """mAP@10 of hybrid, the paper's walk, the shipped walk and the shipped walk with the request-value
+    rule in its chosen form (``walk_variants.SUPPLIED``) on every recorded graph: what to re-run when the
+    graph changes (new inference rules, learned edges), without choosing anything again."""
+    from walk_variants import PAPER, SUPPLIED, product_walker, walker
 
     for name in names:
         rec = load(name)
@@ -226,6 +229,7 @@ def compare(names: list[str], with_test: bool) -> None:
                 continue
             paper = per_set(rec, scores(rec, graph, walker(PAPER)), with_test)
             shipped = per_set(rec, scores(rec, graph, product_walker), with_test)
+            supplied = per_set(rec, scores(rec, graph, walker(SUPPLIED)), with_test)
             for set_label, h in base.items():
                 row = {
                     "dataset": name,
@@ -236,22 +240,21 @@ def compare(names: list[str], with_test: bool) -> None:
                     "paper": round(paper[set_label], 4),
                     "shipped": round(shipped[set_label], 4),
                     "shipped_vs_hybrid": round(shipped[set_label] - h, 4),
+                    "supplied": round(supplied[set_label], 4),
                 }
                 print(json.dumps(row), flush=True)
 
 
-def learned(bar: float = 0.5) -> None:
+def with_learned(rec: Recording, bar: float = 0.5) -> list[bool]:
     """BFCL multi-turn with edges learned from traffic: the learning half's gold calls (even dialogue ids,
     results from direct execution) played through the gateway's own observer
     (``traffic_calibration.play``), the edges the registry makes of them (``learned.edge_evidence``) at or
-    above the walk's bar, alone and beside the inferred graph; hybrid / the paper's walk / the shipped walk
-    on the measured half (odd ids) and on every turn."""
+    above the walk's bar, added to ``rec`` as the graphs ``learned`` and ``inferred+learned``. Returns,
+    per query, whether it is of the measured half (odd ids)."""
     from traffic_calibration import load_learning_half, number_of, play
-    from walk_variants import PAPER, product_walker, walker
 
     from toolweave.registry.learned import edge_evidence, learned_edge
 
-    rec = load("bfcl_multi_turn")
     ids = {n: i for i, n in rec.names.items()}
     rows, _flow, _order = play(load_learning_half())
     graph: dict[str, list[DependencyEdge]] = {}
@@ -267,8 +270,17 @@ def learned(bar: float = 0.5) -> None:
     rec.graphs["learned"], rec.graphs["inferred+learned"] = graph, both
     lines = (DATASET_ROOT / "bfcl_multi_turn" / "queries.jsonl").read_text(encoding="utf-8").splitlines()
     dialogue = [json.loads(line)["dialogue_id"] for line in lines if line.strip()]
-    measured = [number_of(d) % 2 == 1 for d in dialogue]
-    confidences = sorted(e.confidence for es in graph.values() for e in es)
+    return [number_of(d) % 2 == 1 for d in dialogue]
+
+
+def learned() -> None:
+    """BFCL multi-turn with the learned graph (``with_learned``): hybrid / the paper's walk / the shipped
+    walk on the measured half (odd ids) and on every turn."""
+    from walk_variants import PAPER, product_walker, walker
+
+    rec = load("bfcl_multi_turn")
+    measured = with_learned(rec)
+    confidences = sorted(e.confidence for es in rec.graphs["learned"].values() for e in es)
     print(json.dumps({"learned_edges": len(confidences), "confidences": confidences}), flush=True)
     for name in ("learned", "inferred+learned", "inferred"):
         for label_, run in (("hybrid", hybrid), ("paper", walker(PAPER)), ("shipped", product_walker)):
@@ -294,9 +306,8 @@ def learned(bar: float = 0.5) -> None:
 def cost(names: list[str], repeats: int = 5) -> None:
     """CPU time per query (``time.process_time``: the load-robust figure on a shared machine) of the
     walk: the shipped one against main's DFS and the lab's paper walk over the same candidates and
-    graph (declared where it has edges, else inferred); and of the lab's scan of a request for values
-    (``value_kinds``), which the "request supplies it" variant would add."""
-    from value_kinds import request_kinds
+    graph (declared where it has edges, else inferred); and of the scan of a request for values
+    (``supplied.request_values``), which the request-value rule adds."""
     from walk_orderings import expand_with_ordering
     from walk_variants import PAPER, product_walker, walker
 
@@ -316,8 +327,8 @@ def cost(names: list[str], repeats: int = 5) -> None:
         t0 = time.process_time()
         for _ in range(repeats):
             for q in rec.queries:
-                request_kinds(q.text)
-        row["request_kinds_us"] = round((time.process_time() - t0) / repeats / len(rec.queries) * 1e6, 1)
+                request_values(q.text)
+        row["request_values_us"] = round((time.process_time() - t0) / repeats / len(rec.queries) * 1e6, 1)
         for label_, run in runs.items():
             t0 = time.process_time()
             for _ in range(repeats):
@@ -334,7 +345,9 @@ def main() -> None:
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="grid: score ToolLinkOS test (once)")
     parser.add_argument("--paper-only", action="store_true", help="grid: the paper's walk alone")
+    parser.add_argument("--supplied", action="store_true", help="grid: the request-value rule's forms")
     parser.add_argument("--rows", default=str(OUT / "grid"), help="lodo: the folder of the grid's rows")
+    parser.add_argument("--variants", help="lodo: choose only among variants matching this regex")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -361,9 +374,9 @@ def main() -> None:
     from walk_variants import grid, lodo
 
     if args.command == "grid":
-        grid(args.datasets, args.with_test, args.paper_only)
+        grid(args.datasets, args.with_test, args.paper_only, args.supplied)
         return
-    lodo(Path(args.rows))
+    lodo(Path(args.rows), args.variants)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,17 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
-from value_kinds import ValueKind, parameter_kind, request_kinds
 from walk_lab import OUT, Query, Recording, hybrid, load, per_set, scores
 
 from toolweave.benchmark.recorded import RecordedGraph
-from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import RankedTool
+from toolweave.retrieval.supplied import ValueKind, parameter_shape
 from toolweave.retrieval.walk import (
     _CUT_ORIGINS,
     Choice,
+    Supplied,
     WalkPolicy,
     _Chooser,
     expand_with_dependencies,
@@ -47,32 +47,28 @@ PARAMS = RetrievalSettings()
 class LabPolicy(WalkPolicy):
     """The product's ``WalkPolicy`` and the variants measured beside it (not shipped):
 
-    - ``skip_supplied``: a parameter edge is not walked when the request holds a value of the
-      parameter's kind (``value_kinds.request_kinds``), unless the producer takes that kind itself (a
-      validator checks the value rather than makes it);
+    - ``kinded_only``: a parameter edge is walked only when the parameter takes a kind of value a user
+      rarely types (``supplied.parameter_shape``: ids, dates, times, tokens, paths, URLs, emails,
+      coordinates; not numbers); a city, a keyword or a message comes with the request. Learned edges
+      are exempt;
     - ``producers_per_parameter``: of a parameter's producers, only the best few (by their own relevance
       in the turn, then confidence);
     - ``placement="after_parent"``: each dependency right after the tool that needs it (the paper's
       order), its weight used only to decide whether it is walked.
 
-    ``request`` and ``describe`` (the query, the records) are the turn's, set per query by ``walker``.
+    The request-value rule is the product's own (``WalkPolicy.supplied``): ``walker`` gives every walk
+    the query and the recorded tools' schemas, as the pipeline does.
     """
 
-    skip_supplied: bool = False
     kinded_only: bool = False
-    """A parameter edge is walked only when the parameter takes a kind of value a user rarely types
-    (``value_kinds.parameter_kind``: ids, dates, tokens, paths, URLs, emails, coordinates); a city, a
-    keyword or a message comes with the request. Learned edges are exempt."""
-    skip_named_numbers: bool = False
-    """A number parameter without a kind is not walked when the request names it and holds a number
-    ("a principal of 5000"). Learned edges are exempt."""
     producers_per_parameter: int | None = None
     placement: Literal["after_parent", "by_weight"] = "by_weight"
-    request: str = field(default="", compare=False)
     describe: Callable[[str], object | None] | None = field(default=None, compare=False)
 
-    def _chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
-        return _LabChooser(self, seen, relevance)
+    def _chooser(
+        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
+    ) -> Choice:
+        return _LabChooser(self, seen, relevance, request)
 
     def knobs(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
@@ -81,9 +77,14 @@ class LabPolicy(WalkPolicy):
 class _LabChooser(_Chooser):
     policy: LabPolicy
 
-    def __init__(self, policy: LabPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
-        super().__init__(policy, seen, relevance)
-        self.supplied = request_kinds(policy.request) if policy.skip_supplied else frozenset()
+    def __init__(
+        self,
+        policy: LabPolicy,
+        seen: set[str],
+        relevance: Mapping[str, float],
+        request: Supplied | None = None,
+    ) -> None:
+        super().__init__(policy, seen, relevance, request)
         self.gate_weight: dict[str, float] = {}
         """``after_parent``: tool → the weight its walk is gated by (the list keeps its parent's)."""
 
@@ -96,19 +97,20 @@ class _LabChooser(_Chooser):
         gate = self.gate_weight.get(tool, weight)
         groups: dict[tuple[str, EdgeKind], list[int]] = {}
         kept: list[int] = []
+        spared: set[int] = set()
         for n, edge in enumerate(edges):
             param = edge.parameter_name
             if param is None:
                 kept.append(n)
                 continue
-            if policy.skip_supplied and self._supplied(tool, param, edge.depends_on):
-                continue
             if policy.kinded_only and edge.origin != "learned" and self._kind(tool, param) is None:
                 continue
             if policy.skip_content and is_content_edge(edge):
                 continue
-            if policy.skip_named_numbers and edge.origin != "learned" and self._named_number(tool, param):
-                continue
+            if self.request is not None and self.request.spares(edge):
+                if not policy.supplied:
+                    continue
+                spared.add(n)
             groups.setdefault((param, edge.kind), []).append(n)
         share: dict[int, float] = {}
         for members in groups.values():
@@ -128,6 +130,8 @@ class _LabChooser(_Chooser):
         for n in sorted(kept):
             edge = edges[n]
             w = gate * edge.confidence**policy.confidence_power * share.get(n, 1.0)
+            if n in spared:
+                w *= policy.supplied or 1.0
             path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
             if w >= policy.min_weight and path >= policy.min_confidence:
                 self.path_confidence.setdefault(edge.depends_on, path)
@@ -138,57 +142,34 @@ class _LabChooser(_Chooser):
                     out.append((edge, w))
         return out
 
-    def _named_number(self, tool: str, param: str) -> bool:
-        if self._kind(tool, param) is not None:
-            return False
-        words = name_words(param).split()
+    def _kind(self, tool: str, param: str) -> ValueKind | None:
         schema = getattr(self.policy.describe(tool), "input_schema", None) if self.policy.describe else None
         props = schema.get("properties") if isinstance(schema, dict) else None
         spec = props.get(param) if isinstance(props, dict) else None
-        numeric = isinstance(spec, dict) and spec.get("type") in ("number", "integer")
-        if not numeric or _NUMBER.search(self.policy.request) is None:
-            return False
-        # the request names the quantity ("a principal of 5000"): the number is its value
-        said = set(name_words(self.policy.request).split())
-        return any(w in said for w in words)
-
-    def _kind(self, tool: str, param: str) -> ValueKind | None:
-        kinds = _parameter_kinds(tool, self.policy.describe)
-        return kinds[param] if param in kinds else parameter_kind(param)
-
-    def _supplied(self, tool: str, param: str, producer: str) -> bool:
-        kind = self._kind(tool, param)
-        if kind is None or kind not in self.supplied:
-            return False
-        return kind not in set(_parameter_kinds(producer, self.policy.describe).values())
-
-
-def _parameter_kinds(
-    tool: str, describe: Callable[[str], object | None] | None
-) -> dict[str, ValueKind | None]:
-    schema = getattr(describe(tool), "input_schema", None) if describe is not None else None
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(props, dict):
-        return {}
-    return {n: parameter_kind(n, spec if isinstance(spec, dict) else None) for n, spec in props.items()}
-
-
-_NUMBER = re.compile(r"\d")
+        kind = parameter_shape(param, spec if isinstance(spec, dict) else None).kind
+        return None if kind == "number" else kind
 
 
 PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in fields(WalkPolicy)})
 SHIPPED = LabPolicy()
+SUPPLIED = replace(SHIPPED, supplied=0.5, supplied_numbers="named")
+"""The request-value rule in the form the leave-one-dataset-out choice picks on every dataset
+(bench/RESULTS.md, "The request supplies it"): ``walk_lab.py compare`` shows it beside the shipped walk."""
 TRUE_GRAPHS = {
     ("toollinkos", "declared"),
     ("api_bank", "declared"),
     ("openapi_links", "declared"),
     ("nestful", "gold"),
+    ("bfcl_multi_turn", "learned"),
 }
 """Graphs whose every edge is true (annotated, or read from gold call sequences): grtf ≥ hybrid there."""
 CHOICE_GRAPHS = ("declared", "inferred")
 """The graphs a choice is made on: the dataset's own (where it declares one) and what the gateway infers
 and walks. Judged only: NESTFUL's ``gold`` graph, and ``inferred_all`` (every edge inference stored,
 below the bar too: mostly-wrong edges at honest, low confidences on most fleets)."""
+SUPPLIED_CHOICE_GRAPHS = (*CHOICE_GRAPHS, "gold", "learned", "inferred+learned")
+"""The request-value grid chooses on NESTFUL's gold graph and BFCL multi-turn's learned graphs too (each
+judged out of sample in the fold that leaves its dataset out): they are where the rule can act."""
 SHOWCASE_SLACK = 0.0005
 """ToolLinkOS with its declared graph (0.904 mAP@10, three decimals) must not drop: at most this below
 the paper's walk on the ``examples`` split (less than the figure's rounding)."""
@@ -200,8 +181,14 @@ _relevance: dict[int, tuple[Query, dict[str, float]]] = {}
 
 
 def _expand(
-    q: Query, deps: RecordedGraph, relevance: dict[str, float], policy: WalkPolicy | None
+    q: Query, deps: RecordedGraph, relevance: dict[str, float], policy: WalkPolicy | None, rec: Recording
 ) -> list[RankedTool]:
+    """The product's walk as the pipeline calls it: the request and the tools' schemas given."""
+
+    def schema_of(tool_id: str) -> dict[str, object] | None:
+        record = rec.records.get(tool_id)
+        return record.input_schema if record is not None else None
+
     return expand_with_dependencies(
         q.candidates,
         deps,
@@ -211,6 +198,8 @@ def _expand(
         edge_kinds=tuple(PARAMS.edge_kinds),
         relevance=relevance,
         policy=policy,
+        request=q.text,
+        schema_of=schema_of,
     )
 
 
@@ -219,20 +208,19 @@ def walker(policy: LabPolicy):  # type: ignore[no-untyped-def]
         cached = _relevance.get(id(q))
         if cached is None or cached[0] is not q:
             cached = _relevance[id(q)] = (q, turn_relevance(q.candidates))
-        reads = policy.skip_supplied or policy.kinded_only or policy.skip_named_numbers
-        turn = replace(policy, request=q.text, describe=rec.records.get) if reads else policy
-        return _expand(q, deps, cached[1], turn)
+        turn = replace(policy, describe=rec.records.get) if policy.kinded_only else policy
+        return _expand(q, deps, cached[1], turn, rec)
 
     return run
 
 
 def product_walker(q: Query, deps: RecordedGraph, rec: Recording) -> list[RankedTool]:
     """The product's walk with its own defaults (what ``check`` compares with ``retrieve``)."""
-    return _expand(q, deps, turn_relevance(q.candidates), None)
+    return _expand(q, deps, turn_relevance(q.candidates), None, rec)
 
 
 _KNOB_ORDER = (
-    "skip_supplied",
+    "supplied",
     "producers_per_parameter",
     "min_weight",
     "placement",
@@ -242,11 +230,37 @@ _KNOB_ORDER = (
 )
 
 
+_SUPPLIED_KNOBS = ("supplied", "supplied_numbers", "supplied_converters", "supplied_learned", "skip_content")
+
+
 def label(policy: LabPolicy) -> str:
-    """The grid's name of a policy (its knobs, the paper's walk by name)."""
+    """The grid's name of a policy (its knobs, the paper's walk by name; the request-value grid's by
+    its own knobs)."""
     if policy == PAPER:
         return "paper (every edge)"
+    if replace(policy, **{k: getattr(SHIPPED, k) for k in _SUPPLIED_KNOBS}) == SHIPPED:
+        return " ".join(f"{k}={getattr(policy, k)}" for k in _SUPPLIED_KNOBS)
     return " ".join(f"{k}={getattr(policy, k)}" for k in _KNOB_ORDER)
+
+
+def supplied_policies() -> list[LabPolicy]:
+    """The shipped walk with the request-value rule off, and on in each of its forms: not walked or
+    down-weighted (× 0.25, 0.5, 0.75); numbers never, when named, always; converters kept or not; learned
+    edges in or out; beside the content-word rule or instead of it."""
+    out = [SHIPPED, replace(SHIPPED, skip_content=False)]
+    for factor, numbers, converters, learned, content in product(
+        (0.0, 0.25, 0.5, 0.75), ("off", "named", "any"), (True, False), (True, False), (True, False)
+    ):
+        p = replace(
+            SHIPPED,
+            supplied=factor,
+            supplied_numbers=numbers,  # type: ignore[arg-type]
+            supplied_converters=converters,
+            supplied_learned=learned,
+            skip_content=content,
+        )
+        out.append(p)
+    return out
 
 
 def grid_policies() -> list[LabPolicy]:
@@ -256,7 +270,7 @@ def grid_policies() -> list[LabPolicy]:
         (False, True), (None, 1), (0.0, 0.2, 0.4), placements, (0.0, 1.0), (0.0, 0.75, 0.9)
     ):
         p = LabPolicy(
-            skip_supplied=supplied,
+            supplied=0.0 if supplied else None,
             producers_per_parameter=per_param,
             min_weight=min_weight,
             placement=placement,  # type: ignore[arg-type]
@@ -273,27 +287,39 @@ def _has_edges(rec: Recording, graph: str) -> bool:
     return any(rec.graphs.get(graph, {}).values())
 
 
-def grid(names: list[str], with_test: bool, only_paper: bool = False) -> None:
+def grid(names: list[str], with_test: bool, only_paper: bool = False, supplied: bool = False) -> None:
     """Every policy of the grid on every graph of each dataset; rows saved per dataset as it finishes
-    (``OUT/grid[-with-test]/NAME.json``: a run that stops keeps what it measured)."""
-    policies = [PAPER] if only_paper else grid_policies()
-    folder = OUT / ("grid-with-test" if with_test else "grid")
+    (``OUT/grid[-supplied][-with-test]/NAME.json``: a run that stops keeps what it measured). With
+    ``supplied``, the request-value grid (``supplied_policies``), BFCL multi-turn's learned graphs
+    included (scored on the measured half: ``walk_lab.with_learned``)."""
+    from walk_lab import with_learned
+
+    policies = [PAPER] if only_paper else supplied_policies() if supplied else grid_policies()
+    folder = OUT / ("grid" + ("-supplied" if supplied else "") + ("-with-test" if with_test else ""))
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         rec = load(name)
+        measured = with_learned(rec) if supplied and name == "bfcl_multi_turn" else None
         _relevance.clear()
         rows: list[dict[str, object]] = []
         base = per_set(rec, scores(rec, "declared", hybrid), with_test)
+        if measured is not None:
+            base.update(_measured(scores(rec, "declared", hybrid), measured))
         for set_label, m in base.items():
             rows.append(
                 {"dataset": name, "set": set_label, "graph": "none", "variant": "hybrid", "map@10": m}
             )
-        for graph in [g for g in ("declared", "inferred", "inferred_all", "gold") if _has_edges(rec, g)]:
+        graphs = ("declared", "inferred", "inferred_all", "gold", "learned", "inferred+learned")
+        for graph in [g for g in graphs if _has_edges(rec, g)]:
             t0 = time.perf_counter()
             for policy in policies:
                 per_query = scores(rec, graph, walker(policy))
-                figures = per_set(rec, per_query, with_test)
-                walked = per_set(rec, per_query, with_test, column=4)
+                if "learned" in graph and measured is not None:
+                    figures = _measured(per_query, measured)
+                    walked = _measured(per_query, measured, column=4)
+                else:
+                    figures = per_set(rec, per_query, with_test)
+                    walked = per_set(rec, per_query, with_test, column=4)
                 for set_label, m in figures.items():
                     row = {
                         "dataset": name,
@@ -313,6 +339,13 @@ def grid(names: list[str], with_test: bool, only_paper: bool = False) -> None:
             kept = [r for r in json.loads(path.read_text()) if r["variant"] != label(PAPER)]
             rows = kept + [r for r in rows if r["variant"] != "hybrid"]
         path.write_text(json.dumps(rows))
+
+
+def _measured(
+    per_query: Sequence[tuple[float, ...]], measured: Sequence[bool], column: int = 0
+) -> dict[str, float]:
+    """A ``scores`` column averaged over BFCL multi-turn's measured half (the learned edges' other half)."""
+    return {"queries/measured": fmean(m[column] for m, keep in zip(per_query, measured, strict=True) if keep)}
 
 
 Units = dict[str, dict[tuple[str, str], float]]
@@ -336,14 +369,18 @@ def _deltas(rows: list[dict[str, Any]]) -> tuple[dict[str, Units], dict[str, Uni
     return deltas, absolute, walked
 
 
+_choice_graphs = CHOICE_GRAPHS
+
+
 def _in_choice(dataset: str, unit: tuple[str, str]) -> bool:
     set_label, graph = unit
-    return graph in CHOICE_GRAPHS and not set_label.endswith("/test")
+    return graph in _choice_graphs and not set_label.endswith("/test")
 
 
 def _admissible(units: Units, datasets: Iterable[str], paper: Units) -> bool:
     """No harm on any choice unit: ≥ hybrid on a true graph, ≥ hybrid − 0.005 elsewhere, and ToolLinkOS's
-    declared graph (the method's showcase) not below the paper's walk."""
+    declared graph (the method's showcase) not below the reference walk (the paper's; the shipped one in
+    the request-value grid)."""
     for d in datasets:
         for unit, delta in units[d].items():
             if not _in_choice(d, unit):
@@ -362,28 +399,35 @@ def _score(units: Units, datasets: Iterable[str]) -> float:
     return fmean(fmean(p) for p in per if p)
 
 
-def _choose(deltas: dict[str, Units], walked: dict[str, Units], datasets: list[str]) -> str:
+def _choose(deltas: dict[str, Units], walked: dict[str, Units], datasets: list[str], paper: Units) -> str:
     """The admissible variant with the best mean gain; among equal gains (to 1e-6), the one that places
     the fewest walked tools in the first 10 over the choice units: when the data cannot tell two walks
     apart, the one that adds less can do less harm elsewhere."""
-    paper = deltas[label(PAPER)]
     ok = [v for v, units in deltas.items() if _admissible(units, datasets, paper)]
     pool = ok or list(deltas)
     return max(pool, key=lambda v: (round(_score(deltas[v], datasets), 6), -_score(walked[v], datasets)))
 
 
-def lodo(folder: Path) -> None:
+def lodo(folder: Path, variants: str | None = None) -> None:
     """For each dataset left out, the variant chosen on the others (``_choose``), judged on every unit of
     the one left out (its check-only graphs too); then the choice on every dataset (what ships). Reads
-    every ``grid`` file in ``folder``."""
+    every ``grid`` file in ``folder``; a request-value grid's (``grid --supplied``) against the shipped
+    walk, on ``SUPPLIED_CHOICE_GRAPHS``. ``variants``: a regular expression the variants chosen among
+    must match (the reference walk is always kept)."""
+    global _choice_graphs
     rows = [r for path in sorted(folder.glob("*.json")) for r in json.loads(path.read_text())]
+    if variants is not None:
+        keep = re.compile(variants)
+        rows = [r for r in rows if r["variant"] in ("hybrid", label(SHIPPED)) or keep.search(r["variant"])]
     deltas, absolute, walked = _deltas(rows)
-    paper = deltas[label(PAPER)]
+    supplied = label(PAPER) not in deltas
+    _choice_graphs = SUPPLIED_CHOICE_GRAPHS if supplied else CHOICE_GRAPHS
+    paper = deltas[label(SHIPPED) if supplied else label(PAPER)]
     datasets = sorted({d for units in deltas.values() for d in units})
     choosing = [d for d in datasets if any(_in_choice(d, u) for u in paper[d])]
     for held_out in [*datasets, None]:
         others = [d for d in choosing if d != held_out]
-        chosen = _choose(deltas, walked, others)
+        chosen = _choose(deltas, walked, others, paper)
         row: dict[str, object] = {
             "left_out": held_out or "(none: every dataset)",
             "chosen": chosen,
@@ -395,7 +439,9 @@ def lodo(folder: Path) -> None:
                 f"{s}@{g}": {
                     "map@10": round(absolute[chosen][held_out][(s, g)], 4),
                     "vs_hybrid": round(delta, 4),
-                    "paper_vs_hybrid": round(paper[held_out][(s, g)], 4),
+                    ("shipped_vs_hybrid" if supplied else "paper_vs_hybrid"): round(
+                        paper[held_out][(s, g)], 4
+                    ),
                 }
                 for (s, g), delta in deltas[chosen][held_out].items()
             }

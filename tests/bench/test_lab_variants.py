@@ -175,32 +175,27 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
     )
 
 
-def _lab_walk(hits: list[Hit], edges: list[DependencyEdge], policy: object, records=()) -> list[str]:  # type: ignore[no-untyped-def]
+def _lab_walk(  # type: ignore[no-untyped-def]
+    hits: list[Hit], edges: list[DependencyEdge], policy: object, records=(), request=""
+) -> list[str]:
     from dataclasses import replace
 
-    from toolweave.retrieval.walk import expand_with_dependencies
+    from tests.retrieval.test_walk import walk
 
-    by_tool: dict[str, list[DependencyEdge]] = {}
-    for e in edges:
-        by_tool.setdefault(e.tool, []).append(e)
     described = {r.id: r for r in records}
-    policy = replace(policy, describe=described.get)  # type: ignore[type-var]
-    return ids(
-        expand_with_dependencies(
-            hits,
-            lambda t, _k=None: by_tool.get(t, []),
-            top_k=1,
-            final_k=10,
-            relevance={h.tool_id: h.score for h in hits},
-            policy=policy,  # type: ignore[arg-type]
-        )
-    )
+    if hasattr(policy, "describe"):  # a lab policy reads the records itself
+        policy = replace(policy, describe=described.get)  # type: ignore[type-var]
+    schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
+    return walk(hits, edges, policy, request=request, schema_of=schema_of)  # type: ignore[no-any-return]
 
 
-def test_lab_variant_a_parameter_the_request_supplies_is_not_walked_one_it_lacks_is() -> None:
+def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:
+    # the lab's chooser (placements, producers per parameter) must walk what the product's walks when
+    # only the request-value rule is on, or the grid's rows are not the product's
     from walk_variants import LabPolicy
 
     from toolweave.records import EdgeKind, ToolRecord
+    from toolweave.retrieval.walk import WalkPolicy
 
     def tool(tool_id: str, **params: dict[str, str]) -> ToolRecord:
         schema = {"type": "object", "properties": params}
@@ -217,17 +212,19 @@ def test_lab_variant_a_parameter_the_request_supplies_is_not_walked_one_it_lacks
         DependencyEdge(tool="details", depends_on="place_order", kind=d, parameter_name="order_id"),
         DependencyEdge(tool="send", depends_on="validate_email", kind=d, parameter_name="to"),
     ]
-    supplied = LabPolicy(skip_supplied=True)
-    lacks = _lab_walk(
-        [Hit("details", 1.0)], edges, replace_request(supplied, "details of my last order"), records
-    )
-    holds = _lab_walk(
-        [Hit("details", 1.0)], edges, replace_request(supplied, "details of order ORD-1193"), records
-    )
-    assert (lacks, holds) == (["details", "place_order"], ["details"])
-    # a tool that takes the value itself checks it: walked even when the request holds an address
-    mail = replace_request(supplied, "mail bob@example.com the minutes")
-    assert _lab_walk([Hit("send", 1.0)], edges, mail, records) == ["send", "validate_email"]
+    for factor in (0.0, 0.5):
+        lab, product = LabPolicy(supplied=factor), WalkPolicy(supplied=factor)
+        for hit, text in (
+            ("details", "details of my last order"),
+            ("details", "details of order ORD-1193"),
+            ("send", "mail bob@example.com the minutes"),
+        ):
+            hits = [Hit(hit, 1.0), Hit("near", 0.8), Hit("z", 0.0)]
+            assert _lab_walk(hits, edges, lab, records, text) == _lab_walk(
+                hits, edges, product, records, text
+            )
+    skip = LabPolicy(supplied=0.0)
+    assert _lab_walk([Hit("details", 1.0)], edges, skip, records, "details of order ORD-1193") == ["details"]
 
 
 def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_walked() -> None:
@@ -245,9 +242,3 @@ def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_wa
     assert _lab_walk(hits, edges, best) == ["total", "f1", "x"]  # the surest: nothing else tells them apart
     hits = [Hit("total", 1.0), Hit("f2", 0.2), Hit("x", 0.1)]
     assert _lab_walk(hits, edges, best) == ["total", "f2", "x"]  # the one the request matches comes first
-
-
-def replace_request(policy: object, request: str) -> object:
-    from dataclasses import replace
-
-    return replace(policy, request=request)  # type: ignore[type-var]

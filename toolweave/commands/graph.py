@@ -188,7 +188,8 @@ def bench_graph(
     ] = False,
     json_out: JsonOption = False,
 ) -> None:
-    """Edge precision / recall / F1 of the inferred graph against the dataset's gold `depends_on`.
+    """Edge precision / recall / F1 of the inferred graph against the dataset's gold `depends_on` (BFCL
+    multi-turn's: the graph read from the code of its backend classes).
 
     The inferrer sees the tools only (names, descriptions, schemas): never the gold edges, never
     the queries. The last line of output is one JSON object.
@@ -198,6 +199,7 @@ def bench_graph(
         import time
 
         from toolweave.benchmark.datasets import resolve_dataset
+        from toolweave.benchmark.gold_graphs import CODE_GRAPHS, code_gold_edges
         from toolweave.registry.catalog import load_catalog
         from toolweave.registry.inference import infer_edges, score_edges
 
@@ -212,7 +214,10 @@ def bench_graph(
             vectors = {t.id: matrix[i] for i, t in enumerate(catalog.tools)}
         predicted = infer_edges(catalog.tools, vectors=vectors)
         seconds = time.perf_counter() - started
-        scores = score_edges(predicted, catalog.edges)
+        gold = catalog.edges
+        if path.name in CODE_GRAPHS:  # no declared edges: the graph its backends' code states
+            gold = code_gold_edges(path, catalog.tools)
+        scores = score_edges(predicted, gold)
         doc = {
             "dataset": path.name,
             "tools": len(catalog.tools),

@@ -7,8 +7,8 @@ query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
@@ -156,7 +156,7 @@ def retrieve(
         is_destructive=_destructive_check(index),
         relevance=relevance,
     )
-    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
+    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of, text, index)
     return mark_published(ranked, kept)
 
 
@@ -222,6 +222,8 @@ def _ranked(
     relevance: dict[str, float],
     exclude_sources: Collection[str],
     source_of: Callable[[str], str | None] | None,
+    text: str,
+    index: SearchIndex,
 ) -> list[RankedTool]:
     if params.method != "grtf":
         return [
@@ -245,7 +247,20 @@ def _ranked(
         edge_kinds=kinds,
         keep=keep,
         relevance=relevance,
+        request=text,
+        schema_of=_schema_lookup(index),
     )
+
+
+def _schema_lookup(index: SearchIndex) -> Callable[[str], Mapping[str, Any] | None]:
+    """Tool id → its input schema, as the index's ``find`` returns it (the walk reads which parameters
+    the request already gives a value of)."""
+
+    def schema_of(tool_id: str) -> Mapping[str, Any] | None:
+        schema = getattr(index.find(tool_id), "input_schema", None)
+        return schema if isinstance(schema, Mapping) else None
+
+    return schema_of
 
 
 def retrieve_tools(

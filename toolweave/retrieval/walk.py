@@ -20,7 +20,13 @@ step the conversation already took at rank 2. So each dependency weighs what the
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
-  translator: NESTFUL's graph holds such chains) is not needed.
+  translator: NESTFUL's graph holds such chains) is not needed;
+- with ``supplied`` set (off by default), nor is, or only down-weighted, the producer of a parameter
+  whose value the request already holds (``toolweave.retrieval.supplied``: an id next to its name, a
+  named quantity, a complete date, an email, an enum member...), unless it takes that value itself (a
+  converter, a validator). Measured and left off: it lifts NESTFUL's gold graph above hybrid in sample,
+  but costs ToolLinkOS's declared graph, and neither holds out of sample (bench/RESULTS.md, "The
+  request supplies it").
 
 Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
 it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
@@ -33,14 +39,24 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
+from toolweave.retrieval.supplied import (
+    NumberRule,
+    RequestValues,
+    parameter_shape,
+    request_values,
+    supplies,
+    takes_value,
+)
 
 __all__ = [
     "CONTENT_WORDS",
     "DependencyLookup",
+    "SchemaLookup",
     "WalkPolicy",
     "dependency_entry",
     "expand_with_dependencies",
@@ -62,6 +78,10 @@ CONTENT_WORDS = frozenset(
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
+
+
+SchemaLookup = Callable[[str], Mapping[str, Any] | None]
+"""``schema_of(tool_id)`` → the tool's input JSON Schema (None when unknown)."""
 
 
 Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyEdge, float]]]
@@ -88,10 +108,24 @@ class WalkPolicy:
     """No other producer is walked for a parameter that a tool already listed gives."""
     skip_content: bool = True
     """The producer of a content parameter is not walked (``is_content_edge``)."""
+    supplied: float | None = None
+    """The producer of a parameter whose value the request already holds (``supplied.supplies``): None,
+    walked like any other; else its weight × this (0: not walked)."""
+    supplied_numbers: NumberRule = "named"
+    """When a request's number supplies a number parameter (``supplied.NumberRule``)."""
+    supplied_converters: bool = True
+    """A producer that takes the value itself (a parameter of its kind or of its name: a unit converter,
+    an email validator, a file search) is walked even when the request holds the value: it converts or
+    checks it (``supplied.takes_value``)."""
+    supplied_learned: bool = True
+    """The rule applies to learned edges too (traffic saw the value come from the producer in other
+    sessions; this request may hold it)."""
 
-    def _chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+    def _chooser(
+        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
+    ) -> Choice:
         """The edges a turn's walk follows out of each tool (the lab's variants override this)."""
-        return _Chooser(self, seen, relevance)
+        return _Chooser(self, seen, relevance, request)
 
     @classmethod
     def everything(cls) -> WalkPolicy:
@@ -117,20 +151,27 @@ def expand_with_dependencies(
     keep: Callable[[str], bool] | None = None,
     relevance: Mapping[str, float] | None = None,
     policy: WalkPolicy | None = None,
+    request: str | None = None,
+    schema_of: SchemaLookup | None = None,
 ) -> list[RankedTool]:
     """``hits[:top_k]`` with the dependencies ``policy`` walks from them, and the later hits, ranked by
     weight (ties in the paper's order: a hit, then its walk), cut to ``final_k``.
 
     ``keep`` filters tools that must not be returned (e.g. of an unreachable upstream): they are
     neither listed nor walked through. ``relevance`` is each candidate's relevance within the turn
-    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1.
+    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1. ``request`` (the turn's
+    text) and ``schema_of`` (tool id → input schema) let ``policy.supplied`` see which parameters the
+    request already gives a value of.
     """
     policy = policy or WalkPolicy()
     relevance = relevance or {}
     out: list[RankedTool] = []
     weights: list[float] = []
     seen: set[str] = set()
-    choose = policy._chooser(seen, relevance)
+    given = None
+    if policy.supplied is not None and request and schema_of is not None:
+        given = Supplied(request_values(request), schema_of, policy)
+    choose = policy._chooser(seen, relevance, given)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
@@ -223,11 +264,45 @@ def _walk(
             stack.append((out_of(target, w), depth + 1))
 
 
+class Supplied:
+    """Which parameters one request already gives a value of, and which producers that spares."""
+
+    def __init__(self, values: RequestValues, schema_of: SchemaLookup, policy: WalkPolicy) -> None:
+        self.values, self.schema_of, self.policy = values, schema_of, policy
+        self._answers: dict[tuple[str, str, str], bool] = {}
+
+    def spares(self, edge: DependencyEdge) -> bool:
+        """Whether the request holds the value ``edge`` would produce, so its producer is not needed."""
+        param = edge.parameter_name
+        if param is None or (edge.origin == "learned" and not self.policy.supplied_learned):
+            return False
+        key = (edge.tool, param, edge.depends_on)
+        if key not in self._answers:
+            self._answers[key] = self._spares(edge.tool, param, edge.depends_on)
+        return self._answers[key]
+
+    def _spares(self, tool: str, param: str, producer: str) -> bool:
+        props = (self.schema_of(tool) or {}).get("properties")
+        spec = props.get(param) if isinstance(props, Mapping) else None
+        shape = parameter_shape(param, spec if isinstance(spec, Mapping) else None)
+        if not supplies(self.values, shape, self.policy.supplied_numbers):
+            return False
+        if self.policy.supplied_converters:
+            return not takes_value(self.schema_of(producer), param, shape)
+        return True
+
+
 class _Chooser:
     """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
 
-    def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
-        self.policy, self.seen, self.relevance = policy, seen, relevance
+    def __init__(
+        self,
+        policy: WalkPolicy,
+        seen: set[str],
+        relevance: Mapping[str, float],
+        request: Supplied | None = None,
+    ) -> None:
+        self.policy, self.seen, self.relevance, self.request = policy, seen, relevance, request
         self.path_confidence: dict[str, float] = {}
         """Tool → the product of the confidences of the edges the walk reached it by."""
 
@@ -241,9 +316,14 @@ class _Chooser:
         # dependency of one parameter play different parts (where the value comes from; what converts
         # or checks it), so they are no alternatives. An edge without a parameter stands alone.
         groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
+        spared: set[int] = set()
         for n, edge in enumerate(edges):
             if policy.skip_content and is_content_edge(edge):
                 continue
+            if self.request is not None and self.request.spares(edge):
+                if not policy.supplied:
+                    continue  # the request holds the value: not walked
+                spared.add(id(edge))
             key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
             groups.setdefault(key, []).append(edge)
         share: dict[int, float] = {}
@@ -258,6 +338,8 @@ class _Chooser:
             if id(edge) not in share:
                 continue
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
+            if id(edge) in spared:
+                w *= policy.supplied or 1.0
             path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
             if w >= policy.min_weight and path >= policy.min_confidence:
                 out.append((edge, w))

@@ -13,7 +13,7 @@ dispatch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +25,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolweave.adapters.backend import Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name
 from toolweave.records import ToolRecord
+from toolweave.server.audit import AuditLog
 from toolweave.server.errors import to_tool_error_result
-from toolweave.server.meta_tools import FIND_TOOLS
+from toolweave.server.meta_tools import CALL_TOOL, FIND_TOOLS
+from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.names import NameMap
 from toolweave.server.proxy import Proxy
 from toolweave.server.served import Served
@@ -36,7 +38,7 @@ from toolweave.server.traffic import TrafficObserver
 from toolweave.server.turns import TurnEngine
 from toolweave.tracing import span
 
-__all__ = ["CallPath", "ProxiedCall", "outcome"]
+__all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +85,18 @@ class CallPath:
         return record
 
     async def call(
-        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
     ) -> types.CallToolResult:
-        """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result."""
+        """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result.
+        ``sampler``: where the upstream's sampling requests go (``sampler_for`` the client's request)."""
         with span("call", tool=name[:128], identity=session.identity) as current:
-            result = await self._call(ctx, session, name, arguments)
+            result = await self._call(session, name, arguments, sampler)
             if current is not None:
                 current.set_attribute("toolweave.outcome", outcome(result))
             return result
 
     async def _call(
-        self, ctx: ServerRequestContext[Any, Any], session: Session, name: str, arguments: Any
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None
     ) -> types.CallToolResult:
         record = self.record_named(name)
         if record is None:
@@ -116,7 +119,7 @@ class CallPath:
         await self.sources.connected_once(record.source)
         turn = session.next_turn()
         session.published.touch(record.id, turn)
-        result = await self.proxy.call(record, arguments, sampler=sampler_for(ctx))
+        result = await self.proxy.call(record, arguments, sampler=sampler)
         await self.sessions.commit(session)
         if not result.is_error:
             await self._succeeded(ProxiedCall(session, record, arguments, result, turn))
@@ -145,6 +148,45 @@ def outcome(result: types.CallToolResult) -> str:
     error = (result.structured_content or {}).get("error")
     code = error.get("code") if isinstance(error, dict) else None
     return code if isinstance(code, str) else "tool_error"
+
+
+def observe_turn(
+    metrics: GatewayMetrics,
+    audit: AuditLog | None,
+    known: Callable[[str], bool],
+    session: Session | None,
+    name: str,
+    arguments: Mapping[str, Any],
+    result: types.CallToolResult | None,
+    elapsed: float,
+) -> None:
+    """Metrics and audit line of one ``tools/call`` turn (``result`` None: cancelled); ``known``: whether
+    a tool name may label a metric. Never raises: observing must not break serving."""
+    try:
+        kind = "find_tools" if name == FIND_TOOLS else "call"
+        tool, args = name, arguments
+        if name == CALL_TOOL and isinstance(arguments.get("name"), str):
+            tool, inner = arguments["name"], arguments.get("arguments")
+            args = inner if isinstance(inner, Mapping) else {}
+        ended = "cancelled" if result is None else outcome(result)
+        metrics.turn_latency.labels(kind).observe(elapsed)
+        metrics.calls.labels(tool if known(tool) else "(unknown)", ended).inc()
+        if kind == "find_tools" and session is not None:
+            metrics.published_size.observe(len(session.published))
+        if audit is not None:
+            if kind == "find_tools":
+                args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
+            audit.record(
+                kind=kind,
+                identity=session.identity if session else "?",
+                session=session.key if session else "?",
+                tool=tool[:128],
+                outcome=ended,
+                latency_s=elapsed,
+                arguments=args,
+            )
+    except Exception:  # bookkeeping must never fail the call
+        log.exception("could not record metrics/audit for %s", name)
 
 
 def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:

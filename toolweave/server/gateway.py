@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
-from toolweave.server.calls import CallPath, outcome
+from toolweave.server.calls import CallPath, observe_turn, sampler_for
 from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
@@ -66,6 +66,7 @@ from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
+    from toolweave.server.relay import CallRelay
 
 __all__ = ["Gateway"]
 
@@ -144,6 +145,8 @@ class Gateway:
             if security.audit_log is not None
             else None
         )
+        self.relay: CallRelay | None = None
+        """The stdio relay serving ``tools/call`` lines around the SDK, while one is attached."""
         self.warmed = anyio.Event()
         """Set once the ready gateway also loaded its embedding model (``server/heap.py`` waits for it)."""
         self.server: Server[Any] = Server(
@@ -294,77 +297,61 @@ class Gateway:
 
     async def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
         identity = identity_of_request(ctx.request)
-        return await self.sessions.for_request(
+        session = await self.sessions.for_request(
             ctx, identity.name if identity else None, self.settings.security.default_identity
         )
+        if self.relay is not None and identity is None:
+            self.relay.learn(ctx, session)  # the stdio relay serves this client's calls like this request
+        return session
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        return await self.serve_call(lambda: self._session(ctx), params.name, params.arguments, ctx)
+
+    async def serve_call(
+        self,
+        find_session: Callable[[], Awaitable[Session]],
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+    ) -> types.CallToolResult:
+        """One ``tools/call`` turn, as the SDK's handler and the stdio relay (``server/relay.py``) serve
+        it: ``find_session`` resolves the caller's session, ``ctx`` (None on the relay, which serves no
+        client that can be asked for sampling) the request upstream sampling is forwarded to."""
         started = time.perf_counter()
         session: Session | None = None
-        arguments = params.arguments if params.arguments is not None else {}
+        arguments = arguments if arguments is not None else {}
         result: types.CallToolResult | None = None
         try:
-            session = await self._session(ctx)
-            if (not_ready := await self._wait_ready(params.name)) is not None:
+            session = await find_session()
+            if (not_ready := await self._wait_ready(name)) is not None:
                 return not_ready
-            if params.name == FIND_TOOLS:
+            sampler = sampler_for(ctx) if ctx is not None else None
+            if name == FIND_TOOLS:
                 result = await self._find_tools(session, arguments)
-            elif params.name == CALL_TOOL:
+            elif name == CALL_TOOL:
                 result = bad_meta_arguments(CALL_TOOL, arguments)
                 if result is None:
                     inner = arguments.get("arguments") or {}
-                    result = await self.calls.call(ctx, session, arguments["name"], inner)
+                    result = await self.calls.call(session, arguments["name"], inner, sampler)
             else:
-                result = await self.calls.call(ctx, session, params.name, arguments)
+                result = await self.calls.call(session, name, arguments, sampler)
             return result
         except Exception as exc:  # last line of defence: an error result, never a dead request
-            log.exception("tools/call %s failed inside the gateway", params.name)
+            log.exception("tools/call %s failed inside the gateway", name)
             result = to_tool_error_result(
                 "internal_error",
-                f"the gateway failed on {params.name}: {type(exc).__name__}: {exc}",
-                tool=params.name,
+                f"the gateway failed on {name}: {type(exc).__name__}: {exc}",
+                tool=name,
             )
             return result
         finally:
-            self._observe(session, params.name, arguments, result, time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            observe_turn(self.metrics, self.audit, self._known, session, name, arguments, result, elapsed)
 
-    def _observe(
-        self,
-        session: Session | None,
-        name: str,
-        arguments: Mapping[str, Any],
-        result: types.CallToolResult | None,
-        elapsed: float,
-    ) -> None:
-        """Metrics and audit line of one turn (never raises: observing must not break serving)."""
-        try:
-            kind = "find_tools" if name == FIND_TOOLS else "call"
-            tool, args = name, arguments
-            if name == CALL_TOOL and isinstance(arguments.get("name"), str):
-                tool, inner = arguments["name"], arguments.get("arguments")
-                args = inner if isinstance(inner, Mapping) else {}
-            ended = "cancelled" if result is None else outcome(result)
-            known = tool in (FIND_TOOLS, CALL_TOOL) or self.served.registry.find(tool) is not None
-            self.metrics.turn_latency.labels(kind).observe(elapsed)
-            self.metrics.calls.labels(tool if known else "(unknown)", ended).inc()
-            if kind == "find_tools" and session is not None:
-                self.metrics.published_size.observe(len(session.published))
-            if self.audit is not None:
-                if kind == "find_tools":
-                    args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
-                self.audit.record(
-                    kind=kind,
-                    identity=session.identity if session else "?",
-                    session=session.key if session else "?",
-                    tool=tool[:128],
-                    outcome=ended,
-                    latency_s=elapsed,
-                    arguments=args,
-                )
-        except Exception:  # bookkeeping must never fail the call
-            log.exception("could not record metrics/audit for %s", name)
+    def _known(self, tool: str) -> bool:
+        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.registry.find(tool) is not None
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         with span("find_tools", identity=session.identity):

@@ -17,9 +17,9 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import anyio
 import mcp_types as types
@@ -29,7 +29,10 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from toolweave.adapters.mcp.links import find_id
-from toolweave.server.stdio_pipes import open_writer, read_ahead
+from toolweave.server.stdio_pipes import PipeWriter, ThreadWriter, open_writer, read_ahead
+
+if TYPE_CHECKING:
+    from toolweave.server.relay import CallRelay
 
 __all__ = ["MAX_JSON_DEPTH", "RequestSizeLimit", "bounded_stdio_server", "json_too_deep"]
 
@@ -184,13 +187,18 @@ def _reply(request_id: types.RequestId | None, code: int, message: str) -> Sessi
 
 @asynccontextmanager
 async def bounded_stdio_server(
-    max_bytes: int, stdin: LineSource | None = None, stdout: BinaryIO | None = None
+    max_bytes: int,
+    stdin: LineSource | None = None,
+    stdout: BinaryIO | None = None,
+    relay: CallRelay | None = None,
 ) -> AsyncGenerator[tuple[Any, Any], None]:
     """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
 
     ``stdin``/``stdout`` default to the process's. The process's stdout is claimed as the SDK claims it
     (fd 1 then points at stderr, so that stray output misses the wire) and written on the event loop
-    when it is a pipe (``stdio_pipes``)."""
+    when it is a pipe (``stdio_pipes``). ``relay``: serves the lines it takes (``tools/call``) around the
+    SDK and answers them on the same pipe (``server/relay.py``); only on a pipe, whose writes are whole
+    lines on the event loop (threaded writes of two writers could interleave)."""
     lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
     release = None
     if stdout is None:
@@ -200,7 +208,8 @@ async def bounded_stdio_server(
     try:
         # the SDK annotates anyio's file type; it only iterates lines and calls write/flush
         async with (
-            stdio_server(stdin=lines, stdout=out) as (sdk_read, write),  # type: ignore[arg-type]
+            _relayed(lines, relay, out) as lines_in,
+            stdio_server(stdin=lines_in, stdout=out) as (sdk_read, write),  # type: ignore[arg-type]
             _replying(sdk_read, write, max_bytes) as read,
         ):
             yield read, write
@@ -208,6 +217,17 @@ async def bounded_stdio_server(
         out.close()
         if release is not None:
             release()
+
+
+@asynccontextmanager
+async def _relayed(
+    lines: AsyncIterable[str], relay: CallRelay | None, out: PipeWriter | ThreadWriter
+) -> AsyncGenerator[AsyncIterable[str], None]:
+    if relay is None or not isinstance(out, PipeWriter):
+        yield lines
+        return
+    async with relay.serving(lines, out) as others:
+        yield others
 
 
 def claim_stdout() -> tuple[BinaryIO, Callable[[], None] | None]:

@@ -340,6 +340,14 @@ class SessionStore:
             conn.exit_stack.callback(self.drop, key)
         return session
 
+    def holds(self, session: Session) -> bool:
+        """Whether ``session`` is still this store's own (not dropped, not shared with other replicas),
+        seen now: what ``for_request`` would give its client without asking the shared store."""
+        if session.shared is not None or self._sessions.get(session.key) is not session:
+            return False
+        self._sessions.move_to_end(session.key)
+        return True
+
     async def _refresh(self, session: Session) -> None:
         """Read ``session`` from the shared store; local changes it missed win and are written."""
         assert self._shared is not None and session.shared is not None

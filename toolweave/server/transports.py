@@ -41,6 +41,7 @@ from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
 from toolweave.server.notify import WrittenReplies, reporting_written, streamable_http_reach
 from toolweave.server.processes import KEEP_ALIVE_S
+from toolweave.server.relay import CallRelay
 from toolweave.server.sessions import follow_processes
 from toolweave.server.starting import answer_find_tools_while_starting
 from toolweave.settings import SecuritySettings
@@ -181,7 +182,10 @@ async def _serve_stdio(
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
     with replies.reporting():
         async with (
-            bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout) as (read, write),
+            bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout, relay=CallRelay(gateway)) as (
+                read,
+                write,
+            ),
             reporting_written(write, replies) as write,
             _without_early_replies(write, handover) as write,
             host_channel(gateway, listening=early.host_socket if early is not None else None),

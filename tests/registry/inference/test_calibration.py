@@ -36,3 +36,11 @@ def test_out_of_sample_needs_two_other_sources() -> None:
     counts["c"] = {"r": (20, 20)}
     assert out_of_sample(counts, "a", FAMILIES)["r"] > BAR  # b and c agree without a
     assert out_of_sample(counts, "twin_1", FAMILIES) == shipped(counts, FAMILIES)  # no twin evidence
+
+
+def test_one_matching_pair_is_no_second_source() -> None:
+    # (1 + 1) / (1 + 3) is exactly the bar: a second source's single pair must not lift the rule to it
+    counts = {"a": {"r": (155, 167)}, "b": {"r": (1, 1)}, "c": {}}
+    assert shipped(counts, FAMILIES)["r"] <= NO_EVIDENCE
+    counts["b"] = {"r": (3, 3)}  # three agreeing pairs are evidence
+    assert shipped(counts, FAMILIES)["r"] > BAR

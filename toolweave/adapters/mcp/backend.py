@@ -64,6 +64,7 @@ from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, Too
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
+from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 
@@ -152,6 +153,7 @@ class MCPBackend:
         self._refresh_send: MemoryObjectSendStream[None] | None = None
         self._samplers: list[Sampler] = []
         self._connected_at: float | None = None
+        self._raw: RawCalls | None = None
 
     def __repr__(self) -> str:
         return f"MCPBackend({self.name!r}, {self.config.describe()!r}, available={self._available})"
@@ -244,12 +246,14 @@ class MCPBackend:
         this interpreter's bin directory (``stdio_environment``).
         """
         cfg = self.config.interpolated(self.environ)
+        self._raw = None
         if isinstance(cfg, StdioServer):
             env = stdio_environment(cfg.env, os.environ.get("PATH", ""))
             params = StdioServerParameters(command=cfg.command, args=cfg.args, env=env, cwd=cfg.cwd)
             label = f"upstream {self.name!r}"
+            self._raw = RawCalls()  # this connection's own: a reconnect starts with no open call
             return bounded_stdio_client(
-                params, label=label, max_line_bytes=self.max_result_bytes
+                params, label=label, max_line_bytes=self.max_result_bytes, raw=self._raw
             ), nullcontext()
         if isinstance(cfg, SseServer):
             return sse_client(
@@ -420,6 +424,10 @@ class MCPBackend:
             return error_result(
                 "unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})"
             )
+        modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        raw = self._raw
+        if raw is not None and sampler is None and raw.serves(modern):
+            return await self._call_raw(raw, client, upstream_tool, arguments, timeout, label, modern)
         cuts = self._cuts
         token = _sampler.set(sampler)
         if sampler is not None:
@@ -442,10 +450,10 @@ class MCPBackend:
                 return error_result(
                     "upstream_error", f"{label}: connection to the upstream was lost during the call"
                 )
-            self._probe_soon()  # transports also report lost connections as JSON-RPC errors
+            self._request_refresh()  # transports report lost links as JSON-RPC errors: re-list now
             return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:  # SDK/transport errors vary: one error result
-            self._probe_soon()
+            self._request_refresh()  # a failure of the re-list marks the upstream lost
             return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
             _sampler.reset(token)
@@ -453,17 +461,59 @@ class MCPBackend:
                 self._samplers.remove(sampler)
         return finish_result(result, self.max_result_chars)
 
+    async def _call_raw(
+        self,
+        raw: RawCalls,
+        client: Client,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        label: str,
+        modern: bool,
+    ) -> types.CallToolResult:
+        """``call`` on a stdio upstream without the SDK client's per-request machinery (``raw.py``):
+        the same answers as ``Client.call_tool`` gives, and the same error results for its failures."""
+        log.debug("%s: raw tools/call", label)  # which calls took this path (tests read it)
+        try:
+            with anyio.fail_after(timeout):
+                answer = await raw.call(tool, arguments, modern=modern)
+        except TimeoutError:
+            self._check_liveness_soon()
+            return error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
+        except UpstreamClosed:
+            self._mark_lost("connection closed during a call")
+            return error_result(
+                "upstream_error", f"{label}: connection to the upstream was lost during the call"
+            )
+        error = answer.get("error")
+        if error is not None:
+            code = error.get("code") if isinstance(error, dict) else None
+            message = error.get("message") if isinstance(error, dict) else error
+            self._request_refresh()  # a failure of the re-list marks the upstream lost
+            return error_result("upstream_error", f"{label}: upstream error {code}: {message}")
+        body = answer["result"]
+        try:
+            if isinstance(body, dict) and body.get("resultType") == "input_required":
+                # the SDK client would ask its sampling callback, which has no sampler for this call
+                raise MCPError(code=types.INVALID_REQUEST, message="sampling not supported by the client")
+            result = types.CallToolResult.model_validate(body, by_name=False)
+            if not result.is_error:  # the output-schema check ``Client.call_tool`` makes
+                await client.session.validate_tool_result(tool, result)
+        except MCPError as exc:
+            return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
+        except Exception as exc:  # a result that is no tools/call result, or breaks its output schema
+            return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
+        return finish_result(result, self.max_result_chars)
+
     async def _wait_client(self, wait_s: float) -> Client | None:
+        if self._available and self._client is not None:  # the usual case: no cancel scope per call
+            return self._client
         with anyio.move_on_after(wait_s):
             while not (self._available and self._client is not None):
                 if self._changed is None:
                     self._changed = anyio.Event()
                 await self._changed.wait()
         return self._client if self._available else None
-
-    def _probe_soon(self) -> None:
-        # A call failed for a transport reason: re-list now; a failure there marks the upstream lost.
-        self._request_refresh()
 
     async def _on_sampling(
         self, context: Any, params: types.CreateMessageRequestParams

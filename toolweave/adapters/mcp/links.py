@@ -37,6 +37,8 @@ from mcp.client import stdio as sdk_stdio
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import SessionMessage
 
+from toolweave.adapters.mcp.raw import RawCalls
+
 __all__ = [
     "OVERSIZE_CODE",
     "BurstLog",
@@ -140,10 +142,17 @@ def _error(request_id: types.RequestId, code: int, message: str) -> SessionMessa
 class _LineReader:
     """Turns the server's stdout bytes into session messages, with every limit described above."""
 
-    def __init__(self, label: str, max_line_bytes: int, send: Callable[[SessionMessage], Any]) -> None:
+    def __init__(
+        self,
+        label: str,
+        max_line_bytes: int,
+        send: Callable[[SessionMessage], Any],
+        raw: RawCalls | None = None,
+    ) -> None:
         self.label = label
         self.max_line_bytes = max_line_bytes
         self.send = send
+        self.raw = raw
         self.burst = BurstLog(label)
         self._buffer = bytearray()
         self._skipping = False  # inside an oversized line, dropping bytes until its newline
@@ -178,7 +187,12 @@ class _LineReader:
                 f"the upstream's answer is larger than {self.max_line_bytes:,} bytes (max_result_bytes); "
                 "it was cut off while streaming"
             )
-            await self.send(_error(request_id, OVERSIZE_CODE, message))
+            await self._fail(request_id, OVERSIZE_CODE, message)
+
+    async def _fail(self, request_id: types.RequestId, code: int, message: str) -> None:
+        """Fail the call ``request_id`` with the link's own error: a raw call's here, else the SDK's."""
+        if self.raw is None or not self.raw.fail(request_id, code, message):
+            await self.send(_error(request_id, code, message))
 
     async def _line(self, raw: bytes) -> None:
         raw = raw.rstrip(b"\r")
@@ -189,6 +203,8 @@ class _LineReader:
         except UnicodeDecodeError:
             text = raw.decode("utf-8", errors="replace")
             self.burst.note("invalid UTF-8 on stdout (replaced with U+FFFD)", text[:80])
+        if self.raw is not None and self.raw.took(text):  # the answer to a raw call: no SDK parse
+            return
         try:
             message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
         except ValueError:
@@ -197,10 +213,8 @@ class _LineReader:
                 self.burst.note("non-JSON-RPC line on stdout ignored", text[:80])
                 return
             self.burst.note("garbled answer on stdout", text[:80])
-            await self.send(
-                _error(
-                    request_id, GARBLED_CODE, "the upstream's answer is not valid JSON-RPC (garbled output)"
-                )
+            await self._fail(
+                request_id, GARBLED_CODE, "the upstream's answer is not valid JSON-RPC (garbled output)"
             )
             return
         await self.send(SessionMessage(message))
@@ -213,8 +227,10 @@ async def bounded_stdio_client(
     label: str,
     max_line_bytes: int,
     errlog: TextIO = sys.stderr,
+    raw: RawCalls | None = None,
 ) -> AsyncGenerator[Any, None]:
     """``mcp.client.stdio.stdio_client`` with the bounded reader (see the module docstring).
+    ``raw``: the connection's raw calls (``raw.py``), written to the same stdin, answered from its stdout.
 
     Spawning and stopping reuse the SDK's own helpers, so process-tree shutdown stays the SDK's.
     """
@@ -233,7 +249,7 @@ async def bounded_stdio_client(
 
     async def stdout_reader() -> None:
         assert process.stdout is not None
-        reader = _LineReader(label, max_line_bytes, read_writer.send)
+        reader = _LineReader(label, max_line_bytes, read_writer.send, raw)
         try:
             async with read_writer:
                 try:
@@ -244,6 +260,8 @@ async def bounded_stdio_client(
                             return
                         await reader.feed(chunk)
                 finally:
+                    if raw is not None:
+                        raw.close()
                     reader.burst.close()
                     await sdk_stdio._drain_stdout(process)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
@@ -255,6 +273,8 @@ async def bounded_stdio_client(
         try:
             async with write_reader:
                 async for session_message in write_reader:
+                    if raw is not None:
+                        raw.saw(session_message.message)
                     data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await process.stdin.send((data + "\n").encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
@@ -271,6 +291,9 @@ async def bounded_stdio_client(
         await sdk_stdio._aclose_all(read_stream, write_stream, read_writer, write_reader)
         await anyio.lowlevel.checkpoint()
 
+    if raw is not None:
+        assert process.stdin is not None
+        raw.attach(process.stdin)
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)

@@ -1,0 +1,152 @@
+"""``tools/call`` on a stdio upstream without the SDK client's per-request machinery.
+
+The SDK's ``Client.call_tool`` builds the request's models, sends it through the dispatcher (a memory
+stream per request, its clock, cancel scopes, the writer task's model dump) and parses the answer line
+into a message model before the result model is validated: a fifth of the gateway's CPU per proxied
+call in profiles. ``RawCalls`` writes the request line to the upstream's stdin itself and takes the
+answer off its stdout (``links._LineReader``) before the SDK parses it, by the request id, which only
+these calls use (``toolweave-raw-N``); every other line still goes the SDK's way.
+
+What stays the same: the 2026 era's envelope (``_meta``) is the one the SDK client sent on its own
+requests on this connection; a call given up (timeout, cancellation) is followed by
+``notifications/cancelled`` as the SDK sends it; a stdout that ends fails every open call at once; an
+answer too large or garbled fails its call with the link's own errors. The caller (``MCPBackend``)
+validates the result model and its output schema as ``Client.call_tool`` does, and keeps the SDK path
+for calls it cannot serve here (a call with a sampler: the upstream may ask for sampling, which only
+the SDK client drives).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from contextlib import suppress
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.abc import ByteSendStream
+
+__all__ = ["RAW_ID_PREFIX", "RawCalls", "UpstreamClosed"]
+
+log = logging.getLogger(__name__)
+
+RAW_ID_PREFIX = "toolweave-raw-"
+_MARK = f'"{RAW_ID_PREFIX}'
+_ENVELOPE_KEYS = (
+    types.PROTOCOL_VERSION_META_KEY,
+    types.CLIENT_INFO_META_KEY,
+    types.CLIENT_CAPABILITIES_META_KEY,
+)
+_CANCEL_WRITE_S = 1.0
+
+
+class UpstreamClosed(ConnectionError):
+    """The upstream's stdout ended (or the link closed) before the call was answered."""
+
+
+class _Waiter:
+    __slots__ = ("answer", "done")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.answer: dict[str, Any] | None = None  # None once done: the link closed
+
+
+class RawCalls:
+    """Raw ``tools/call`` requests on one stdio link (module docstring); one object per connection."""
+
+    def __init__(self) -> None:
+        self._stdin: ByteSendStream | None = None
+        self._pending: dict[str, _Waiter] = {}
+        self._ids = itertools.count(1)
+        self.envelope: dict[str, Any] | None = None
+        """The SDK client's own 2026-era ``_meta`` on this connection (None before its first request)."""
+
+    # -- the link's side ------------------------------------------------------------------------------
+    def attach(self, stdin: ByteSendStream) -> None:
+        self._stdin = stdin
+
+    def saw(self, message: Any) -> None:
+        """Each message the SDK client writes: its 2026-era envelope is copied from its requests."""
+        if self.envelope is None and isinstance(message, types.JSONRPCRequest):
+            meta = (message.params or {}).get("_meta")
+            if isinstance(meta, dict) and types.PROTOCOL_VERSION_META_KEY in meta:
+                self.envelope = {k: meta[k] for k in _ENVELOPE_KEYS if k in meta}
+
+    def took(self, text: str) -> bool:
+        """Resolve the call ``text`` answers, when it is one of ours; False leaves the line to the SDK."""
+        if not self._pending or _MARK not in text:
+            return False
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return False  # garbled: the link answers it with its own error (``fail``)
+        if not isinstance(message, dict) or ("result" not in message and "error" not in message):
+            return False
+        waiter = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        if waiter is None:
+            return False
+        waiter.answer = message
+        waiter.done.set()
+        return True
+
+    def fail(self, request_id: types.RequestId, code: int, message: str) -> bool:
+        """Answer one of our calls with the link's own error (an answer too large, or garbled)."""
+        waiter = self._pending.get(request_id) if isinstance(request_id, str) else None
+        if waiter is None:
+            return False
+        waiter.answer = {"error": {"code": code, "message": message}}
+        waiter.done.set()
+        return True
+
+    def close(self) -> None:
+        """The upstream's stdout ended: every open call fails now (``UpstreamClosed``)."""
+        self._stdin = None
+        for waiter in self._pending.values():
+            waiter.done.set()
+
+    # -- the caller's side ----------------------------------------------------------------------------
+    def serves(self, modern: bool) -> bool:
+        return self._stdin is not None and (self.envelope is not None or not modern)
+
+    async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        """Send ``tools/call`` and wait for its answer: the JSON-RPC message with ``result`` or ``error``.
+
+        Raises ``UpstreamClosed`` when the link is gone or goes before the answer."""
+        stdin = self._stdin
+        if stdin is None:
+            raise UpstreamClosed("the upstream's link is closed")
+        request_id = f"{RAW_ID_PREFIX}{next(self._ids)}"
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if modern and self.envelope is not None:
+            params["_meta"] = self.envelope
+        waiter = self._pending[request_id] = _Waiter()
+        line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        sent = False
+        try:
+            await stdin.send((json.dumps(line, ensure_ascii=False) + "\n").encode())
+            sent = True
+            await waiter.done.wait()
+        except anyio.get_cancelled_exc_class():
+            if sent and not waiter.done.is_set():  # the upstream may stop working on it (as the SDK asks)
+                await self._cancel(stdin, request_id)
+            raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            raise UpstreamClosed(f"writing to the upstream failed: {exc}") from exc
+        finally:
+            del self._pending[request_id]
+        if waiter.answer is None:
+            raise UpstreamClosed("the upstream closed its stdout during the call")
+        return waiter.answer
+
+    @staticmethod
+    async def _cancel(stdin: ByteSendStream, request_id: str) -> None:
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "the gateway's caller gave up"},
+        }
+        with anyio.move_on_after(_CANCEL_WRITE_S, shield=True), suppress(Exception):
+            await stdin.send((json.dumps(notice) + "\n").encode())
