@@ -1,7 +1,8 @@
 """The ``toolweave`` command's entry point (also ``python -m toolweave``).
 
 ``toolweave serve`` over stdio first starts the early front (``toolweave/server/early.py``), which answers
-the MCP handshake while typer, the settings model and the MCP SDK are still being imported, and
+the MCP handshake while typer, the settings model and the MCP SDK are still being imported; over
+streamable HTTP it binds the port and starts the HTTP front (``toolweave/server/http_front.py``); and
 ``toolweave hook claude-code`` runs without them (``server/host.py``); every other command runs
 through the typer app (``toolweave.cli``) as usual.
 """
@@ -16,20 +17,39 @@ _TRANSPORT_OPTIONS = ("--transport", "-t")
 _HELP_OPTIONS = ("--help", "-h")
 
 
-def serves_stdio(args: list[str]) -> bool:
-    """Whether ``args`` ask for ``serve`` over stdio (the default transport). Conservative: anything
-    unusual says no, and the command then simply starts without the early front."""
+def serve_options(args: list[str]) -> dict[str, str] | None:
+    """``--transport``, ``--host`` and ``--port`` of a ``serve`` command line (with their defaults), or
+    None when ``args`` are not simply ``serve ...``. Conservative: anything unusual says no, and the
+    command then simply starts without an early front."""
     if not args or args[0] != "serve" or any(a in _HELP_OPTIONS for a in args):
-        return False
-    transport = "stdio"
+        return None
+    found = {"transport": "stdio", "host": "127.0.0.1", "port": "8765"}
     for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else ""
         if arg in _TRANSPORT_OPTIONS:
-            transport = args[i + 1] if i + 1 < len(args) else ""
-        elif arg.startswith("--transport="):
-            transport = arg.split("=", 1)[1]
+            found["transport"] = value
         elif arg.startswith("-t") and not arg.startswith("--"):
-            transport = arg[2:]
-    return transport == "stdio"
+            found["transport"] = arg[2:]
+        elif arg in ("--host", "--port"):
+            found[arg[2:]] = value
+        elif arg.startswith(("--transport=", "--host=", "--port=")):
+            name, _, given = arg[2:].partition("=")
+            found[name] = given
+    return found
+
+
+def serves_stdio(args: list[str]) -> bool:
+    """Whether ``args`` ask for ``serve`` over stdio (the default transport)."""
+    options = serve_options(args)
+    return options is not None and options["transport"] == "stdio"
+
+
+def serves_http(args: list[str]) -> tuple[str, int] | None:
+    """The address ``args`` ask ``serve`` to listen on over streamable HTTP, or None."""
+    options = serve_options(args)
+    if options is None or options["transport"] != "http" or not options["port"].isdigit():
+        return None
+    return options["host"], int(options["port"])
 
 
 def main() -> None:
@@ -37,6 +57,16 @@ def main() -> None:
         from toolweave.server import early
 
         early.start()
+    elif (address := serves_http(sys.argv[1:])) is not None:
+        # the port listens from here on (a connection waits, never refused), and the handshake is
+        # answered before the SDK is imported
+        from toolweave.server.front_answers import bind_now
+
+        listening = bind_now(*address)
+        if listening is not None:  # else the command reports why it cannot listen, as it always did
+            from toolweave.server import http_front
+
+            http_front.start(listening)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
         # the user waits for this one: no typer, no settings model (server/host.py)
         from toolweave.server.host import parse_hook_wait, run_claude_code_hook

@@ -15,6 +15,7 @@ from toolweave.settings import Settings
 if TYPE_CHECKING:
     from toolweave.registry import Registry
     from toolweave.server.early import EarlyFront
+    from toolweave.server.http_front import HttpFront
     from toolweave.server.transports import Transport
 
 __all__ = ["SIGNAL_EXIT", "STDIO_EXIT", "register"]
@@ -64,6 +65,7 @@ def serve_command(
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
         early = _early_front(transport, settings)
+        front = _http_front(transport, host, settings)
         from toolweave.server.shutdown import ExitDeadline, exit_now
 
         if early is not None and early.client_left():
@@ -95,6 +97,7 @@ def serve_command(
                 host=host,
                 port=port,
                 early=early,
+                front=front,
                 on_stop=deadline.start,
             )
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
@@ -112,6 +115,26 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
         front.hand_over()
         return None
     front.offer_tools_list(settings.publish.always_load)
+    return front
+
+
+def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | None:
+    """The HTTP front ``toolweave.__main__`` started (the port listens already), told what it may
+    answer now that the settings are loaded; None when there is none (in-process runs, other
+    transports, a port that could not be bound: ``serve`` then reports that)."""
+    from toolweave.server import front_answers, http_front
+
+    front = http_front.claim()
+    if front is None:
+        return None
+    front_answers.check_exposure(host, settings.security)
+    security = settings.security
+    hosts, origins = front_answers.allowed_names(host, security.allowed_hosts, security.allowed_origins)
+    policy = front_answers.FrontPolicy(
+        settings.publish.always_load, hosts, origins, settings.max_request_bytes
+    )
+    # with credentials to check, every request waits for the full app (and its authentication)
+    front.offer(policy if security.auth == "none" else None)
     return front
 
 

@@ -36,6 +36,7 @@ import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolweave.errors import ConfigError, ServerError
+from toolweave.server.front_answers import is_loopback
 from toolweave.settings import SecuritySettings
 
 __all__ = [
@@ -56,14 +57,9 @@ log = logging.getLogger(__name__)
 
 IDENTITY_SCOPE_KEY = "toolweave.identity"
 PRM_PATH = "/.well-known/oauth-protected-resource"
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 _JWKS_REFETCH_MIN_S = 10.0
 """An unknown ``kid`` re-fetches the JWKS at most this often: garbage tokens must not hammer the issuer."""
-
-
-def is_loopback(host: str) -> bool:
-    return host in _LOOPBACK or host.startswith("127.")
 
 
 class AuthError(ServerError):

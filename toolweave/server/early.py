@@ -47,7 +47,7 @@ from typing import Any, BinaryIO
 
 from toolweave.server import handshake
 
-__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "start"]
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "stamped", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class EarlyFront:
                     if action is _Action.STOP:
                         return  # the line stays in _pending: the SDK reads it
                     if action is _Action.KEPT:
-                        self._replay.append(_stamped(line))
+                        self._replay.append(stamped(line))
                     elif action is _Action.ACKNOWLEDGED:
                         self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
@@ -243,12 +243,16 @@ class EarlyFront:
     def _first(self, message: dict[str, Any]) -> _Action:
         """The first request decides the era, as it does for the SDK; one that decides none stops here."""
         params = message.get("params")
-        if message.get("method") == "initialize" and _is_id(message.get("id")) and _initialize_params(params):
+        if (
+            message.get("method") == "initialize"
+            and handshake.is_request_id(message.get("id"))
+            and handshake.initialize_params_ok(params)
+        ):
             assert isinstance(params, dict)
             self._era = Era.HANDSHAKE
             result = handshake.initialize_result(params["protocolVersion"], self._version)
             return self._answer(message, result)
-        if handshake.envelope_version(params) is not None and _is_id(message.get("id")):
+        if handshake.envelope_version(params) is not None and handshake.is_request_id(message.get("id")):
             self._era = Era.MODERN
             action = self._modern_era(message)
             if action is _Action.KEPT:  # an enveloped request the front does not answer: the SDK's alone
@@ -259,9 +263,9 @@ class EarlyFront:
 
     def _handshake_era(self, message: dict[str, Any]) -> _Action:
         method, params = message.get("method"), message.get("params")
-        if not _is_id(message.get("id")) or handshake.envelope_version(params) is not None:
+        if not handshake.is_request_id(message.get("id")) or handshake.envelope_version(params) is not None:
             return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
-        if method == "tools/list" and _no_cursor(params):
+        if method == "tools/list" and handshake.without_cursor(params):
             return self._answer(message, handshake.tools_list_result(self._always_load))
         if method == "ping" and (params is None or isinstance(params, dict)):
             return self._answer(message, {})
@@ -269,11 +273,11 @@ class EarlyFront:
 
     def _modern_era(self, message: dict[str, Any]) -> _Action:
         method, params, request_id = message.get("method"), message.get("params"), message.get("id")
-        if not _is_id(request_id) or handshake.envelope_version(params) is None:
+        if not handshake.is_request_id(request_id) or handshake.envelope_version(params) is None:
             return _Action.KEPT
         if method == "server/discover":
             return self._answer(message, handshake.discover_result(self._version))
-        if method == "tools/list" and _no_cursor(params):
+        if method == "tools/list" and handshake.without_cursor(params):
             return self._answer(message, handshake.modern_tools_list_result(self._always_load, self._version))
         if method == "ping":
             return self._answer(message, handshake.modern_ping_error(), key="error")
@@ -301,8 +305,9 @@ class EarlyFront:
             data = data[os.write(self._out, data) :]
 
 
-def _stamped(line: bytes) -> bytes:
-    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta``."""
+def stamped(line: bytes, at: float | None = None) -> bytes:
+    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta`` (``at``, else
+    now; ``time.monotonic``). Also the HTTP front's, for a call that waits for the gateway's app."""
     if b"tools/call" not in line:
         return line
     try:
@@ -315,30 +320,11 @@ def _stamped(line: bytes) -> bytes:
     meta = params.get("_meta", {}) if isinstance(params, dict) else None
     if not isinstance(meta, dict):
         return line
-    stamped = {**message, "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic()}}}
+    stamped = {
+        **message,
+        "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic() if at is None else at}},
+    }
     return json.dumps(stamped).encode()
-
-
-def _is_id(value: object) -> bool:
-    return isinstance(value, int | str) and not isinstance(value, bool)
-
-
-def _initialize_params(params: object) -> bool:
-    """The shape the SDK accepts (anything else gets its error reply, so the SDK must answer)."""
-    if not isinstance(params, dict):
-        return False
-    client = params.get("clientInfo")
-    return (
-        isinstance(params.get("protocolVersion"), str)
-        and isinstance(params.get("capabilities"), dict)
-        and isinstance(client, dict)
-        and isinstance(client.get("name"), str)
-        and isinstance(client.get("version"), str)
-    )
-
-
-def _no_cursor(params: object) -> bool:
-    return params is None or (isinstance(params, dict) and params.get("cursor") is None)
 
 
 _started: EarlyFront | None = None

@@ -29,7 +29,9 @@ __all__ = [
     "SUBSCRIPTION_ID_META",
     "discover_result",
     "envelope_version",
+    "initialize_params_ok",
     "initialize_result",
+    "is_request_id",
     "listen_acknowledgement",
     "meta_tool_definitions",
     "modern_ping_error",
@@ -37,6 +39,7 @@ __all__ = [
     "provisional_always_load",
     "server_version",
     "tools_list_result",
+    "without_cursor",
 ]
 
 SERVER_NAME = "toolweave"
@@ -180,6 +183,31 @@ def initialize_result(requested: object, version: str) -> dict[str, Any]:
         "protocolVersion": negotiated,
         "serverInfo": {"name": SERVER_NAME, "version": version},
     }
+
+
+def is_request_id(value: object) -> bool:
+    """A JSON-RPC request id the SDK accepts (a string or an integer, not a boolean)."""
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+def initialize_params_ok(params: object) -> bool:
+    """``initialize`` params of the shape the SDK accepts (anything else gets its error reply, so the SDK
+    must answer)."""
+    if not isinstance(params, dict):
+        return False
+    client = params.get("clientInfo")
+    return (
+        isinstance(params.get("protocolVersion"), str)
+        and isinstance(params.get("capabilities"), dict)
+        and isinstance(client, dict)
+        and isinstance(client.get("name"), str)
+        and isinstance(client.get("version"), str)
+    )
+
+
+def without_cursor(params: object) -> bool:
+    """A list request for the first page (a cursor is for the SDK: only it pages)."""
+    return params is None or (isinstance(params, dict) and params.get("cursor") is None)
 
 
 # -- the 2026-07-28 era: every request carries its envelope in ``_meta`` ---------------------------------

@@ -8,8 +8,8 @@ give one request 5 s (the OpenAI Agents SDK's default) before they fail the tool
 start-up ``find_tools`` gets ``startup_call_wait_s``: answered in that time, it is answered as ever;
 otherwise it is dropped (it was still waiting: nothing was searched or published) and answered as
 when nothing matched, with a note to call again, which a model acts on. The bound counts from the
-request's arrival: one the early front kept while the SDK loaded carries that time. Not an error: pydantic-ai
-counts a tool error against its one retry.
+request's arrival: one an early front (stdio's or HTTP's) kept while the SDK loaded carries that time.
+Not an error: pydantic-ai counts a tool error against its one retry.
 
 Only ``find_tools``: a proxied call may already have reached its upstream when the bound ends, and
 dropping it then could run a side effect twice (the model would call again). Once start-up is over

@@ -28,13 +28,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from toolweave.errors import ConfigError, ServerError
+from toolweave.errors import ServerError
 from toolweave.server import handshake
-from toolweave.server.auth import AuthMiddleware, authenticator_for, is_loopback
+from toolweave.server.auth import AuthMiddleware, authenticator_for
 from toolweave.server.early import EarlyFront, Era, Handover
+from toolweave.server.front_answers import WILDCARD_HOSTS, allowed_names, check_exposure
 from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
+from toolweave.server.http_front import GRACEFUL_SHUTDOWN_S, HttpFront
 from toolweave.server.json_answers import answer_find_tools_as_json
 from toolweave.server.limits import LineSource, RequestSizeLimit, bounded_stdio_server
 from toolweave.server.notify import WrittenReplies, reporting_written, streamable_http_reach
@@ -49,50 +51,21 @@ __all__ = ["Transport", "check_exposure", "http_app", "serve", "sse_app"]
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "http", "sse"]
-_WILDCARD = ("0.0.0.0", "::", "")
 
 
 def _security(host: str, security: SecuritySettings) -> Any:
     from mcp.server.transport_security import TransportSecuritySettings
 
-    names = ["127.0.0.1", "localhost", "[::1]"]
-    if host not in _WILDCARD and not is_loopback(host):
-        names.append(f"[{host}]" if ":" in host else host)
-    hosts = [f"{n}:*" for n in names] + list(security.allowed_hosts)
-    # `name:*` admits any port, and no port too (an HTTPS client on 443 sends the bare name)
-    hosts += [h.removesuffix(":*") for h in hosts if h.endswith(":*")]
+    hosts, origins = allowed_names(host, security.allowed_hosts, security.allowed_origins)
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"{s}://{n}:*" for n in names for s in ("http", "https")]
-        + list(security.allowed_origins),
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-
-
-def check_exposure(host: str, security: SecuritySettings) -> None:
-    """Refuse to serve a non-loopback address without authentication, unless explicitly insecure."""
-    if is_loopback(host):
-        return
-    if security.auth == "none":
-        if not security.insecure_no_auth:
-            raise ConfigError(
-                f"refusing to listen on {host} without authentication: anyone who reaches the port could "
-                "run every tool. Set security.auth to `tokens` or `oauth` in the manifest, bind 127.0.0.1, "
-                "or pass --insecure-no-auth for a lab."
-            )
-        log.warning("!!! INSECURE: serving %s WITHOUT AUTHENTICATION (--insecure-no-auth) !!!", host)
-    if host in _WILDCARD and not security.allowed_hosts:
-        log.warning(
-            "bound to %s: only loopback Host headers are accepted; list this server's names in "
-            "security.allowed_hosts",
-            host,
-        )
 
 
 def _resource_url(host: str, port: int, path: str, security: SecuritySettings) -> str:
     if security.resource_url:
         return security.resource_url
-    shown = "127.0.0.1" if host in _WILDCARD else (f"[{host}]" if ":" in host else host)
+    shown = "127.0.0.1" if host in WILDCARD_HOSTS else (f"[{host}]" if ":" in host else host)
     return f"http://{shown}:{port}{path}"
 
 
@@ -291,12 +264,6 @@ async def _without_early_replies(write: Any, handover: Handover | None) -> Async
             yield send
 
 
-GRACEFUL_SHUTDOWN_S = 1
-"""On SIGTERM or Ctrl-C, how long open requests get before they are cancelled. Each handshake-era
-session holds a GET stream that never ends by itself: without a bound, uvicorn waits for every
-client to hang up before it even stops the upstreams."""
-
-
 async def _serve_uvicorn(
     app: Starlette,
     gateway: Gateway,
@@ -338,11 +305,13 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     early: EarlyFront | None = None,
+    front: HttpFront | None = None,
     on_stop: Callable[[str], None] | None = None,
 ) -> None:
     """Run the gateway until the client disconnects (stdio) or the process is interrupted (HTTP).
-    ``early``: the stdio front that answered the handshake so far (``server/early.py``). ``on_stop``:
-    told (from any thread) the moment the way out begins: stdin ended, or a signal came."""
+    ``early``: the stdio front that answered the handshake so far (``server/early.py``); ``front``: the
+    HTTP front serving the port already (``server/http_front.py``). ``on_stop``: told (from any thread)
+    the moment the way out begins: stdin ended, or a signal came."""
     answer_find_tools_while_starting(gateway)  # a client's short request timeout must not meet start-up
     if transport == "stdio":
         gateway.metrics.serve_port(gateway.settings.security.metrics_port)
@@ -352,11 +321,37 @@ def serve(
     if transport not in ("http", "sse"):
         raise ServerError(f"unknown transport {transport!r}; expected stdio, http or sse")
     check_exposure(host, gateway.settings.security)
+    if front is not None:
+        if transport == "http" and front.usable():
+            log.info("serving MCP on http://%s:%d/mcp", host, port)
+            _serve_behind_front(front, http_app(gateway, host, port), gateway, on_stop)
+            return
+        front.release()
     _check_port(host, port)
     app = http_app(gateway, host, port) if transport == "http" else sse_app(gateway, host, port)
     path = "/mcp" if transport == "http" else "/sse"
     serving = partial(_serve_uvicorn, app, gateway, host, port, path, on_stop)
     anyio.run(serving, backend_options=_loop_options())
+
+
+def _serve_behind_front(
+    front: HttpFront, app: Starlette, gateway: Gateway, on_stop: Callable[[str], None] | None
+) -> None:
+    """Hand ``app`` to the front that serves the port (its server runs in the front's thread), and wait
+    until it stops; signals arrive here, in the main thread, and are passed on."""
+    import signal
+
+    @asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        async with frozen_once_started(gateway), app.router.lifespan_context(app):
+            yield
+
+    front.attach(app, lifespan, on_stop)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, _frame: front.stop(number))
+    front.wait()
+    if front.failed is not None:
+        raise front.failed
 
 
 def _loop_options() -> dict[str, bool]:
