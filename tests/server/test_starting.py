@@ -113,3 +113,40 @@ async def test_the_bound_counts_from_the_arrival_the_early_front_stamped(registr
         assert took < 25  # half a second was left, not the whole bound
     finally:
         opened.set()
+
+
+async def test_a_search_waiting_for_the_embedding_model_is_answered_within_the_bound(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry is open but the model still loads (slow on a busy machine): the search's worker
+    thread waits for it, and the bound must answer anyway (a thread cannot be cancelled, only left)."""
+    loaded = threading.Event()
+    embedder = registry.embedder
+    for name in ("embed_query", "embed_queries"):
+        original = getattr(embedder, name)
+
+        def held(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            loaded.wait(60)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(embedder, name, held)
+    settings = Settings(home=registry.path, startup_call_wait_s=0.5)
+    gateway = Gateway(registry, [], settings)
+    answer_find_tools_while_starting(gateway)
+    release = threading.Timer(20, loaded.set)  # never hang the suite, whatever the code does
+    release.start()
+    try:
+        async with Client(gateway.server, mode="legacy") as client:
+            with anyio.fail_after(30):
+                await gateway.served.ready.wait()
+            assert starting(gateway) and not gateway.warmed.is_set()
+            began = time.monotonic()
+            early = await client.call_tool("find_tools", {"query": "what time is it in Tokyo"})
+            took = time.monotonic() - began
+            assert early.structured_content is not None and early.structured_content["tools"] == []
+            assert "still starting" in early.structured_content["note"]
+            assert took < 15  # the bound answered, not the model's load (released at 20 s)
+            loaded.set()  # the warm-up may finish: the client leaves without waiting for the timer
+    finally:
+        release.cancel()
+        loaded.set()

@@ -222,7 +222,11 @@ class TurnEngine:
     ) -> list[RankedTool]:
         self._searching += 1
         try:
-            return await anyio.to_thread.run_sync(partial(self._retrieve, text, params, exclude, context))
+            # Abandoned on cancel: retrieval is pure, and the start-up bound (``server/starting.py``) must
+            # be able to answer while the thread still waits for the embedding model to load.
+            return await anyio.to_thread.run_sync(
+                partial(self._retrieve, text, params, exclude, context), abandon_on_cancel=True
+            )
         finally:
             self._searching -= 1
 
@@ -247,7 +251,9 @@ class TurnEngine:
         vectors = embedder.cached_queries(texts)
         if vectors is None:
             try:
-                vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
+                vectors = await anyio.to_thread.run_sync(
+                    embedder.embed_queries, texts, abandon_on_cancel=True
+                )
             except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
                 return False
         *earlier, latest = vectors
@@ -340,7 +346,9 @@ class TurnEngine:
         embedder = registry.embedder
         part_vectors = embedder.cached_queries(parts)
         if part_vectors is None:
-            part_vectors = await anyio.to_thread.run_sync(embedder.embed_queries, parts)
+            part_vectors = await anyio.to_thread.run_sync(
+                embedder.embed_queries, parts, abandon_on_cancel=True
+            )
         tool_vector = vectors[record.id]
         closeness = [float(v @ tool_vector) for v in part_vectors]
         served = max(range(len(parts)), key=lambda n: closeness[n])
