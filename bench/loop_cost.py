@@ -108,12 +108,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for mode in ("auto", "legacy"):
             report[f"call_{mode}"] = await calls(work, args.calls, mode, args.source)
             print(json.dumps({f"call_{mode}": report[f"call_{mode}"]}), flush=True)
-        if args.queries <= 0:
-            pass  # calls only
-        elif TOOLLINKOS.exists():
+        if args.queries > 0 and TOOLLINKOS.exists():
             report["find_tools_573"] = await finds(work, args.queries, args.source)
             print(json.dumps({"find_tools_573": report["find_tools_573"]}), flush=True)
-        else:
+        elif args.queries > 0:
             print(f"skipped find_tools: {TOOLLINKOS} is absent", file=sys.stderr)
     return report
 

@@ -23,7 +23,9 @@ def serve_options(args: list[str]) -> dict[str, str] | None:
     command then simply starts without an early front."""
     if not args or args[0] != "serve" or any(a in _HELP_OPTIONS for a in args):
         return None
-    found = {"transport": "stdio", "host": "127.0.0.1", "port": "8765"}
+    from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT  # serve imports it anyway
+
+    found = {"transport": "stdio", "host": DEFAULT_HOST, "port": str(DEFAULT_PORT)}
     for i, arg in enumerate(args):
         value = args[i + 1] if i + 1 < len(args) else ""
         if arg in _TRANSPORT_OPTIONS:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
+from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ def serve_command(
         typer.Option(
             "--host", help="HTTP/SSE bind address; loopback by default so only this machine connects."
         ),
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="HTTP/SSE port.")] = 8765,
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", help="HTTP/SSE port.")] = DEFAULT_PORT,
     insecure_no_auth: Annotated[
         bool, typer.Option("--insecure-no-auth", help="Labs only: serve a non-loopback address without auth.")
     ] = False,

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from toolweave.settings import SecuritySettings
 
 __all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
     "MCP_PATH",
     "MODERN_NOT_FOUND_STATUS",
     "SESSION_HEADER",
@@ -45,6 +47,11 @@ log = logging.getLogger(__name__)
 
 MODERN_NOT_FOUND_STATUS = 404
 """The HTTP status the SDK gives a 2026-era "method not found" (a test keeps it equal to the SDK's)."""
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``toolweave serve`` listens over HTTP/SSE unless told otherwise: loopback, so only this machine."""
+
+DEFAULT_PORT = 8765
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"

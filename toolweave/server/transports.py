@@ -32,7 +32,13 @@ from toolweave.errors import ServerError
 from toolweave.server import handshake
 from toolweave.server.auth import AuthMiddleware, authenticator_for
 from toolweave.server.early import EarlyFront, Era, Handover
-from toolweave.server.front_answers import WILDCARD_HOSTS, allowed_names, check_exposure
+from toolweave.server.front_answers import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    WILDCARD_HOSTS,
+    allowed_names,
+    check_exposure,
+)
 from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
 from toolweave.server.host import host_channel, turn_route
@@ -81,7 +87,7 @@ def _protect(app: Starlette, gateway: Gateway, host: str, port: int, path: str) 
     return app
 
 
-def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Starlette:
+def http_app(gateway: Gateway, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Starlette:
     """Streamable HTTP at ``/mcp`` (stateful, so handshake-era clients get list_changed)."""
     app = gateway.server.streamable_http_app(
         host=host, transport_security=_security(host, gateway.settings.security)
@@ -97,7 +103,7 @@ def http_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Sta
     return app
 
 
-def sse_app(gateway: Gateway, host: str = "127.0.0.1", port: int = 8765) -> Starlette:
+def sse_app(gateway: Gateway, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Starlette:
     """Legacy HTTP+SSE: ``GET /sse`` opens the stream, ``POST /messages/`` carries requests."""
     from mcp.server.runner import serve_dual_era_loop
     from mcp.server.sse import SseServerTransport
@@ -302,8 +308,8 @@ def serve(
     gateway: Gateway,
     transport: Transport,
     *,
-    host: str = "127.0.0.1",
-    port: int = 8765,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
     early: EarlyFront | None = None,
     front: HttpFront | None = None,
     on_stop: Callable[[str], None] | None = None,
