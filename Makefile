@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench train clean
 
 # Setup writes to stderr only: `make run` speaks MCP on stdout, so nothing else may print there.
 $(STAMP): pyproject.toml
@@ -32,6 +32,12 @@ lint: install
 # `make bench SCALE_SIZE=10000` runs bench/scale.py at that fleet size only (default: 10k, 50k, 100k)
 bench: install
 	$(BIN)/python bench/run_all.py $(if $(SCALE_SIZE),--scale-size $(SCALE_SIZE))
+
+# The project's query encoder (toolweave/toolret-v2): seeded, resumable, every core at normal priority;
+# on a GPU machine the same command uses the GPU. Needs the train extra (torch's CPU build, transformers).
+train: install
+	@$(BIN)/pip install --quiet -e '.[train]' >&2
+	$(BIN)/python bench/train_model.py train --out bench/out/toolret-v2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

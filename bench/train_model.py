@@ -1,17 +1,25 @@
 """Train the project's tool-retrieval embedder: all-MiniLM-L6-v2 fine-tuned on request → tool pairs.
 
-One command, fixed seed, CPU only (``pip install -e '.[train]'``; torch stays out of the runtime install):
+One seeded command (``pip install -e '.[train]'``; torch stays out of the runtime install). ``make train``
+runs it at normal priority; it uses every core, resumes from its last checkpoint when interrupted, and
+runs unchanged on a GPU machine (``--device cuda``):
 
-    nice -n 15 .venv/bin/python bench/train_model.py ship --out toolweave/registry/toolret
-        the shipped model: every dataset of ``TRAINING_DATASETS`` (no ToolLinkOS request), int8 ONNX + card
-    nice -n 15 .venv/bin/python bench/train_model.py folds --out bench/out/model
-        the honest figures: one model per fold of datasets, each scored on the datasets it never saw
+    .venv/bin/python bench/train_model.py train --out bench/out/toolret-v2
+        train on the pool's ``train`` split, score the ``val`` split after every epoch, keep the best
+        epoch, export it to int8 ONNX (``model.onnx`` + ``train.json``: figures, wall time, sha256)
+    .venv/bin/python bench/train_model.py probe
+        seconds per training step for a few recipes (document form and length, frozen layers)
 
-Training is sentence-transformers' recipe written in plain torch: mean pooling, cosine similarities scaled
-by 20, cross-entropy of each request against every tool document in the batch (in-batch negatives) plus
-one hard negative per request, taken from the current first pass (the int8 MiniLM's vector ranking over
-the request's own catalogue: the tools it ranks highest that are not gold). Tools a request needs, and
-paraphrased variants of them, are masked out of its negatives.
+The protocol (``toolweave/benchmark/training_pairs.py``): the pool excludes ToolLinkOS, MetaTool and BFCL
+live_multiple, which stay the out-of-sample check; hyperparameters and the stopping epoch are chosen on
+the pool's ``val`` split only; its ``test`` split is reported as in-sample.
+
+The recipe is sentence-transformers' in plain torch: mean pooling, cosine similarities scaled by 20,
+cross-entropy of each request over every document in the batch (in-batch negatives) plus hard negatives:
+the tools today's first pass ranks highest that the request does not need, and the gold tool's verb
+siblings (``get_status`` for ``set_status``). Gold tools and their BFCL paraphrases (``name#2``) are
+masked out of a request's negatives. Documents are the short form (name, first sentence, argument
+names); the embeddings and lower layers can be frozen (``--freeze``), which makes a step cheaper.
 """
 
 from __future__ import annotations
@@ -20,10 +28,12 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import random
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from toolweave.benchmark.datasets import BenchDataset, load_dataset
 from toolweave.benchmark.training_pairs import (
-    TRAINING_DATASETS,
+    POOL,
     TrainingQuery,
     base_name,
-    hard_negative_indices,
+    pool_split,
     training_queries,
 )
+from toolweave.retrieval.metrics import summarize
+from toolweave.retrieval.query import clean_query
 
 SEED = 13
-FOLDS: tuple[tuple[str, ...], ...] = (
-    ("metatool", "openapi_links"),
-    ("seal_tools", "toolalpaca", "api_bank"),
-    ("bfcl_multiple",),
-    ("bfcl_multi_turn", "nestful"),
-)
-"""Leave-a-group-out: each fold's model is trained on the other folds' datasets and scored on its own,
-so every dataset's figure comes from a model that never saw it (ToolLinkOS: every model)."""
 
 
 def log(msg: str) -> None:
@@ -65,49 +69,64 @@ def base_model_dir() -> Path:
 class Encoder:
     """A BERT encoder with mean pooling and unit normalisation (what the registry's ONNX run does)."""
 
-    def __init__(self, model_dir: Path, max_len: int = 256) -> None:
+    def __init__(self, model_dir: Path, device: str = "cpu") -> None:
         import torch
         from tokenizers import Tokenizer
         from transformers import AutoModel
 
         self.torch = torch
-        self.model = AutoModel.from_pretrained(str(model_dir), local_files_only=True)
+        self.device = device
+        self.model = AutoModel.from_pretrained(str(model_dir), local_files_only=True).to(device)
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length=max_len)
         self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
-    def batch(self, texts: Sequence[str]) -> dict[str, Any]:
+    def batch(self, texts: Sequence[str], max_len: int) -> dict[str, Any]:
+        self.tokenizer.enable_truncation(max_length=max_len)
         enc = self.tokenizer.encode_batch(list(texts))
         t = self.torch
         return {
-            "input_ids": t.tensor([e.ids for e in enc]),
-            "attention_mask": t.tensor([e.attention_mask for e in enc]),
-            "token_type_ids": t.tensor([e.type_ids for e in enc]),
+            "input_ids": t.tensor([e.ids for e in enc], device=self.device),
+            "attention_mask": t.tensor([e.attention_mask for e in enc], device=self.device),
+            "token_type_ids": t.tensor([e.type_ids for e in enc], device=self.device),
         }
 
-    def forward(self, texts: Sequence[str]) -> Any:
-        inputs = self.batch(texts)
+    def forward(self, texts: Sequence[str], max_len: int) -> Any:
+        inputs = self.batch(texts, max_len)
         hidden = self.model(**inputs).last_hidden_state
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
         return self.torch.nn.functional.normalize(pooled, dim=-1)
 
-    def embed(self, texts: Sequence[str], batch: int = 64) -> np.ndarray:
+    def embed(self, texts: Sequence[str], max_len: int = 256, batch: int = 64) -> np.ndarray:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.model.config.hidden_size), dtype=np.float32)
         self.model.eval()
         with self.torch.inference_mode():
             for start in range(0, len(order), batch):
                 idx = order[start : start + batch]
-                out[idx] = self.forward([texts[i] for i in idx]).numpy()
+                out[idx] = self.forward([texts[i] for i in idx], max_len).float().cpu().numpy()
         return out
+
+    def freeze(self, layers: int) -> int:
+        """Freeze the embeddings and the lowest ``layers`` transformer layers (``layers`` < 0: nothing);
+        returns the number of trainable parameters."""
+        if layers >= 0:
+            for p in self.model.embeddings.parameters():
+                p.requires_grad = False
+            for layer in self.model.encoder.layer[:layers]:
+                for p in layer.parameters():
+                    p.requires_grad = False
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
 
 # ---------------------------------------------------------------------------------------------- data
 
 
-def load_all(names: Sequence[str]) -> dict[str, BenchDataset]:
-    return {n: load_dataset(n) for n in names}
+def load_pool() -> dict[str, BenchDataset]:
+    return {n: load_dataset(n) for n in POOL}
+
+
+_FIRST_PASS: Any = None
 
 
 def first_pass_vectors(texts: Sequence[str]) -> np.ndarray:
@@ -117,139 +136,399 @@ def first_pass_vectors(texts: Sequence[str]) -> np.ndarray:
 
     global _FIRST_PASS
     if _FIRST_PASS is None:
-        _FIRST_PASS = CachedEmbedder(Embedder(threads=2))
-    return _FIRST_PASS.embed_documents(list(texts))
+        _FIRST_PASS = CachedEmbedder(Embedder(threads=os.cpu_count() or 2))
+    return np.asarray(_FIRST_PASS.embed_documents(list(texts)), dtype=np.float32)
 
 
-_FIRST_PASS: Any = None
+@dataclass
+class Fleet:
+    """One pool dataset's trainable catalogue as the registry holds it: today's int8 tool vectors."""
+
+    name: str
+    names: list[str]
+    vectors: Any
+    """torch tensor (tools × dim), unit rows: the first pass's own document vectors, never trained."""
 
 
-def with_hard_negatives(queries: list[TrainingQuery], k: int) -> list[tuple[TrainingQuery, list[int]]]:
-    """Each request with the ``k`` tools today's first pass ranks highest that it does not need."""
-    out: list[tuple[TrainingQuery, list[int]]] = []
-    by_catalogue: dict[int, list[TrainingQuery]] = {}
+def fleets_of(queries: list[TrainingQuery], device: str) -> dict[int, Fleet]:
+    """Each catalogue the requests rank over (keyed by the shared ``documents`` tuple's id)."""
+    import torch
+
+    out: dict[int, Fleet] = {}
     for q in queries:
-        by_catalogue.setdefault(id(q.documents), []).append(q)
-    for group in by_catalogue.values():
-        docs = first_pass_vectors(group[0].documents)
-        qv = first_pass_vectors([q.text for q in group])
-        scores = qv @ docs.T
-        for q, row in zip(group, scores, strict=True):
-            out.append((q, hard_negative_indices(row, q.positives, q.names, k)))
+        if id(q.documents) not in out:
+            vectors = first_pass_vectors(q.registry_documents)
+            out[id(q.documents)] = Fleet(q.dataset, list(q.names), torch.tensor(vectors, device=device))
     return out
 
 
-# ------------------------------------------------------------------------------------------ training
-
-
-def train(
-    queries: list[TrainingQuery],
-    *,
-    epochs: int,
-    batch_size: int,
-    hard_k: int,
-    lr: float,
-    seed: int,
-    doc_len: int,
-    limit: int | None = None,
-) -> Encoder:
+def batch_loss(
+    enc: Encoder, batch: list[TrainingQuery], fleets: dict[int, Fleet], args: argparse.Namespace
+) -> Any:
+    """Cross-entropy of each request over every tool of its own catalogue (the whole catalogue is the
+    negatives: the document side is fixed, so scoring it all costs one matrix product), once per gold
+    tool with the request's other gold tools and their paraphrases masked; averaged."""
     import torch
 
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "2")))
-    enc = Encoder(base_model_dir(), max_len=doc_len)
-    rng = random.Random(seed)
-    examples = with_hard_negatives(queries, hard_k)
-    if limit is not None:
-        rng.shuffle(examples)
-        examples = examples[:limit]
-    steps = epochs * ((len(examples) + batch_size - 1) // batch_size)
-    opt = torch.optim.AdamW(enc.model.parameters(), lr=lr, weight_decay=0.01)
+    qv = enc.forward([clean_query(q.text) for q in batch], args.query_len)
+    losses = []
+    for i, q in enumerate(batch):
+        fleet = fleets[id(q.documents)]
+        logits = args.scale * qv[i] @ fleet.vectors.T
+        gold = [
+            j for j, n in enumerate(q.names) if base_name(n) in {base_name(q.names[g]) for g in q.positives}
+        ]
+        for p in q.positives:
+            others = torch.zeros_like(logits, dtype=torch.bool)
+            others[[j for j in gold if j != p]] = True
+            masked = logits.masked_fill(others, float("-inf"))
+            losses.append(
+                torch.nn.functional.cross_entropy(masked[None], torch.tensor([p], device=logits.device))
+            )
+    return torch.stack(losses).mean()
+
+
+def make_optimizer(enc: Encoder, args: argparse.Namespace, steps: int) -> tuple[Any, Any]:
+    import torch
+
+    params = [p for p in enc.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
     warmup = max(1, steps // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (steps - s) / max(1, steps - warmup))
     )
-    log(f"training on {len(examples)} requests, {steps} steps of {batch_size}")
-    step = 0
-    started = time.time()
-    for epoch in range(epochs):
-        rng.shuffle(examples)
-        enc.model.train()
-        for start in range(0, len(examples), batch_size):
-            batch = examples[start : start + batch_size]
-            loss = batch_loss(enc, batch, rng)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(enc.model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            step += 1
-            if step % 20 == 0 or step == steps:
-                rate = step / (time.time() - started)
-                log(f"epoch {epoch} step {step}/{steps} loss {loss.item():.4f} ({rate:.2f} steps/s)")
-    enc.model.eval()
-    return enc
+    return opt, sched
 
 
-def batch_loss(enc: Encoder, batch: list[tuple[TrainingQuery, list[int]]], rng: random.Random) -> Any:
-    """Cross-entropy of each request over the batch's documents: its own positive, the others'
-    positives and every request's hard negative; its other gold tools are masked."""
+def set_threads(args: argparse.Namespace) -> None:
     import torch
 
-    texts = [q.text for q, _ in batch]
-    positives = [rng.choice(q.positives) for q, _ in batch]
-    negatives = [rng.choice(h) if h else None for _, h in batch]
-    doc_keys: list[tuple[str, str]] = []  # (dataset, base name): what a document stands for
-    doc_texts: list[str] = []
-    for (q, _), p in zip(batch, positives, strict=True):
-        doc_keys.append((q.dataset, base_name(q.names[p])))
-        doc_texts.append(q.documents[p])
-    for (q, _), n in zip(batch, negatives, strict=True):
-        if n is not None:
-            doc_keys.append((q.dataset, base_name(q.names[n])))
-            doc_texts.append(q.documents[n])
-    qv = enc.forward(texts)
-    dv = enc.forward(doc_texts)
-    logits = 20.0 * qv @ dv.T
-    mask = torch.zeros_like(logits, dtype=torch.bool)
-    for i, (q, _) in enumerate(batch):
-        gold = {(q.dataset, base_name(q.names[g])) for g in q.positives}
-        for j, key in enumerate(doc_keys):
-            if j != i and key in gold:
-                mask[i, j] = True
-    logits = logits.masked_fill(mask, float("-inf"))
-    return torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+
+
+def one_step(
+    enc: Encoder, batch: list[TrainingQuery], fleets: dict[int, Fleet], opt: Any, args: argparse.Namespace
+) -> float:
+    import torch
+
+    loss = batch_loss(enc, batch, fleets, args)
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for p in enc.model.parameters() if p.requires_grad], 1.0)
+    opt.step()
+    return float(loss.item())
+
+
+def cmd_probe(args: argparse.Namespace) -> None:
+    """Seconds per training step on the pool's first batches: the figure the run's budget is planned
+    with (recorded in bench/RESULTS.md). The dual-encoder recipe of the last attempt (both towers
+    trained, 256-token documents) measured 60.7 s per step of 32 here; its code is in git history."""
+    import torch
+
+    set_threads(args)
+    queries = training_queries(POOL, cap_per_tool=args.cap, seed=args.seed, loaded=load_pool())
+    fleets = fleets_of(queries, args.device)
+    random.Random(args.seed).shuffle(queries)
+    enc = Encoder(base_model_dir(), args.device)
+    trainable = enc.freeze(args.freeze)
+    opt, _ = make_optimizer(enc, args, 100)
+    enc.model.train()
+    times = []
+    for start in range(0, args.batch * 5, args.batch):
+        t0 = time.perf_counter()
+        one_step(enc, queries[start : start + args.batch], fleets, opt, args)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    row = {
+        "recipe": "query tower (document vectors fixed), whole-catalogue softmax",
+        "frozen": "embeddings" if args.freeze == 0 else args.freeze,
+        "trainable_params": trainable,
+        "batch": args.batch,
+        "s_per_step": round(float(np.median(times[1:])), 2),
+    }
+    print(json.dumps({"machine": machine(args), **row}, indent=1))
+
+
+def machine(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    return {
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+        "load_1m": round(os.getloadavg()[0], 2),
+        "threads": args.threads,
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
+        "torch": torch.__version__,
+    }
 
 
 # -------------------------------------------------------------------------------------------- scoring
 
 
-def vector_scores(enc: Encoder | None, data: BenchDataset, every: int = 1) -> dict[str, dict[str, float]]:
-    """Vector-only mAP@10 and Recall@5 of each query set (``enc`` None: the shipped int8 MiniLM)."""
-    from toolweave.registry.documents import tool_document
-    from toolweave.retrieval.metrics import summarize
-
-    docs = [tool_document(t, with_examples=False) for t in data.tools]
-    names = [t.name for t in data.tools]
-    dv = first_pass_vectors(docs) if enc is None else enc.embed(docs)
-    out: dict[str, dict[str, float]] = {}
-    for set_name, queries in data.query_sets.items():
-        chosen = queries[::every]
-        texts = [q.text for q in chosen]
-        qv = first_pass_vectors(texts) if enc is None else enc.embed(texts)
-        top = np.argsort(-(qv @ dv.T), axis=1)[:, :10]
-        runs = [([names[i] for i in row], q.gold) for row, q in zip(top, chosen, strict=True)]
-        m = summarize(runs, (5, 10))
-        out[set_name] = {"map@10": round(m["map@10"], 4), "recall@5": round(m["recall@5"], 4)}
+def val_scores(
+    enc: Encoder | None, queries: list[TrainingQuery], fleets: dict[int, Fleet]
+) -> dict[str, float]:
+    """mAP@10 of each dataset's ``val`` requests, vector only, over the registry's own tool vectors
+    (``enc`` None: today's int8 MiniLM for the requests too)."""
+    by_set: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {}
+    texts = [clean_query(q.text) for q in queries]
+    qv = first_pass_vectors(texts) if enc is None else enc.embed(texts, max_len=128)
+    for q, vec in zip(queries, qv, strict=True):
+        fleet = fleets[id(q.documents)]
+        top = np.argsort(-(fleet.vectors.cpu().numpy() @ vec))[:10]
+        gold = tuple(q.names[g] for g in q.positives)
+        by_set.setdefault(q.dataset, []).append(([fleet.names[i] for i in top], gold))
+    out = {name: round(summarize(runs, (10,))["map@10"], 4) for name, runs in sorted(by_set.items())}
+    out["mean"] = round(float(np.mean(list(out.values()))), 4)
     return out
+
+
+# ------------------------------------------------------------------------------------------- the run
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    import torch
+
+    started = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    set_threads(args)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    loaded = load_pool()
+    kept = [d for d in POOL if d not in (args.hold_out or ())]
+    examples = training_queries(kept, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
+    val = training_queries(kept, splits=("val",), cap_per_tool=10**9, seed=args.seed, loaded=loaded)
+    fleets = fleets_of(examples + val, args.device)
+    enc = Encoder(base_model_dir(), args.device)
+    trainable = enc.freeze(args.freeze)
+    per_epoch = (len(examples) + args.batch - 1) // args.batch
+    steps = args.epochs * per_epoch
+    opt, sched = make_optimizer(enc, args, steps)
+    state: dict[str, Any] = {"epoch": 0, "val": [], "best": None, "elapsed_s": 0.0}
+    ckpt = out / "checkpoint.pt"
+    if ckpt.exists() and not args.fresh:
+        saved = torch.load(ckpt, map_location=args.device, weights_only=False)
+        enc.model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        sched.load_state_dict(saved["sched"])
+        state = saved["state"]
+        log(f"resumed at epoch {state['epoch']} ({state['elapsed_s']:.0f} s already spent)")
+    else:
+        today = val_scores(None, val, fleets)
+        state["val"].append({"epoch": 0, "model": "int8 MiniLM (today)", **today})
+        state["best"] = {"epoch": 0, **today}  # an epoch must beat today's model to be kept
+        log(f"val, today's model: {today}")
+    log(f"{len(examples)} requests, {per_epoch} steps/epoch × {args.epochs}, {trainable:,} trainable")
+    resumed_s = state["elapsed_s"]
+    for epoch in range(state["epoch"], args.epochs):
+        rng = random.Random(args.seed * 1000 + epoch)  # the same order whether or not the run resumed
+        order = examples[:]
+        rng.shuffle(order)
+        enc.model.train()
+        t0 = time.time()
+        for n, start in enumerate(range(0, len(order), args.batch), 1):
+            loss = one_step(enc, order[start : start + args.batch], fleets, opt, args)
+            sched.step()
+            if n % 10 == 0 or n == per_epoch:
+                rate = (time.time() - t0) / n
+                log(f"epoch {epoch + 1} step {n}/{per_epoch} loss {loss:.4f} ({rate:.2f} s/step)")
+        scores = val_scores(enc, val, fleets)
+        state["val"].append(
+            {"epoch": epoch + 1, "step_s": round((time.time() - t0) / per_epoch, 2), **scores}
+        )
+        log(f"val after epoch {epoch + 1}: {scores}")
+        if scores["mean"] > state["best"]["mean"]:
+            state["best"] = {"epoch": epoch + 1, **scores}
+            torch.save(enc.model.state_dict(), out / "best.pt")
+        state["epoch"] = epoch + 1
+        state["elapsed_s"] = resumed_s + time.time() - started
+        torch.save(
+            {
+                "model": enc.model.state_dict(),
+                "opt": opt.state_dict(),
+                "sched": sched.state_dict(),
+                "state": state,
+            },
+            ckpt,
+        )
+    if state["best"]["epoch"] == 0:
+        raise SystemExit(f"no epoch beat today's model on the val split: {state['val']}")
+    enc.model.load_state_dict(torch.load(out / "best.pt", map_location=args.device))
+    enc.model.to("cpu")
+    enc.device = "cpu"
+    path = export_onnx(enc, out)
+    info = {
+        "command": " ".join(sys.argv),
+        "machine": machine(args),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "wall_s": round(resumed_s + time.time() - started),
+        "requests": len(examples),
+        "val_requests": len(val),
+        "steps_per_epoch": per_epoch,
+        "trainable_params": trainable,
+        "val": state["val"],
+        "best": state["best"],
+        "onnx": {"file": path.name, "sha256": sha256(path), "bytes": path.stat().st_size},
+        "params": {k: v for k, v in vars(args).items() if k != "func"},
+    }
+    (out / "train.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    print(json.dumps(info, indent=1))
+
+
+# ----------------------------------------------------------------------------- the real pipeline's figures
+
+
+def pool_test_view(data: BenchDataset) -> BenchDataset:
+    """``data`` with only its in-pool query sets, each cut to the pool's ``test`` split."""
+    from dataclasses import replace
+
+    sets = {
+        s: [q for q in qs if pool_split(data.name, q) == "test"]
+        for s, qs in data.query_sets.items()
+        if POOL[data.name] is None or s in (POOL[data.name] or ())
+    }
+    return replace(data, query_sets={s: qs for s, qs in sets.items() if qs})
+
+
+def out_of_pool_view(data: BenchDataset) -> BenchDataset:
+    from dataclasses import replace
+
+    from toolweave.benchmark.training_pairs import OUT_OF_POOL
+
+    sets = OUT_OF_POOL[data.name]
+    return replace(data, query_sets={s: qs for s, qs in data.query_sets.items() if sets is None or s in sets})
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    """grtf through the real pipeline (a fresh registry per dataset, the gateway's retrieval settings,
+    declared graphs), each model in ``--model``: the pool's test splits (in-sample) and the out-of-pool
+    sets (out of sample). One JSON line per (model, dataset, query set); ``--out`` collects them."""
+    from toolweave.benchmark import run_benchmark
+    from toolweave.benchmark.embedding_cache import CachedEmbedder
+    from toolweave.benchmark.training_pairs import OUT_OF_POOL
+    from toolweave.commands.bench import bench_retrieval
+    from toolweave.commands.search import retrieval_params
+    from toolweave.registry.embeddings import Embedder
+
+    params = retrieval_params(bench_retrieval(True), method=args.method, top_k=None, final_k=None)
+    rows: list[dict[str, Any]] = []
+    names = args.dataset or [*POOL, *(d for d in OUT_OF_POOL if d not in POOL)]
+    for model in args.model:
+        embedder = CachedEmbedder(Embedder(model))
+        for name in names:
+            data = load_dataset(name)
+            views = []
+            if name in POOL:
+                views.append(("in-pool test (in sample)", pool_test_view(data)))
+            if name in OUT_OF_POOL:
+                views.append(("out of pool", out_of_pool_view(data)))
+            for kind, view in views:
+                t0 = time.time()
+                for r in run_benchmark(view, params, embedder=embedder, ks=(5, 10)):
+                    row = {
+                        "model": model,
+                        "kind": kind,
+                        "dataset": name,
+                        "set": r.query_set,
+                        "queries": r.queries,
+                        "map@10": round(r.metrics["map@10"], 4),
+                        "recall@5": round(r.metrics["recall@5"], 4),
+                        "complete@10": round(r.metrics["complete@10"], 4),
+                        "s": round(time.time() - t0),
+                    }
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
+def cmd_latency(args: argparse.Namespace) -> None:
+    """Query embedding wall time, one request at a time as a gateway embeds them (the single-threaded
+    query instance, no cache: every request new), each model in ``--model`` alternating request by
+    request so both see the same machine load."""
+    from toolweave.registry.embeddings import Embedder
+
+    texts = [q.text for q in load_dataset("bfcl_multiple").query_sets["queries_live_multiple"]][: args.n]
+    models = {m: Embedder(m) for m in args.model}
+    for emb in models.values():
+        emb.embed_query("warm up")
+    times: dict[str, list[float]] = {m: [] for m in models}
+    for i, text in enumerate(texts):
+        for m, emb in models.items():
+            t0 = time.perf_counter()
+            emb.request_vectors([f"{text} #{i}"])  # a new text every time: no LRU hit
+            times[m].append((time.perf_counter() - t0) * 1000)
+    load = round(os.getloadavg()[0], 2)
+    for m, ms in times.items():
+        row = {"model": m, "n": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 2)}
+        row |= {"p95_ms": round(float(np.percentile(ms, 95)), 2), "load_1m": load}
+        print(json.dumps(row), flush=True)
+
+
+def blended(out: Path, alpha: float, device: str = "cpu") -> Encoder:
+    """The run's best epoch, its weights averaged with the base model's: ``alpha`` of the fine-tune
+    (WiSE-FT, Wortsman et al. 2022: a weight-space average keeps most of a fine-tune's gain where it was
+    trained and gives back robustness where it was not)."""
+    import torch
+
+    enc = Encoder(base_model_dir(), device)
+    base = {k: v.clone() for k, v in enc.model.state_dict().items()}
+    tuned = torch.load(out / "best.pt", map_location=device)
+    enc.model.load_state_dict(
+        {
+            k: alpha * tuned[k] + (1 - alpha) * base[k] if base[k].is_floating_point() else tuned[k]
+            for k in base
+        }
+    )
+    return enc
+
+
+def cmd_wise(args: argparse.Namespace) -> None:
+    """Choose the blend on datasets a run never saw: a run trained with ``--hold-out`` datasets, scored
+    on their train and val requests (never their test split) at each blend. The chosen blend is the
+    largest whose worst held-out dataset gains the most (no dataset may pay for another's gain)."""
+    set_threads(args)
+    loaded = {n: load_dataset(n) for n in args.on}
+    queries = training_queries(
+        args.on, splits=("train", "val"), cap_per_tool=10**9, seed=args.seed, loaded=loaded
+    )
+    fleets = fleets_of(queries, "cpu")
+    # the base model through the same fp32 path as every blend (blend 0), so gains compare like with like
+    today = val_scores(blended(Path(args.out), 0.0), queries, fleets)
+    rows = []
+    for alpha in args.grid:
+        scores = val_scores(blended(Path(args.out), alpha), queries, fleets)
+        gains = {d: round(scores[d] - today[d], 4) for d in args.on}
+        rows.append({"wise": alpha, "map@10": scores, "gain": gains, "worst": min(gains.values())})
+        print(json.dumps(rows[-1]), flush=True)
+    best = max(rows, key=lambda r: (r["worst"], r["wise"]))
+    print(json.dumps({"today": today, "chosen": best["wise"]}), flush=True)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    """Export the run in ``--out`` at each ``--wise`` blend, with its val figures (the pool's val split)."""
+    set_threads(args)
+    out = Path(args.out)
+    loaded = load_pool()
+    val = training_queries(POOL, splits=("val",), cap_per_tool=10**9, seed=args.seed, loaded=loaded)
+    fleets = fleets_of(val, "cpu")
+    for alpha in args.wise:
+        enc = blended(out, alpha)
+        scores = val_scores(enc, val, fleets)
+        path = export_onnx(enc, out, f"model-wise{alpha:g}.onnx")
+        row = {"wise": alpha, "val": scores, "file": str(path), "sha256": sha256(path)}
+        print(json.dumps(row), flush=True)
 
 
 # --------------------------------------------------------------------------------------------- export
 
 
-def export_onnx(enc: Encoder, out_dir: Path) -> Path:
+def export_onnx(enc: Encoder, out_dir: Path, name: str = "model.onnx") -> Path:
     """fp32 ONNX (the registry's inputs and outputs: token embeddings, pooled by fastembed), then
     int8 dynamic quantization; returns the int8 file."""
     import torch
@@ -257,11 +536,23 @@ def export_onnx(enc: Encoder, out_dir: Path) -> Path:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     fp32 = out_dir / "model_fp32.onnx"
-    int8 = out_dir / "model.onnx"
-    sample = enc.batch(["export probe text", "a second, longer probe text for the export"])
+    int8 = out_dir / name
+    sample = enc.batch(["export probe text", "a second, longer probe text for the export"], 256)
     enc.model.eval()
+
+    class ByName(torch.nn.Module):  # transformers 5 takes these by keyword only
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            )
+            return out.last_hidden_state
+
     torch.onnx.export(
-        enc.model,
+        ByName(enc.model),
         (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]),
         str(fp32),
         input_names=["input_ids", "attention_mask", "token_type_ids"],
@@ -287,91 +578,60 @@ def sha256(path: Path) -> str:
 # ------------------------------------------------------------------------------------------- commands
 
 
-def train_as_asked(queries: list[TrainingQuery], args: argparse.Namespace) -> Encoder:
-    return train(
-        queries,
-        epochs=args.epochs,
-        batch_size=args.batch,
-        hard_k=args.hard,
-        lr=args.lr,
-        seed=args.seed,
-        doc_len=args.doc_len,
-        limit=args.limit,
-    )
-
-
-def cmd_folds(args: argparse.Namespace) -> None:
-    """One model per fold, scored (vector only, fp32) on its held-out datasets and on ToolLinkOS; each
-    model exported to int8 ONNX so the real pipeline can score it too."""
-    loaded = load_all([*TRAINING_DATASETS, "toollinkos"])
-    folds = FOLDS if not args.fold else tuple(FOLDS[i] for i in args.fold)
-    results: dict[str, Any] = {}
-    for fold in folds:
-        train_on = [d for d in TRAINING_DATASETS if d not in fold]
-        queries = training_queries(train_on, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
-        started = time.time()
-        enc = train_as_asked(queries, args)
-        took = time.time() - started
-        name = "+".join(fold)
-        scored: dict[str, Any] = {"train_s": round(took), "held_out": {}, "in_sample": {}}
-        for d in (*fold, "toollinkos"):
-            scored["held_out"][d] = vector_scores(enc, loaded[d], every=args.every)
-        for d in train_on if args.in_sample else ():
-            scored["in_sample"][d] = vector_scores(enc, loaded[d], every=args.every)
-        if args.export:
-            path = export_onnx(enc, Path(args.out) / name)
-            scored["onnx"] = {"path": str(path), "sha256": sha256(path), "bytes": path.stat().st_size}
-        results[name] = scored
-        log(json.dumps({name: scored}))
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "folds.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-
-
-def cmd_baseline(args: argparse.Namespace) -> None:
-    """The int8 MiniLM's vector-only figures, scored the same way as the folds."""
-    loaded = load_all([*TRAINING_DATASETS, "toollinkos"])
-    out = {d: vector_scores(None, data, every=args.every) for d, data in loaded.items()}
-    print(json.dumps(out, indent=1))
-
-
-def cmd_ship(args: argparse.Namespace) -> None:
-    """The shipped model: every training dataset (no ToolLinkOS request), int8 ONNX and its sha256."""
-    loaded = load_all(TRAINING_DATASETS)
-    queries = training_queries(TRAINING_DATASETS, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
-    started = time.time()
-    enc = train_as_asked(queries, args)
-    path = export_onnx(enc, Path(args.out))
-    info = {
-        "train_s": round(time.time() - started),
-        "requests": len(queries),
-        "sha256": sha256(path),
-        "bytes": path.stat().st_size,
-        "params": {k: v for k, v in vars(args).items() if k != "func"},
-    }
-    print(json.dumps(info, indent=1))
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(required=True)
-    for name, func in (("folds", cmd_folds), ("ship", cmd_ship), ("baseline", cmd_baseline)):
+    for name, func in (("train", cmd_train), ("probe", cmd_probe)):
         p = sub.add_parser(name)
         p.set_defaults(func=func)
-        p.add_argument("--out", default="bench/out/model")
+        p.add_argument("--out", default="bench/out/toolret-v2")
         p.add_argument("--seed", type=int, default=SEED)
-        p.add_argument("--epochs", type=int, default=1)
+        p.add_argument("--epochs", type=int, default=5)
         p.add_argument("--batch", type=int, default=32)
-        p.add_argument("--hard", type=int, default=5, help="first-pass negatives to draw one from")
-        p.add_argument("--lr", type=float, default=3e-5)
+        p.add_argument("--lr", type=float, default=5e-5)
+        p.add_argument("--scale", type=float, default=20.0)
         p.add_argument("--cap", type=int, default=16, help="single-tool requests kept per tool")
-        p.add_argument("--doc-len", type=int, default=256, help="tokens of a document (the registry: 256)")
-        p.add_argument("--every", type=int, default=1, help="score every n-th query (a pilot)")
-        p.add_argument("--limit", type=int, default=None, help="train on this many requests (a pilot)")
-        p.add_argument("--fold", type=int, action="append", help="only these folds (0-based)")
-        p.add_argument("--in-sample", action="store_true", help="also score the training datasets")
-        p.add_argument("--export", action="store_true", help="export each fold's model to int8 ONNX")
+        p.add_argument("--query-len", type=int, default=128, help="tokens of a training request")
+        p.add_argument(
+            "--freeze", type=int, default=0, help="freeze embeddings + this many layers (-1: none)"
+        )
+        p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+        p.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
+        p.add_argument("--fresh", action="store_true", help="ignore a checkpoint in --out")
+        p.add_argument("--hold-out", action="append", help="leave this pool dataset out (choosing the blend)")
+    p = sub.add_parser("score")
+    p.set_defaults(func=cmd_score)
+    p.add_argument("--model", action="append", required=True, help="an embedding_model value (repeatable)")
+    p.add_argument("--dataset", action="append", help="only these datasets")
+    p.add_argument("--method", default="grtf")
+    p.add_argument("--out", default=None, help="write every row to this JSON file")
+    p = sub.add_parser("export")
+    p.set_defaults(func=cmd_export)
+    p.add_argument("--out", default="bench/out/toolret-v2", help="a finished run's folder (best.pt)")
+    p.add_argument("--wise", type=float, action="append", required=True, help="share of the fine-tune")
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p = sub.add_parser("wise")
+    p.set_defaults(func=cmd_wise)
+    p.add_argument("--out", required=True, help="a finished run trained with --hold-out")
+    p.add_argument("--on", action="append", required=True, help="the datasets it held out")
+    p.add_argument("--grid", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p = sub.add_parser("latency")
+    p.set_defaults(func=cmd_latency)
+    p.add_argument("--model", action="append", required=True, help="an embedding_model value (repeatable)")
+    p.add_argument("-n", type=int, default=300, help="requests (BFCL live_multiple's first n)")
     args = parser.parse_args(argv)
     args.func(args)
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 if __name__ == "__main__":

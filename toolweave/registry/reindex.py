@@ -33,7 +33,8 @@ def reindex_database(
     examples = [e for kept in old_usage.load_all().values() for e in kept]
     usage = database.new_usage_table(embedder.dim)
     if examples:
-        queries = embed_chunked(embedder, [e.query for e in examples], settings.embedding_batch_size, None)
+        # examples are requests: embedded as requests are (a query encoder's own model, if any)
+        queries = list(embedder.request_vectors([e.query for e in examples]))
         usage.replace([], [replace(e, vector=v) for e, v in zip(examples, queries, strict=True)])
     database.commit(
         action="reindex", tools=new, usage=usage, embedding_model=embedder.model_id, dim=embedder.dim

@@ -150,7 +150,8 @@ class UsageBook:
         known = {e.query: e.vector for examples in by_tool.values() for e in examples}
         missing = list(dict.fromkeys(q for t in stale for q in t.examples if q not in known))
         if missing:
-            known.update(zip(missing, self._state.embedder.embed_documents(missing), strict=True))
+            # examples are requests: embedded as requests are (a query encoder's own model, if any)
+            known.update(zip(missing, self._state.embedder.request_vectors(missing), strict=True))
         at = now_ns()
         updates: dict[str, list[UsageExample]] = {i: [] for i in gone}
         for tool in stale:
