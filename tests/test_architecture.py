@@ -145,7 +145,6 @@ RETRIEVAL_MAY_IMPORT = {
     "toolweave.records", "toolweave.errors", "toolweave.settings",
     "toolweave.names",  # tool names as words (re, math, collections: no I/O)
     "toolweave._lazy",  # the package's lazy exports (importlib only)
-    "weakref",  # fusion's per-index record goes with its index (no I/O)
     "bisect",  # the walk counts what already outweighs a later hit (no I/O)
 }  # fmt: skip
 
