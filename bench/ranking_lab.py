@@ -260,6 +260,7 @@ class RunningFleet:
         record = FleetCalibration(self.vector_peak, self.text_peak, self.power)
         return fuse(vector, text, record if self.turns >= self.warm_up else EQUAL_WEIGHTS)
 
+
 Stream = list[tuple[str, list[Hit], list[Hit], tuple[str, ...]]]
 
 

@@ -43,9 +43,7 @@ async def fake_llm(params: types.CreateMessageRequestParams) -> types.CreateMess
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_stdio_upstream_lifecycle(protocol: str) -> None:
     """List (all pages), call, list_changed, sampling, errors, timeout, crash and reconnect — one era each."""
-    backend = MCPBackend(
-        "dyn", stdio(DYNAMIC, "stdio", protocol=protocol), connect_timeout_s=15
-    )
+    backend = MCPBackend("dyn", stdio(DYNAMIC, "stdio", protocol=protocol), connect_timeout_s=15)
     assert isinstance(backend, Backend)
     async with running(backend) as h:
         await h.wait(lambda: backend.available and bool(h.reports))
