@@ -4,7 +4,7 @@ Kept for the lab (``bench/ranking_lab.py lodo``), not offered as settings: recip
 convex fusion (min-max then ``alpha * vector + (1 - alpha) * bm25``, the paper's hybrid, alpha 0.8),
 z-scores with a fixed BM25 weight (a per-fleet constant in disguise) and per-turn peaks (each list
 weighted by how far its own leaders stand out, for this query alone: noisier than the fleet's running
-record, bench/RESULTS.md "Robust fusion"). They reuse the product's z-scores, so a figure measured here
+record, bench/HISTORY.md "Robust fusion"). They reuse the product's z-scores, so a figure measured here
 differs from the shipped fusion by the weighting alone.
 """
 

@@ -10,7 +10,7 @@ from toolweave.settings import Settings, unknown_environment_keys
 
 def test_a_typo_inside_a_section_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__TOP_KK", "5")
-    with pytest.raises(ValidationError, match="retrieval.top_kk"):
+    with pytest.raises(ValidationError, match=r"retrieval\.top_kk"):
         Settings()
     monkeypatch.delenv("TOOLWEAVE_RETRIEVAL__TOP_KK")
     monkeypatch.setenv("TOOLWEAVE_RETRIEVAL__TOP_K", "5")
@@ -19,7 +19,7 @@ def test_a_typo_inside_a_section_is_refused_with_its_name(monkeypatch: pytest.Mo
 
 def test_an_unknown_name_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLWEAVE_CALL_TIMEOUT", "5")
-    with pytest.warns(UserWarning, match="TOOLWEAVE_CALL_TIMEOUT is not a toolweave setting"):
+    with pytest.warns(UserWarning, match=r"TOOLWEAVE_CALL_TIMEOUT is not a toolweave setting"):
         settings = Settings()
     assert settings.call_timeout_s == Settings.model_fields["call_timeout_s"].default
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -54,7 +54,7 @@ REMOVED_RETRIEVAL_SETTINGS: dict[str, str] = {
     "hybrid_alpha": "it weighed `convex` fusion only, which is no longer offered",
     "walk_order": "the walk follows what the request lacks, right after the tool that needs it",
 }
-"""Retrieval settings of earlier versions: measured variants nobody should turn (bench/RESULTS.md). A
+"""Retrieval settings of earlier versions: measured variants nobody should turn (bench/HISTORY.md). A
 manifest or environment that still sets one keeps working: the key is ignored with a warning that says
 what the gateway does instead."""
 
@@ -105,7 +105,7 @@ class RetrievalSettings(BaseModel):
         "also at a bare `and`, or `off`. Not with `bm25` (no cosine to weigh the parts).",
     )
     # The floor only decides what is published unasked; the ranked list (find_tools, benchmarks' mAP)
-    # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/RESULTS.md).
+    # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/HISTORY.md).
     floor_relative: Share = Field(
         0.3,
         description="Publish only search hits at or above this share of the turn's best hit (0 = all); "
