@@ -53,7 +53,7 @@ from toolweave.retrieval.fusion import (
     zscore_fusion,
 )
 from toolweave.retrieval.metrics import average_precision, recall, summarize
-from toolweave.retrieval.pipeline import _first_pass
+from toolweave.retrieval.pipeline import scored_first_pass
 from toolweave.retrieval.query import clean_query, contextual_query
 from toolweave.retrieval.results import Hit
 from toolweave.retrieval.walk import expand_with_dependencies
@@ -398,7 +398,7 @@ def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
     out: list[Pass] = []
     for set_name, queries in rec.queries.items():
         for text, gold, split in queries:
-            ((hits, _cosine),) = _first_pass(
+            ((hits, _cosine),) = scored_first_pass(
                 [contextual_query(text, ())],
                 index,
                 "grtf",

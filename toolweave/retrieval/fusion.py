@@ -25,10 +25,15 @@ __all__ = [
     "FLEET_TOP_N",
     "RRF_K",
     "FleetCalibration",
+    "ZScores",
     "calibrate",
     "fuse",
     "mean_and_spread",
+    "peak",
+    "ranked_by_score",
     "turn_relevance",
+    "weighted_fusion",
+    "z_scores",
     "zscore_fusion",
 ]
 
@@ -42,7 +47,7 @@ FLEET_POWER = 3.0
 """BM25's weight is (its mean peak / the vectors' mean peak) ** this (chosen leave-one-dataset-out)."""
 
 
-def _ranked(fused: dict[str, float], vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
+def ranked_by_score(fused: dict[str, float], vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     order = {h.tool_id: n for n, h in enumerate([*vector, *text])}  # stable tie-break: first seen
     return [Hit(i, s) for i, s in sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))]
 
@@ -55,7 +60,7 @@ def mean_and_spread(scores: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
 
 
-def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
+def z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     """Each score as standard deviations above its list's mean, and the floor for absent tools."""
     if not hits:
         return {}, 0.0
@@ -68,15 +73,15 @@ def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     return z, (min(scores) - mean) / spread
 
 
-_ZScores = tuple[dict[str, float], float]
+ZScores = tuple[dict[str, float], float]
 
 
-def _weighted(
-    vector: Sequence[Hit], text: Sequence[Hit], v_z: _ZScores, t_z: _ZScores, w_vector: float, w_text: float
+def weighted_fusion(
+    vector: Sequence[Hit], text: Sequence[Hit], v_z: ZScores, t_z: ZScores, w_vector: float, w_text: float
 ) -> list[Hit]:
     (v, v_absent), (t, t_absent) = v_z, t_z
     fused = {i: w_vector * v.get(i, v_absent) + w_text * t.get(i, t_absent) for i in v.keys() | t.keys()}
-    return _ranked(fused, vector, text)
+    return ranked_by_score(fused, vector, text)
 
 
 def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
@@ -85,10 +90,10 @@ def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     A list with one clear winner (a name the query repeats, for BM25) gives that winner a high z; a
     flat list (a retriever with no idea) gives everything about 0 and leaves the choice to the other.
     """
-    return _weighted(vector, text, _z_scores(vector), _z_scores(text), 1.0, 1.0)
+    return weighted_fusion(vector, text, z_scores(vector), z_scores(text), 1.0, 1.0)
 
 
-def _peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
+def peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
     """Mean z of the list's first ``top_n`` hits (ranks it lacks count 0), never below 0."""
     if not hits or top_n < 1:
         return 0.0
@@ -131,8 +136,8 @@ def calibrate(
     vector_peaks: list[float] = []
     text_peaks: list[float] = []
     for vector, text in turns:
-        vector_peaks.append(_peak(vector, _z_scores(vector)[0], top_n))
-        text_peaks.append(_peak(text, _z_scores(text)[0], top_n))
+        vector_peaks.append(peak(vector, z_scores(vector)[0], top_n))
+        text_peaks.append(peak(text, z_scores(text)[0], top_n))
     if not vector_peaks:
         return FleetCalibration(power=power)
     return FleetCalibration(
@@ -144,7 +149,7 @@ def fuse(
     vector: Sequence[Hit], text: Sequence[Hit], calibration: FleetCalibration = EQUAL_WEIGHTS
 ) -> list[Hit]:
     """Z-score fusion with BM25 weighted by ``calibration`` (equal weights by default)."""
-    return _weighted(vector, text, _z_scores(vector), _z_scores(text), 1.0, calibration.text_weight)
+    return weighted_fusion(vector, text, z_scores(vector), z_scores(text), 1.0, calibration.text_weight)
 
 
 def turn_relevance(hits: Sequence[Hit]) -> dict[str, float]:

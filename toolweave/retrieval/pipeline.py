@@ -28,7 +28,17 @@ from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
 from toolweave.settings import RetrievalMethod, RetrievalSettings, Settings
 
-__all__ = ["SearchIndex", "ToolIndex", "first_pass", "fleet_calibration", "retrieve", "retrieve_tools"]
+__all__ = [
+    "SearchIndex",
+    "ToolIndex",
+    "candidates",
+    "decomposition_of",
+    "first_pass",
+    "fleet_calibration",
+    "retrieve",
+    "retrieve_tools",
+    "scored_first_pass",
+]
 
 _MIN_POOL = 30  # first-pass candidates per retriever before fusion: fusion needs overlap to work
 
@@ -93,11 +103,11 @@ def first_pass(
     """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``:
     z-scores weighted by the index's ``fleet_calibration``) and, with ``name_match`` > 0, lifted by how
     much of each name the query spells out."""
-    passes = _first_pass(queries, index, method, k, exclude_sources, name_match)
+    passes = scored_first_pass(queries, index, method, k, exclude_sources, name_match)
     return [hits[:k] for hits, _ in passes]
 
 
-def _first_pass(
+def scored_first_pass(
     queries: Sequence[QueryVariant],
     index: SearchIndex,
     method: RetrievalMethod,
@@ -168,7 +178,7 @@ def retrieve(
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
     decomposition = decomposition or decomposition_of(params)
-    hits, cosine = _candidates(text, context, index, params, pool, exclude_sources, decomposition)
+    hits, cosine = candidates(text, context, index, params, pool, exclude_sources, decomposition)
     relevance = turn_relevance(hits)
     kept = apply_floor(
         hits,
@@ -191,7 +201,7 @@ def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
     return Decomposition(level=params.decompose)
 
 
-def _candidates(
+def candidates(
     text: str,
     context: Sequence[str],
     index: SearchIndex,
@@ -204,7 +214,7 @@ def _candidates(
     one's best cosine similarity over the variants."""
     texts = [text] if decomposition is None else decompose_query(text, **decomposition.split_options())
     variants = [contextual_query(t, context) for t in texts]
-    passes = _first_pass(
+    passes = scored_first_pass(
         variants,
         index,
         params.method,
