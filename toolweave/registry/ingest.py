@@ -118,7 +118,7 @@ class Ingest:
 
                 documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
                 # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
-                # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
+                # them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md)
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
                 orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})

@@ -16,7 +16,7 @@ group, cancelled on the way out. Instant start: the registry opens in the backgr
 ``find_tools`` and calls wait, bounded, for it, and a registry that cannot be opened makes them return
 a clear error instead.
 
-Nothing raised while serving a call escapes as a JSON-RPC error: see ``server/errors.py``.
+Nothing raised while serving a call escapes as a JSON-RPC error: see ``toolweave/call_errors.py``.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 
 from toolweave.adapters.backend import Backend
+from toolweave.call_errors import tool_error_result
 from toolweave.manifest import Manifest
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
 from toolweave.server.calls import CallPath, observe_turn, sampler_for
-from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
 from toolweave.server.meta_tools import (
@@ -236,7 +236,7 @@ class Gateway:
         message = self.served.error or (
             f"the tool registry is still opening after {REGISTRY_WAIT_S:.0f} s; try again shortly"
         )
-        return to_tool_error_result("unavailable", message, tool=tool)
+        return tool_error_result("unavailable", message, tool=tool)
 
     async def _warm_up(self) -> None:
         """Load the embedding model and the schema validator now rather than inside the first call."""
@@ -340,7 +340,7 @@ class Gateway:
             return result
         except Exception as exc:  # last line of defence: an error result, never a dead request
             log.exception("tools/call %s failed inside the gateway", name)
-            result = to_tool_error_result(
+            result = tool_error_result(
                 "internal_error",
                 f"the gateway failed on {name}: {type(exc).__name__}: {exc}",
                 tool=name,
@@ -360,7 +360,7 @@ class Gateway:
                 return bad
             query = str(arguments["query"]).strip()
             if not query:
-                return to_tool_error_result(
+                return tool_error_result(
                     "invalid_arguments",
                     f"{FIND_TOOLS} needs a query with words in it, not only spaces",
                     tool=FIND_TOOLS,

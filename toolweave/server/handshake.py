@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolweave.wire_meta import SERVER_INFO_META_KEY
+
 __all__ = [
     "ALWAYS_LOAD",
     "CALL_TOOL",
@@ -64,7 +66,6 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
-SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
 LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -237,7 +238,7 @@ def envelope_version(params: object) -> str | None:
 
 def _modern(result: dict[str, Any], version: str) -> dict[str, Any]:
     """A 2026-era result as the SDK writes it: complete, stamped with the server's identity."""
-    stamp = {SERVER_INFO_META: {"name": SERVER_NAME, "version": version}}
+    stamp = {SERVER_INFO_META_KEY: {"name": SERVER_NAME, "version": version}}
     return {**result, "resultType": "complete", "_meta": stamp}
 
 

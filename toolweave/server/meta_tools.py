@@ -15,9 +15,9 @@ from typing import Any
 
 import mcp_types as types
 
+from toolweave.call_errors import tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
-from toolweave.server.errors import to_tool_error_result
 from toolweave.server.handshake import (
     ALWAYS_LOAD,
     CALL_TOOL,
@@ -94,7 +94,7 @@ def bad_meta_arguments(tool: str, arguments: Mapping[str, Any]) -> types.CallToo
     if not problems:
         return None
     listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-    return to_tool_error_result(
+    return tool_error_result(
         "invalid_arguments",
         f"arguments for {tool} are invalid: {listed}",
         tool=tool,
