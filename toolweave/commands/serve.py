@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -115,6 +116,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     if transport != "stdio":  # not reached: __main__ starts a front for stdio only
         front.hand_over()
         return None
+    front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
     front.offer_tools_list(settings.publish.always_load)
     return front
 
@@ -123,7 +125,7 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     """The HTTP front ``toolweave.__main__`` started (the port listens already), told what it may
     answer now that the settings are loaded; None when there is none (in-process runs, other
     transports, a port that could not be bound: ``serve`` then reports that)."""
-    from toolweave.server import front_answers, http_front
+    from toolweave.server import front_answers, http_front, ready_index
 
     front = http_front.claim()
     if front is None:
@@ -136,6 +138,10 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     )
     # with credentials to check, every request waits for the full app (and its authentication)
     front.offer(policy if security.auth == "none" else None)
+    if security.auth == "none":  # find_tools answered from the registry's ready table from here on
+        ready = ready_index.load(settings.home)
+        if ready is not None:
+            front.offer(dataclasses.replace(policy, ready=ready, ready_k=settings.retrieval.final_k))
     return front
 
 

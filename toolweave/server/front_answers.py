@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolweave.errors import ConfigError
-from toolweave.server import handshake
+from toolweave.server import handshake, ready_index
 
 if TYPE_CHECKING:
     from toolweave.settings import SecuritySettings
@@ -114,6 +114,10 @@ class FrontPolicy:
     hosts: list[str]
     origins: list[str]
     max_body: int
+    ready: ready_index.ReadyIndex | None = None
+    """The registry's ready table: ``find_tools`` is answered from it (``server/ready_index.py``)."""
+    ready_k: int = 10
+    """How many tools such an answer names at most (``retrieval.final_k``), unless the call says."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,19 @@ def _handshake(
         return Decision(message, reply={"result": result}, session=session)
     if method == "ping" and (params is None or isinstance(params, dict)):
         return Decision(message, reply={"result": {}}, session=session, replay=False)
+    if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
+        return Decision(message, reply={"result": found}, session=session)
     return None
+
+
+def _find_tools(params: object, policy: FrontPolicy) -> dict[str, Any] | None:
+    """A plain ``find_tools`` answered from the ready table (replayed: the gateway publishes what it
+    found); None without a table, or for any other call."""
+    plain = ready_index.plain_find_query(params)
+    if plain is None or policy.ready is None:
+        return None
+    doc, _ = policy.ready.answer(plain[0], plain[1] or policy.ready_k)
+    return ready_index.call_result(doc)
 
 
 def _modern(
@@ -231,7 +247,10 @@ def _modern(
     version = handshake.envelope_version(params)
     if version is None or version != one_header(headers, _VERSION) or one_header(headers, _METHOD) != method:
         return None
-    if not handshake.is_request_id(request_id) or b"mcp-name" in headers or SESSION_HEADER in headers:
+    if not handshake.is_request_id(request_id) or SESSION_HEADER in headers:
+        return None
+    name = one_header(headers, b"mcp-name")
+    if b"mcp-name" in headers and (method != "tools/call" or name != handshake.FIND_TOOLS):
         return None
     current = handshake.server_version()
     if method == "server/discover":
@@ -246,4 +265,6 @@ def _modern(
     if method == "subscriptions/listen" and isinstance(request_id, str | int):
         ack = handshake.listen_acknowledgement(request_id, params)
         return None if ack is None else Decision(message, replay=False, listen=ack)
+    if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
+        return Decision(message, reply={"result": handshake.modern_result(found, current)})
     return None

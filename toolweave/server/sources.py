@@ -123,6 +123,12 @@ class SourceSync:
             log.info("catalog %s: %s", entry.source, summary)
         await self._apply_manifest_edges()
 
+    def catalogs_missing(self) -> bool:
+        """Whether a catalog of the manifest has no tools in the registry yet (nothing to serve it from)."""
+        if not self._catalog_sources:
+            return False
+        return not self._catalog_sources <= set(self.registry.sources())
+
     async def apply_overrides(self) -> None:
         """The manifest's dependency overrides (add / remove / pin, also over edges saved by earlier runs;
         kept for every later ingest) and its private tools."""

@@ -1,38 +1,56 @@
-"""A ``find_tools`` that comes while the gateway starts is answered within a bound, not when start-up
-is over.
+"""A ``find_tools`` that comes while the gateway starts is answered at once from the ready table, or
+else within a bound, never when start-up is over.
 
 The gateway answers the handshake and ``tools/list`` at once (``server/early.py``) and opens its
-registry, loads its embedding model and connects its upstreams in the background. A ``find_tools``
-that comes meanwhile waits for that; on a busy machine it can take tens of seconds, and some clients
-give one request 5 s (the OpenAI Agents SDK's default) before they fail the tool call. So during
-start-up ``find_tools`` gets ``startup_call_wait_s``: answered in that time, it is answered as ever;
-otherwise it is dropped (it was still waiting: nothing was searched or published) and answered as
-when nothing matched, with a note to call again, which a model acts on. The bound counts from the
-request's arrival: one an early front (stdio's or HTTP's) kept while the SDK loaded carries that time.
-Not an error: pydantic-ai counts a tool error against its one retry.
+registry, loads its embedding model and connects its upstreams in the background: seconds, tens of
+them on a busy machine. On a registry that a gateway served before, the tool table it left beside the
+registry (``server/ready_index.py``) answers ``find_tools`` meanwhile: BM25 over the tools' texts, an
+ordinary answer whose tools are published into the session as any answer's are (``tools/list`` shows
+them from the same table until the registry is open). ``keep_ready_table`` leaves that table, and
+rewrites it when the registry's tools change.
+
+Without a table (a registry's first start, an object store), ``find_tools`` gets
+``startup_call_wait_s``: answered in that time, it is answered as ever; otherwise it is dropped (it was
+still waiting: nothing was searched or published) and answered as when nothing matched, with a note to
+call again, which a model acts on. The bound counts from the request's arrival: one an early front
+(stdio's or HTTP's) kept while the SDK loaded carries that time. Not an error: pydantic-ai counts a
+tool error against its one retry.
 
 Only ``find_tools``: a proxied call may already have reached its upstream when the bound ends, and
-dropping it then could run a side effect twice (the model would call again). Once start-up is over
-nothing is bounded here.
+dropping it then could run a side effect twice (the model would call again); it waits for its
+upstream within its own budget. Once start-up is over nothing is answered here.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 
+from toolweave.server import ready_index
 from toolweave.server.early import ARRIVED_META
-from toolweave.server.meta_tools import FIND_TOOLS, find_tools_result
+from toolweave.server.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
 
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
     from toolweave.server.gateway import Gateway
 
-__all__ = ["STILL_STARTING", "answer_find_tools_while_starting", "starting"]
+__all__ = [
+    "STILL_STARTING",
+    "answer_find_tools_while_starting",
+    "keep_ready_table",
+    "ready_table",
+    "starting",
+]
+
+log = logging.getLogger(__name__)
+
+READY_TABLE_CHECK_S = 5.0
+"""How often the gateway checks whether its registry's tools changed since it left its ready table."""
 
 STILL_STARTING = (
     "the gateway is still starting (opening its tool registry, loading its embedding model, connecting "
@@ -66,6 +84,9 @@ def answer_find_tools_while_starting(gateway: Gateway) -> None:
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         if params.name != FIND_TOOLS or not starting(gateway):
             return await inner(ctx, params)
+        answered = await _from_ready_table(gateway, ctx, params)
+        if answered is not None:
+            return answered
         arrived = (ctx.meta or {}).get(ARRIVED_META)  # kept by the early front while the SDK loaded
         waited = time.monotonic() - arrived if isinstance(arrived, float) else 0.0
         with anyio.move_on_after(min(bound_s, max(0.0, bound_s - waited))):
@@ -74,3 +95,81 @@ def answer_find_tools_while_starting(gateway: Gateway) -> None:
         return find_tools_result(str(query or ""), [], list_changed=False, published=(), note=STILL_STARTING)
 
     gateway.server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+
+
+def _loading(gateway: Gateway) -> bool:
+    """Whether the gateway's own search cannot run yet: the registry or the embedding model is loading
+    (a start that failed is over)."""
+    served = gateway.served
+    return not served.ready.is_set() or (served.error is None and not gateway.warmed.is_set())
+
+
+async def _from_ready_table(
+    gateway: Gateway, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult | None:
+    """A plain ``find_tools`` answered from the ready table and published, while the gateway's own search
+    cannot run; None otherwise (no table, or it can)."""
+    plain = ready_index.plain_find_query({"name": params.name, "arguments": params.arguments})
+    if plain is None or not _loading(gateway):
+        return None
+    if gateway.ready_tools is None:
+        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+    table = gateway.ready_tools
+    if table is False or not _loading(gateway):
+        return None
+    query, k = plain
+    doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
+    session = await gateway.session_for(ctx)
+    change = session.published.select(ids, session.next_turn())
+    session.add_turn(query)
+    await gateway.sessions.commit(session)
+    if change.changed:
+        await gateway.notifier.tools_changed(session)
+    doc["tool_list_changed"] = change.changed
+    result = ready_index.call_result(doc)
+    return types.CallToolResult(
+        content=[types.TextContent(text=result["content"][0]["text"])], structured_content=doc
+    )
+
+
+def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
+    """What the gateway's sessions may be shown (the default identity's view, without stale sources) as
+    a ready table: public names, compact entries, the texts the registry indexes."""
+    from toolweave.registry.documents import tool_document  # with the registry: after the handshake
+
+    registry, guard = gateway.served.registry, gateway.served.guard
+    identity = gateway.settings.security.default_identity
+    rows = []
+    for record in registry.tools():
+        if not gateway.sources.serves(record.source) or not guard.allows(identity, record):
+            continue
+        name = gateway.names.name(record.id)
+        entry = {
+            "name": name,
+            "description": record.description,
+            "input_schema": untitled_schema(record.input_schema),
+        }
+        rows.append(
+            ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
+        )
+    return rows
+
+
+async def keep_ready_table(gateway: Gateway) -> None:
+    """Leave the ready table beside a local registry once the gateway is warm, and again whenever the
+    registry's tools changed (forever: run it in the gateway's task group)."""
+    home = gateway.settings.home
+    if ready_index.ready_path(home) is None:
+        return
+    seen: object = None
+    while True:
+        hashes = gateway.served.registry.content_hashes()  # replaced whole by every write or reload
+        if hashes is not seen:
+            seen = hashes
+            try:
+                rows = await anyio.to_thread.run_sync(ready_table, gateway)
+                if await anyio.to_thread.run_sync(ready_index.write, home, rows):
+                    log.debug("ready table written: %d tools", len(rows))
+            except Exception:  # a first answer then waits for the registry, as without a table
+                log.warning("could not leave the ready table beside the registry", exc_info=True)
+        await anyio.sleep(READY_TABLE_CHECK_S)
