@@ -183,6 +183,7 @@ class EarlyFront:
 
     def hand_over(self) -> Handover:
         """Stop answering (waits for the thread) and return what the SDK must read first."""
+        self._ready_offered.set()  # a find_tools still waiting for the settings is the SDK's now
         with self._lock:
             self._stopping = True
         os.write(self._wake_write, b"x")

@@ -164,7 +164,7 @@ async def keep_ready_table(gateway: Gateway) -> None:
     seen: object = None
     while True:
         hashes = gateway.served.registry.content_hashes()  # replaced whole by every write or reload
-        if hashes is not seen:
+        if hashes is not seen and len(hashes):  # an empty registry has nothing to answer with
             seen = hashes
             try:
                 rows = await anyio.to_thread.run_sync(ready_table, gateway)

@@ -1,0 +1,200 @@
+"""The ready table (``server/ready_index.py``): what a starting gateway answers ``find_tools`` with, in
+the stdio front before the SDK is imported, and in the gateway itself until its registry and embedding
+model are up. Real registry and embedder, real MCP SDK client."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client as SdkClient
+
+from toolweave.registry import Registry
+from toolweave.server import ready_index
+from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.gateway import Gateway
+from toolweave.server.starting import answer_find_tools_while_starting, ready_table, starting
+from toolweave.settings import Settings
+
+from .helpers import FakeBackend, notes_tools, time_tools
+from .test_early import Client, Server, front_replay, initialize, modern, request
+from .test_early import pipes as pipes  # the fixture
+from .test_startup import HeldBackend, held_opener
+
+pytestmark = pytest.mark.anyio
+
+QUERY = "what time is it in Tokyo"
+
+
+def tool(tool_id: str, description: str, text: str) -> ready_index.ReadyTool:
+    entry = {"name": tool_id, "description": description, "input_schema": {"type": "object"}}
+    return ready_index.ReadyTool(tool_id, tool_id, entry, description, text)
+
+
+TABLE = [
+    tool("time__get_current_time", "Get current time", "get current time: Get current time in a timezone"),
+    tool("time__convert_time", "Convert time", "convert time: Convert time between timezones"),
+    tool("notes__create_note", "Create a note", "create note: Create a note with a title and body"),
+]
+
+
+def test_bm25_ranks_the_table_and_publishes_only_the_clear_hits() -> None:
+    index = ready_index.ReadyIndex(TABLE)
+    hits = index.search("what is the current time in Tokyo", 10)
+    assert hits[0][0].id == "time__get_current_time"
+    assert all(t.id != "notes__create_note" for t, _ in hits)  # shares no word with the query
+    doc, ids = index.answer("current time", 10)
+    assert ids[0] == "time__get_current_time" and "notes__create_note" not in ids
+    assert doc["tools"][0]["name"] == "time__get_current_time" and doc["tool_list_changed"] is False
+    nothing, none = index.answer("zebra", 10)
+    assert nothing["tools"] == [] and none == [] and "note" in nothing
+
+
+def test_the_table_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
+    assert ready_index.write(tmp_path, TABLE)
+    stamp = (tmp_path / ready_index.READY_FILE).stat().st_mtime_ns
+    assert not ready_index.write(tmp_path, TABLE)
+    assert (tmp_path / ready_index.READY_FILE).stat().st_mtime_ns == stamp
+    assert ready_index.write(tmp_path, TABLE[:2])
+    loaded = ready_index.load(tmp_path)
+    assert loaded is not None and [t.id for t in loaded.tools] == [t.id for t in TABLE[:2]]
+    assert ready_index.ready_path("s3://bucket/registry") is None
+    (tmp_path / ready_index.READY_FILE).write_text("{not json")
+    assert ready_index.load(tmp_path) is None  # unreadable: the gateway answers as without one
+
+
+def test_only_a_plain_find_tools_is_answered_from_the_table() -> None:
+    plain = ready_index.plain_find_query
+    assert plain({"name": "find_tools", "arguments": {"query": "  time  "}}) == ("time", None)
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": 3}}) == ("time", 3)
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "detail": True}}) is None
+    assert plain({"name": "find_tools", "arguments": {"query": " "}}) is None
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": 0}}) is None
+    assert plain({"name": "call_tool", "arguments": {"name": "x"}}) is None
+
+
+async def test_the_stdio_front_answers_find_tools_from_the_table_and_hands_it_over(
+    tmp_path: Path, pipes: tuple[Client, Server]
+) -> None:
+    client, server = pipes
+    ready_index.write(tmp_path, TABLE)
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.start()
+    client.send(
+        initialize("2025-11-25"),
+        request(2, "tools/call", {"name": "find_tools", "arguments": {"query": QUERY}}),
+    )
+    assert (await client.receive())["id"] == 1
+    front.offer_ready_tools(str(tmp_path), 10)  # the settings name the registry: the find waited for it
+    found = await client.receive()
+    assert found["id"] == 2
+    structured = found["result"]["structuredContent"]
+    assert structured["tools"][0]["name"] == "time__get_current_time"
+    assert json.loads(found["result"]["content"][0]["text"]) == structured
+    assert "still starting" not in json.dumps(found)
+    client.send(modern(3, "tools/call", name="find_tools", arguments={"query": QUERY}))
+    replay = await anyio.to_thread.run_sync(front.hand_over)
+    # answered, and replayed under a private id: the gateway publishes what was found
+    replayed = [json.loads(line) for line in replay.prefix.splitlines()]
+    assert [m["id"] for m in replayed[:2]] == [f"{EARLY_ID_PREFIX}0", f"{EARLY_ID_PREFIX}1"]
+    assert replayed[1]["params"]["arguments"] == {"query": QUERY}
+    assert replay.answered[f"{EARLY_ID_PREFIX}1"][0] == "tools/call"
+    assert front_replay(front)  # the enveloped call of another era: kept for the SDK, not answered here
+
+
+async def test_without_a_table_the_front_leaves_find_tools_to_the_sdk(
+    tmp_path: Path, pipes: tuple[Client, Server]
+) -> None:
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(tmp_path), 10)
+    front.start()
+    client.send(
+        initialize("2025-11-25"),
+        request(2, "tools/call", {"name": "find_tools", "arguments": {"query": QUERY}}),
+    )
+    assert (await client.receive())["id"] == 1
+    await anyio.sleep(0.2)
+    replay = await anyio.to_thread.run_sync(front.hand_over)
+    last = json.loads(replay.prefix.splitlines()[-1])
+    assert last["id"] == 2  # verbatim: the SDK answers it
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def warm_table(registry: Registry) -> None:
+    """A gateway served ``registry`` before: it left its ready table (as ``keep_ready_table`` does)."""
+    clock, notes = FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools())
+    gateway = Gateway(registry, [clock, notes], Settings(home=registry.path))
+    async with SdkClient(gateway.server) as client:
+        await client.call_tool("find_tools", {"query": QUERY})
+        with anyio.fail_after(60):
+            await gateway.warmed.wait()
+        assert ready_index.write(registry.path, ready_table(gateway))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_starting_gateway_answers_from_the_table_and_publishes(registry: Registry, mode: str) -> None:
+    await warm_table(registry)
+    opened = threading.Event()
+    clock = HeldBackend("clock", time_tools())  # its upstream has not connected either
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(held_opener(registry, opened), [clock, FakeBackend("notes", notes_tools())], settings)
+    answer_find_tools_while_starting(gateway)
+    try:
+        async with SdkClient(gateway.server, mode=mode) as client:
+            assert starting(gateway)
+            began = time.monotonic()
+            found = await client.call_tool("find_tools", {"query": QUERY})
+            assert time.monotonic() - began < 5  # answered without the registry (it never opened)
+            assert not found.is_error and found.structured_content is not None, text(found)
+            names = [t["name"] for t in found.structured_content["tools"]]
+            assert names[0] == "clock__get_current_time", found.structured_content
+            assert "note" not in found.structured_content
+            assert found.structured_content["tool_list_changed"] is True
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]  # published from the table
+            # its call waits for the registry and its upstream, then runs
+            async with anyio.create_task_group() as tg:
+                called: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    called.append(
+                        await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
+                    )
+
+                tg.start_soon(call)
+                await anyio.sleep(0.5)
+                assert not called
+                opened.set()
+                await anyio.sleep(0.5)
+                clock.connect.set()
+            assert not called[0].is_error, text(called[0])
+            assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]  # still published
+    finally:
+        opened.set()
+        clock.connect.set()
+
+
+async def test_the_gateway_leaves_its_table_once_warm(registry: Registry) -> None:
+    path = ready_index.ready_path(registry.path)
+    assert path is not None and not path.exists()
+    gateway = Gateway(registry, [FakeBackend("clock", time_tools())], Settings(home=registry.path))
+    async with SdkClient(gateway.server) as client:
+        await client.call_tool("find_tools", {"query": QUERY})
+        with anyio.fail_after(60):
+            while not path.exists():
+                await anyio.sleep(0.05)
+    table: dict[str, Any] = json.loads(path.read_text())
+    assert "clock__get_current_time" in {row["id"] for row in table["tools"]}
+    assert any("Examples" in row["text"] or "time" in row["text"] for row in table["tools"])
