@@ -23,7 +23,7 @@ def serve_options(args: list[str]) -> dict[str, str] | None:
     command then simply starts without an early front."""
     if not args or args[0] != "serve" or any(a in _HELP_OPTIONS for a in args):
         return None
-    from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT  # serve imports it anyway
+    from toolweave.server.address import DEFAULT_HOST, DEFAULT_PORT  # socket only: before the bind
 
     found = {"transport": "stdio", "host": DEFAULT_HOST, "port": str(DEFAULT_PORT)}
     for i, arg in enumerate(args):
@@ -62,7 +62,7 @@ def main() -> None:
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
-        from toolweave.server.front_answers import bind_now
+        from toolweave.server.address import bind_now
 
         listening = bind_now(*address)
         if listening is not None:  # else the command reports why it cannot listen, as it always did

@@ -138,7 +138,8 @@ async def warm_table(registry: Registry) -> None:
         await client.call_tool("find_tools", {"query": QUERY})
         with anyio.fail_after(60):
             await gateway.warmed.wait()
-        assert ready_index.write(registry.path, ready_table(gateway))
+        ready_index.write(registry.path, ready_table(gateway))  # unless keep_ready_table did already
+        assert ready_index.load(registry.path) is not None
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -198,3 +199,26 @@ async def test_the_gateway_leaves_its_table_once_warm(registry: Registry) -> Non
     table: dict[str, Any] = json.loads(path.read_text())
     assert "clock__get_current_time" in {row["id"] for row in table["tools"]}
     assert any("Examples" in row["text"] or "time" in row["text"] for row in table["tools"])
+
+
+async def test_a_host_turn_while_starting_is_answered_from_the_table(registry: Registry) -> None:
+    """The prompt hook's turn (``server/host.py``) reaches a gateway whose registry is not open: the
+    table answers it within the hook's short budget, and the client's next list carries the tool."""
+    from toolweave.server.host import answer_turn
+
+    await warm_table(registry)
+    opened = threading.Event()
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(held_opener(registry, opened), [FakeBackend("clock", time_tools())], settings)
+    try:
+        async with SdkClient(gateway.server, mode="legacy") as client:
+            await client.list_tools(cache_mode="bypass")  # the client's session exists
+            with anyio.fail_after(30):  # the registry never opens meanwhile
+                answer = await answer_turn(gateway, {"turn": QUERY}, own_host=True)
+            assert answer["ok"], answer
+            (report,) = answer["sessions"]
+            assert report["found"][0] == "clock__get_current_time" and report["tool_list_changed"]
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]
+    finally:
+        opened.set()

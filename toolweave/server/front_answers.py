@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import uuid
 from collections.abc import Container, Iterable, MutableMapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolweave.errors import ConfigError
 from toolweave.server import handshake, ready_index
+from toolweave.server.address import DEFAULT_HOST, DEFAULT_PORT, bind_now
 
 if TYPE_CHECKING:
     from toolweave.settings import SecuritySettings
@@ -48,10 +48,6 @@ log = logging.getLogger(__name__)
 MODERN_NOT_FOUND_STATUS = 404
 """The HTTP status the SDK gives a 2026-era "method not found" (a test keeps it equal to the SDK's)."""
 
-DEFAULT_HOST = "127.0.0.1"
-"""Where ``toolweave serve`` listens over HTTP/SSE unless told otherwise: loopback, so only this machine."""
-
-DEFAULT_PORT = 8765
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
@@ -136,21 +132,6 @@ class Decision:
     listen: dict[str, Any] | None = None
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
-
-
-def bind_now(host: str, port: int) -> socket.socket | None:
-    """A socket bound to ``host:port`` and listening, or None when that fails (the command then reports
-    it as it always did). ``toolweave.__main__`` binds it before importing anything heavier than this."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind((host, port))
-        listening.listen(2048)
-    except OSError:
-        listening.close()
-        return None
-    return listening
 
 
 def header_lists(scope: MutableMapping[str, Any]) -> dict[bytes, list[bytes]]:

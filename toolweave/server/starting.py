@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
     from toolweave.server.gateway import Gateway
+    from toolweave.server.sessions import Session
 
 __all__ = [
     "STILL_STARTING",
@@ -45,6 +46,7 @@ __all__ = [
     "keep_ready_table",
     "ready_table",
     "starting",
+    "turn_from_ready_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,32 +106,67 @@ def _loading(gateway: Gateway) -> bool:
     return not served.ready.is_set() or (served.error is None and not gateway.warmed.is_set())
 
 
+async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
+    """The gateway's ready table while its own search cannot run; None once it can, or without one."""
+    if not _loading(gateway):
+        return None
+    if gateway.ready_tools is None:
+        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+    return gateway.ready_tools or None if _loading(gateway) else None
+
+
+async def _publish(gateway: Gateway, session: Session, text: str, ids: list[str]) -> bool:
+    """A turn answered from the ready table: ``ids`` published into ``session`` (as a turn's are);
+    whether its list changed."""
+    change = session.published.select(ids, session.next_turn())
+    session.add_turn(text)
+    await gateway.sessions.commit(session)
+    return change.changed
+
+
 async def _from_ready_table(
     gateway: Gateway, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult | None:
     """A plain ``find_tools`` answered from the ready table and published, while the gateway's own search
     cannot run; None otherwise (no table, or it can)."""
     plain = ready_index.plain_find_query({"name": params.name, "arguments": params.arguments})
-    if plain is None or not _loading(gateway):
-        return None
-    if gateway.ready_tools is None:
-        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
-    table = gateway.ready_tools
-    if table is False or not _loading(gateway):
+    table = await _table(gateway) if plain is not None else None
+    if plain is None or table is None:
         return None
     query, k = plain
     doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
     session = await gateway.session_for(ctx)
-    change = session.published.select(ids, session.next_turn())
-    session.add_turn(query)
-    await gateway.sessions.commit(session)
-    if change.changed:
+    changed = await _publish(gateway, session, query, ids)
+    if changed:
         await gateway.notifier.tools_changed(session)
-    doc["tool_list_changed"] = change.changed
+    doc["tool_list_changed"] = changed
     result = ready_index.call_result(doc)
     return types.CallToolResult(
         content=[types.TextContent(text=result["content"][0]["text"])], structured_content=doc
     )
+
+
+async def turn_from_ready_table(
+    gateway: Gateway, text: str, session_key: str | None
+) -> dict[str, Any] | None:
+    """A host's turn (``server/host.py``) for every session, answered from the ready table while the
+    gateway's own search cannot run: published, announced, and held until each client re-listed
+    (bounded), as ``TurnEngine.hear_turn`` does. None to leave it to ``hear_turn``: the search can run,
+    there is no table, the turn names a session, or no client session exists yet."""
+    text = text.strip()
+    sessions = list(gateway.sessions)
+    table = await _table(gateway) if text and session_key is None and sessions else None
+    if table is None:
+        return None
+    doc, ids = table.answer(text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k)
+    report: dict[str, Any] = {"sessions": []}
+    for session in sessions:
+        changed = await _publish(gateway, session, text, ids)
+        if changed:
+            await gateway.turns.notify_and_hold(session)
+        found = [t["name"] for t in doc["tools"]]
+        report["sessions"].append({"session": session.key, "tool_list_changed": changed, "found": found})
+    return report
 
 
 def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
