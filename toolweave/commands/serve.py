@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from toolweave.server.http_front import HttpFront
     from toolweave.server.transports import Transport
 
-__all__ = ["SIGNAL_EXIT", "STDIO_EXIT", "register"]
+__all__ = ["REGISTRY_DIR_VAR", "SIGNAL_EXIT", "STDIO_EXIT", "register"]
 
 STDIO_EXIT = (0.3, 0.7)
 """Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process
@@ -66,6 +67,7 @@ def serve_command(
             security = settings.security.model_copy(update={"insecure_no_auth": True})
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
+        _name_registry_dir(settings)
         early = _early_front(transport, settings)
         front = _http_front(transport, host, settings)
         from toolweave.server.shutdown import ExitDeadline, exit_now
@@ -103,6 +105,18 @@ def serve_command(
                 on_stop=deadline.start,
             )
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
+
+
+REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
+"""Set by ``toolweave serve`` to the registry's local directory, for ``${TOOLWEAVE_REGISTRY_DIR}`` in the
+manifest: an upstream's state then lives with the registry it serves (the demo's memory file), not in
+one fixed file that every run on the machine shares. Not set for an object-store registry."""
+
+
+def _name_registry_dir(settings: Settings) -> None:
+    home = str(settings.home)
+    if "://" not in home:
+        os.environ[REGISTRY_DIR_VAR] = str(Path(home).expanduser().resolve())
 
 
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:

@@ -337,13 +337,18 @@ class HttpFront:
 
     async def _delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._app is not None
-        if self._sessions and scope["type"] == "http":
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if self._sessions:
             front = one_header(header_lists(scope), SESSION_HEADER)
             sdk = self._sessions.get(front) if front is not None else None
             if sdk is not None and front is not None:
                 scope = _with_header(scope, SESSION_HEADER, sdk.encode())
                 send = _renaming(send, sdk.encode(), front.encode())
-        await self._app(scope, receive, send)
+        ending = _Ending(send)
+        await self._app(scope, receive, ending)
+        await ending.finish()
 
     async def _wait_and_delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._ready.wait()
@@ -416,6 +421,30 @@ class HttpFront:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         await self._delegate(scope, receive, _continuing(send, ack))
+
+
+class _Ending:
+    """``send`` that knows whether the response ended. At shutdown the SDK's SSE streams (a session's GET
+    stream, a call's answer) return once cancelled without their last body message, and uvicorn then
+    logs an ERROR per stream ("ASGI callable returned without completing response"): ``finish`` ends
+    such a response, so that a stop with many sessions open logs nothing but its own line."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._started = False
+        self._ended = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self._ended = True
+        await self._send(message)
+
+    async def finish(self) -> None:
+        if self._started and not self._ended:
+            with contextlib.suppress(Exception):  # the client may be gone: nothing left to tell it
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _continuing(send: Send, ack: dict[str, Any]) -> Send:
