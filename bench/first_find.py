@@ -1,4 +1,4 @@
-"""First useful answer (issue 30): spawn `toolweave serve` on the demo manifest with its registry already
+"""First useful answer: spawn `toolweave serve` on the demo manifest with its registry already
 built -> handshake -> the first `find_tools` for "what time is it in Tokyo" that returns
 ``time__get_current_time`` first. Raw JSON-RPC lines over stdio, raw HTTP over streamable HTTP (no client
 library in the measured path), p50/p95 over repeated starts; the find is sent right after the handshake

@@ -1,5 +1,5 @@
 """The demo manifest's state lives with the registry ``toolweave serve`` uses, not in one fixed file of
-the shared temp folder (issue 30): ``serve`` names the registry's directory in ``TOOLWEAVE_REGISTRY_DIR``
+the shared temp folder: ``serve`` names the registry's directory in ``TOOLWEAVE_REGISTRY_DIR``
 and the demo's memory server writes beside it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Start-up never waits for the writer lock (issue 32, "Start without the lock", "No write without a
+"""Start-up never waits for the writer lock ("Start without the lock", "No write without a
 change"): a replica on an ``s3://`` registry (moto's server) whose Redis writer lock (a real
 ``redis-server``) is down serves ``find_tools`` from the last committed registry, and writes what its
 manifest changed once Redis is back, without a restart; a start on an unchanged manifest commits
@@ -125,7 +125,7 @@ async def start_once(s3: dict[str, str], embedder: Any, path: Path) -> None:
             while "clock__get_current_time" not in await found(client):
                 await anyio.sleep(0.2)
             await gw.warmed.wait()
-            while gw._settle_error is not None or not gw.sources.registry.source_specs():
+            while gw.settle_error is not None or not gw.sources.registry.source_specs():
                 await anyio.sleep(0.1)
 
 

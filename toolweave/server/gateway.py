@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -70,13 +69,9 @@ if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the 
     from toolweave.server.ready_index import ReadyIndex
     from toolweave.server.relay import CallRelay
 
-__all__ = ["SETTLE_RETRY_S", "Gateway"]
+__all__ = ["Gateway"]
 
 log = logging.getLogger(__name__)
-
-SETTLE_RETRY_S = (1.0, 30.0)
-"""The manifest's start-up writes (``Gateway._settle``) are retried after 1 s, then twice as long each
-time, at most 30 s apart, until they succeed."""
 
 
 class Gateway:
@@ -156,7 +151,8 @@ class Gateway:
         self.ready_tools: ReadyIndex | Literal[False] | None = None
         """The ready table ``find_tools`` is answered from while the gateway starts (``server/starting.py``):
         None until first needed, False when there is none."""
-        self._settle_error: BaseException | None = None
+        self.settle_error: BaseException | None = None
+        """Why the manifest's start-up writes failed last (None: done, or not tried yet)."""
         self.warmed = anyio.Event()
         """Set once the ready gateway also loaded its embedding model (``server/heap.py`` waits for it)."""
         self.server: Server[Any] = Server(
@@ -204,87 +200,10 @@ class Gateway:
             self.served.close()
 
     async def _start(self) -> None:
-        """The background start. Serving begins on the last committed registry as soon as it is open:
-        what the manifest writes (``_settle``) never holds it up, since it needs the writer lock (a
-        fleet's, in Redis) and Redis may be down. Only a registry that cannot be opened, or one that
-        lacks a catalog of the manifest when that first attempt fails, makes every later find_tools and
-        call answer with the error."""
-        started = time.perf_counter()
-        from toolweave.server import replica  # builds backends: not before the handshake
-        from toolweave.server.starting import keep_ready_table
+        """The background start (``server/starting.py``): serving begins on the last committed registry."""
+        from toolweave.server.starting import start_in_background  # imports the registry's parts
 
-        try:
-            await self.served.open()
-            self.sources.refresh_stale_sources()  # which sources the registry holds (their tools serve)
-        except Exception as exc:  # any start failure is reported, never fatal
-            self._start_failed("the tool registry could not be opened", exc)
-            return
-        async with anyio.create_task_group() as tg:
-            tried = anyio.Event()
-            tg.start_soon(self._settle, replica, tried)
-            if self.sources.catalogs_missing():  # nothing to serve them from yet: wait for the first try
-                await tried.wait()
-                if self.sources.catalogs_missing() and self._settle_error is not None:
-                    self._start_failed("the manifest's catalogs could not be ingested", self._settle_error)
-                    tg.cancel_scope.cancel()
-                    return
-            self.served.ready.set()
-            log.info(
-                "gateway ready in %.2f s: %d tools in registry, %d backends",
-                time.perf_counter() - started,
-                len(self.served.registry),
-                len(self.sources.backends),
-            )
-            await self.sources.registry_opened()
-            tg.start_soon(self.served.guard.watch, self.served.quarantine_changed)
-            tg.start_soon(replica.follow_registry, self.sources)  # commits of other replicas on this registry
-            await self._warm_up()
-            self.warmed.set()
-            tg.start_soon(keep_ready_table, self)
-
-    def _start_failed(self, stage: str, exc: BaseException) -> None:
-        self.served.error = f"{stage}: {type(exc).__name__}: {exc}"
-        log.error("%s; find_tools and calls will answer with this error", self.served.error)
-        log.debug("background start failed", exc_info=exc)
-        self.served.ready.set()
-
-    async def _settle(self, replica: ModuleType, tried: anyio.Event) -> None:
-        """What the manifest writes into the registry at start: its catalogs, dependency overrides,
-        private tools and the sources shared with other replicas, each a write only when something
-        changed. Retried with backoff (``SETTLE_RETRY_S``) until it succeeds, without a restart: while
-        the writer lock cannot be had (Redis down) the gateway serves the last committed registry."""
-        delay, failing = SETTLE_RETRY_S[0], False
-        while True:
-            stage = "the manifest's catalogs could not be ingested"
-            try:
-                await self.sources.ingest_catalogs()
-                stage = "the manifest's dependency overrides could not be applied"
-                await self.sources.apply_overrides()
-                stage = "the manifest's sources could not be shared with other replicas"
-                await replica.share_sources(self.sources)
-            except Exception as exc:  # never fatal: serving goes on, and this is tried again
-                self._settle_error = exc
-                tried.set()
-                if not failing:
-                    log.warning(
-                        "%s: %s: %s; serving the last committed registry, retrying every %.0f s at most",
-                        stage,
-                        type(exc).__name__,
-                        exc,
-                        SETTLE_RETRY_S[1],
-                    )
-                    log.debug("start-up write failed", exc_info=True)
-                failing = True
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SETTLE_RETRY_S[1])
-                continue
-            self._settle_error = None
-            tried.set()
-            if failing:
-                log.info("the manifest's catalogs, overrides and sources are in the registry now")
-            self.sources.refresh_stale_sources()
-            self.sources.warn_if_empty()
-            return
+        await start_in_background(self)
 
     async def _wait_ready(self, tool: str) -> types.CallToolResult | None:
         """Wait (bounded) for the background start; an error result if the registry is not usable."""
@@ -295,7 +214,7 @@ class Gateway:
         )
         return to_tool_error_result("unavailable", message, tool=tool)
 
-    async def _warm_up(self) -> None:
+    async def warm_up(self) -> None:
         """Load the embedding model and the schema validator now rather than inside the first call."""
         try:
             await anyio.to_thread.run_sync(self.served.registry.embedder.embed_query, "warm up")

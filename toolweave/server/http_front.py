@@ -48,6 +48,7 @@ from toolweave.server import handshake
 from toolweave.server.early import stamped
 from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, header_lists, one_header
 from toolweave.server.processes import KEEP_ALIVE_S
+from toolweave.server.shutdown import STOPPING
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start"]
 
@@ -220,6 +221,7 @@ class HttpFront:
                 timeout_keep_alive=int(KEEP_ALIVE_S),  # an idle connection's port names it this long
             )
             self._server = uvicorn.Server(config)
+            logging.getLogger("uvicorn.error").addFilter(_ExpectedAtStop())
             self._loop = loop
         except BaseException as exc:  # the command then serves without the front
             self.failed = exc
@@ -347,7 +349,13 @@ class HttpFront:
                 scope = _with_header(scope, SESSION_HEADER, sdk.encode())
                 send = _renaming(send, sdk.encode(), front.encode())
         ending = _Ending(send)
-        await self._app(scope, receive, ending)
+        try:
+            await self._app(scope, receive, ending)
+        except asyncio.CancelledError:
+            if not STOPPING.is_set():
+                raise
+            # uvicorn cancels what is still open once the graceful shutdown is over (GRACEFUL_SHUTDOWN_S):
+            # streams that never end by themselves. Ended here, not logged as an ASGI exception each.
         await ending.finish()
 
     async def _wait_and_delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -504,6 +512,14 @@ async def _respond(
         headers.append((SESSION_HEADER, session.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _ExpectedAtStop(logging.Filter):
+    """Drops uvicorn's error that it cancelled the requests still open after the graceful shutdown: at a
+    stop those are the sessions' streams, which never end by themselves (the stop's own line says it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (STOPPING.is_set() and "graceful shutdown exceeded" in str(record.msg))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,15 +42,21 @@ if TYPE_CHECKING:
     from toolweave.server.sessions import Session
 
 __all__ = [
+    "SETTLE_RETRY_S",
     "STILL_STARTING",
     "answer_find_tools_while_starting",
     "keep_ready_table",
     "ready_table",
+    "start_in_background",
     "starting",
     "turn_from_ready_table",
 ]
 
 log = logging.getLogger(__name__)
+
+SETTLE_RETRY_S = (1.0, 30.0)
+"""The manifest's start-up writes (``_settle``) are retried after 1 s, then twice as long each time, at
+most 30 s apart, until they succeed."""
 
 READY_TABLE_CHECK_S = 5.0
 """How often the gateway checks whether its registry's tools changed since it left its ready table."""
@@ -210,3 +217,91 @@ async def keep_ready_table(gateway: Gateway) -> None:
             except Exception:  # a first answer then waits for the registry, as without a table
                 log.warning("could not leave the ready table beside the registry", exc_info=True)
         await anyio.sleep(READY_TABLE_CHECK_S)
+
+
+async def start_in_background(gateway: Gateway) -> None:
+    """The gateway's background start. Serving begins on the last committed registry as soon as it is
+    open: what the manifest writes (``_settle``) never holds it up, since it needs the writer lock (a
+    fleet's, in Redis) and Redis may be down. Only a registry that cannot be opened, or one that lacks a
+    catalog of the manifest when that first attempt fails, makes every later find_tools and call answer
+    with the error."""
+    started = time.perf_counter()
+    from toolweave.server import replica  # builds backends: not before the handshake
+
+    served, sources = gateway.served, gateway.sources
+    try:
+        await served.open()
+        sources.refresh_stale_sources()  # which sources the registry holds (their tools serve at once)
+    except Exception as exc:  # any start failure is reported, never fatal
+        _start_failed(gateway, "the tool registry could not be opened", exc)
+        return
+    async with anyio.create_task_group() as tg:
+        tried = anyio.Event()
+        tg.start_soon(_settle, gateway, replica, tried)
+        if sources.catalogs_missing():  # nothing to serve them from yet: wait for the first try
+            await tried.wait()
+            if sources.catalogs_missing() and gateway.settle_error is not None:
+                _start_failed(gateway, "the manifest's catalogs could not be ingested", gateway.settle_error)
+                tg.cancel_scope.cancel()
+                return
+        served.ready.set()
+        log.info(
+            "gateway ready in %.2f s: %d tools in registry, %d backends",
+            time.perf_counter() - started,
+            len(served.registry),
+            len(sources.backends),
+        )
+        await sources.registry_opened()
+        tg.start_soon(served.guard.watch, served.quarantine_changed)
+        tg.start_soon(replica.follow_registry, sources)  # commits of other replicas on this registry
+        await gateway.warm_up()
+        gateway.warmed.set()
+        tg.start_soon(keep_ready_table, gateway)
+
+
+def _start_failed(gateway: Gateway, stage: str, exc: BaseException) -> None:
+    gateway.served.error = f"{stage}: {type(exc).__name__}: {exc}"
+    log.error("%s; find_tools and calls will answer with this error", gateway.served.error)
+    log.debug("background start failed", exc_info=exc)
+    gateway.served.ready.set()
+
+
+async def _settle(gateway: Gateway, replica: ModuleType, tried: anyio.Event) -> None:
+    """What the manifest writes into the registry at start: its catalogs, dependency overrides, private
+    tools and the sources shared with other replicas, each a write only when something changed. Retried
+    with backoff (``SETTLE_RETRY_S``) until it succeeds, without a restart: while the writer lock cannot
+    be had (Redis down) the gateway serves the last committed registry."""
+    sources = gateway.sources
+    delay, failing = SETTLE_RETRY_S[0], False
+    while True:
+        stage = "the manifest's catalogs could not be ingested"
+        try:
+            await sources.ingest_catalogs()
+            stage = "the manifest's dependency overrides could not be applied"
+            await sources.apply_overrides()
+            stage = "the manifest's sources could not be shared with other replicas"
+            await replica.share_sources(sources)
+        except Exception as exc:  # never fatal: serving goes on, and this is tried again
+            gateway.settle_error = exc
+            tried.set()
+            if not failing:
+                log.warning(
+                    "%s: %s: %s; serving the last committed registry, retrying every %.0f s at most",
+                    stage,
+                    type(exc).__name__,
+                    exc,
+                    SETTLE_RETRY_S[1],
+                )
+                log.debug("start-up write failed", exc_info=True)
+            failing = True
+            await anyio.sleep(delay)
+            delay = min(delay * 2, SETTLE_RETRY_S[1])
+            continue
+        gateway.settle_error = None
+        tried.set()
+        if failing:
+            log.info("the manifest's catalogs, overrides and sources are in the registry now")
+        gateway.find_cache.clear()  # what the catalogs or overrides changed is searched from now on
+        sources.refresh_stale_sources()
+        sources.warn_if_empty()
+        return
