@@ -222,3 +222,33 @@ async def test_a_host_turn_while_starting_is_answered_from_the_table(registry: R
             assert "clock__get_current_time" in [t.name for t in listed.tools]
     finally:
         opened.set()
+
+
+def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras() -> None:
+    """``front_answers.decide`` (pure): with the table offered, a plain ``find_tools`` is answered and
+    replayed (the gateway publishes); without it, or for a call of another tool, the gateway answers."""
+    import dataclasses
+
+    from toolweave.server import handshake
+    from toolweave.server.front_answers import decide
+
+    from .test_front_answers import modern as modern_request
+    from .test_front_answers import policy, scope
+
+    ready = dataclasses.replace(policy(), ready=ready_index.ReadyIndex(TABLE))
+    session = (b"mcp-session-id", b"front-session")
+    call = {"name": "find_tools", "arguments": {"query": QUERY}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}).encode()
+    answered = decide(scope(session), body, ready, {"front-session"})
+    assert answered is not None and answered.replay and answered.reply is not None
+    assert answered.reply["result"]["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
+    assert decide(scope(session), body, policy(), {"front-session"}) is None  # no table offered
+    other = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x"}}).encode()
+    assert decide(scope(session), other, ready, {"front-session"}) is None
+    headers, modern_body = modern_request("tools/call", 4, **call)
+    headers["headers"].append((b"mcp-name", b"find_tools"))
+    answered = decide(headers, modern_body, ready, set())
+    assert answered is not None and answered.reply is not None
+    result = answered.reply["result"]
+    assert result["resultType"] == "complete" and handshake.SERVER_INFO_META in result["_meta"]
+    assert result["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
