@@ -9,6 +9,7 @@ through the typer app (``toolweave.cli``) as usual.
 
 from __future__ import annotations
 
+import os
 import sys
 
 __all__ = ["main"]
@@ -54,11 +55,28 @@ def serves_http(args: list[str]) -> tuple[str, int] | None:
     return options["host"], int(options["port"])
 
 
+def registry_option(args: list[str]) -> str | None:
+    """The ``--registry`` a ``serve`` command line names, or None. It wins over the manifest's and the
+    environment's, so the early front can answer ``find_tools`` from that registry's ready table before
+    the settings are even loaded (``server/ready_index.py``)."""
+    if serve_options(args) is None:
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--registry" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--registry="):
+            return arg.partition("=")[2]
+    return None
+
+
 def main() -> None:
     if serves_stdio(sys.argv[1:]):
         from toolweave.server import early
 
-        early.start()
+        front = early.start()
+        registry = registry_option(sys.argv[1:])
+        if registry and "://" not in registry:
+            front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported

@@ -252,3 +252,14 @@ def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras()
     result = answered.reply["result"]
     assert result["resultType"] == "complete" and handshake.SERVER_INFO_META in result["_meta"]
     assert result["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
+
+
+def test_the_command_lines_registry_is_known_before_the_settings() -> None:
+    """``--registry`` wins over the manifest and the environment: the stdio front may answer from that
+    registry's table before the settings are loaded (``toolweave.__main__``)."""
+    from toolweave.__main__ import registry_option
+
+    assert registry_option(["serve", "-m", "m.yaml", "--registry", "/r"]) == "/r"
+    assert registry_option(["serve", "--registry=/r", "-m", "m.yaml"]) == "/r"
+    assert registry_option(["serve", "-m", "m.yaml"]) is None
+    assert registry_option(["ingest", "--registry", "/r"]) is None

@@ -59,6 +59,9 @@ ARRIVED_META = "io.toolweave/arrived"
 of this process). A client counts its timeout from its sending, not from when the SDK took over: the
 start-up bound (``server/starting.py``) counts from here too."""
 
+DEFAULT_K = 10
+"""``retrieval.final_k``'s default: how many tools an answer names before the settings are loaded."""
+
 OFFER_WAIT_S = 10.0
 """How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
 answers it)."""
@@ -147,6 +150,7 @@ class EarlyFront:
         self._ready_k = 10
         self._ready: ready_index.ReadyIndex | None = None
         self._ready_offered = threading.Event()
+        self._ready_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
@@ -163,7 +167,10 @@ class EarlyFront:
         """From now on answer ``find_tools`` from the ready table of the registry at ``home`` (None: keep
         it for the SDK), with at most ``k`` tools (``server/ready_index.py``). Until this is called, a
         ``find_tools`` waits for it (at most ``OFFER_WAIT_S``): the settings name the registry."""
-        self._ready_home, self._ready_k = home, k
+        with self._ready_lock:
+            if home != self._ready_home:
+                self._ready = None  # another registry than the one named on the command line
+            self._ready_home, self._ready_k = home, k
         self._ready_offered.set()
 
     def client_left(self) -> bool:
@@ -316,15 +323,21 @@ class EarlyFront:
         """The ``find_tools`` result from the ready table, or None (not a plain ``find_tools``, no table):
         the SDK answers it. Answered here, it is still replayed: the gateway publishes what it found."""
         plain = ready_index.plain_find_query(params)
-        if plain is None or not self._ready_offered.wait(OFFER_WAIT_S) or self._ready_home is None:
+        if plain is None or not self._ready_offered.wait(OFFER_WAIT_S):
             return None
         query, k = plain
-        if self._ready is None:
-            self._ready = ready_index.load(self._ready_home)
-            if self._ready is None:
-                self._ready_home = None  # no table: every find_tools is the SDK's
-                return None
-        doc, _ = self._ready.answer(query, k or self._ready_k)
+        with self._ready_lock:
+            home, table = self._ready_home, self._ready
+        if home is None:
+            return None
+        if table is None:
+            table = ready_index.load(home)
+            if table is None:
+                return None  # no table: the SDK answers
+            with self._ready_lock:
+                if self._ready_home == home:
+                    self._ready = table
+        doc, _ = table.answer(query, k or self._ready_k)
         return ready_index.call_result(doc)
 
     def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
