@@ -263,3 +263,39 @@ def test_the_command_lines_registry_is_known_before_the_settings() -> None:
     assert registry_option(["serve", "--registry=/r", "-m", "m.yaml"]) == "/r"
     assert registry_option(["serve", "-m", "m.yaml"]) is None
     assert registry_option(["ingest", "--registry", "/r"]) is None
+
+
+async def test_the_gateway_publishes_what_the_stdio_front_answered(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """The front's answer is replayed into the gateway: the SDK's own reply is dropped (the client got
+    one answer), the gateway publishes what it found and says so, and the list carries the tool, all
+    while the registry is still not open."""
+    from .test_early import INITIALIZED, serving
+
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.start()
+    find = {"name": "find_tools", "arguments": {"query": QUERY}}
+    client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/call", find))
+    assert (await client.receive())["id"] == 1
+    assert (await client.receive())["result"]["structuredContent"]["tools"][0][
+        "name"
+    ] == "clock__get_current_time"
+    opened = threading.Event()
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gw = Gateway(held_opener(registry, opened), [FakeBackend("clock", time_tools())], settings)
+    answer_find_tools_while_starting(gw)
+    try:
+        async with serving(gw, server, front):
+            notice = await client.receive()  # nothing before it: the SDK's replies were dropped
+            assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, notice
+            client.send(request(3, "tools/list"))
+            listed = await client.receive()
+            assert listed["id"] == 3
+            assert "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
+            assert not gw.served.ready.is_set()
+    finally:
+        opened.set()
