@@ -299,3 +299,21 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
             assert not gw.served.ready.is_set()
     finally:
         opened.set()
+
+
+async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:
+    """The table is the default identity's view: where clients authenticate (an identity's policy may
+    hide tools), a starting gateway does not answer from it."""
+    from toolweave.server.starting import _table
+    from toolweave.settings import SecuritySettings
+
+    await warm_table(registry)
+    opened = threading.Event()
+    security = SecuritySettings(auth="tokens", tokens={"alice": "sha256:" + "0" * 64})
+    for settings, answers in (
+        (Settings(home=registry.path), True),
+        (Settings(home=registry.path, security=security), False),
+    ):
+        gateway = Gateway(held_opener(registry, opened), [], settings)
+        assert (await _table(gateway) is not None) is answers
+    opened.set()
