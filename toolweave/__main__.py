@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 __all__ = ["main"]
 
@@ -69,6 +70,33 @@ def registry_option(args: list[str]) -> str | None:
     return None
 
 
+def manifest_option(args: list[str]) -> str | None:
+    """The ``--manifest`` (``-m``) a ``serve`` command line names, or None."""
+    for i, arg in enumerate(args):
+        if arg in ("--manifest", "-m") and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--manifest="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _provisional_policy(args: list[str], host: str) -> Any:
+    """``front_answers.provisional_policy`` for this command line (None when the manifest is unreadable:
+    the command reports that)."""
+    from toolweave.server import front_answers, ready_index
+
+    manifest = manifest_option(args)
+    try:
+        text = open(manifest, encoding="utf-8").read() if manifest else None  # noqa: SIM115
+    except (OSError, ValueError):
+        text = None
+    if text is None:
+        return None
+    registry = registry_option(args)
+    ready = ready_index.load(os.path.expanduser(registry)) if registry and "://" not in registry else None
+    return front_answers.provisional_policy(host, text, os.environ, ready)
+
+
 def main() -> None:
     if serves_stdio(sys.argv[1:]):
         from toolweave.server import early
@@ -86,7 +114,10 @@ def main() -> None:
         if listening is not None:  # else the command reports why it cannot listen, as it always did
             from toolweave.server import http_front
 
-            http_front.start(listening)
+            started = http_front.start(listening)
+            policy = _provisional_policy(sys.argv[1:], address[0])
+            if policy is not None:  # answer the handshake and find_tools before the settings load
+                started.offer(policy)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
         # the user waits for this one: no typer, no settings model (server/host.py)
         from toolweave.server.host import parse_hook_wait, run_claude_code_hook

@@ -317,3 +317,20 @@ async def test_with_authentication_the_table_answers_nobody(registry: Registry) 
         gateway = Gateway(held_opener(registry, opened), [], settings)
         assert (await _table(gateway) is not None) is answers
     opened.set()
+
+
+def test_the_http_front_answers_before_the_settings_only_when_they_cannot_differ() -> None:
+    """``front_answers.provisional_policy``: the defaults' answers, before typer and the settings model
+    load, only on loopback with no security or publish setting in the manifest or the environment."""
+    from toolweave.server.front_answers import provisional_policy
+
+    plain = "servers:\n  time:\n    command: python\n"
+    policy = provisional_policy("127.0.0.1", plain, {}, None)
+    assert policy is not None and policy.always_load and "127.0.0.1:*" in policy.hosts
+    assert provisional_policy("0.0.0.0", plain, {}, None) is None  # off loopback: auth is decided later
+    assert provisional_policy("127.0.0.1", plain + "security:\n  auth: tokens\n", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain + "publish:\n  always_load: false\n", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain + "publish:\n  max_tools: 20\n", {}, None) is not None
+    assert provisional_policy("127.0.0.1", "{servers: {}, security: {auth: tokens}}", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_SECURITY__AUTH": "oauth"}, None) is None
+    assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_PUBLISH__ALWAYS_LOAD": "0"}, None) is None

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
-from collections.abc import Container, Iterable, MutableMapping
+from collections.abc import Container, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "header_lists",
     "is_loopback",
     "one_header",
+    "provisional_policy",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,30 @@ class Decision:
     listen: dict[str, Any] | None = None
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
+
+
+PROVISIONAL_MAX_BODY = 64 * 1024
+"""The smallest ``max_request_bytes`` the settings allow: a body the front answers before the settings
+are loaded is never one the gateway would refuse for its size."""
+_SETTING_SECTIONS = re.compile(r"security|always_load")
+"""Anywhere in the manifest (a flow mapping or an anchor could carry a section too): conservative, a
+false alarm only makes the front wait for the settings."""
+
+
+def provisional_policy(
+    host: str, manifest_text: str, environ: Mapping[str, str], ready: ready_index.ReadyIndex | None
+) -> FrontPolicy | None:
+    """What the front may answer before typer and the settings model are loaded (seconds on a busy
+    machine), when that is certainly what the loaded settings will say: a loopback address, nothing in
+    the environment about security or ``always_load``, and a manifest that does not even mention
+    ``security`` or ``always_load`` (what the front answers depends on nothing else); then the defaults hold (no authentication, loopback names only). None
+    otherwise: the front waits for the settings, as before."""
+    if not is_loopback(host) or _SETTING_SECTIONS.search(manifest_text):
+        return None
+    if any(k.startswith(("TOOLWEAVE_SECURITY", "TOOLWEAVE_PUBLISH")) for k in environ):
+        return None
+    hosts, origins = allowed_names(host, (), ())
+    return FrontPolicy(True, hosts, origins, PROVISIONAL_MAX_BODY, ready=ready)
 
 
 def header_lists(scope: MutableMapping[str, Any]) -> dict[bytes, list[bytes]]:
