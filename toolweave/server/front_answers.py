@@ -150,8 +150,8 @@ def provisional_policy(
     """What the front may answer before typer and the settings model are loaded (seconds on a busy
     machine), when that is certainly what the loaded settings will say: a loopback address, nothing in
     the environment about security or ``always_load``, and a manifest that does not even mention
-    ``security`` or ``always_load`` (what the front answers depends on nothing else); then the defaults hold (no authentication, loopback names only). None
-    otherwise: the front waits for the settings, as before."""
+    ``security`` or ``always_load`` (what the front answers depends on nothing else); then the defaults
+    hold (no authentication, loopback names only). None otherwise: the front waits for the settings."""
     if not is_loopback(host) or _SETTING_SECTIONS.search(manifest_text):
         return None
     if any(k.startswith(("TOOLWEAVE_SECURITY", "TOOLWEAVE_PUBLISH")) for k in environ):
