@@ -37,6 +37,7 @@ __all__ = [
     "listen_acknowledgement",
     "meta_tool_definitions",
     "modern_ping_error",
+    "modern_result",
     "modern_tools_list_result",
     "provisional_always_load",
     "server_version",
@@ -240,6 +241,11 @@ def _modern(result: dict[str, Any], version: str) -> dict[str, Any]:
     """A 2026-era result as the SDK writes it: complete, stamped with the server's identity."""
     stamp = {SERVER_INFO_META_KEY: {"name": SERVER_NAME, "version": version}}
     return {**result, "resultType": "complete", "_meta": stamp}
+
+
+def modern_result(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """``result`` as the 2026-07-28 era's surface carries it (``resultType``, the server stamp)."""
+    return _modern(result, version)
 
 
 def discover_result(version: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ __all__ = [
     "meta_tools",
     "plain_find_tools_arguments",
     "to_mcp_tool",
+    "tool_summary",
     "untitled_schema",
 ]
 
@@ -190,6 +191,11 @@ def _feeds(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
     assert ranked.via is not None
     fed = f".{ranked.parameter_name}" if ranked.parameter_name else ""
     return f"feeds {name_of(ranked.via)}{fed}"
+
+
+def tool_summary(record: ToolRecord) -> str:
+    """The one line ``also_found`` gives a tool: its description's first line, cut to ``SUMMARY_CHARS``."""
+    return _summary(record)
 
 
 def _summary(record: ToolRecord) -> str:
