@@ -4,7 +4,7 @@ Kept for the lab (``bench/ranking_lab.py lodo``), not offered as settings: recip
 convex fusion (min-max then ``alpha * vector + (1 - alpha) * bm25``, the paper's hybrid, alpha 0.8),
 z-scores with a fixed BM25 weight (a per-fleet constant in disguise) and per-turn peaks (each list
 weighted by how far its own leaders stand out, for this query alone: noisier than the fleet's running
-record, bench/RESULTS.md "Robust fusion"). They reuse the product's z-scores, so a figure measured here
+record, bench/HISTORY.md "Robust fusion"). They reuse the product's z-scores, so a figure measured here
 differs from the shipped fusion by the weighting alone.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolweave.records import Hit
-from toolweave.retrieval.fusion import RRF_K, _peak, _ranked, _weighted, _z_scores
+from toolweave.retrieval.fusion import RRF_K, peak, ranked_by_score, weighted_fusion, z_scores
 
 __all__ = ["PEAK_POWER", "PEAK_TOP_N", "convex_fusion", "peak_fusion", "rrf_fusion", "weighted_zscore_fusion"]
 
@@ -41,7 +41,7 @@ def convex_fusion(vector: Sequence[Hit], text: Sequence[Hit], alpha: float = 0.8
     """
     v, t = _min_max(vector), _min_max(text)
     fused = {i: alpha * v.get(i, 0.0) + (1 - alpha) * t.get(i, 0.0) for i in v.keys() | t.keys()}
-    return _ranked(fused, vector, text)
+    return ranked_by_score(fused, vector, text)
 
 
 def rrf_fusion(vector: Sequence[Hit], text: Sequence[Hit], k: int = RRF_K) -> list[Hit]:
@@ -50,12 +50,12 @@ def rrf_fusion(vector: Sequence[Hit], text: Sequence[Hit], k: int = RRF_K) -> li
     for hits in (vector, text):
         for rank, hit in enumerate(hits, 1):
             fused[hit.tool_id] = fused.get(hit.tool_id, 0.0) + 1.0 / (k + rank)
-    return _ranked(fused, vector, text)
+    return ranked_by_score(fused, vector, text)
 
 
 def weighted_zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit], text_weight: float) -> list[Hit]:
     """Z-score fusion with BM25's z-scores weighted ``text_weight`` against the vector side's 1."""
-    return _weighted(vector, text, _z_scores(vector), _z_scores(text), 1.0, text_weight)
+    return weighted_fusion(vector, text, z_scores(vector), z_scores(text), 1.0, text_weight)
 
 
 def peak_fusion(
@@ -63,8 +63,8 @@ def peak_fusion(
 ) -> list[Hit]:
     """Z-score fusion with each list weighted by its peak (mean z of its ``top_n`` leaders) ** ``power``;
     equal weights when neither list has a peak."""
-    v_z, t_z = _z_scores(vector), _z_scores(text)
-    w_vector, w_text = _peak(vector, v_z[0], top_n) ** power, _peak(text, t_z[0], top_n) ** power
+    v_z, t_z = z_scores(vector), z_scores(text)
+    w_vector, w_text = peak(vector, v_z[0], top_n) ** power, peak(text, t_z[0], top_n) ** power
     if w_vector + w_text <= 1e-12:
         w_vector = w_text = 1.0
-    return _weighted(vector, text, v_z, t_z, w_vector, w_text)
+    return weighted_fusion(vector, text, v_z, t_z, w_vector, w_text)

@@ -43,14 +43,17 @@ from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve, retrieve_tools
 from toolweave.retrieval.decompose import Decomposition, decompose_query
 from toolweave.retrieval.fusion import (
+    EQUAL_WEIGHTS,
     FLEET_POWER,
     FLEET_TOP_N,
     FleetCalibration,
+    calibrate,
+    fuse,
     turn_relevance,
     zscore_fusion,
 )
 from toolweave.retrieval.metrics import average_precision, recall, summarize
-from toolweave.retrieval.pipeline import _first_pass
+from toolweave.retrieval.pipeline import scored_first_pass
 from toolweave.retrieval.query import clean_query, contextual_query
 from toolweave.retrieval.results import Hit
 from toolweave.retrieval.walk import expand_with_dependencies
@@ -233,12 +236,30 @@ CANDIDATES: dict[str, list[tuple[str, Callable[[], Fusion]]]] = {
         for p in (0.5, 1.0, 1.5, 2.0)
     ],
     "fleet": [
-        (f"fleet n={n} p={p}", lambda n=n, p=p: FleetCalibration(top_n=n, power=p).fuse)
+        (f"fleet n={n} p={p}", lambda n=n, p=p: RunningFleet(top_n=n, power=p).fuse)
         for n in (1, 3)
         for p in (1.0, 2.0, 3.0)
     ],
 }
 SINGLE_RETRIEVERS = ("bm25", "vector")
+
+
+class RunningFleet:
+    """The fleet calibration learned prequentially from the turns so far (equal weights for the first
+    ``warm_up``), as the product did until it computed one per snapshot from probes of its own tools."""
+
+    def __init__(self, top_n: int = FLEET_TOP_N, power: float = FLEET_POWER, warm_up: int = 20) -> None:
+        self.top_n, self.power, self.warm_up = top_n, power, warm_up
+        self.turns, self.vector_peak, self.text_peak = 0, 0.0, 0.0
+
+    def fuse(self, vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
+        turn = calibrate([(vector, text)], self.top_n, self.power)
+        self.turns += 1
+        self.vector_peak += (turn.vector_peak - self.vector_peak) / self.turns
+        self.text_peak += (turn.text_peak - self.text_peak) / self.turns
+        record = FleetCalibration(self.vector_peak, self.text_peak, self.power)
+        return fuse(vector, text, record if self.turns >= self.warm_up else EQUAL_WEIGHTS)
+
 
 Stream = list[tuple[str, list[Hit], list[Hit], tuple[str, ...]]]
 
@@ -377,7 +398,7 @@ def _first_passes(rec: Recording, params: RetrievalSettings) -> list[Pass]:
     out: list[Pass] = []
     for set_name, queries in rec.queries.items():
         for text, gold, split in queries:
-            ((hits, _cosine),) = _first_pass(
+            ((hits, _cosine),) = scored_first_pass(
                 [contextual_query(text, ())],
                 index,
                 "grtf",

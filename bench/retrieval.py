@@ -1,4 +1,4 @@
-"""Retrieval benchmark suite: every dataset and method we record in bench/RESULTS.md.
+"""Retrieval benchmark suite: every dataset and method we record in bench/HISTORY.md.
 
     .venv/bin/python bench/retrieval.py            # the full suite (≈15 min on 2 cores)
     .venv/bin/python bench/retrieval.py --quick    # ToolLinkOS only

@@ -250,7 +250,7 @@ def build(size: int, mode: str, *, resume: Path | None = None, infer: bool = Tru
 
     ``resume``: start from a copy of that (smaller fleet's) registry and ingest only the sources it
     lacks; ``infer=False``: without dependency inference (its cost grows with the registry on every
-    ingest: see bench/RESULTS.md)."""
+    ingest: see bench/HISTORY.md)."""
     import shutil
 
     from toolweave.registry import Registry

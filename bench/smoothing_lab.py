@@ -17,7 +17,7 @@ graphs, and for every smoothed matrix replays every query through the real pipel
 ``SmoothedIndex``: full-text hits from the live registry, vector hits (top 30 by cosine, as the registry
 ranks them) from the smoothed matrix, for the whole query and for each part alike. The unsmoothed
 matrix must give the live registry's vector hits query by query (checked on every search) and the
-real-path figures (bench/RESULTS.md). Smoothing graphs: ``declared`` (walked by grtf declared), the
+real-path figures (bench/HISTORY.md). Smoothing graphs: ``declared`` (walked by grtf declared), the
 inferred edges retrieval walks (confidence >= ``infer_min_confidence``) and every stored inferred edge
 (both walked by grtf inferred, which walks the confident ones only, as the product does).
 

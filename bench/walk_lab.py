@@ -11,7 +11,7 @@
 
 ``record`` builds each dataset's registry once (embeddings from the disk cache) and runs every query,
 in the order ``toolweave bench`` asks them, through the real pipeline up to the walk
-(``pipeline._candidates``: decomposition, fleet fusion, name match, with the gateway's defaults): the
+(``pipeline.candidates``: decomposition, fleet fusion, name match, with the gateway's defaults): the
 candidates the walk starts from do not depend on the walk, so each walk variant is a replay of seconds.
 It keeps the search hits too (``check`` replays them through ``retrieve`` and compares), the tool
 records (the walk reads their parameter schemas) and the graphs: ``declared``; ``inferred`` (what the
@@ -41,7 +41,7 @@ from toolweave.benchmark.recorded import RecordedGraph, RecordedIndex
 from toolweave.records import DependencyEdge, Hit, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval.metrics import average_precision, complete, recall
-from toolweave.retrieval.pipeline import _candidates, decomposition_of, retrieve
+from toolweave.retrieval.pipeline import candidates, decomposition_of, retrieve
 from toolweave.retrieval.query import clean_query
 from toolweave.retrieval.results import RankedTool
 from toolweave.retrieval.supplied import request_values
@@ -72,7 +72,7 @@ class Query:
     """As the pipeline cleans it (``clean_query``)."""
     gold: tuple[str, ...]
     candidates: list[Hit]
-    """The walk's input: the fused, decomposed, name-matched first pass (``pipeline._candidates``)."""
+    """The walk's input: the fused, decomposed, name-matched first pass (``pipeline.candidates``)."""
 
 
 @dataclass
@@ -116,7 +116,7 @@ def record(name: str, embedder: Embedder) -> Recording:
         for set_name, qs in data.query_sets.items():
             for q in qs:
                 text = clean_query(q.text)
-                hits, _cosine = _candidates(text, (), index, params, pool, (), decomposition_of(params))
+                hits, _cosine = candidates(text, (), index, params, pool, (), decomposition_of(params))
                 queries.append(Query(set_name, q.split, text, q.gold, hits))
         print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         names = {t.id: t.name for t in reg.tools()}
@@ -198,7 +198,7 @@ def check(names: list[str]) -> None:
             reordered = 0
             for q in rec.queries:
                 real = [r.tool_id for r in retrieve(q.text, index, deps, params)]
-                hits, _ = _candidates(q.text, (), again, params, pool, (), decomposition_of(params))
+                hits, _ = candidates(q.text, (), again, params, pool, (), decomposition_of(params))
                 reordered += [h.tool_id for h in hits] != [h.tool_id for h in q.candidates]
                 replayed = Query(q.set_name, q.split, q.text, q.gold, hits)
                 product = [r.tool_id for r in product_walker(replayed, deps, rec)]

@@ -1,4 +1,4 @@
-"""Walk orderings measured against the product's walk and not shipped (bench/RESULTS.md, "Walk
+"""Walk orderings measured against the product's walk and not shipped (bench/HISTORY.md, "Walk
 orderings a wrong first hit cannot spoil"): the lab's own walk, over the product's DFS iterator.
 
 Each sorts the paper's sequence (``tool 1, its dependencies, tool 2, ...``) by a weight per tool (a

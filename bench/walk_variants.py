@@ -154,7 +154,7 @@ PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in f
 SHIPPED = LabPolicy()
 SUPPLIED = replace(SHIPPED, supplied=0.5, supplied_numbers="named")
 """The request-value rule in the form the leave-one-dataset-out choice picks on every dataset
-(bench/RESULTS.md, "The request supplies it"): ``walk_lab.py compare`` shows it beside the shipped walk."""
+(bench/HISTORY.md, "The request supplies it"): ``walk_lab.py compare`` shows it beside the shipped walk."""
 TRUE_GRAPHS = {
     ("toollinkos", "declared"),
     ("api_bank", "declared"),

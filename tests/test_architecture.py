@@ -30,10 +30,11 @@ def modules_under(folder: str) -> list[Path]:
 
 SHARED = {
     "records", "errors", "settings", "config_values", "call_errors", "yaml_limits", "policy", "scanner",
-    "redaction", "_lazy", "tracing", "names",
+    "redaction", "_lazy", "tracing", "names", "wire_meta",
 }  # fmt: skip
 """Root modules every layer may import: the records, errors, settings and config values they all speak
-(``call_errors``: the one error result of a failed call; ``yaml_limits``: bounds for YAML we read), and the
+(``call_errors``: the one error result of a failed call and the one finishing step of every result;
+``wire_meta``: ``_meta`` keys of the MCP wire; ``yaml_limits``: bounds for YAML we read), and the
 pure security rules (access policy, tool-definition scanner, log redaction); ``_lazy``: the lazy-exports
 helper of the package ``__init__``s (importlib only); ``tracing``: optional OpenTelemetry spans (API only,
 a no-op without it); ``names``: tool names as words, cut the same way by the registry (which counts
@@ -145,7 +146,6 @@ RETRIEVAL_MAY_IMPORT = {
     "toolweave.records", "toolweave.errors", "toolweave.settings",
     "toolweave.names",  # tool names as words (re, math, collections: no I/O)
     "toolweave._lazy",  # the package's lazy exports (importlib only)
-    "weakref",  # fusion's per-index record goes with its index (no I/O)
     "bisect",  # the walk counts what already outweighs a later hit (no I/O)
 }  # fmt: skip
 

@@ -122,7 +122,7 @@ ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\d|(?<![\w&/#])#\d+\b", re.IGNORECASE)
 """``issue 12``, ``issues 3``, ``issue #12``, ``#12``; not ``lance#4585`` (another project's issue, which a
 reader can look up), nor ``&#39;``."""
 TEXT_FILES = (".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".txt", ".sh")
-HISTORY = {"bench/RESULTS.md"}
+HISTORY = {"bench/HISTORY.md"}
 """The record of past measurements: its sections keep the titles they were recorded under."""
 EXAMPLES = "tests/test_docs_match_code.py"
 """This file: it shows what the check catches."""

@@ -9,7 +9,9 @@ through the typer app (``toolweave.cli``) as usual.
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Any
 
 __all__ = ["main"]
 
@@ -23,7 +25,7 @@ def serve_options(args: list[str]) -> dict[str, str] | None:
     command then simply starts without an early front."""
     if not args or args[0] != "serve" or any(a in _HELP_OPTIONS for a in args):
         return None
-    from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT  # serve imports it anyway
+    from toolweave.server.address import DEFAULT_HOST, DEFAULT_PORT  # socket only: before the bind
 
     found = {"transport": "stdio", "host": DEFAULT_HOST, "port": str(DEFAULT_PORT)}
     for i, arg in enumerate(args):
@@ -54,21 +56,68 @@ def serves_http(args: list[str]) -> tuple[str, int] | None:
     return options["host"], int(options["port"])
 
 
+def registry_option(args: list[str]) -> str | None:
+    """The ``--registry`` a ``serve`` command line names, or None. It wins over the manifest's and the
+    environment's, so the early front can answer ``find_tools`` from that registry's ready table before
+    the settings are even loaded (``server/ready_index.py``)."""
+    if serve_options(args) is None:
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--registry" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--registry="):
+            return arg.partition("=")[2]
+    return None
+
+
+def manifest_option(args: list[str]) -> str | None:
+    """The ``--manifest`` (``-m``) a ``serve`` command line names, or None."""
+    for i, arg in enumerate(args):
+        if arg in ("--manifest", "-m") and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--manifest="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _provisional_policy(args: list[str], host: str) -> Any:
+    """``front_answers.provisional_policy`` for this command line (None when the manifest is unreadable:
+    the command reports that)."""
+    from toolweave.server import front_answers, ready_index
+
+    manifest = manifest_option(args)
+    try:
+        text = open(manifest, encoding="utf-8").read() if manifest else None  # noqa: SIM115
+    except (OSError, ValueError):
+        text = None
+    if text is None:
+        return None
+    registry = registry_option(args)
+    ready = ready_index.load(os.path.expanduser(registry)) if registry and "://" not in registry else None
+    return front_answers.provisional_policy(host, text, os.environ, ready)
+
+
 def main() -> None:
     if serves_stdio(sys.argv[1:]):
         from toolweave.server import early
 
-        early.start()
+        front = early.start()
+        registry = registry_option(sys.argv[1:])
+        if registry and "://" not in registry:
+            front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
-        from toolweave.server.front_answers import bind_now
+        from toolweave.server.address import bind_now
 
         listening = bind_now(*address)
         if listening is not None:  # else the command reports why it cannot listen, as it always did
             from toolweave.server import http_front
 
-            http_front.start(listening)
+            started = http_front.start(listening)
+            policy = _provisional_policy(sys.argv[1:], address[0])
+            if policy is not None:  # answer the handshake and find_tools before the settings load
+                started.offer(policy)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
         # the user waits for this one: no typer, no settings model (server/host.py)
         from toolweave.server.host import parse_hook_wait, run_claude_code_hook

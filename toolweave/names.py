@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
 
-__all__ = ["NameVocabulary", "camel_spaced", "name_of", "name_terms", "name_words", "text_terms"]
+__all__ = ["NameVocabulary", "camel_spaced", "name_of", "name_terms", "name_words", "stem", "text_terms"]
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
@@ -44,6 +44,11 @@ def _stem(word: str) -> str:
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
+
+
+def stem(word: str) -> str:
+    """``word`` (lower case) without its common English suffix: what the name match compares."""
+    return _stem(word)
 
 
 def name_terms(name: str) -> frozenset[str]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolweave.records import EdgeKind
@@ -29,6 +31,7 @@ __all__ = [
     "Share",
     "default_home",
     "settings_reference",
+    "unknown_environment_keys",
 ]
 
 MINILM_MODEL = "local/all-MiniLM-L6-v2-onnx-int8"
@@ -52,11 +55,11 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 REMOVED_RETRIEVAL_SETTINGS: dict[str, str] = {
-    "fusion": "hybrid always fuses per-query z-scores, BM25 weighted by its record on the fleet",
+    "fusion": "hybrid always fuses per-query z-scores, BM25 weighted by how sure it is on the fleet",
     "hybrid_alpha": "it weighed `convex` fusion only, which is no longer offered",
     "walk_order": "the walk follows what the request lacks, right after the tool that needs it",
 }
-"""Retrieval settings of earlier versions: measured variants nobody should turn (bench/RESULTS.md). A
+"""Retrieval settings of earlier versions: measured variants nobody should turn (bench/HISTORY.md). A
 manifest or environment that still sets one keeps working: the key is ignored with a warning that says
 what the gateway does instead."""
 
@@ -65,6 +68,8 @@ _log = logging.getLogger(__name__)
 
 class RetrievalSettings(BaseModel):
     """Graph RAG-Tool Fusion parameters (the paper's k, K and d_limit)."""
+
+    model_config = ConfigDict(extra="forbid")  # a typo (TOOLWEAVE_RETRIEVAL__TOP_KK) is refused
 
     @model_validator(mode="before")
     @classmethod
@@ -105,7 +110,7 @@ class RetrievalSettings(BaseModel):
         "also at a bare `and`, or `off`. Not with `bm25` (no cosine to weigh the parts).",
     )
     # The floor only decides what is published unasked; the ranked list (find_tools, benchmarks' mAP)
-    # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/RESULTS.md).
+    # is never cut. 0.3 / 0.3 were chosen on ToolLinkOS `examples` (bench/HISTORY.md).
     floor_relative: Share = Field(
         0.3,
         description="Publish only search hits at or above this share of the turn's best hit (0 = all); "
@@ -123,6 +128,8 @@ class RetrievalSettings(BaseModel):
 
 class PublishSettings(BaseModel):
     """What the gateway shows a client."""
+
+    model_config = ConfigDict(extra="forbid")
 
     max_tools: int = Field(
         40,
@@ -162,6 +169,8 @@ class PublishSettings(BaseModel):
 
 class SecuritySettings(BaseModel):
     """Who may use the gateway over HTTP/SSE, and what it records (see ``docs/security.md``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     auth: Literal["none", "tokens", "oauth"] = Field(
         "none", description="HTTP/SSE authentication: `none`, named bearer `tokens`, or `oauth` (JWT + JWKS)."
@@ -214,12 +223,32 @@ class SecuritySettings(BaseModel):
     )
 
 
+def unknown_environment_keys(environ: Mapping[str, str]) -> list[str]:
+    """The ``TOOLWEAVE_*`` names in ``environ`` whose first part names no ``Settings`` field."""
+    prefix = "TOOLWEAVE_"
+    return sorted(
+        key
+        for key in environ
+        if key.startswith(prefix) and key[len(prefix) :].split("__")[0].lower() not in Settings.model_fields
+    )
+
+
 class Settings(BaseSettings):
     """All toolweave settings. Environment: ``TOOLWEAVE_<FIELD>``, nested with ``__``."""
 
     model_config = SettingsConfigDict(
         env_prefix="TOOLWEAVE_", env_nested_delimiter="__", extra="ignore", validate_assignment=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _warn_unknown_environment(cls, data: Any) -> Any:
+        """A ``TOOLWEAVE_*`` variable that names no setting is ignored with a warning (the environment
+        reader skips it silently); a typo inside a known section (``TOOLWEAVE_RETRIEVAL__TOP_KK``) is
+        refused by that section's model."""
+        for key in unknown_environment_keys(os.environ):
+            warnings.warn(f"{key} is not a toolweave setting and is ignored (docs/settings.md)", stacklevel=2)
+        return data
 
     home: Path | str = Field(
         default_factory=default_home,

@@ -1,5 +1,5 @@
 """The lab's measured variants (``bench/fusion_variants.py``, ``bench/walk_orderings.py``): not shipped,
-but the figures in bench/RESULTS.md rest on them, so they must compute what they say."""
+but the figures in bench/HISTORY.md rest on them, so they must compute what they say."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_the_hook_hands_its_prompt_to_a_gateway_still_starting_and_returns(
         )
         took = time.monotonic() - started
         assert hooked.returncode == 0 and hooked.stdout == b"", hooked.stderr
-        assert b"still starting; it has the prompt" in hooked.stderr, hooked.stderr
+        assert hooked.stderr == b""  # silent when it gives up: Claude Code shows a hook's stderr
         gate.touch()  # the gateway may start now: it finds the turn waiting on its socket
         notice = client.receive()
         assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, notice

@@ -108,7 +108,9 @@ async def gateway_link(registry: Registry, upstream: Upstream, **backend_options
     options: dict[str, Any] = {"connect_timeout_s": 10, "backoff_initial_s": 0.1, "backoff_max_s": 0.5}
     options.update(backend_options)
     backend = MCPBackend("faulty", upstream.config(), **options)
-    settings = Settings(home=registry.path, connect_timeout_s=10)
+    # the gateway resolves every call's budget (``call_budget``): it gets the test's call timeout too
+    budget = {"call_timeout_s": options["call_timeout_s"]} if "call_timeout_s" in options else {}
+    settings = Settings(home=registry.path, connect_timeout_s=10, **budget)
     gateway = Gateway(registry, [backend], settings)
     statuses: list[bool] = []
 

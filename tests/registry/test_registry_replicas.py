@@ -16,7 +16,7 @@ from toolweave.errors import ConfigError, RegistryBusyError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.lock import FileLock, RedisLock, writer_lock
-from toolweave.registry.overrides import GraphOverrides
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.store import StoredTool
 
@@ -290,6 +290,7 @@ def test_a_follower_loads_what_commits_changed_not_the_whole_registry(
     assert follower.dependencies("demo__get_stock_ticker") == [reverse]
     assert not follower.dependencies("demo__get_stock_price")
 
-    writer.set_overrides(GraphOverrides())
+    # new overrides (unchanged ones write nothing: a start on the same manifest commits no version)
+    writer.set_overrides(GraphOverrides(remove=[EdgeSelector("demo__get_stock_price", "demo__nothing")]))
     assert follower.refresh()
     assert follower._state.full_loads == full + 1  # a change the log cannot describe: loaded whole

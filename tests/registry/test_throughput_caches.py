@@ -14,6 +14,7 @@ import pytest
 
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
+from toolweave.settings import MINILM_MODEL
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ TOOLS = [
 
 
 def test_queries_run_on_their_own_single_threaded_instance_with_identical_vectors() -> None:
-    embedder = Embedder()
+    embedder = Embedder(MINILM_MODEL)  # one model for both (a query encoder's are two)
     texts = ["weather in Rome tomorrow", "send an email to my boss", "¿qué tiempo hace?"]
     documents = embedder.embed_documents(texts)
     queries = np.stack(embedder.embed_queries(texts))
@@ -41,7 +42,7 @@ def test_queries_run_on_their_own_single_threaded_instance_with_identical_vector
 def test_a_subclass_caching_embed_documents_still_sees_the_queries(shared_embedder: Embedder) -> None:
     class Counting(Embedder):
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(MINILM_MODEL)  # requests and tools share its model
             self.seen: list[str] = []
 
         def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:

@@ -50,8 +50,14 @@ def test_bench_runs_with_the_gateways_retrieval_settings(monkeypatch: pytest.Mon
 def test_bench_walks_the_graph_another_folder_declares_for_the_same_tools(
     tiny_dataset: Path,  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tests.test_cli_core import TOOLS
+    from toolweave.settings import MINILM_MODEL
+
+    # the tiny fixture's first pass misses a dependency with MiniLM (the walk must bring it): with the
+    # default model's request encoder it finds everything, and no graph could show
+    monkeypatch.setenv("TOOLWEAVE_EMBEDDING_MODEL", MINILM_MODEL)
 
     def folder(name: str, tools: list[dict[str, object]]) -> str:
         path = tmp_path / name

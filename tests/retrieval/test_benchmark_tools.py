@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -12,11 +13,12 @@ import pytest
 from toolweave.benchmark.embedding_cache import CachedEmbedder, default_cache_path
 from toolweave.benchmark.recorded import RECORD_DEPTH, RecordedGraph, RecordedIndex
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind, SearchScope
+from toolweave.names import NameVocabulary
+from toolweave.records import DependencyEdge, EdgeKind, QueryVariant, SearchResults, SearchScope, ToolRecord
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.models import QUERY_ADAPTERS, QueryAdapterSpec
 from toolweave.retrieval import retrieve
-from toolweave.retrieval.fusion import fleet_calibration
+from toolweave.retrieval.pipeline import fleet_calibration
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
 
@@ -76,19 +78,34 @@ def test_cached_vectors_equal_fresh_ones_with_the_real_model(shared_embedder, tm
     assert replay.dim == fresh.shape[1]
 
 
+T = TypeVar("T")
+
+
 class ListIndex:
-    """A live index that answers from fixed lists and counts searches."""
+    """A live index that answers from fixed lists and counts searches (and calibrations)."""
 
     def __init__(self) -> None:
-        self.searches = 0
+        self.searches = self.calibrations = 0
 
-    def search(self, queries, k, scope=None):  # type: ignore[no-untyped-def]
+    def search(
+        self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
+    ) -> SearchResults:
         self.searches += 1
         assert k == RECORD_DEPTH and scope is None  # records both sides, deep enough for any run
         return [([Hit("a", 0.9), Hit("b", 0.5)], [Hit("b", 7.0), Hit("c", 2.0)]) for _ in queries]
 
-    def find(self, tool_id: str) -> object | None:
+    def find(self, tool_id: str) -> ToolRecord | None:
         return None
+
+    def is_destructive(self, tool_id: str) -> bool:
+        return False
+
+    def name_vocabulary(self) -> NameVocabulary:
+        return NameVocabulary()
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        self.calibrations += 1
+        return compute(["a probe"])
 
 
 def test_recorded_index_searches_once_and_replays_every_method() -> None:
@@ -101,7 +118,7 @@ def test_recorded_index_searches_once_and_replays_every_method() -> None:
         m: [r.tool_id for r in retrieve("q", index, graph, RetrievalSettings(method=m, top_k=1))]
         for m in ("vector", "bm25", "hybrid", "grtf")
     }
-    assert live.searches == 1
+    assert live.searches == 2  # the query, and the probes of the fleet calibration (hybrid, grtf)
     assert out["vector"] == ["a", "b"] and out["bm25"] == ["b", "c"]
     assert out["hybrid"] == ["a", "b", "c"] and out["grtf"] == ["a", "d", "b", "c"]
     with pytest.raises(RetrievalError, match="exclude"):
@@ -110,20 +127,19 @@ def test_recorded_index_searches_once_and_replays_every_method() -> None:
         RecordedIndex().search([("new",)], 10)
 
 
-def test_a_recorded_index_keeps_its_fleet_record_and_each_view_has_its_own() -> None:
-    # An unhashable index got a fresh record every turn: replayed `fleet` fusion was plain z-score.
+def test_a_recorded_index_records_the_live_calibration_for_every_view() -> None:
     live = ListIndex()
     index = RecordedIndex(live=live)
     view = index.view()
     graph = RecordedGraph({})
-    params = RetrievalSettings(method="hybrid", fusion="fleet")
-    for _ in range(3):
-        retrieve("q", index, graph, params)
-    assert fleet_calibration(index) is fleet_calibration(index)
-    assert fleet_calibration(index).turns == 3
-    assert fleet_calibration(view).turns == 0  # another benchmark run starts its own record
-    retrieve("q", view, graph, params)
-    assert live.searches == 1  # ...over the same recordings
+    params = RetrievalSettings(method="hybrid")
+    first = [retrieve("q", index, graph, params) for _ in range(3)]
+    assert first[0] == first[1] == first[2] == retrieve("q", view, graph, params)
+    assert live.calibrations == 1  # asked once, then replayed by the index and its views
+    assert fleet_calibration(view) == fleet_calibration(index)
+    assert live.searches == 2  # the probes and "q", recorded once for every run
+    with pytest.raises(RetrievalError, match="no 'fleet' calibration"):
+        retrieve("q", RecordedIndex(hits=index.hits), graph, params)
 
 
 def test_a_query_adapter_reuses_its_base_models_cached_vectors(

@@ -231,7 +231,7 @@ def test_the_setting_decides_when_no_decomposition_is_passed() -> None:
     default = [r.tool_id for r in retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2))]
     retrieve(query, index, deps, RetrievalSettings(method="hybrid", final_k=2, decompose="off"))
     retrieve(query, index, deps, RetrievalSettings(method="bm25", final_k=2))
-    # on by default, at sentence ends, the parts weighted by cosine (bench/RESULTS.md, "Query
+    # on by default, at sentence ends, the parts weighted by cosine (bench/HISTORY.md, "Query
     # decomposition that does no harm"); never with bm25 alone: no cosine to weigh the parts
     assert RetrievalSettings().decompose == "sentences"
     assert decomposition_of(RetrievalSettings()) == Decomposition(

@@ -1,22 +1,25 @@
 from __future__ import annotations
 
-import gc
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pytest
 
-from toolweave.records import SearchResults, SearchScope
+from toolweave.names import NameVocabulary
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
 from toolweave.retrieval.fusion import (
+    EQUAL_WEIGHTS,
     FleetCalibration,
-    fleet_calibration,
+    calibrate,
     fuse,
     turn_relevance,
     zscore_fusion,
 )
-from toolweave.retrieval.pipeline import retrieve
+from toolweave.retrieval.pipeline import fleet_calibration, retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
+
+T = TypeVar("T")
 
 
 def test_zscore_fusion_lets_the_confident_list_lead() -> None:
@@ -56,34 +59,26 @@ def _conflict() -> tuple[list[Hit], list[Hit]]:
     return _spread("v", 0.30), _spread("t", 0.28)
 
 
-def test_fleet_calibration_weighs_the_retriever_that_has_been_sure_on_this_fleet() -> None:
+def test_fleet_calibration_weighs_the_retriever_that_is_sure_on_this_fleet() -> None:
     vector, text = _conflict()
     assert zscore_fusion(vector, text)[0].tool_id == "vlead"
     # a fleet where BM25's leaders stand far out of its lists and the vectors' barely do
-    bm25_fleet = FleetCalibration(warm_up=5)
-    for _ in range(5):
-        bm25_fleet.observe(_spread("v", 0.02), _spread("t", 2.0))
-    assert bm25_fleet.text_weight() > 1.2
-    assert bm25_fleet.fuse(vector, text)[0].tool_id == "tlead"
+    bm25_fleet = calibrate([(_spread("v", 0.02), _spread("t", 2.0))] * 5)
+    assert bm25_fleet.text_weight > 1.2
+    assert fuse(vector, text, bm25_fleet)[0].tool_id == "tlead"
     # and the other way round
-    vector_fleet = FleetCalibration(warm_up=5)
-    for _ in range(5):
-        vector_fleet.observe(_spread("v", 2.0), _spread("t", 0.02))
-    assert vector_fleet.text_weight() < 0.8
-    assert vector_fleet.fuse(*_conflict()[::-1])[0].tool_id == "tlead"  # lists swapped: vector = "t..."
+    vector_fleet = calibrate([(_spread("v", 2.0), _spread("t", 0.02))] * 5)
+    assert vector_fleet.text_weight < 0.8
+    assert fuse(*_conflict()[::-1], vector_fleet)[0].tool_id == "tlead"  # lists swapped: vector = "t..."
 
 
 def test_fleet_calibration_weight_is_the_ratio_of_mean_peaks_to_the_power() -> None:
-    calibration = FleetCalibration(top_n=1, power=2.0, warm_up=2)
-    peaks = []
-    for lead_v, lead_t in ((0.5, 1.0), (0.7, 1.5)):
-        vector, text = _spread("v", lead_v), _spread("t", lead_t)
-        z_v, z_t = _z_of_leader(vector), _z_of_leader(text)
-        peaks.append((z_v, z_t))
-        calibration.observe(vector, text)
-    mean_v, mean_t = (peaks[0][0] + peaks[1][0]) / 2, (peaks[0][1] + peaks[1][1]) / 2
-    assert calibration.turns == 2
-    assert calibration.text_weight() == pytest.approx((mean_t / mean_v) ** 2)
+    turns = [(_spread("v", lead_v), _spread("t", lead_t)) for lead_v, lead_t in ((0.5, 1.0), (0.7, 1.5))]
+    calibration = calibrate(turns, top_n=1, power=2.0)
+    mean_v = (_z_of_leader(turns[0][0]) + _z_of_leader(turns[1][0])) / 2
+    mean_t = (_z_of_leader(turns[0][1]) + _z_of_leader(turns[1][1])) / 2
+    assert calibration == FleetCalibration(pytest.approx(mean_v), pytest.approx(mean_t), 2.0)
+    assert calibration.text_weight == pytest.approx((mean_t / mean_v) ** 2)
 
 
 def _z_of_leader(hits: list[Hit]) -> float:
@@ -93,79 +88,61 @@ def _z_of_leader(hits: list[Hit]) -> float:
     return (scores[0] - mean) / spread
 
 
-def test_fleet_calibration_keeps_equal_weights_while_warming_up_or_without_evidence() -> None:
+def test_fleet_calibration_keeps_equal_weights_without_evidence() -> None:
     vector, text = _conflict()
-    calibration = FleetCalibration(warm_up=5)
-    for _ in range(2):  # turns 1-4 (a fuse counts as a turn too): equal weights
-        calibration.observe(_spread("v", 0.02), _spread("t", 2.0))
-        assert calibration.fuse(vector, text) == zscore_fusion(vector, text)
-    assert calibration.text_weight() == 1.0
-    calibration.observe(_spread("v", 0.02), _spread("t", 2.0))
-    assert calibration.turns == 5 and calibration.text_weight() > 1.0  # turn 5: the record counts
-    no_bm25 = FleetCalibration(warm_up=1)
-    no_bm25.observe(vector, [])  # BM25 matched nothing: no evidence to weigh it by
-    assert no_bm25.text_weight() == 1.0
-
-
-def test_fleet_calibration_follows_a_fleet_that_changes() -> None:
-    calibration = FleetCalibration(warm_up=1, horizon=10)
-    for _ in range(50):
-        calibration.observe(_spread("v", 0.02), _spread("t", 2.0))
-    assert calibration.text_weight() > 1.0
-    for _ in range(50):  # the fleet now favours the vectors: the old turns fade within the horizon
-        calibration.observe(_spread("v", 2.0), _spread("t", 0.02))
-    assert calibration.text_weight() < 1.0
-
-
-def test_fleet_calibration_is_one_per_index_and_goes_with_it() -> None:
-    class Index:
-        pass
-
-    first, second = Index(), Index()
-    assert fleet_calibration(first) is fleet_calibration(first)
-    assert fleet_calibration(first) is not fleet_calibration(second)
-    record = weakref.ref(fleet_calibration(first))
-    del first
-    gc.collect()
-    assert record() is None  # the module let go of it with its index
-    assert fleet_calibration(second) is fleet_calibration(second)
+    assert calibrate([]) == EQUAL_WEIGHTS
+    assert fuse(vector, text) == fuse(vector, text, EQUAL_WEIGHTS) == zscore_fusion(vector, text)
+    assert calibrate([(vector, [])] * 3).text_weight == 1.0  # BM25 matched nothing: nothing to weigh by
 
 
 class _FixedIndex:
-    """Every query gets the same two candidate lists (unit test of the pipeline's wiring)."""
+    """Every query gets the same two candidate lists; probe searches get the fleet's own pair."""
 
-    def __init__(self, vector: list[Hit], text: list[Hit]) -> None:
-        self.vector, self.text = vector, text
+    def __init__(self, vector: list[Hit], text: list[Hit], fleet: tuple[list[Hit], list[Hit]]) -> None:
+        self.vector, self.text, self.fleet = vector, text, fleet
+        self.calibrations: dict[str, object] = {}
 
     def search(
         self, queries: Sequence[tuple[str, ...]], k: int, scope: SearchScope | None = None
     ) -> SearchResults:
-        return [(self.vector[:k], self.text[:k]) for _ in queries]
+        return [self.fleet if q[0].startswith("probe") else (self.vector[:k], self.text[:k]) for q in queries]
 
-    def find(self, tool_id: str) -> object | None:
+    def find(self, tool_id: str) -> ToolRecord | None:
         return None
 
+    def is_destructive(self, tool_id: str) -> bool:
+        return False
 
-def test_pipeline_fleet_fusion_learns_from_the_turns_on_the_same_index() -> None:
+    def name_vocabulary(self) -> NameVocabulary:
+        return NameVocabulary()
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        if key not in self.calibrations:
+            self.calibrations[key] = compute(["probe one", "probe two"])
+        return self.calibrations[key]  # type: ignore[return-value]
+
+
+def test_the_pipeline_fuses_by_the_calibration_of_the_fleet_the_index_holds() -> None:
     params = RetrievalSettings(method="hybrid")
-    bm25_fleet = _FixedIndex(_spread("v", 0.02), _spread("t", 2.0))
-    for _ in range(FleetCalibration().warm_up):
-        retrieve("a turn", bm25_fleet, lambda _tool, _kinds=None: [], params)
-    # the same index now meets a conflict: the fleet's record says BM25, plain z-scores say vector
-    bm25_fleet.vector, bm25_fleet.text = _conflict()
-    assert retrieve("a conflict", bm25_fleet, lambda _tool, _kinds=None: [], params)[0].tool_id == "tlead"
-    assert zscore_fusion(*_conflict())[0].tool_id == "vlead"  # what plain z-scores say
-    # a fresh index has no record yet
-    fresh = _FixedIndex(*_conflict())
-    assert retrieve("a conflict", fresh, lambda _tool, _kinds=None: [], params)[0].tool_id == "vlead"
+    bm25_fleet = _FixedIndex(*_conflict(), fleet=(_spread("v", 0.02), _spread("t", 2.0)))
+    assert retrieve("a conflict", bm25_fleet, _no_deps, params)[0].tool_id == "tlead"
+    assert fleet_calibration(bm25_fleet).text_weight > 1.2
+    vector_fleet = _FixedIndex(*_conflict(), fleet=(_spread("v", 2.0), _spread("t", 0.02)))
+    assert retrieve("a conflict", vector_fleet, _no_deps, params)[0].tool_id == "vlead"
 
 
-def test_fuse_follows_the_fleet_record_it_is_given_and_plain_zscores_without_one() -> None:
-    record = FleetCalibration()
-    for _ in range(record.warm_up):
-        record.observe(_spread("v", 0.02), _spread("t", 2.0))  # a fleet where BM25 stands out
-    vector, text = _conflict()
-    assert fuse(vector, text) == zscore_fusion(vector, text)
-    assert fuse(vector, text)[0].tool_id == "vlead"
-    assert fuse(vector, text, record)[0].tool_id == "tlead"
-    assert record.turns == record.warm_up + 1  # the turn counts in the record it was fused by
+def test_a_ranking_does_not_depend_on_the_requests_before_it() -> None:
+    # The old running record learned from each turn: after 20 turns of a BM25-sure fleet, the same
+    # conflict ranked the other way. Now the fleet's probes alone decide, whatever came before.
+    params = RetrievalSettings(method="hybrid")
+    index = _FixedIndex(*_conflict(), fleet=(_spread("v", 1.0), _spread("t", 1.0)))
+    first = retrieve("a conflict", index, _no_deps, params)
+    index.vector, index.text = _spread("v", 0.02), _spread("t", 2.0)
+    for _ in range(50):
+        retrieve("another turn", index, _no_deps, params)
+    index.vector, index.text = _conflict()
+    assert retrieve("a conflict", index, _no_deps, params) == first
+
+
+def _no_deps(tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
+    return []

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
 
 import pytest
 
 from toolweave.errors import RetrievalError
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
+from toolweave.names import NameVocabulary
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
+
+T = TypeVar("T")
 
 
 class WordIndex:
@@ -48,8 +52,20 @@ class WordIndex:
             for q in queries
         ]
 
-    def find(self, tool_id: str) -> object | None:
-        return self.docs.get(tool_id)
+    def find(self, tool_id: str) -> ToolRecord | None:
+        if tool_id not in self.docs:
+            return None
+        source, name = tool_id.split("__", 1)
+        return ToolRecord(id=tool_id, source=source, name=name, description=self.docs[tool_id])
+
+    def is_destructive(self, tool_id: str) -> bool:
+        return False
+
+    def name_vocabulary(self) -> NameVocabulary:
+        return NameVocabulary()  # no name match: these tests are about fusion, floor and walk
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        return compute([])  # no probes: equal weights
 
 
 DOCS = {
@@ -132,29 +148,17 @@ def test_floor_marks_weak_hits_unpublished_but_keeps_dependencies_of_kept_ones()
     assert published[2].reason == "dependency"  # matches nothing itself, but the kept tools need it
 
 
-class Destructive:
-    destructive = True
-
-
-class MarkedIndex(WordIndex):
-    """Records come from ``find``; one tool says it is destructive."""
-
-    def find(self, tool_id: str) -> object | None:
-        return Destructive() if tool_id == "a__get_ticker" else super().find(tool_id)
-
-
 class AskingIndex(WordIndex):
     """Answers ``is_destructive`` itself (as a registry does): ``find`` must not be needed."""
 
     def is_destructive(self, tool_id: str) -> bool:
         return tool_id == "a__get_ticker"
 
-    def find(self, tool_id: str) -> object | None:
+    def find(self, tool_id: str) -> ToolRecord | None:
         raise AssertionError("the floor decoded a record the index could answer for")
 
 
-@pytest.mark.parametrize("index_type", [MarkedIndex, AskingIndex])
-def test_destructive_tools_face_a_higher_floor_whether_found_or_asked(index_type: type[WordIndex]) -> None:
+def test_destructive_tools_face_a_higher_floor() -> None:
     docs = {
         **DOCS,
         "a__get_ticker": "ticker and price symbol",  # relevance 0.6 of the turn: kept unless destructive
@@ -168,7 +172,7 @@ def test_destructive_tools_face_a_higher_floor_whether_found_or_asked(index_type
     published = {}
     for extra in (0.0, 0.6):
         params = RetrievalSettings(**floor, floor_destructive=extra)  # type: ignore[arg-type]
-        out = retrieve("stock ticker price", index_type(docs, sources), deps, params)
+        out = retrieve("stock ticker price", AskingIndex(docs, sources), deps, params)
         published[extra] = {r.tool_id for r in out if r.publish}
     assert "a__get_ticker" in published[0.0]
     assert published[0.6] == published[0.0] - {"a__get_ticker"}
@@ -177,15 +181,15 @@ def test_destructive_tools_face_a_higher_floor_whether_found_or_asked(index_type
 class SchemaIndex(WordIndex):
     """``find`` returns a record with the tool's input schema, as a registry's does."""
 
-    def __init__(self, docs: dict[str, str], sources: dict[str, str], schemas: dict[str, object]) -> None:
+    def __init__(self, docs: dict[str, str], sources: dict[str, str], schemas: dict[str, Any]) -> None:
         super().__init__(docs, sources)
         self.schemas = schemas
 
-    def find(self, tool_id: str) -> object | None:
-        class Record:
-            input_schema = self.schemas.get(tool_id)
-
-        return Record() if tool_id in self.docs else None
+    def find(self, tool_id: str) -> ToolRecord | None:
+        record = super().find(tool_id)
+        if record is None or tool_id not in self.schemas:
+            return record
+        return record.model_copy(update={"input_schema": self.schemas[tool_id]})
 
 
 def test_the_walk_reads_the_request_and_the_tools_schemas(monkeypatch: pytest.MonkeyPatch) -> None:

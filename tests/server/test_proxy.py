@@ -5,8 +5,8 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from toolweave.server.errors import to_tool_error_result
-from toolweave.server.proxy import argument_errors, strip_upstream_meta, truncate_result
+from toolweave.call_errors import tool_error_result
+from toolweave.server.proxy import argument_errors
 
 SCHEMA = {
     "type": "object",
@@ -47,28 +47,8 @@ def test_not_an_object_and_invalid_schema_are_reported() -> None:
     assert broken[0]["field"] == "(schema)"
 
 
-def test_upstream_identity_is_stripped_other_meta_kept() -> None:
-    result = types.CallToolResult(
-        content=[], _meta={"io.modelcontextprotocol/serverInfo": {"name": "up"}, "trace": "t1"}
-    )
-    assert strip_upstream_meta(result).meta == {"trace": "t1"}
-    only = types.CallToolResult(content=[], _meta={"io.modelcontextprotocol/serverInfo": {"name": "up"}})
-    assert strip_upstream_meta(only).meta is None
-
-
-def test_truncation_keeps_the_budget_and_says_so() -> None:
-    result = types.CallToolResult(
-        content=[types.TextContent(text="a" * 700), types.TextContent(text="b" * 700)]
-    )
-    cut = truncate_result(result, 1000)
-    texts = [c.text for c in cut.content if isinstance(c, types.TextContent)]
-    assert texts[0] == "a" * 700 and texts[1] == "b" * 300
-    assert "truncated to 1,000 of 1,400 characters" in texts[2]
-    assert truncate_result(result, 5000) is result
-
-
 def test_error_payload_shape() -> None:
-    err = to_tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
+    err = tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
     assert err.is_error
     assert err.content[0].text == "timeout: slow upstream"
     assert err.structured_content == {
@@ -125,3 +105,37 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
     rejected = await proxy.call(after, {"word": "tea"})
     assert rejected.is_error and "'tea' is not of type 'integer'" in rejected.content[0].text
     assert not (await proxy.call(before, {"word": "tea"})).is_error  # and back
+
+
+class _Big:
+    """A backend whose answer is stamped by its server and larger than the gateway shows."""
+
+    available = True
+    call_timeout_s = None
+
+    def __init__(self) -> None:
+        self.budgets: list[object] = []
+
+    async def call(
+        self, tool: object, arguments: dict[str, object], **options: object
+    ) -> types.CallToolResult:
+        self.budgets.append(options.get("timeout_s"))
+        return types.CallToolResult(
+            content=[types.TextContent(text="x" * 5_000)],
+            _meta={"io.modelcontextprotocol/serverInfo": {"name": "up"}},
+        )
+
+
+@pytest.mark.anyio
+async def test_every_result_is_finished_once_and_every_call_gets_the_resolved_budget() -> None:
+    from tests.server.helpers import tool
+    from toolweave.server.proxy import Proxy
+
+    backend = _Big()
+    proxy = Proxy({"svc": backend}, timeout_s=7, max_result_chars=1_000)  # type: ignore[dict-item]
+    result = await proxy.call(tool("svc", "dump", "Dump it.", {}, []), {})
+    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    assert texts[0] == "x" * 1_000 and len(texts) == 2  # one cut, one note
+    assert texts[1] == "[toolweave: result truncated to 1,000 of 5,000 characters (max_result_chars)]"
+    assert result.meta is None  # the upstream's stamp is gone
+    assert backend.budgets == [7]  # no budget of its own: the gateway's, passed down

@@ -194,10 +194,11 @@ def test_an_embedder_shares_its_query_runs_once_asked() -> None:
     """``Embedder.share_query_runs`` (what the gateway asks of its registry's embedder) puts its query
     runs behind one ``QueryBatcher``; the vectors are the embedder's own, known queries skip the queue."""
     from toolweave.registry.embeddings import Embedder
+    from toolweave.settings import MINILM_MODEL
 
     class Counting(Embedder):  # a subclass's embed_documents also embeds its queries (no model here)
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__(MINILM_MODEL)  # requests and tools share its model
             self.documents: list[list[str]] = []
 
         def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:

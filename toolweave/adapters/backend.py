@@ -15,7 +15,7 @@ import mcp_types as types
 
 from toolweave.records import DependencyEdge, ToolRecord
 
-__all__ = ["Backend", "CallOptions", "Sampler", "StatusCallback", "ToolsCallback"]
+__all__ = ["Backend", "CallOptions", "Sampler", "StatusCallback", "ToolsCallback", "call_budget"]
 
 ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
 """``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
@@ -27,11 +27,24 @@ Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMes
 """Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""
 
 
+def call_budget(own_s: float | None, gateway_s: float) -> float:
+    """How long one upstream call may take in all, retries included: the source's own ``timeout_s``
+    where its manifest entry sets one, else the gateway's ``Settings.call_timeout_s``.
+
+    The one place this is decided, for every backend kind (httpx's shape: a client default and a
+    per-request value that wins over it). The proxy resolves it per call, passes it to ``call`` and
+    waits that long plus a margin; a backend called directly resolves its own the same way.
+    """
+    return own_s if own_s is not None else gateway_s
+
+
 class CallOptions(TypedDict, total=False):
     """The keyword options of ``Backend.call``, typed once for the protocol and its implementations."""
 
     timeout_s: float | None
-    """None or absent: the backend's own budget (``Backend.call_timeout_s``)."""
+    """The whole call's budget in seconds, retries included (the proxy passes what ``call_budget``
+    resolved); None or absent: ``call_budget`` of the backend's own and the gateway default it was built
+    with."""
     sampler: Sampler | None
     """Answers the upstream's sampling requests during this call (None: the upstream cannot sample)."""
 
@@ -55,9 +68,8 @@ class Backend(Protocol):
 
     @property
     def call_timeout_s(self) -> float | None:
-        """The longest one call may take by the backend's own settings (retries included), which it
-        enforces itself; None: it has none, and the server passes its own ``timeout_s`` to ``call``.
-        The server's safety net around a call is this budget (or its own) plus a margin."""
+        """The source's own call budget (its manifest entry's ``timeout_s``), None where it sets none:
+        ``call_budget`` then gives the gateway's ``call_timeout_s``."""
         ...
 
     async def run(self, on_tools: ToolsCallback) -> None:

@@ -154,7 +154,6 @@ def _build_mcp(name: str, config: MCPConfig, options: BuildOptions) -> Backend:
         config,
         connect_timeout_s=settings.connect_timeout_s,
         call_timeout_s=settings.call_timeout_s,
-        max_result_chars=settings.max_result_chars,
         max_result_bytes=settings.max_result_bytes,
         ping_interval_s=settings.ping_interval_s,
         ping_timeout_s=settings.ping_timeout_s,
@@ -203,6 +202,7 @@ def _build_openapi(name: str, config: OpenAPISourceConfig, options: BuildOptions
         environ=options.environ,
         on_status=options.on_status,
         max_read_bytes=options.settings.max_result_bytes,
+        call_timeout_s=options.settings.call_timeout_s,
     )
 
 

@@ -11,13 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, Hit, QueryVariant, SearchResults, SearchScope
+from toolweave.records import (
+    DependencyEdge,
+    EdgeKind,
+    Hit,
+    QueryVariant,
+    SearchResults,
+    SearchScope,
+    ToolRecord,
+)
 from toolweave.retrieval.pipeline import SearchIndex
 
 __all__ = ["RECORD_DEPTH", "RecordedGraph", "RecordedIndex"]
+
+T = TypeVar("T")
 
 RECORD_DEPTH = 50
 """Candidates recorded per retriever: above the pipeline's fusion pool (30) and any ``final_k`` we score."""
@@ -27,21 +38,22 @@ RECORD_DEPTH = 50
 class RecordedIndex:
     """Replays recorded ``(vector hits, text hits)`` per query text; records misses from ``live``.
 
-    Compared and hashed by identity, as a registry is: ``fleet`` fusion keeps its record per index
-    (weakly keyed), and an unhashable index would silently get a fresh record every turn, i.e. plain
-    z-score fusion. ``view()`` gives another index over the same recordings with a record of its own.
+    The live index's calibrations (``SearchIndex.calibration``: the fleet calibration) are recorded
+    too, so a replay ranks as the live index would.
     """
 
     live: SearchIndex | None = None
-    records: dict[str, object] = field(default_factory=dict)
-    """Tool id → record (for ``find``: the floor reads ``destructive`` / ``read_only``)."""
+    records: dict[str, ToolRecord] = field(default_factory=dict)
+    """Tool id → record (for ``find``: the floor reads ``destructive``, the walk the input schema)."""
     hits: dict[QueryVariant, tuple[list[Hit], list[Hit]]] = field(default_factory=dict)
+    calibrations: dict[str, Any] = field(default_factory=dict)
     _names: NameVocabulary | None = field(default=None, repr=False)
 
     def view(self) -> RecordedIndex:
-        """A new index sharing these recordings (and recording into them): one per benchmark run, as
-        ``toolweave bench`` opens one registry per run, so each run's ``fleet`` record starts empty."""
-        return RecordedIndex(live=self.live, records=self.records, hits=self.hits)
+        """Another index sharing these recordings (and recording into them)."""
+        return RecordedIndex(
+            live=self.live, records=self.records, hits=self.hits, calibrations=self.calibrations
+        )
 
     def record(self, queries: Sequence[QueryVariant]) -> None:
         """Search every not yet recorded query once on the live index."""
@@ -70,20 +82,29 @@ class RecordedIndex:
 
     def name_vocabulary(self) -> NameVocabulary:
         """The live index's, else one over the recorded tools (the names a registry would count)."""
-        get: Callable[[], NameVocabulary] | None = getattr(self.live, "name_vocabulary", None)
-        if get is not None:
-            return get()
+        if self.live is not None:
+            return self.live.name_vocabulary()
         if self._names is None or self._names.size != len(self.records):
-            names = {
-                i: name for i, r in self.records.items() if isinstance(name := getattr(r, "name", None), str)
-            }
+            names = {i: r.name for i, r in self.records.items()}
             self._names = NameVocabulary.of(self.records, names)
         return self._names
 
-    def find(self, tool_id: str) -> object | None:
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        """The live index's, recorded on first use (a replay without a live index needs it recorded)."""
+        if key not in self.calibrations:
+            if self.live is None:
+                raise RetrievalError(f"a recorded index without a live index has no {key!r} calibration")
+            self.calibrations[key] = self.live.calibration(key, compute)
+        return cast(T, self.calibrations[key])
+
+    def find(self, tool_id: str) -> ToolRecord | None:
         if tool_id in self.records:
             return self.records[tool_id]
         return self.live.find(tool_id) if self.live is not None else None
+
+    def is_destructive(self, tool_id: str) -> bool:
+        record = self.find(tool_id)
+        return record is not None and record.destructive
 
 
 class RecordedGraph:

@@ -108,7 +108,6 @@ def run_benchmark(
         results = []
         runs_of = [params] if isinstance(params, RetrievalSettings) else list(params)
         recorded = RecordedIndex(live=registry) if share_first_pass else None
-        # one replay per parameter set: each learns its own fleet record, as a run of its own would
         replays = [recorded.view() if recorded is not None else None for _ in runs_of]
         for (replay, params_), (set_name, queries) in product(
             zip(replays, runs_of, strict=True), dataset.query_sets.items()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from toolweave.server.http_front import HttpFront
     from toolweave.server.transports import Transport
 
-__all__ = ["SIGNAL_EXIT", "STDIO_EXIT", "register"]
+__all__ = ["REGISTRY_DIR_VAR", "SIGNAL_EXIT", "STDIO_EXIT", "register"]
 
 STDIO_EXIT = (0.3, 0.7)
 """Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process
@@ -65,6 +67,7 @@ def serve_command(
             security = settings.security.model_copy(update={"insecure_no_auth": True})
             settings = settings.model_copy(update={"security": security})
         setup_logging(settings.log_level)
+        _name_registry_dir(settings)
         early = _early_front(transport, settings)
         front = _http_front(transport, host, settings)
         from toolweave.server.shutdown import ExitDeadline, exit_now
@@ -104,6 +107,18 @@ def serve_command(
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
 
 
+REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
+"""Set by ``toolweave serve`` to the registry's local directory, for ``${TOOLWEAVE_REGISTRY_DIR}`` in the
+manifest: an upstream's state then lives with the registry it serves (the demo's memory file), not in
+one fixed file that every run on the machine shares. Not set for an object-store registry."""
+
+
+def _name_registry_dir(settings: Settings) -> None:
+    home = str(settings.home)
+    if "://" not in home:
+        os.environ[REGISTRY_DIR_VAR] = str(Path(home).expanduser().resolve())
+
+
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     """The front ``toolweave.__main__`` started, told how to answer ``tools/list`` (meta-tools, by the
     settings) until the gateway takes over; None when there is none (in-process runs, other transports)."""
@@ -115,6 +130,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     if transport != "stdio":  # not reached: __main__ starts a front for stdio only
         front.hand_over()
         return None
+    front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
     front.offer_tools_list(settings.publish.always_load)
     return front
 
@@ -123,7 +139,7 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     """The HTTP front ``toolweave.__main__`` started (the port listens already), told what it may
     answer now that the settings are loaded; None when there is none (in-process runs, other
     transports, a port that could not be bound: ``serve`` then reports that)."""
-    from toolweave.server import front_answers, http_front
+    from toolweave.server import front_answers, http_front, ready_index
 
     front = http_front.claim()
     if front is None:
@@ -136,6 +152,10 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     )
     # with credentials to check, every request waits for the full app (and its authentication)
     front.offer(policy if security.auth == "none" else None)
+    if security.auth == "none":  # find_tools answered from the registry's ready table from here on
+        ready = ready_index.load(settings.home)
+        if ready is not None:
+            front.offer(dataclasses.replace(policy, ready=ready, ready_k=settings.retrieval.final_k))
     return front
 
 

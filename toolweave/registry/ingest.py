@@ -32,6 +32,7 @@ from toolweave.registry.overrides import (
     merge_inferred,
 )
 from toolweave.registry.search import SnapshotSearch
+from toolweave.registry.side_tables import override_rows
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import StoredTool
 from toolweave.registry.summary import IngestSummary
@@ -118,7 +119,7 @@ class Ingest:
 
                 documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
                 # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
-                # them slowed the embedding by more than it saved (measured at 100k: bench/RESULTS.md)
+                # them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md)
                 vectors = self._embed(documents, progress)
                 summary.embedded = len(changed)
                 orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})
@@ -184,12 +185,30 @@ class Ingest:
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
         """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
         state = self._state
+        with state.write_lock:
+            if self._overrides_hold(overrides):
+                # a start on an unchanged manifest: nothing to write, so no writer lock either (it may
+                # be a fleet's, in a Redis that is down) and no new version for every replica to load
+                state.overrides = overrides  # the same edges; these know where the manifest wrote them
+                return apply_overrides(state.graph, overrides)  # idempotent: only the report
         with state.write_lock, self._commits.writer():
             state.overrides = overrides
             report = apply_overrides(state.graph, overrides)
             state.db.side.save_overrides(overrides)
             self._commits.commit("set overrides", graph=True, everything=True)
         return report
+
+    def _overrides_hold(self, overrides: GraphOverrides) -> bool:
+        """Whether ``overrides`` are what the registry committed and its graph already reflects them
+        (every add and pin between known tools there, no removed edge left)."""
+        state = self._state
+        if override_rows(state.overrides) != override_rows(overrides):
+            return False
+        graph, present = state.graph, {e.key for e in state.edges}
+        for edge in (*overrides.add, *overrides.pin):
+            if edge.tool in graph and edge.depends_on in graph and edge.key not in present:
+                return False
+        return not any(overrides.is_removed(e) for e in state.edges)
 
     def repair(self) -> None:
         """What an older version's crash could leave: no full-text index, or rows whose graph file was

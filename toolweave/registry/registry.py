@@ -89,6 +89,7 @@ class Registry:
         self.content_hashes = reads.content_hashes
         self.is_destructive = reads.is_destructive
         self.name_vocabulary = reads.name_vocabulary
+        self.calibration = reads.calibration
         self.vectors = reads.vectors
         self.edges = reads.edges
         self.dependencies = reads.dependencies

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TypeVar
 
 import numpy as np
 
@@ -42,6 +43,8 @@ from toolweave.registry.vector_upkeep import VectorIndexUpkeep
 from toolweave.tracing import span
 
 __all__ = ["SnapshotSearch"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +92,12 @@ class SnapshotSearch:
     def name_vocabulary(self) -> NameVocabulary:
         """How many tool names hold each term, as of the last completed write (retrieval's name match)."""
         return self._state.snap.names
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        """``compute(probes)`` once per snapshot, kept with it (``Snapshot.derived``): retrieval's fleet
+        calibration. ``probes`` are texts of the snapshot's own tools (``Snapshot.probes``)."""
+        snap = self._state.snap
+        return snap.derived.get(key, lambda: compute(snap.probes()))
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""

@@ -8,6 +8,7 @@ writer's work in progress.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict
@@ -22,7 +23,7 @@ from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
 from toolweave.registry.store import Guard, lance_errors, no_guard, sql_in
 
-__all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables"]
+__all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables", "override_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -170,22 +171,7 @@ class SideTables:
             raise RegistryError(f"{EDGE_TABLE}: a stored dependency edge does not decode: {exc}") from exc
 
     def save_overrides(self, overrides: GraphOverrides | None) -> None:
-        rows: list[dict[str, Any]] = []
-        if overrides is not None:
-            for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
-                rows += [
-                    {
-                        "section": section,
-                        **{k: v for k, v in e.model_dump(mode="json").items() if k in _OVERRIDE_SCHEMA.names},
-                        "where": overrides.where.get(e.key),
-                    }
-                    for e in edges
-                ]
-            rows += [
-                {"section": "remove", **asdict(sel), "kind": sel.kind.value if sel.kind else None}
-                for sel in overrides.remove
-            ]
-        self._replace_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA, rows)
+        self._replace_rows(OVERRIDE_TABLE, _OVERRIDE_SCHEMA, _override_rows(overrides))
 
     def load_overrides(self) -> GraphOverrides | None:
         """The committed manifest overrides, or None when none were ever set."""
@@ -219,3 +205,31 @@ _SCHEMAS = {
     SOURCE_TABLE: SOURCE_SCHEMA,
     TRAFFIC_TABLE: _TRAFFIC_SCHEMA,
 }
+
+
+def _override_rows(overrides: GraphOverrides | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if overrides is not None:
+        for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
+            rows += [
+                {
+                    "section": section,
+                    **{k: v for k, v in e.model_dump(mode="json").items() if k in _OVERRIDE_SCHEMA.names},
+                    "where": overrides.where.get(e.key),
+                }
+                for e in edges
+            ]
+        rows += [
+            {"section": "remove", **asdict(sel), "kind": sel.kind.value if sel.kind else None}
+            for sel in overrides.remove
+        ]
+    return rows
+
+
+def override_rows(overrides: GraphOverrides | None) -> list[str]:
+    """What the override table would hold for ``overrides``, in a canonical order, without where each
+    entry was written (a moved manifest line changes no edge): equal for the same corrections."""
+    return sorted(
+        json.dumps({k: v for k, v in row.items() if k != "where"}, sort_keys=True)
+        for row in _override_rows(overrides)
+    )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -15,7 +16,13 @@ from toolweave.records import ToolKind, ToolRecord
 from toolweave.registry.store import CompactRecords
 from toolweave.registry.vector_index import RowMap
 
-__all__ = ["TEXT_HIT_CACHE_SIZE", "Snapshot", "TextHitCache", "single_threaded_blas"]
+__all__ = ["PROBES", "TEXT_HIT_CACHE_SIZE", "Derived", "Snapshot", "TextHitCache", "single_threaded_blas"]
+
+T = TypeVar("T")
+
+PROBES = 64
+"""Tools whose descriptions stand in for requests when something is derived from the fleet itself
+(retrieval's fleet calibration: how sure each retriever is here)."""
 
 TEXT_HIT_CACHE_SIZE = 4096
 """Full-text answers kept per snapshot. A find_tools miss of the gateway's cache is usually a known query
@@ -46,6 +53,21 @@ class TextHitCache:
                 self._items.popitem(last=False)
 
 
+class Derived:
+    """Values derived from one snapshot, each computed once (the first caller computes, a concurrent one
+    waits for it) and dropped with the snapshot."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, compute: Callable[[], T]) -> T:
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = compute()
+            return cast(T, self._values[key])
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Everything a search reads, replaced whole after each write."""
@@ -72,6 +94,16 @@ class Snapshot:
     """Row address → id of the tool table (the ANN path), for the version it names."""
     names: NameVocabulary = field(default_factory=NameVocabulary)
     """How many tool names hold each term (retrieval's name match), updated from the last snapshot's."""
+    derived: Derived = field(default_factory=Derived, init=False, compare=False)
+    """Values computed from this snapshot alone (``probes``); not an init field, so a snapshot made by
+    ``dataclasses.replace`` (new usage vectors) starts without its predecessor's."""
+
+    def probes(self, count: int = PROBES) -> list[str]:
+        """Descriptions (the name where a tool has none) of ``count`` tools, chosen by content hash: the
+        same fleet gives the same probes whatever order its tools were ingested in."""
+        chosen = sorted(self.ids, key=lambda tool_id: (self.hashes.get(tool_id, ""), tool_id))[:count]
+        records = self.records
+        return [records[t].description.strip() or records[t].name for t in chosen]
 
     def nodes(self) -> Iterator[tuple[str, ToolKind, str]]:
         """``(id, kind, source)`` of every tool, without decoding compact records."""

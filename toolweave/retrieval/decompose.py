@@ -51,7 +51,7 @@ alike; ``cosine`` = by its best cosine similarity (how well its leader matches i
 
 MIN_CONTENT_WORDS = 4
 """A part must hold at least this many content words (not filler like "can you tell me"); chosen with
-the weighting leave-one-dataset-out (bench/RESULTS.md, "Query decomposition that does no harm")."""
+the weighting leave-one-dataset-out (bench/HISTORY.md, "Query decomposition that does no harm")."""
 
 MAX_PARTS = 4
 """At most this many sub-queries (each is one more variant to embed and search)."""
@@ -229,7 +229,7 @@ class Decomposition:
     """``max`` fusion: each part's list also weighted by its confidence against the whole query's: a
     sentence that asks for nothing matches every tool worse than the request does and cannot bring its
     best match to the top. Unweighted (``flat``), decomposition cost OpenAPI-links' workflow
-    descriptions 0.014 / 0.028 mAP@10 (bench/RESULTS.md, "Query decomposition that does no harm")."""
+    descriptions 0.014 / 0.028 mAP@10 (bench/HISTORY.md, "Query decomposition that does no harm")."""
     weighting_power: float = 1.0
     """The power of that confidence ratio (``part_weights``)."""
 

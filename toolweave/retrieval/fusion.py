@@ -1,33 +1,39 @@
-"""Hybrid fusion: combine vector and full-text rankings into one. Functions over ``Hit`` lists, and
-one small running record per fleet.
+"""Hybrid fusion: combine vector and full-text rankings into one. Pure functions over ``Hit`` lists.
 
 Cosine similarities and BM25 scores live on different scales, and which retriever is right differs by
 fleet (Seal-Tools' camelCase names favour BM25, MetaTool's paraphrased requests favour vectors) and
 by query. ``zscore_fusion`` puts each list on its own per-query scale: a retriever whose best
-candidates stand far above the rest of its list is confident, and its leaders weigh more. The default,
-``FleetCalibration`` (``fusion: fleet``), also weighs BM25 against the vectors by how confident each
-has been over the turns this fleet has served: a fleet-level choice read from the fleet's own traffic,
-with no gold answers and no constant set per fleet. ``peak_fusion`` weighs each list by its peak for
-this query alone; ``rrf_fusion`` and ``convex_fusion`` are kept for comparison.
+candidates stand far above the rest of its list is confident, and its leaders weigh more. ``fuse``
+also weighs BM25 against the vectors by a ``FleetCalibration``: how confident each retriever is on
+this fleet, read from probe searches of the fleet's own tools (``calibrate``) once per registry
+snapshot, with no gold answers and no constant set per fleet. The calibration is a value passed in,
+never a record kept here: a ranking is a function of (snapshot, request, context), whatever was asked
+before, on whichever thread or replica.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from toolweave.retrieval.results import Hit
 
 __all__ = [
+    "EQUAL_WEIGHTS",
     "FLEET_POWER",
     "FLEET_TOP_N",
     "RRF_K",
     "FleetCalibration",
-    "fleet_calibration",
+    "ZScores",
+    "calibrate",
     "fuse",
     "mean_and_spread",
+    "peak",
+    "ranked_by_score",
     "turn_relevance",
+    "weighted_fusion",
+    "z_scores",
     "zscore_fusion",
 ]
 
@@ -41,7 +47,7 @@ FLEET_POWER = 3.0
 """BM25's weight is (its mean peak / the vectors' mean peak) ** this (chosen leave-one-dataset-out)."""
 
 
-def _ranked(fused: dict[str, float], vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
+def ranked_by_score(fused: dict[str, float], vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     order = {h.tool_id: n for n, h in enumerate([*vector, *text])}  # stable tie-break: first seen
     return [Hit(i, s) for i, s in sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))]
 
@@ -54,7 +60,7 @@ def mean_and_spread(scores: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores))
 
 
-def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
+def z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     """Each score as standard deviations above its list's mean, and the floor for absent tools."""
     if not hits:
         return {}, 0.0
@@ -67,15 +73,15 @@ def _z_scores(hits: Sequence[Hit]) -> tuple[dict[str, float], float]:
     return z, (min(scores) - mean) / spread
 
 
-_ZScores = tuple[dict[str, float], float]
+ZScores = tuple[dict[str, float], float]
 
 
-def _weighted(
-    vector: Sequence[Hit], text: Sequence[Hit], v_z: _ZScores, t_z: _ZScores, w_vector: float, w_text: float
+def weighted_fusion(
+    vector: Sequence[Hit], text: Sequence[Hit], v_z: ZScores, t_z: ZScores, w_vector: float, w_text: float
 ) -> list[Hit]:
     (v, v_absent), (t, t_absent) = v_z, t_z
     fused = {i: w_vector * v.get(i, v_absent) + w_text * t.get(i, t_absent) for i in v.keys() | t.keys()}
-    return _ranked(fused, vector, text)
+    return ranked_by_score(fused, vector, text)
 
 
 def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
@@ -84,87 +90,66 @@ def zscore_fusion(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     A list with one clear winner (a name the query repeats, for BM25) gives that winner a high z; a
     flat list (a retriever with no idea) gives everything about 0 and leaves the choice to the other.
     """
-    return _weighted(vector, text, _z_scores(vector), _z_scores(text), 1.0, 1.0)
+    return weighted_fusion(vector, text, z_scores(vector), z_scores(text), 1.0, 1.0)
 
 
-def _peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
+def peak(hits: Sequence[Hit], z: dict[str, float], top_n: int) -> float:
     """Mean z of the list's first ``top_n`` hits (ranks it lacks count 0), never below 0."""
     if not hits or top_n < 1:
         return 0.0
     return max(sum(z[h.tool_id] for h in hits[:top_n]) / top_n, 0.0)
 
 
+@dataclass(frozen=True)
 class FleetCalibration:
-    """How confident each retriever has been on this fleet: the running mean of its peak per turn.
+    """How confident each retriever is on this fleet: the mean peak of each over probe turns.
 
     Which retriever is right is mostly a property of the fleet (BM25 on Seal-Tools' thousands of
     near-identical tool descriptions told apart by one word, vectors on MetaTool's paraphrased requests),
     and a retriever's peak (how far its first hit stands above the rest of its list, in z-scores) says
-    how sure it is. One turn's peak is noisy; averaged over the fleet's turns it is a stable verdict
-    that needs no gold answers. BM25's z-scores are then weighted ``(text mean / vector mean) **
-    power`` against the vectors' 1. Until ``warm_up`` turns have been seen the weights stay equal
-    (plain z-score fusion); past ``horizon`` turns the mean becomes a moving one, so a fleet that
-    changes is followed. One per index (``fleet_calibration``). Not locked: two turns observed at the
-    same instant may count as one, which moves a running mean by nothing that matters.
+    how sure it is. One turn's peak is noisy; averaged over many it is a stable verdict that needs no
+    gold answers. BM25's z-scores are weighted ``(text_peak / vector_peak) ** power`` against the
+    vectors' 1; without evidence on either side (no probes, BM25 matched nothing) the weights are equal.
     """
 
-    def __init__(
-        self, top_n: int = FLEET_TOP_N, power: float = FLEET_POWER, warm_up: int = 20, horizon: int = 1000
-    ) -> None:
-        self.top_n, self.power, self.warm_up, self.horizon = top_n, power, warm_up, horizon
-        self.turns = 0
-        self._vector = self._text = 0.0  # running mean peaks
+    vector_peak: float = 0.0
+    text_peak: float = 0.0
+    power: float = FLEET_POWER
 
-    def observe(
-        self, vector: Sequence[Hit], text: Sequence[Hit], z: tuple[_ZScores, _ZScores] | None = None
-    ) -> None:
-        """Count one turn's two candidate lists (``z``: their z-scores, when already computed)."""
-        v_z, t_z = z or (_z_scores(vector), _z_scores(text))
-        v_peak = _peak(vector, v_z[0], self.top_n)
-        t_peak = _peak(text, t_z[0], self.top_n)
-        self.turns += 1
-        rate = 1.0 / min(self.turns, self.horizon)
-        self._vector += (v_peak - self._vector) * rate
-        self._text += (t_peak - self._text) * rate
-
+    @property
     def text_weight(self) -> float:
-        """BM25's weight against the vectors' 1 (1 while warming up or without evidence)."""
-        vector, text = self._vector, self._text
-        if self.turns < self.warm_up or vector <= 1e-12 or text <= 1e-12:
+        """BM25's weight against the vectors' 1."""
+        if self.vector_peak <= 1e-12 or self.text_peak <= 1e-12:
             return 1.0
-        return float((text / vector) ** self.power)
-
-    def fuse(self, vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
-        """Observe this turn, then z-score fusion with BM25 weighted by the fleet's record so far."""
-        v_z, t_z = _z_scores(vector), _z_scores(text)  # once, for the record and for the fusion
-        self.observe(vector, text, (v_z, t_z))
-        return _weighted(vector, text, v_z, t_z, 1.0, self.text_weight())
+        return float((self.text_peak / self.vector_peak) ** self.power)
 
 
-_CALIBRATIONS: weakref.WeakKeyDictionary[object, FleetCalibration] = weakref.WeakKeyDictionary()
+EQUAL_WEIGHTS = FleetCalibration()
+"""No evidence about the fleet: plain z-score fusion."""
 
 
-def fleet_calibration(index: object) -> FleetCalibration:
-    """The calibration of the fleet ``index`` serves: made on first use, dropped with the index.
-
-    Kept here, keyed weakly by the index object, so that no caller has to carry it (the gateway's
-    registry lives as long as the gateway, so its record does too). An index that cannot be weakly
-    referenced gets a fresh record each turn, i.e. plain z-score fusion (never another index's record).
-    """
-    try:
-        return _CALIBRATIONS.setdefault(index, FleetCalibration())  # a race makes one spare, unused
-    except TypeError:
-        return FleetCalibration()
+def calibrate(
+    turns: Iterable[tuple[Sequence[Hit], Sequence[Hit]]], top_n: int = FLEET_TOP_N, power: float = FLEET_POWER
+) -> FleetCalibration:
+    """The calibration that probe ``turns`` (each a ``(vector hits, text hits)`` pair) give: each
+    retriever's mean peak over them (``EQUAL_WEIGHTS`` for no turns)."""
+    vector_peaks: list[float] = []
+    text_peaks: list[float] = []
+    for vector, text in turns:
+        vector_peaks.append(peak(vector, z_scores(vector)[0], top_n))
+        text_peaks.append(peak(text, z_scores(text)[0], top_n))
+    if not vector_peaks:
+        return FleetCalibration(power=power)
+    return FleetCalibration(
+        math.fsum(vector_peaks) / len(vector_peaks), math.fsum(text_peaks) / len(text_peaks), power
+    )
 
 
 def fuse(
-    vector: Sequence[Hit], text: Sequence[Hit], calibration: FleetCalibration | None = None
+    vector: Sequence[Hit], text: Sequence[Hit], calibration: FleetCalibration = EQUAL_WEIGHTS
 ) -> list[Hit]:
-    """Both lists fused by ``calibration`` (the fleet's record, which it updates); without one, plain
-    z-score fusion (equal weights, what a record does while it warms up)."""
-    if calibration is not None:
-        return calibration.fuse(vector, text)
-    return zscore_fusion(vector, text)
+    """Z-score fusion with BM25 weighted by ``calibration`` (equal weights by default)."""
+    return weighted_fusion(vector, text, z_scores(vector), z_scores(text), 1.0, calibration.text_weight)
 
 
 def turn_relevance(hits: Sequence[Hit]) -> dict[str, float]:

@@ -8,7 +8,7 @@ term weighed by how rare it is among the fleet's names (``NameVocabulary``: ``ge
 ``delta`` much), that the request spells out; ``spread`` is the fused scores' standard deviation over
 the candidates, so the weight means the same whatever the fusion's scale. No constant is set per
 fleet: the rarity comes from the fleet's own names, and the weight (1) was chosen leave-one-dataset-out
-(bench/RESULTS.md, "Name match").
+(bench/HISTORY.md, "Name match").
 """
 
 from __future__ import annotations

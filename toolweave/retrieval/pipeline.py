@@ -8,11 +8,11 @@ query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fu
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
 from toolweave.retrieval.decompose import (
     Decomposition,
     decompose_query,
@@ -21,16 +21,28 @@ from toolweave.retrieval.decompose import (
     part_weights,
 )
 from toolweave.retrieval.floor import apply_floor, mark_published
-from toolweave.retrieval.fusion import fleet_calibration, fuse, turn_relevance
+from toolweave.retrieval.fusion import FleetCalibration, calibrate, fuse, turn_relevance
 from toolweave.retrieval.name_match import match_names
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
 from toolweave.retrieval.walk import DependencyLookup, expand_with_dependencies
 from toolweave.settings import RetrievalMethod, RetrievalSettings, Settings
 
-__all__ = ["SearchIndex", "ToolIndex", "first_pass", "retrieve", "retrieve_tools"]
+__all__ = [
+    "SearchIndex",
+    "ToolIndex",
+    "candidates",
+    "decomposition_of",
+    "first_pass",
+    "fleet_calibration",
+    "retrieve",
+    "retrieve_tools",
+    "scored_first_pass",
+]
 
 _MIN_POOL = 30  # first-pass candidates per retriever before fusion: fusion needs overlap to work
+
+T = TypeVar("T")
 
 
 class SearchIndex(Protocol):
@@ -48,7 +60,24 @@ class SearchIndex(Protocol):
         """
         ...
 
-    def find(self, tool_id: str) -> object | None: ...
+    def find(self, tool_id: str) -> ToolRecord | None:
+        """The tool's record (the walk reads its input schema), None for an unknown tool."""
+        ...
+
+    def is_destructive(self, tool_id: str) -> bool:
+        """Whether the tool says it may destroy data (the relevance floor asks more of it)."""
+        ...
+
+    def name_vocabulary(self) -> NameVocabulary:
+        """How many of this fleet's tool names hold each term (the name match weighs terms by it)."""
+        ...
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        """``compute(probes)``, computed once per version of the index (a registry snapshot) and kept
+        with it under ``key``. ``probes`` are texts of the fleet's own tools (a fixed sample of their
+        descriptions), the fleet's stand-in for requests: what is derived from them depends on the
+        fleet alone, never on the requests served before."""
+        ...
 
 
 class ToolIndex(SearchIndex, Protocol):
@@ -72,13 +101,13 @@ def first_pass(
     name_match: float = 0.0,
 ) -> list[list[Hit]]:
     """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``:
-    z-scores weighted by the index's fleet record) and, with ``name_match`` > 0, lifted by how much of
-    each name the query spells out."""
-    passes = _first_pass(queries, index, method, k, exclude_sources, name_match)
+    z-scores weighted by the index's ``fleet_calibration``) and, with ``name_match`` > 0, lifted by how
+    much of each name the query spells out."""
+    passes = scored_first_pass(queries, index, method, k, exclude_sources, name_match)
     return [hits[:k] for hits, _ in passes]
 
 
-def _first_pass(
+def scored_first_pass(
     queries: Sequence[QueryVariant],
     index: SearchIndex,
     method: RetrievalMethod,
@@ -96,8 +125,8 @@ def _first_pass(
             for vector, text in both
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
-    calibration = fleet_calibration(index)  # the fleet's running record
-    vocabulary = _name_vocabulary(index) if name_match > 0 else None
+    calibration = fleet_calibration(index)  # the snapshot's, computed once per snapshot
+    vocabulary = index.name_vocabulary() if name_match > 0 else None
     passes = []
     for query, (vector, text) in zip(queries, both, strict=True):
         fused = fuse(vector, text, calibration)
@@ -107,10 +136,14 @@ def _first_pass(
     return passes
 
 
-def _name_vocabulary(index: SearchIndex) -> NameVocabulary | None:
-    """The index's ``name_vocabulary()`` where it has one (a registry does); without it, no name match."""
-    get: Callable[[], NameVocabulary] | None = getattr(index, "name_vocabulary", None)
-    return get() if get is not None else None
+def fleet_calibration(index: SearchIndex) -> FleetCalibration:
+    """How sure each retriever is on the fleet ``index`` holds: both retrievers' peaks over probe
+    searches of the fleet's own tool descriptions (as deep as a fused first pass), once per snapshot."""
+
+    def probe(texts: Sequence[str]) -> FleetCalibration:
+        return calibrate(index.search([(t,) for t in texts], _MIN_POOL) if texts else [])
+
+    return index.calibration("fleet", probe)
 
 
 def retrieve(
@@ -145,7 +178,7 @@ def retrieve(
         raise RetrievalError("top_k and final_k must be at least 1")
     pool = max(params.final_k, params.top_k)
     decomposition = decomposition or decomposition_of(params)
-    hits, cosine = _candidates(text, context, index, params, pool, exclude_sources, decomposition)
+    hits, cosine = candidates(text, context, index, params, pool, exclude_sources, decomposition)
     relevance = turn_relevance(hits)
     kept = apply_floor(
         hits,
@@ -153,7 +186,7 @@ def retrieve(
         relative=params.floor_relative,
         absolute=params.floor_absolute,
         destructive_extra=params.floor_destructive,
-        is_destructive=_destructive_check(index),
+        is_destructive=index.is_destructive,
         relevance=relevance,
     )
     ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of, text, index)
@@ -168,7 +201,7 @@ def decomposition_of(params: RetrievalSettings) -> Decomposition | None:
     return Decomposition(level=params.decompose)
 
 
-def _candidates(
+def candidates(
     text: str,
     context: Sequence[str],
     index: SearchIndex,
@@ -180,10 +213,8 @@ def _candidates(
     """The first pass of the whole query, or of it and its parts fused: ranked candidates and each
     one's best cosine similarity over the variants."""
     texts = [text] if decomposition is None else decompose_query(text, **decomposition.split_options())
-    # each part also counts as a turn of the fleet's record (``fleet`` fusion): it is a request of its
-    # own, and that is how the variants were measured (bench/RESULTS.md, "Query decomposition")
     variants = [contextual_query(t, context) for t in texts]
-    passes = _first_pass(
+    passes = scored_first_pass(
         variants,
         index,
         params.method,
@@ -206,13 +237,6 @@ def _candidates(
         for tool_id, score in part_cosine.items():
             cosine[tool_id] = max(score, cosine.get(tool_id, score))
     return hits, cosine
-
-
-def _destructive_check(index: SearchIndex) -> Callable[[str], bool]:
-    """The index's own ``is_destructive`` where it has one (a registry answers it without decoding
-    records), else the ``destructive`` attribute of what ``find`` returns."""
-    check: Callable[[str], bool] | None = getattr(index, "is_destructive", None)
-    return check or (lambda tool_id: getattr(index.find(tool_id), "destructive", False) is True)
 
 
 def _ranked(
@@ -257,8 +281,8 @@ def _schema_lookup(index: SearchIndex) -> Callable[[str], Mapping[str, Any] | No
     the request already gives a value of)."""
 
     def schema_of(tool_id: str) -> Mapping[str, Any] | None:
-        schema = getattr(index.find(tool_id), "input_schema", None)
-        return schema if isinstance(schema, Mapping) else None
+        record = index.find(tool_id)
+        return record.input_schema if record is not None else None
 
     return schema_of
 

@@ -23,10 +23,9 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Sampler
-from toolweave.call_errors import ECHO_NAME_CHARS, echo_name
+from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.server.audit import AuditLog
-from toolweave.server.errors import to_tool_error_result
 from toolweave.server.meta_tools import CALL_TOOL, FIND_TOOLS
 from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.names import NameMap
@@ -105,13 +104,13 @@ class CallPath:
             record = self.record_named(name)
         if record is None or not self.served.guard.allows(session.identity, record):
             # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
-            return to_tool_error_result(
+            return tool_error_result(
                 "unknown_tool",
                 f"no tool named {echo_name(name)}; use {FIND_TOOLS} to search for the tool you need",
                 tool=name[:ECHO_NAME_CHARS],
             )
         if not self.sources.serves(record.source):
-            return to_tool_error_result(
+            return tool_error_result(
                 "unknown_tool",
                 f"{echo_name(name)} belongs to {record.source!r}, which this gateway does not serve",
                 tool=name[:ECHO_NAME_CHARS],

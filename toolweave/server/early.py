@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, BinaryIO
 
-from toolweave.server import handshake
+from toolweave.server import handshake, ready_index
 
 __all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "stamped", "start"]
 
@@ -58,6 +58,13 @@ ARRIVED_META = "io.toolweave/arrived"
 """``_meta`` key the front adds to a ``tools/call`` it keeps for the SDK: when it came (``time.monotonic``
 of this process). A client counts its timeout from its sending, not from when the SDK took over: the
 start-up bound (``server/starting.py``) counts from here too."""
+
+DEFAULT_K = 10
+"""``retrieval.final_k``'s default: how many tools an answer names before the settings are loaded."""
+
+OFFER_WAIT_S = 10.0
+"""How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
+answers it)."""
 
 MAX_EARLY_LINE = 1 << 20
 """A line longer than this is not parsed here: the front stops and the SDK's bounded reader deals with it."""
@@ -139,6 +146,11 @@ class EarlyFront:
         """The host channel's socket, bound and listening from the start (``server/host.py``)."""
         self._host_path: str | None = None
         self._bound = threading.Event()
+        self._ready_home: str | None = None
+        self._ready_k = 10
+        self._ready: ready_index.ReadyIndex | None = None
+        self._ready_offered = threading.Event()
+        self._ready_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
@@ -150,6 +162,16 @@ class EarlyFront:
         """From now on answer ``tools/list`` as the loaded settings say (``publish.always_load``)."""
         with self._lock:
             self._always_load = always_load
+
+    def offer_ready_tools(self, home: str | None, k: int) -> None:
+        """From now on answer ``find_tools`` from the ready table of the registry at ``home`` (None: keep
+        it for the SDK), with at most ``k`` tools (``server/ready_index.py``). Until this is called, a
+        ``find_tools`` waits for it (at most ``OFFER_WAIT_S``): the settings name the registry."""
+        with self._ready_lock:
+            if home != self._ready_home:
+                self._ready = None  # another registry than the one named on the command line
+            self._ready_home, self._ready_k = home, k
+        self._ready_offered.set()
 
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
@@ -168,6 +190,7 @@ class EarlyFront:
 
     def hand_over(self) -> Handover:
         """Stop answering (waits for the thread) and return what the SDK must read first."""
+        self._ready_offered.set()  # a find_tools still waiting for the settings is the SDK's now
         with self._lock:
             self._stopping = True
         os.write(self._wake_write, b"x")
@@ -269,6 +292,8 @@ class EarlyFront:
             return self._answer(message, handshake.tools_list_result(self._always_load))
         if method == "ping" and (params is None or isinstance(params, dict)):
             return self._answer(message, {})
+        if method == "tools/call" and (found := self._find_tools(params)) is not None:
+            return self._answer(message, found)
         return _Action.KEPT
 
     def _modern_era(self, message: dict[str, Any]) -> _Action:
@@ -281,6 +306,8 @@ class EarlyFront:
             return self._answer(message, handshake.modern_tools_list_result(self._always_load, self._version))
         if method == "ping":
             return self._answer(message, handshake.modern_ping_error(), key="error")
+        if method == "tools/call" and (found := self._find_tools(params)) is not None:
+            return self._answer(message, handshake.modern_result(found, self._version))
         if method == "subscriptions/listen" and isinstance(request_id, str | int):
             if request_id in self._listens:
                 return _Action.KEPT  # the same id twice: the SDK answers the second
@@ -291,6 +318,27 @@ class EarlyFront:
             self._listens[request_id] = ack
             return _Action.ACKNOWLEDGED
         return _Action.KEPT
+
+    def _find_tools(self, params: object) -> dict[str, Any] | None:
+        """The ``find_tools`` result from the ready table, or None (not a plain ``find_tools``, no table):
+        the SDK answers it. Answered here, it is still replayed: the gateway publishes what it found."""
+        plain = ready_index.plain_find_query(params)
+        if plain is None or not self._ready_offered.wait(OFFER_WAIT_S):
+            return None
+        query, k = plain
+        with self._ready_lock:
+            home, table = self._ready_home, self._ready
+        if home is None:
+            return None
+        if table is None:
+            table = ready_index.load(home)
+            if table is None:
+                return None  # no table: the SDK answers
+            with self._ready_lock:
+                if self._ready_home == home:
+                    self._ready = table
+        doc, _ = table.answer(query, k or self._ready_k)
+        return ready_index.call_result(doc)
 
     def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
         self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})

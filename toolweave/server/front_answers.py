@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
+import re
 import uuid
-from collections.abc import Container, Iterable, MutableMapping
+from collections.abc import Container, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolweave.errors import ConfigError
-from toolweave.server import handshake
+from toolweave.server import handshake, ready_index
+from toolweave.server.address import DEFAULT_HOST, DEFAULT_PORT, bind_now
 
 if TYPE_CHECKING:
     from toolweave.settings import SecuritySettings
@@ -41,6 +42,7 @@ __all__ = [
     "header_lists",
     "is_loopback",
     "one_header",
+    "provisional_policy",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,10 +50,6 @@ log = logging.getLogger(__name__)
 MODERN_NOT_FOUND_STATUS = 404
 """The HTTP status the SDK gives a 2026-era "method not found" (a test keeps it equal to the SDK's)."""
 
-DEFAULT_HOST = "127.0.0.1"
-"""Where ``toolweave serve`` listens over HTTP/SSE unless told otherwise: loopback, so only this machine."""
-
-DEFAULT_PORT = 8765
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
@@ -114,6 +112,10 @@ class FrontPolicy:
     hosts: list[str]
     origins: list[str]
     max_body: int
+    ready: ready_index.ReadyIndex | None = None
+    """The registry's ready table: ``find_tools`` is answered from it (``server/ready_index.py``)."""
+    ready_k: int = 10
+    """How many tools such an answer names at most (``retrieval.final_k``), unless the call says."""
 
 
 @dataclass(frozen=True)
@@ -134,19 +136,28 @@ class Decision:
     app from the hand-over on)."""
 
 
-def bind_now(host: str, port: int) -> socket.socket | None:
-    """A socket bound to ``host:port`` and listening, or None when that fails (the command then reports
-    it as it always did). ``toolweave.__main__`` binds it before importing anything heavier than this."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind((host, port))
-        listening.listen(2048)
-    except OSError:
-        listening.close()
+PROVISIONAL_MAX_BODY = 64 * 1024
+"""The smallest ``max_request_bytes`` the settings allow: a body the front answers before the settings
+are loaded is never one the gateway would refuse for its size."""
+_SETTING_SECTIONS = re.compile(r"security|always_load")
+"""Anywhere in the manifest (a flow mapping or an anchor could carry a section too): conservative, a
+false alarm only makes the front wait for the settings."""
+
+
+def provisional_policy(
+    host: str, manifest_text: str, environ: Mapping[str, str], ready: ready_index.ReadyIndex | None
+) -> FrontPolicy | None:
+    """What the front may answer before typer and the settings model are loaded (seconds on a busy
+    machine), when that is certainly what the loaded settings will say: a loopback address, nothing in
+    the environment about security or ``always_load``, and a manifest that does not even mention
+    ``security`` or ``always_load`` (what the front answers depends on nothing else); then the defaults
+    hold (no authentication, loopback names only). None otherwise: the front waits for the settings."""
+    if not is_loopback(host) or _SETTING_SECTIONS.search(manifest_text):
         return None
-    return listening
+    if any(k.startswith(("TOOLWEAVE_SECURITY", "TOOLWEAVE_PUBLISH")) for k in environ):
+        return None
+    hosts, origins = allowed_names(host, (), ())
+    return FrontPolicy(True, hosts, origins, PROVISIONAL_MAX_BODY, ready=ready)
 
 
 def header_lists(scope: MutableMapping[str, Any]) -> dict[bytes, list[bytes]]:
@@ -221,7 +232,19 @@ def _handshake(
         return Decision(message, reply={"result": result}, session=session)
     if method == "ping" and (params is None or isinstance(params, dict)):
         return Decision(message, reply={"result": {}}, session=session, replay=False)
+    if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
+        return Decision(message, reply={"result": found}, session=session)
     return None
+
+
+def _find_tools(params: object, policy: FrontPolicy) -> dict[str, Any] | None:
+    """A plain ``find_tools`` answered from the ready table (replayed: the gateway publishes what it
+    found); None without a table, or for any other call."""
+    plain = ready_index.plain_find_query(params)
+    if plain is None or policy.ready is None:
+        return None
+    doc, _ = policy.ready.answer(plain[0], plain[1] or policy.ready_k)
+    return ready_index.call_result(doc)
 
 
 def _modern(
@@ -231,7 +254,10 @@ def _modern(
     version = handshake.envelope_version(params)
     if version is None or version != one_header(headers, _VERSION) or one_header(headers, _METHOD) != method:
         return None
-    if not handshake.is_request_id(request_id) or b"mcp-name" in headers or SESSION_HEADER in headers:
+    if not handshake.is_request_id(request_id) or SESSION_HEADER in headers:
+        return None
+    name = one_header(headers, b"mcp-name")
+    if b"mcp-name" in headers and (method != "tools/call" or name != handshake.FIND_TOOLS):
         return None
     current = handshake.server_version()
     if method == "server/discover":
@@ -246,4 +272,6 @@ def _modern(
     if method == "subscriptions/listen" and isinstance(request_id, str | int):
         ack = handshake.listen_acknowledgement(request_id, params)
         return None if ack is None else Decision(message, replay=False, listen=ack)
+    if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
+        return Decision(message, reply={"result": handshake.modern_result(found, current)})
     return None

@@ -16,7 +16,7 @@ group, cancelled on the way out. Instant start: the registry opens in the backgr
 ``find_tools`` and calls wait, bounded, for it, and a registry that cannot be opened makes them return
 a clear error instead.
 
-Nothing raised while serving a call escapes as a JSON-RPC error: see ``server/errors.py``.
+Nothing raised while serving a call escapes as a JSON-RPC error: see ``toolweave/call_errors.py``.
 """
 
 from __future__ import annotations
@@ -25,20 +25,20 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 
 from toolweave.adapters.backend import Backend
+from toolweave.call_errors import tool_error_result
 from toolweave.manifest import Manifest
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.audit import AuditLog
 from toolweave.server.auth import identity_of_request
 from toolweave.server.calls import CallPath, observe_turn, sampler_for
-from toolweave.server.errors import to_tool_error_result
 from toolweave.server.find_cache import FindCache
 from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
 from toolweave.server.meta_tools import (
@@ -66,6 +66,7 @@ from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
+    from toolweave.server.ready_index import ReadyIndex
     from toolweave.server.relay import CallRelay
 
 __all__ = ["Gateway"]
@@ -147,6 +148,11 @@ class Gateway:
         )
         self.relay: CallRelay | None = None
         """The stdio relay serving ``tools/call`` lines around the SDK, while one is attached."""
+        self.ready_tools: ReadyIndex | Literal[False] | None = None
+        """The ready table ``find_tools`` is answered from while the gateway starts (``server/starting.py``):
+        None until first needed, False when there is none."""
+        self.settle_error: BaseException | None = None
+        """Why the manifest's start-up writes failed last (None: done, or not tried yet)."""
         self.warmed = anyio.Event()
         """Set once the ready gateway also loaded its embedding model (``server/heap.py`` waits for it)."""
         self.server: Server[Any] = Server(
@@ -194,40 +200,10 @@ class Gateway:
             self.served.close()
 
     async def _start(self) -> None:
-        """The background start. Any failure is logged and answered by every later find_tools/call."""
-        started = time.perf_counter()
-        stage = "the tool registry could not be opened"
-        from toolweave.server import replica  # builds backends: not before the handshake
+        """The background start (``server/starting.py``): serving begins on the last committed registry."""
+        from toolweave.server.starting import start_in_background  # imports the registry's parts
 
-        try:
-            await self.served.open()
-            stage = "the manifest's catalogs could not be ingested"
-            await self.sources.ingest_catalogs()
-            stage = "the manifest's dependency overrides could not be applied"
-            await self.sources.apply_overrides()
-            stage = "the manifest's sources could not be shared with other replicas"
-            await replica.share_sources(self.sources)
-            self.sources.refresh_stale_sources()
-            self.sources.warn_if_empty()
-        except Exception as exc:  # any start failure is reported, never fatal
-            self.served.error = f"{stage}: {type(exc).__name__}: {exc}"
-            log.error("%s; find_tools and calls will answer with this error", self.served.error)
-            log.debug("background start failed", exc_info=True)
-            self.served.ready.set()
-            return
-        self.served.ready.set()
-        log.info(
-            "gateway ready in %.2f s: %d tools in registry, %d backends",
-            time.perf_counter() - started,
-            len(self.served.registry),
-            len(self.sources.backends),
-        )
-        await self.sources.registry_opened()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.served.guard.watch, self.served.quarantine_changed)
-            tg.start_soon(replica.follow_registry, self.sources)  # commits of other replicas on this registry
-            await self._warm_up()
-            self.warmed.set()
+        await start_in_background(self)
 
     async def _wait_ready(self, tool: str) -> types.CallToolResult | None:
         """Wait (bounded) for the background start; an error result if the registry is not usable."""
@@ -236,9 +212,9 @@ class Gateway:
         message = self.served.error or (
             f"the tool registry is still opening after {REGISTRY_WAIT_S:.0f} s; try again shortly"
         )
-        return to_tool_error_result("unavailable", message, tool=tool)
+        return tool_error_result("unavailable", message, tool=tool)
 
-    async def _warm_up(self) -> None:
+    async def warm_up(self) -> None:
         """Load the embedding model and the schema validator now rather than inside the first call."""
         try:
             await anyio.to_thread.run_sync(self.served.registry.embedder.embed_query, "warm up")
@@ -250,7 +226,7 @@ class Gateway:
     def published_tools(self, session: Session) -> list[types.Tool]:
         tools = meta_tools(self._tool_meta)
         if not self.served.is_ready():  # pinned tools follow with list_changed once the registry is open
-            return tools
+            return tools + self._ready_tools(session)
         registry, guard = self.served.registry, self.served.guard
         excluded = self.sources.excluded_sources()
         for tool_id in session.published.ids():
@@ -259,6 +235,23 @@ class Gateway:
                 continue
             tools.append(self._mcp_tool(record))
         return tools
+
+    def _ready_tools(self, session: Session) -> list[types.Tool]:
+        """While the registry opens: the session's tools that a ``find_tools`` answered from the ready
+        table published (``server/starting.py``), as that table has them."""
+        if not self.ready_tools or not session.published.ids():
+            return []
+        published = set(session.published.ids())
+        return [
+            types.Tool(
+                name=t.name,
+                description=t.entry.get("description"),
+                input_schema=t.entry.get("input_schema") or {"type": "object"},
+                meta=self._tool_meta,
+            )
+            for t in self.ready_tools.tools
+            if t.id in published
+        ]
 
     def _mcp_tool(self, record: ToolRecord) -> types.Tool:
         # Keyed by id, so the cache never outgrows the registry. Registry records are immutable and
@@ -294,6 +287,10 @@ class Gateway:
     ) -> types.SubscriptionsListenResult:
         await self._session(ctx)  # held here, so a change another replica makes reaches this stream
         return await self.notifier.listen(ctx, params)
+
+    async def session_for(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        """The session of the request ``ctx`` (created on its first request)."""
+        return await self._session(ctx)
 
     async def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
         identity = identity_of_request(ctx.request)
@@ -340,7 +337,7 @@ class Gateway:
             return result
         except Exception as exc:  # last line of defence: an error result, never a dead request
             log.exception("tools/call %s failed inside the gateway", name)
-            result = to_tool_error_result(
+            result = tool_error_result(
                 "internal_error",
                 f"the gateway failed on {name}: {type(exc).__name__}: {exc}",
                 tool=name,
@@ -351,7 +348,7 @@ class Gateway:
             observe_turn(self.metrics, self.audit, self._known, session, name, arguments, result, elapsed)
 
     def _known(self, tool: str) -> bool:
-        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.registry.find(tool) is not None
+        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.find(tool) is not None  # None: not open
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         with span("find_tools", identity=session.identity):
@@ -360,7 +357,7 @@ class Gateway:
                 return bad
             query = str(arguments["query"]).strip()
             if not query:
-                return to_tool_error_result(
+                return tool_error_result(
                     "invalid_arguments",
                     f"{FIND_TOOLS} needs a query with words in it, not only spaces",
                     tool=FIND_TOOLS,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolweave.wire_meta import SERVER_INFO_META_KEY
+
 __all__ = [
     "ALWAYS_LOAD",
     "CALL_TOOL",
@@ -35,6 +37,7 @@ __all__ = [
     "listen_acknowledgement",
     "meta_tool_definitions",
     "modern_ping_error",
+    "modern_result",
     "modern_tools_list_result",
     "provisional_always_load",
     "server_version",
@@ -64,7 +67,6 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_META = "io.modelcontextprotocol/logLevel"
-SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID_META = "io.modelcontextprotocol/subscriptionId"
 LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -237,8 +239,13 @@ def envelope_version(params: object) -> str | None:
 
 def _modern(result: dict[str, Any], version: str) -> dict[str, Any]:
     """A 2026-era result as the SDK writes it: complete, stamped with the server's identity."""
-    stamp = {SERVER_INFO_META: {"name": SERVER_NAME, "version": version}}
+    stamp = {SERVER_INFO_META_KEY: {"name": SERVER_NAME, "version": version}}
     return {**result, "resultType": "complete", "_meta": stamp}
+
+
+def modern_result(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """``result`` as the 2026-07-28 era's surface carries it (``resultType``, the server stamp)."""
+    return _modern(result, version)
 
 
 def discover_result(version: str) -> dict[str, Any]:

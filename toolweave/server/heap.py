@@ -5,7 +5,7 @@ pydantic, LanceDB and the registry's records are some 250,000 of them once the g
 Under 50 concurrent sessions each ``find_tools`` allocates enough (request, answer, pydantic models)
 to trigger one such collection every 1-4 s, and each one stopped the event loop (and every worker
 thread holding the GIL) for 150-770 ms on the shared 2-core machine: every session's request in
-flight waited for it (bench/RESULTS.md). Nearly all of those objects live as long as the
+flight waited for it (bench/HISTORY.md). Nearly all of those objects live as long as the
 process, so once the start is over they are frozen: later full collections walk only what was
 allocated since (7-14 ms measured).
 

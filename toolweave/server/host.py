@@ -275,8 +275,12 @@ async def answer_turn(gateway: Gateway, request: Any, *, own_host: bool = False)
     session = request.get("session")
     if session is not None and not isinstance(session, str):
         return {"ok": False, "error": '"session" must be a string'}
+    from toolweave.server.starting import turn_from_ready_table  # the gateway's side: SDK loaded
+
     try:
-        report = await gateway.turns.hear_turn(request["turn"], session, first_session=own_host)
+        report = await turn_from_ready_table(gateway, request["turn"], session)
+        if report is None:
+            report = await gateway.turns.hear_turn(request["turn"], session, first_session=own_host)
     except Exception as exc:  # a host's request never takes the gateway down
         log.warning("host turn failed: %s: %s", type(exc).__name__, exc)
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -366,14 +370,13 @@ def turn_route(gateway: Gateway) -> Route:
 
 
 # -- the Claude Code hook (client half: standard library only, runs without the CLI) -----------------
-HOOK_WAIT_S = 20.0
-"""The hook returns within this long (``--wait``), whatever the gateway is doing: well within the hook
-timeout docs/clients.md gives Claude Code (30 s). Once the gateway runs, retrieval plus the client's
-re-list (at most ``publish.relist_wait_ms``) take well under a second. The first prompt of a session
-comes while the host is still starting the gateway (registry, upstreams, embedding model: 6-10 s on a
-2-core machine at load 13, more when busier); the hook waits for it up to here, so that prompt's first
-model request already has its tools, and otherwise returns: the gateway has the turn and applies it
-when it can (the client then hears ``list_changed``)."""
+HOOK_WAIT_S = 2.0
+"""The hook returns within this long (``--wait``), whatever the gateway is doing: Claude Code sends its
+first model request only once the hook is done, so this is all the hook may ever cost a prompt. A
+gateway on a registry it served before answers the turn from its ready table within its first second
+or two, before its registry and embedding model are loaded (``server/starting.py``): the first request
+then already lists the tools. A gateway slower than that keeps the turn and publishes once it can (the
+client hears ``list_changed``)."""
 
 CONNECT_RETRY_S = 2.0
 """A refused connection (a gateway binding its socket this instant) is tried again for this long."""
@@ -409,17 +412,10 @@ def run_claude_code_hook(wait: float) -> int:
             # the host runs this hook while it still starts its MCP servers: look for ours (bounded)
             for path in find_host_sockets(wait_s=min(STARTING_WAIT_S, wait)):
                 left = deadline - time.monotonic()
-                try:
+                # Silent whatever happens (docs/clients.md): Claude Code shows a hook's stderr to the
+                # user, and a gateway still starting or one that is down is no news for them.
+                with suppress(Exception):  # TimeoutError: handed over, applied once it can
                     send_turn(path, prompt, timeout_s=max(0.1, left), connect_s=min(CONNECT_RETRY_S, left))
-                except TimeoutError:  # handed over: the gateway applies it once it can
-                    _say(f"{path.name}: still starting; it has the prompt")
-                except Exception as exc:  # one gateway down: the others still hear it
-                    _say(f"{path.name}: {exc}")
-    except Exception as exc:  # never break the user's prompt
-        _say(str(exc))
+    except Exception:  # never break the user's prompt
+        log.debug("the hook gave up", exc_info=True)
     return 0
-
-
-def _say(message: str) -> None:
-    """A line for the user on stderr (the hook's stdout is Claude Code's: it stays empty)."""
-    sys.stderr.write(f"toolweave hook: {message}\n")

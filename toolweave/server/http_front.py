@@ -48,6 +48,7 @@ from toolweave.server import handshake
 from toolweave.server.early import stamped
 from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, header_lists, one_header
 from toolweave.server.processes import KEEP_ALIVE_S
+from toolweave.server.shutdown import STOPPING
 
 __all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start"]
 
@@ -220,6 +221,7 @@ class HttpFront:
                 timeout_keep_alive=int(KEEP_ALIVE_S),  # an idle connection's port names it this long
             )
             self._server = uvicorn.Server(config)
+            logging.getLogger("uvicorn.error").addFilter(_ExpectedAtStop())
             self._loop = loop
         except BaseException as exc:  # the command then serves without the front
             self.failed = exc
@@ -299,7 +301,9 @@ class HttpFront:
             {},
         )
         reply = {key: got[key] for key in ("result", "error") if key in got}
-        if reply != entry.reply:
+        # a find_tools the front answered from the ready table: the gateway's own answer may rank or
+        # publish otherwise (it announces what it published with list_changed)
+        if reply != entry.reply and entry.method != "tools/call":
             log.error(
                 "the early answer to %s differs from the gateway's: %s != %s",
                 entry.method,
@@ -335,13 +339,24 @@ class HttpFront:
 
     async def _delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._app is not None
-        if self._sessions and scope["type"] == "http":
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if self._sessions:
             front = one_header(header_lists(scope), SESSION_HEADER)
             sdk = self._sessions.get(front) if front is not None else None
             if sdk is not None and front is not None:
                 scope = _with_header(scope, SESSION_HEADER, sdk.encode())
                 send = _renaming(send, sdk.encode(), front.encode())
-        await self._app(scope, receive, send)
+        ending = _Ending(send)
+        try:
+            await self._app(scope, receive, ending)
+        except asyncio.CancelledError:
+            if not STOPPING.is_set():
+                raise
+            # uvicorn cancels what is still open once the graceful shutdown is over (GRACEFUL_SHUTDOWN_S):
+            # streams that never end by themselves. Ended here, not logged as an ASGI exception each.
+        await ending.finish()
 
     async def _wait_and_delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._ready.wait()
@@ -416,6 +431,30 @@ class HttpFront:
         await self._delegate(scope, receive, _continuing(send, ack))
 
 
+class _Ending:
+    """``send`` that knows whether the response ended. At shutdown the SDK's SSE streams (a session's GET
+    stream, a call's answer) return once cancelled without their last body message, and uvicorn then
+    logs an ERROR per stream ("ASGI callable returned without completing response"): ``finish`` ends
+    such a response, so that a stop with many sessions open logs nothing but its own line."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._started = False
+        self._ended = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self._ended = True
+        await self._send(message)
+
+    async def finish(self) -> None:
+        if self._started and not self._ended:
+            with contextlib.suppress(Exception):  # the client may be gone: nothing left to tell it
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 def _continuing(send: Send, ack: dict[str, Any]) -> Send:
     """``send`` for the full app serving a listen stream the front opened: its response start and its
     own acknowledgement are dropped (compared with the front's); an answer it gives as JSON instead of
@@ -473,6 +512,14 @@ async def _respond(
         headers.append((SESSION_HEADER, session.encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _ExpectedAtStop(logging.Filter):
+    """Drops uvicorn's error that it cancelled the requests still open after the graceful shutdown: at a
+    stop those are the sessions' streams, which never end by themselves (the stop's own line says it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (STOPPING.is_set() and "graceful shutdown exceeded" in str(record.msg))
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:

@@ -15,9 +15,9 @@ from typing import Any
 
 import mcp_types as types
 
+from toolweave.call_errors import tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
-from toolweave.server.errors import to_tool_error_result
 from toolweave.server.handshake import (
     ALWAYS_LOAD,
     CALL_TOOL,
@@ -41,6 +41,7 @@ __all__ = [
     "meta_tools",
     "plain_find_tools_arguments",
     "to_mcp_tool",
+    "tool_summary",
     "untitled_schema",
 ]
 
@@ -94,7 +95,7 @@ def bad_meta_arguments(tool: str, arguments: Mapping[str, Any]) -> types.CallToo
     if not problems:
         return None
     listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-    return to_tool_error_result(
+    return tool_error_result(
         "invalid_arguments",
         f"arguments for {tool} are invalid: {listed}",
         tool=tool,
@@ -190,6 +191,11 @@ def _feeds(ranked: RankedTool, name_of: Callable[[str], str]) -> str:
     assert ranked.via is not None
     fed = f".{ranked.parameter_name}" if ranked.parameter_name else ""
     return f"feeds {name_of(ranked.via)}{fed}"
+
+
+def tool_summary(record: ToolRecord) -> str:
+    """The one line ``also_found`` gives a tool: its description's first line, cut to ``SUMMARY_CHARS``."""
+    return _summary(record)
 
 
 def _summary(record: ToolRecord) -> str:

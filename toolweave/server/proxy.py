@@ -1,6 +1,6 @@
 """Validate a call against the tool's input schema, then send it to the backend that owns the tool.
 
-Every failure comes back as the gateway's error result (``server/errors.py``); nothing raised by a
+Every failure comes back as the gateway's error result (``toolweave/call_errors.py``); nothing raised by a
 backend reaches the MCP layer, so one broken upstream never takes the gateway down.
 """
 
@@ -16,20 +16,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from toolweave.adapters.backend import Backend, Sampler
+from toolweave.adapters.backend import Backend, Sampler, call_budget
+from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
-from toolweave.server.errors import error_code_of, to_tool_error_result
 from toolweave.tracing import span
 
 if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshake
     import jsonschema
     from jsonschema import Draft202012Validator
 
-__all__ = ["Proxy", "argument_errors", "schema_key", "strip_upstream_meta", "truncate_result"]
+__all__ = ["Proxy", "argument_errors", "schema_key"]
 
 log = logging.getLogger(__name__)
 
-SERVER_INFO_META_KEY = getattr(types, "SERVER_INFO_META_KEY", "io.modelcontextprotocol/serverInfo")
 # Backends enforce the call timeout themselves; this margin only catches a backend that does not.
 _TIMEOUT_MARGIN_S = 5.0
 
@@ -85,37 +84,6 @@ def _schema_problem(message: str, keyword: str) -> dict[str, str]:
     }
 
 
-def strip_upstream_meta(result: types.CallToolResult) -> types.CallToolResult:
-    """Drop the upstream's ``serverInfo`` stamp: the client talks to the gateway, not to the upstream."""
-    if result.meta and SERVER_INFO_META_KEY in result.meta:
-        rest = {k: v for k, v in result.meta.items() if k != SERVER_INFO_META_KEY}
-        return result.model_copy(update={"meta": rest or None})
-    return result
-
-
-def truncate_result(result: types.CallToolResult, max_chars: int) -> types.CallToolResult:
-    """Cut text blocks beyond ``max_chars`` in total, saying how large the full result was."""
-    total = sum(len(c.text) for c in result.content if isinstance(c, types.TextContent))
-    if total <= max_chars:
-        return result
-    budget = max_chars
-    content: list[Any] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            keep = block.text[: max(0, budget)]
-            budget -= len(keep)
-            if keep:
-                content.append(block.model_copy(update={"text": keep}))
-        else:
-            content.append(block)
-    content.append(
-        types.TextContent(
-            text=f"[toolweave: result truncated to {max_chars:,} of {total:,} characters (max_result_chars)]"
-        )
-    )
-    return result.model_copy(update={"content": content})
-
-
 class Proxy:
     """Dispatches validated calls to backends by the tool's ``source``."""
 
@@ -159,7 +127,7 @@ class Proxy:
         if problems:
             listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
             more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-            return to_tool_error_result(
+            return tool_error_result(
                 "invalid_arguments",
                 f"arguments for {tool.id} do not match its input schema: {listed}{more}",
                 tool=tool.id,
@@ -167,46 +135,43 @@ class Proxy:
             )
         backend = self._backends.get(tool.source)
         if backend is None:
-            return to_tool_error_result(
+            return tool_error_result(
                 "no_backend",
                 f"{tool.id} comes from {tool.source!r}, which is a catalog with no upstream to call",
                 tool=tool.id,
             )
         if not backend.available:
-            return to_tool_error_result(
+            return tool_error_result(
                 "unavailable",
                 f"upstream {tool.source!r} is not connected right now (the gateway keeps retrying); "
                 f"{tool.id} cannot be called until it is back",
                 tool=tool.id,
             )
         started = time.perf_counter()
-        # A backend that states its own budget (a server's `timeout_s`, an API's timeout x retries)
-        # applies it per request itself; this is only the safety net for one that never answers.
-        own = backend.call_timeout_s
-        budget = own or self._timeout_s
+        # The backend enforces the budget itself (its error names the upstream); the margin only
+        # catches one that does not
+        budget = call_budget(backend.call_timeout_s, self._timeout_s)
         try:
             with (
                 span("upstream", source=tool.source, tool=tool.name),
                 anyio.fail_after(budget + _TIMEOUT_MARGIN_S),
             ):
-                result = await backend.call(
-                    tool, dict(arguments), timeout_s=None if own else self._timeout_s, sampler=sampler
-                )
+                result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
         except TimeoutError:
-            return to_tool_error_result(
+            return tool_error_result(
                 "timeout",
                 f"upstream {tool.source!r} did not answer {tool.name} within {budget:g} s",
                 tool=tool.id,
             )
         except Exception as exc:  # the Backend contract says it never raises; a broken one must not kill us
             log.exception("backend %s raised on %s", tool.source, tool.id)
-            return to_tool_error_result(
+            return tool_error_result(
                 "upstream_error",
                 f"calling {tool.name} on {tool.source!r} failed: {type(exc).__name__}: {exc}",
                 tool=tool.id,
             )
         log.debug("%s answered in %.1f ms", tool.id, (time.perf_counter() - started) * 1000)
-        return truncate_result(strip_upstream_meta(with_error_code(result, tool.id)), self._max_result_chars)
+        return finish_result(with_error_code(result, tool.id), self._max_result_chars)
 
 
 def with_error_code(result: types.CallToolResult, tool_id: str) -> types.CallToolResult:

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from toolweave.server.meta_tools import CALL_TOOL, FIND_TOOLS
 from toolweave.server.sessions import SESSION_META_KEY, Session
+from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 if TYPE_CHECKING:
     from toolweave.server.gateway import Gateway
@@ -56,7 +57,6 @@ log = logging.getLogger(__name__)
 _MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 _META_TOOLS = frozenset({FIND_TOOLS, CALL_TOOL})
-_SERVER_INFO = getattr(types, "SERVER_INFO_META_KEY", "io.modelcontextprotocol/serverInfo")
 _SHUTDOWN_WRITE_S = 1.0
 """How long a call cut off by shutdown may try to say so (the SDK's bound for the same write)."""
 
@@ -236,8 +236,8 @@ class CallRelay:
         if version in MODERN_PROTOCOL_VERSIONS:
             wire.setdefault("resultType", "complete")
             meta = wire.get("_meta")
-            if meta is None or (isinstance(meta, dict) and meta.get(_SERVER_INFO) is None):
-                wire["_meta"] = {**(meta or {}), _SERVER_INFO: self._stamp}
+            if meta is None or (isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None):
+                wire["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: self._stamp}
         return _line({"jsonrpc": "2.0", "id": request_id, "result": wire})
 
 

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["ExitDeadline", "child_pids", "exit_now", "stop_children"]
+__all__ = ["QUIET_WHILE_STOPPING", "STOPPING", "ExitDeadline", "child_pids", "exit_now", "stop_children"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,13 @@ def exit_now(code: int = 0) -> None:
     os._exit(code)
 
 
+STOPPING = threading.Event()
+"""Set once the process is on its way out: what stops meanwhile (upstreams) is no news for the log."""
+
+QUIET_WHILE_STOPPING = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager")
+"""The SDK's loggers that say, at INFO, that each open session is terminated and the manager stops."""
+
+
 class ExitDeadline:
     """Bounds the way out (module docstring). ``start`` may be called from any thread, more than once."""
 
@@ -110,6 +117,9 @@ class ExitDeadline:
             return
         self._started.set()
         log.info("%s: stopping (at most %.1f s)", reason, self.exit_s)
+        STOPPING.set()
+        for name in QUIET_WHILE_STOPPING:  # one line for the stop, not one per open session
+            logging.getLogger(name).setLevel(logging.WARNING)
         began = time.monotonic()
         threading.Thread(target=self._run, args=(began,), name="toolweave-exit", daemon=True).start()
 

@@ -33,6 +33,7 @@ from toolweave.server.metrics import GatewayMetrics
 from toolweave.server.notify import Notifier
 from toolweave.server.served import Served
 from toolweave.server.sessions import SessionStore
+from toolweave.server.shutdown import STOPPING
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
@@ -122,6 +123,12 @@ class SourceSync:
             )
             log.info("catalog %s: %s", entry.source, summary)
         await self._apply_manifest_edges()
+
+    def catalogs_missing(self) -> bool:
+        """Whether a catalog of the manifest has no tools in the registry yet (nothing to serve it from)."""
+        if not self._catalog_sources:
+            return False
+        return not self._catalog_sources <= set(self.registry.sources())
 
     async def apply_overrides(self) -> None:
         """The manifest's dependency overrides (add / remove / pin, also over edges saved by earlier runs;
@@ -262,7 +269,9 @@ class SourceSync:
             self._ever_available.add(name)
         if now != self._available[name]:
             self._available[name] = now
-            log.info("upstream %s is %s", name, "available" if now else "unavailable")
+            # at shutdown every upstream goes: the stop's own line says so
+            level = logging.DEBUG if STOPPING.is_set() else logging.INFO
+            log.log(level, "upstream %s is %s", name, "available" if now else "unavailable")
             for session in self.sessions:
                 if any(self._source_of(t) == name for t in session.published.ids()):
                     await self.notifier.tools_changed(session)

@@ -19,7 +19,7 @@ producers nor as consumers. A call right after another in the same turn (no ``fi
 turn between them) with nothing flowing between them is a sequence sighting, and every tool's first
 call in a session is counted (``Sighting.producer`` empty).
 
-Cost: a walk over at most ``MAX_LEAVES`` leaves per result and one HMAC per leaf (bench/RESULTS.md).
+Cost: a walk over at most ``MAX_LEAVES`` leaves per result and one HMAC per leaf (bench/HISTORY.md).
 """
 
 from __future__ import annotations

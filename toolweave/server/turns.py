@@ -61,7 +61,7 @@ FOLLOW_UP_WORDS = 8
 """A turn of fewer words leans on the conversation ("and in Paris?", "what about the standard deviation?")
 and is ranked with the earlier turns as context; a longer one says what it needs and is ranked alone.
 Context added to a turn that stands on its own drags the ranking back to the previous topic: on BFCL
-multi-turn it cost 0.028 mAP@10 (learning half, ``bench/bfcl_context_lab.py``), and its parts, each
+multi-turn it cost 0.026 mAP@10 on each half (``bench/bfcl_context_lab.py``), and its parts, each
 ranked with the same context, lost the tools of a new topic altogether."""
 
 

@@ -12,7 +12,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from toolweave.adapters.backend import Backend
+from toolweave.adapters.backend import Backend, call_budget
 from toolweave.adapters.factory import build_backends
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.adapters.openapi import OpenAPIBackend
@@ -74,8 +74,10 @@ def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
     assert all(isinstance(b, Backend) for b in backends)
     time, web, pets = backends
     assert isinstance(time, MCPBackend) and isinstance(web, MCPBackend)
-    assert time.call_timeout_s == 7 and web.call_timeout_s == 11  # the entry's own timeout wins
-    assert time.connect_timeout_s == 3 and time.max_result_chars == 5_000
+    # the entry's own budget where it sets one, else the gateway's: one rule for every kind
+    assert call_budget(time.call_timeout_s, 11) == 7 and call_budget(web.call_timeout_s, 11) == 11
+    assert pets.call_timeout_s is None and pets._default_call_s == 11  # OpenAPI too (was 30 s x 3 tries)
+    assert time.connect_timeout_s == 3
     assert time.probe_interval_s is None and web.probe_interval_s == 15.0
     assert isinstance(pets, OpenAPIBackend) and pets.config.spec == str(manifest_dir / "pets.json")
     # One streaming cap for every upstream answer (MCP lines/bodies and OpenAPI bodies alike).

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from toolweave.adapters.mcp import finish_result, tools_to_records
+from toolweave.adapters.mcp import tools_to_records
+from toolweave.call_errors import finish_result
 from toolweave.records import MAX_TOOL_ID_LENGTH
 
 
@@ -73,7 +74,7 @@ def test_finish_truncates_text_with_a_note_of_the_full_size() -> None:
     out = finish_result(result, 1_000)
     texts = [c.text for c in out.content if isinstance(c, types.TextContent)]
     assert texts[0] == "a" * 600 and texts[1] == "b" * 400
-    assert "showing 1,000 of 1,200 characters" in texts[-1]
+    assert "truncated to 1,000 of 1,200 characters (max_result_chars)" in texts[-1]
     assert "structured content of" in texts[-1] and out.structured_content is None
     assert image in out.content
     small = types.CallToolResult(content=[types.TextContent(text="fine")])

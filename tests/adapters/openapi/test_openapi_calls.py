@@ -344,13 +344,35 @@ def test_timeouts_and_connection_failures_are_error_results(tools):
         raise httpx.ReadTimeout("too slow", request=request)
 
     result = _run(tools["listPets"], {}, slow, timeout_s=1.5)
-    assert result.is_error and "timed out after 1.5s" in result.content[0].text
+    assert result.is_error and "no answer within 1.5 s (call timeout)" in result.content[0].text
 
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
     result = _run(tools["addPet"], {"body": {}}, down)
     assert result.is_error and "ConnectError" in result.content[0].text
+
+
+def test_one_budget_covers_every_attempt_and_defaults_to_the_gateways(tools):
+    # An entry without its own timeout_s gets the gateway's call_timeout_s (kinds.py passes it), and
+    # the budget bounds the whole call: it was 30 s per attempt, x 3 attempts, whatever the gateway said.
+    attempts = []
+
+    async def hangs(request: httpx.Request) -> httpx.Response:
+        attempts.append(request)
+        await asyncio.sleep(30)
+        return httpx.Response(200, json=[])
+
+    async def go() -> Any:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(hangs)) as client:
+            cfg = OpenAPISourceConfig(name="t", spec="unused.yaml", retries=2)
+            backend = OpenAPIBackend(cfg, client, call_timeout_s=0.3)
+            assert backend.call_timeout_s is None  # no budget of its own: the gateway's applies
+            return await backend.call(tools["listPets"], {})
+
+    result = asyncio.run(go())
+    assert result.is_error and "no answer within 0.3 s (call timeout)" in result.content[0].text
+    assert len(attempts) == 1
 
 
 def test_text_and_binary_responses(tools):

@@ -328,7 +328,7 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
 
     store.requests.clear()
     slow = _call(config, tools["slow"], {}, environ, timeout_s=0.3)
-    assert slow.is_error and "timed out after 0.3s" in slow.content[0].text
+    assert slow.is_error and "no answer within 0.3 s (call timeout)" in slow.content[0].text
     assert slow.structured_content["error"]["code"] == "timeout"
     assert len(store.requests) == 1  # read timeouts are not retried (a GET that errored is, see above)
 

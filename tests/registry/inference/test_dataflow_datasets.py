@@ -1,7 +1,7 @@
 """The data-flow rule and the calibration on the gold graphs of ../shared/datasets (skipped without
 them), and on the demo fleet's real schemas (mcp-server-time, mcp-server-git, server-memory).
 
-Floors sit below what bench/inference.py measures (bench/RESULTS.md), so a rule that breaks shows up
+Floors sit below what bench/inference.py measures (bench/HISTORY.md), so a rule that breaks shows up
 without the tests being tuned to today's exact figures.
 """
 

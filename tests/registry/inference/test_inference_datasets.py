@@ -1,7 +1,7 @@
 """Quality floors on the benchmark folders (skipped when ../shared/datasets is absent).
 
 These are the acceptance levels the inferred graph was built to, far below what the inferrer measures
-(bench/RESULTS.md), so a rule that breaks shows up here without the test being tuned to today's exact figures.
+(bench/HISTORY.md), so a rule that breaks shows up here without the test being tuned to today's exact figures.
 """
 
 from __future__ import annotations

@@ -10,17 +10,15 @@ from toolweave._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from toolweave.adapters.mcp.backend import MCPBackend, StatusCallback
-    from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
+    from toolweave.adapters.mcp.convert import tools_to_records
 
-__all__ = ["MCPBackend", "StatusCallback", "error_result", "finish_result", "tools_to_records"]
+__all__ = ["MCPBackend", "StatusCallback", "tools_to_records"]
 
 __getattr__ = lazy_exports(
     __name__,
     {
         "MCPBackend": "toolweave.adapters.mcp.backend",
         "StatusCallback": "toolweave.adapters.mcp.backend",
-        "error_result": "toolweave.adapters.mcp.convert",
-        "finish_result": "toolweave.adapters.mcp.convert",
         "tools_to_records": "toolweave.adapters.mcp.convert",
     },
 )

@@ -60,11 +60,12 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, ToolsCallback
+from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, ToolsCallback, call_budget
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
-from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
+from toolweave.adapters.mcp.convert import tools_to_records
 from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
+from toolweave.call_errors import tool_error_result
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 
@@ -86,8 +87,8 @@ class MCPBackend:
         name: source name, the tool id prefix.
         config: the manifest entry; ``${VAR}`` in it is resolved at every connect, never stored.
         connect_timeout_s: connect + initialise + first listing (the entry's own value wins).
-        call_timeout_s: default call timeout (the entry's ``timeout_s`` wins over any caller's).
-        max_result_chars: text beyond this is truncated with a note giving the full size.
+        call_timeout_s: the gateway's call budget, for calls given none (``call_budget``: the entry's
+            ``timeout_s`` wins).
         max_result_bytes: an answer larger than this (stdio line, HTTP body) is cut while streaming.
         ping_interval_s, ping_timeout_s: liveness check period and deadline.
         list_debounce_s: quiet time before a re-list after a change notice (see the module docstring).
@@ -106,7 +107,6 @@ class MCPBackend:
         *,
         connect_timeout_s: float = 20.0,
         call_timeout_s: float = 60.0,
-        max_result_chars: int = 200_000,
         max_result_bytes: int = 4 * 1024 * 1024,
         ping_interval_s: float = 15.0,
         ping_timeout_s: float = 5.0,
@@ -121,8 +121,9 @@ class MCPBackend:
         self.name = name
         self.config = config
         self.connect_timeout_s = config.connect_timeout_s or connect_timeout_s
-        self.call_timeout_s = config.timeout_s or call_timeout_s
-        self.max_result_chars = max_result_chars
+        self.call_timeout_s = config.timeout_s
+        """The entry's own call budget (None: the gateway's applies, ``call_budget``)."""
+        self._default_call_s = call_timeout_s
         self.max_result_bytes = max_result_bytes
         self.ping_interval_s = ping_interval_s
         self.ping_timeout_s = ping_timeout_s
@@ -416,12 +417,12 @@ class MCPBackend:
         self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         upstream_tool = str(tool.backend.get("tool", tool.name))
-        timeout = self.config.timeout_s or options.get("timeout_s") or self.call_timeout_s
+        timeout = options.get("timeout_s") or call_budget(self.call_timeout_s, self._default_call_s)
         sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:
-            return error_result(
+            return tool_error_result(
                 "unavailable", f"{label}: not connected ({self.last_error or 'still connecting'})"
             )
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -437,29 +438,29 @@ class MCPBackend:
                 result = await client.call_tool(upstream_tool, arguments)
         except TimeoutError:
             self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
-            return error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
+            return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
         except MCPError as exc:
             if self._cuts != cuts:  # our own cap ended the answer: not a lost connection
-                return error_result(
+                return tool_error_result(
                     "upstream_error",
                     f"{label}: the answer is larger than {self.max_result_bytes:,} bytes (max_result_bytes); "
                     "it was cut off while streaming",
                 )
             if exc.code == types.CONNECTION_CLOSED:
                 self._mark_lost("connection closed during a call")
-                return error_result(
+                return tool_error_result(
                     "upstream_error", f"{label}: connection to the upstream was lost during the call"
                 )
             self._request_refresh()  # transports report lost links as JSON-RPC errors: re-list now
-            return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
+            return tool_error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:  # SDK/transport errors vary: one error result
             self._request_refresh()  # a failure of the re-list marks the upstream lost
-            return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
+            return tool_error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
         finally:
             _sampler.reset(token)
             if sampler is not None:
                 self._samplers.remove(sampler)
-        return finish_result(result, self.max_result_chars)
+        return result
 
     async def _call_raw(
         self,
@@ -479,10 +480,10 @@ class MCPBackend:
                 answer = await raw.call(tool, arguments, modern=modern)
         except TimeoutError:
             self._check_liveness_soon()
-            return error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
+            return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
         except UpstreamClosed:
             self._mark_lost("connection closed during a call")
-            return error_result(
+            return tool_error_result(
                 "upstream_error", f"{label}: connection to the upstream was lost during the call"
             )
         error = answer.get("error")
@@ -490,7 +491,7 @@ class MCPBackend:
             code = error.get("code") if isinstance(error, dict) else None
             message = error.get("message") if isinstance(error, dict) else error
             self._request_refresh()  # a failure of the re-list marks the upstream lost
-            return error_result("upstream_error", f"{label}: upstream error {code}: {message}")
+            return tool_error_result("upstream_error", f"{label}: upstream error {code}: {message}")
         body = answer["result"]
         try:
             if isinstance(body, dict) and body.get("resultType") == "input_required":
@@ -500,10 +501,10 @@ class MCPBackend:
             if not result.is_error:  # the output-schema check ``Client.call_tool`` makes
                 await client.session.validate_tool_result(tool, result)
         except MCPError as exc:
-            return error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
+            return tool_error_result("upstream_error", f"{label}: upstream error {exc.code}: {exc.message}")
         except Exception as exc:  # a result that is no tools/call result, or breaks its output schema
-            return error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
-        return finish_result(result, self.max_result_chars)
+            return tool_error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
+        return result
 
     async def _wait_client(self, wait_s: float) -> Client | None:
         if self._available and self._client is not None:  # the usual case: no cancel scope per call

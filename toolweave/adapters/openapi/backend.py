@@ -16,13 +16,13 @@ import os
 from collections.abc import Mapping
 from typing import Any, Unpack
 
+import anyio
 import httpx
 import mcp_types as types
 
-from toolweave.adapters.backend import CallOptions, StatusCallback, ToolsCallback
+from toolweave.adapters.backend import CallOptions, StatusCallback, ToolsCallback, call_budget
 from toolweave.adapters.openapi.calls import (
     build_request,
-    error_result,
     resolve_credentials,
     response_to_result,
     send,
@@ -31,7 +31,7 @@ from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
-from toolweave.call_errors import ErrorCode
+from toolweave.call_errors import ErrorCode, tool_error_result
 from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
 from toolweave.records import DependencyEdge, ToolRecord
 
@@ -49,6 +49,8 @@ class OpenAPIBackend:
         config: the source's configuration.
         client: the ``httpx.AsyncClient`` calls go through; one is created (and owned) if omitted.
         environ: where auth secrets are read from at call time (default ``os.environ``).
+        call_timeout_s: the gateway's call budget, for calls given none (``call_budget``: the
+            source's own ``timeout_s`` wins).
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class OpenAPIBackend:
         environ: Mapping[str, str] | None = None,
         on_status: StatusCallback | None = None,
         max_read_bytes: int | None = None,
+        call_timeout_s: float = 60.0,
     ) -> None:
         self.config = config
+        self._default_call_s = call_timeout_s
         # Bytes read from one response body before it is cut while streaming (the gateway-wide
         # `max_result_bytes`); the source's `max_response_bytes` then bounds what is shown.
         self.max_read_bytes = max_read_bytes or 4 * config.max_response_bytes
@@ -76,9 +80,9 @@ class OpenAPIBackend:
         self.last_error: str | None = None
 
     @property
-    def call_timeout_s(self) -> float:
-        """The longest a call can take: the per-request timeout for every attempt (retries included)."""
-        return self.config.timeout_s * (self.config.retries + 1)
+    def call_timeout_s(self) -> float | None:
+        """The source's own call budget, retries included (None: the gateway's, ``call_budget``)."""
+        return self.config.timeout_s
 
     @property
     def available(self) -> bool:
@@ -165,14 +169,13 @@ class OpenAPIBackend:
         """Call the operation behind ``tool`` (an OpenAPI operation cannot sample: no ``sampler`` use)."""
         backend = tool.backend
         if tool.source != self.name:
-            return error_result(
-                f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})",
+            return tool_error_result(
                 "internal_error",
+                f"openapi source {self.name!r} does not serve {tool.id} (of {tool.source!r})",
             )
         if backend.get("kind") != "openapi":
-            return error_result(f"tool {tool.id} is not an OpenAPI operation", "internal_error")
-        timeout = options.get("timeout_s")
-        timeout = timeout if timeout is not None else self.config.timeout_s
+            return tool_error_result("internal_error", f"tool {tool.id} is not an OpenAPI operation")
+        timeout = options.get("timeout_s") or call_budget(self.config.timeout_s, self._default_call_s)
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
             # Anonymous operations (`security: []`, e.g. the login that issues the token) need no secret.
@@ -187,22 +190,27 @@ class OpenAPIBackend:
             )
         except (ToolArgumentsError, AdapterError) as exc:
             code: ErrorCode = "invalid_arguments" if isinstance(exc, ToolArgumentsError) else "upstream_error"
-            return error_result(f"{tool.id}: {exc}", code)
+            return tool_error_result(code, f"{tool.id}: {exc}")
         except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL
-            return error_result(
-                f"{tool.id}: cannot build the request for {label}: {exc}", "invalid_arguments"
+            return tool_error_result(
+                "invalid_arguments", f"{tool.id}: cannot build the request for {label}: {exc}"
             )
         try:
-            response = await send(
-                self._http(),
-                request,
-                retries=self.config.retries,
-                max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
+            with anyio.fail_after(timeout):  # one budget for every attempt, not one per attempt
+                response = await send(
+                    self._http(),
+                    request,
+                    retries=self.config.retries,
+                    max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
+                )
+        except (httpx.TimeoutException, TimeoutError):
+            return tool_error_result(
+                "timeout", f"{tool.id}: {label}: no answer within {timeout:g} s (call timeout)"
             )
-        except httpx.TimeoutException:
-            return error_result(f"{tool.id}: {label} timed out after {timeout:g}s", "timeout")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            return error_result(f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}")
+            return tool_error_result(
+                "upstream_error", f"{tool.id}: {label} failed: {type(exc).__name__}: {exc}"
+            )
         return response_to_result(
             response,
             backend=backend,

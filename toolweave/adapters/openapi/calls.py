@@ -20,14 +20,13 @@ import httpx
 import mcp_types as types
 
 from toolweave.adapters.openapi.config import AuthConfig
-from toolweave.call_errors import ErrorCode, tool_error_result
+from toolweave.call_errors import tool_error_result
 from toolweave.errors import AdapterError, ToolArgumentsError
 
 __all__ = [
     "IDEMPOTENT_METHODS",
     "Credentials",
     "build_request",
-    "error_result",
     "resolve_credentials",
     "response_to_result",
     "send",
@@ -360,11 +359,6 @@ def _safe_url(request: httpx.Request) -> str:
 # -- results ---------------------------------------------------------------------------------------
 
 
-def error_result(message: str, code: ErrorCode = "upstream_error") -> types.CallToolResult:
-    """A failed call in the gateway's one error shape (``"<code>: message"`` + structured code)."""
-    return tool_error_result(code, message)
-
-
 def _is_json(content_type: str) -> bool:
     base = content_type.split(";")[0].strip().lower()
     return base.endswith("/json") or base.endswith("+json")
@@ -441,4 +435,4 @@ def response_to_result(
     )
     if excerpt:
         message += f"\n{excerpt}{more}"
-    return error_result(message)
+    return tool_error_result("upstream_error", message)

@@ -67,7 +67,11 @@ class OpenAPISourceConfig(BaseModel):
     )
     exclude: list[str] = Field(default_factory=list, description="Drop operations matching one of these.")
     arazzo: list[str] = Field(default_factory=list, description="Arazzo workflow files adding step order.")
-    timeout_s: float = Field(30.0, gt=0, description="Per-call timeout in seconds.")
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="One call's budget in seconds, retries included (default: the gateway's call_timeout_s).",
+    )
     allow_remote_refs: bool = Field(False, description="Fetch `$ref`s that point to http(s) URLs.")
     max_response_bytes: int = Field(
         DEFAULT_MAX_RESPONSE_BYTES,

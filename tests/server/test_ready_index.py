@@ -1,0 +1,336 @@
+"""The ready table (``server/ready_index.py``): what a starting gateway answers ``find_tools`` with, in
+the stdio front before the SDK is imported, and in the gateway itself until its registry and embedding
+model are up. Real registry and embedder, real MCP SDK client."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client as SdkClient
+
+from toolweave.registry import Registry
+from toolweave.server import ready_index
+from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.gateway import Gateway
+from toolweave.server.starting import answer_find_tools_while_starting, ready_table, starting
+from toolweave.settings import Settings
+
+from .helpers import FakeBackend, notes_tools, time_tools
+from .test_early import Client, Server, front_replay, initialize, modern, request
+from .test_early import pipes as pipes  # the fixture
+from .test_startup import HeldBackend, held_opener
+
+pytestmark = pytest.mark.anyio
+
+QUERY = "what time is it in Tokyo"
+
+
+def tool(tool_id: str, description: str, text: str) -> ready_index.ReadyTool:
+    entry = {"name": tool_id, "description": description, "input_schema": {"type": "object"}}
+    return ready_index.ReadyTool(tool_id, tool_id, entry, description, text)
+
+
+TABLE = [
+    tool("time__get_current_time", "Get current time", "get current time: Get current time in a timezone"),
+    tool("time__convert_time", "Convert time", "convert time: Convert time between timezones"),
+    tool("notes__create_note", "Create a note", "create note: Create a note with a title and body"),
+]
+
+
+def test_bm25_ranks_the_table_and_publishes_only_the_clear_hits() -> None:
+    index = ready_index.ReadyIndex(TABLE)
+    hits = index.search("what is the current time in Tokyo", 10)
+    assert hits[0][0].id == "time__get_current_time"
+    assert all(t.id != "notes__create_note" for t, _ in hits)  # shares no word with the query
+    doc, ids = index.answer("current time", 10)
+    assert ids[0] == "time__get_current_time" and "notes__create_note" not in ids
+    assert doc["tools"][0]["name"] == "time__get_current_time" and doc["tool_list_changed"] is False
+    nothing, none = index.answer("zebra", 10)
+    assert nothing["tools"] == [] and none == [] and "note" in nothing
+
+
+def test_the_table_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:
+    assert ready_index.write(tmp_path, TABLE)
+    stamp = (tmp_path / ready_index.READY_FILE).stat().st_mtime_ns
+    assert not ready_index.write(tmp_path, TABLE)
+    assert (tmp_path / ready_index.READY_FILE).stat().st_mtime_ns == stamp
+    assert ready_index.write(tmp_path, TABLE[:2])
+    loaded = ready_index.load(tmp_path)
+    assert loaded is not None and [t.id for t in loaded.tools] == [t.id for t in TABLE[:2]]
+    assert ready_index.ready_path("s3://bucket/registry") is None
+    (tmp_path / ready_index.READY_FILE).write_text("{not json")
+    assert ready_index.load(tmp_path) is None  # unreadable: the gateway answers as without one
+
+
+def test_only_a_plain_find_tools_is_answered_from_the_table() -> None:
+    plain = ready_index.plain_find_query
+    assert plain({"name": "find_tools", "arguments": {"query": "  time  "}}) == ("time", None)
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": 3}}) == ("time", 3)
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "detail": True}}) is None
+    assert plain({"name": "find_tools", "arguments": {"query": " "}}) is None
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": 0}}) is None
+    assert plain({"name": "call_tool", "arguments": {"name": "x"}}) is None
+
+
+async def test_the_stdio_front_answers_find_tools_from_the_table_and_hands_it_over(
+    tmp_path: Path, pipes: tuple[Client, Server]
+) -> None:
+    client, server = pipes
+    ready_index.write(tmp_path, TABLE)
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.start()
+    client.send(
+        initialize("2025-11-25"),
+        request(2, "tools/call", {"name": "find_tools", "arguments": {"query": QUERY}}),
+    )
+    assert (await client.receive())["id"] == 1
+    front.offer_ready_tools(str(tmp_path), 10)  # the settings name the registry: the find waited for it
+    found = await client.receive()
+    assert found["id"] == 2
+    structured = found["result"]["structuredContent"]
+    assert structured["tools"][0]["name"] == "time__get_current_time"
+    assert json.loads(found["result"]["content"][0]["text"]) == structured
+    assert "still starting" not in json.dumps(found)
+    client.send(modern(3, "tools/call", name="find_tools", arguments={"query": QUERY}))
+    replay = await anyio.to_thread.run_sync(front.hand_over)
+    # answered, and replayed under a private id: the gateway publishes what was found
+    replayed = [json.loads(line) for line in replay.prefix.splitlines()]
+    assert [m["id"] for m in replayed[:2]] == [f"{EARLY_ID_PREFIX}0", f"{EARLY_ID_PREFIX}1"]
+    assert replayed[1]["params"]["arguments"] == {"query": QUERY}
+    assert replay.answered[f"{EARLY_ID_PREFIX}1"][0] == "tools/call"
+    assert front_replay(front)  # the enveloped call of another era: kept for the SDK, not answered here
+
+
+async def test_without_a_table_the_front_leaves_find_tools_to_the_sdk(
+    tmp_path: Path, pipes: tuple[Client, Server]
+) -> None:
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(tmp_path), 10)
+    front.start()
+    client.send(
+        initialize("2025-11-25"),
+        request(2, "tools/call", {"name": "find_tools", "arguments": {"query": QUERY}}),
+    )
+    assert (await client.receive())["id"] == 1
+    await anyio.sleep(0.2)
+    replay = await anyio.to_thread.run_sync(front.hand_over)
+    last = json.loads(replay.prefix.splitlines()[-1])
+    assert last["id"] == 2  # verbatim: the SDK answers it
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def warm_table(registry: Registry) -> None:
+    """A gateway served ``registry`` before: it left its ready table (as ``keep_ready_table`` does)."""
+    clock, notes = FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools())
+    gateway = Gateway(registry, [clock, notes], Settings(home=registry.path))
+    async with SdkClient(gateway.server) as client:
+        await client.call_tool("find_tools", {"query": QUERY})
+        with anyio.fail_after(60):
+            await gateway.warmed.wait()
+        ready_index.write(registry.path, ready_table(gateway))  # unless keep_ready_table did already
+        assert ready_index.load(registry.path) is not None
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_starting_gateway_answers_from_the_table_and_publishes(registry: Registry, mode: str) -> None:
+    await warm_table(registry)
+    opened = threading.Event()
+    clock = HeldBackend("clock", time_tools())  # its upstream has not connected either
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(held_opener(registry, opened), [clock, FakeBackend("notes", notes_tools())], settings)
+    answer_find_tools_while_starting(gateway)
+    try:
+        async with SdkClient(gateway.server, mode=mode) as client:
+            assert starting(gateway)
+            began = time.monotonic()
+            found = await client.call_tool("find_tools", {"query": QUERY})
+            assert time.monotonic() - began < 5  # answered without the registry (it never opened)
+            assert not found.is_error and found.structured_content is not None, text(found)
+            names = [t["name"] for t in found.structured_content["tools"]]
+            assert names[0] == "clock__get_current_time", found.structured_content
+            assert "note" not in found.structured_content
+            assert found.structured_content["tool_list_changed"] is True
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]  # published from the table
+            # its call waits for the registry and its upstream, then runs
+            async with anyio.create_task_group() as tg:
+                called: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    called.append(
+                        await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
+                    )
+
+                tg.start_soon(call)
+                await anyio.sleep(0.5)
+                assert not called
+                opened.set()
+                await anyio.sleep(0.5)
+                clock.connect.set()
+            assert not called[0].is_error, text(called[0])
+            assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]  # still published
+    finally:
+        opened.set()
+        clock.connect.set()
+
+
+async def test_the_gateway_leaves_its_table_once_warm(registry: Registry) -> None:
+    path = ready_index.ready_path(registry.path)
+    assert path is not None and not path.exists()
+    gateway = Gateway(registry, [FakeBackend("clock", time_tools())], Settings(home=registry.path))
+    async with SdkClient(gateway.server) as client:
+        await client.call_tool("find_tools", {"query": QUERY})
+        with anyio.fail_after(60):
+            while not path.exists():
+                await anyio.sleep(0.05)
+    table: dict[str, Any] = json.loads(path.read_text())
+    assert "clock__get_current_time" in {row["id"] for row in table["tools"]}
+    assert any("Examples" in row["text"] or "time" in row["text"] for row in table["tools"])
+
+
+async def test_a_host_turn_while_starting_is_answered_from_the_table(registry: Registry) -> None:
+    """The prompt hook's turn (``server/host.py``) reaches a gateway whose registry is not open: the
+    table answers it within the hook's short budget, and the client's next list carries the tool."""
+    from toolweave.server.host import answer_turn
+
+    await warm_table(registry)
+    opened = threading.Event()
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(held_opener(registry, opened), [FakeBackend("clock", time_tools())], settings)
+    try:
+        async with SdkClient(gateway.server, mode="legacy") as client:
+            await client.list_tools(cache_mode="bypass")  # the client's session exists
+            with anyio.fail_after(30):  # the registry never opens meanwhile
+                answer = await answer_turn(gateway, {"turn": QUERY}, own_host=True)
+            assert answer["ok"], answer
+            (report,) = answer["sessions"]
+            assert report["found"][0] == "clock__get_current_time" and report["tool_list_changed"]
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]
+    finally:
+        opened.set()
+
+
+def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras() -> None:
+    """``front_answers.decide`` (pure): with the table offered, a plain ``find_tools`` is answered and
+    replayed (the gateway publishes); without it, or for a call of another tool, the gateway answers."""
+    import dataclasses
+
+    from toolweave.server import handshake
+    from toolweave.server.front_answers import decide
+
+    from .test_front_answers import modern as modern_request
+    from .test_front_answers import policy, scope
+
+    ready = dataclasses.replace(policy(), ready=ready_index.ReadyIndex(TABLE))
+    session = (b"mcp-session-id", b"front-session")
+    call = {"name": "find_tools", "arguments": {"query": QUERY}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}).encode()
+    answered = decide(scope(session), body, ready, {"front-session"})
+    assert answered is not None and answered.replay and answered.reply is not None
+    assert answered.reply["result"]["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
+    assert decide(scope(session), body, policy(), {"front-session"}) is None  # no table offered
+    other = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x"}}).encode()
+    assert decide(scope(session), other, ready, {"front-session"}) is None
+    headers, modern_body = modern_request("tools/call", 4, **call)
+    headers["headers"].append((b"mcp-name", b"find_tools"))
+    answered = decide(headers, modern_body, ready, set())
+    assert answered is not None and answered.reply is not None
+    result = answered.reply["result"]
+    assert result["resultType"] == "complete" and handshake.SERVER_INFO_META in result["_meta"]
+    assert result["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
+
+
+def test_the_command_lines_registry_is_known_before_the_settings() -> None:
+    """``--registry`` wins over the manifest and the environment: the stdio front may answer from that
+    registry's table before the settings are loaded (``toolweave.__main__``)."""
+    from toolweave.__main__ import registry_option
+
+    assert registry_option(["serve", "-m", "m.yaml", "--registry", "/r"]) == "/r"
+    assert registry_option(["serve", "--registry=/r", "-m", "m.yaml"]) == "/r"
+    assert registry_option(["serve", "-m", "m.yaml"]) is None
+    assert registry_option(["ingest", "--registry", "/r"]) is None
+
+
+async def test_the_gateway_publishes_what_the_stdio_front_answered(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """The front's answer is replayed into the gateway: the SDK's own reply is dropped (the client got
+    one answer), the gateway publishes what it found and says so, and the list carries the tool, all
+    while the registry is still not open."""
+    from .test_early import INITIALIZED, serving
+
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.start()
+    find = {"name": "find_tools", "arguments": {"query": QUERY}}
+    client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/call", find))
+    assert (await client.receive())["id"] == 1
+    assert (await client.receive())["result"]["structuredContent"]["tools"][0][
+        "name"
+    ] == "clock__get_current_time"
+    opened = threading.Event()
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gw = Gateway(held_opener(registry, opened), [FakeBackend("clock", time_tools())], settings)
+    answer_find_tools_while_starting(gw)
+    try:
+        async with serving(gw, server, front):
+            notice = await client.receive()  # nothing before it: the SDK's replies were dropped
+            assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, notice
+            client.send(request(3, "tools/list"))
+            listed = await client.receive()
+            assert listed["id"] == 3
+            assert "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
+            assert not gw.served.ready.is_set()
+    finally:
+        opened.set()
+
+
+async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:
+    """The table is the default identity's view: where clients authenticate (an identity's policy may
+    hide tools), a starting gateway does not answer from it."""
+    from toolweave.server.starting import _table
+    from toolweave.settings import SecuritySettings
+
+    await warm_table(registry)
+    opened = threading.Event()
+    security = SecuritySettings(auth="tokens", tokens={"alice": "sha256:" + "0" * 64})
+    for settings, answers in (
+        (Settings(home=registry.path), True),
+        (Settings(home=registry.path, security=security), False),
+    ):
+        gateway = Gateway(held_opener(registry, opened), [], settings)
+        assert (await _table(gateway) is not None) is answers
+    opened.set()
+
+
+def test_the_http_front_answers_before_the_settings_only_when_they_cannot_differ() -> None:
+    """``front_answers.provisional_policy``: the defaults' answers, before typer and the settings model
+    load, only on loopback with no security or publish setting in the manifest or the environment."""
+    from toolweave.server.front_answers import provisional_policy
+
+    plain = "servers:\n  time:\n    command: python\n"
+    policy = provisional_policy("127.0.0.1", plain, {}, None)
+    assert policy is not None and policy.always_load and "127.0.0.1:*" in policy.hosts
+    assert provisional_policy("0.0.0.0", plain, {}, None) is None  # off loopback: auth is decided later
+    assert provisional_policy("127.0.0.1", plain + "security:\n  auth: tokens\n", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain + "publish:\n  always_load: false\n", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain + "publish:\n  max_tools: 20\n", {}, None) is not None
+    assert provisional_policy("127.0.0.1", "{servers: {}, security: {auth: tokens}}", {}, None) is None
+    assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_SECURITY__AUTH": "oauth"}, None) is None
+    assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_PUBLISH__ALWAYS_LOAD": "0"}, None) is None
