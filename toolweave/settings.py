@@ -247,11 +247,11 @@ class Settings(BaseSettings):
         "(`session_store_url`). A local directory needs none (an OS file lock).",
     )
     registry_lock_ttl_s: float = Field(
-        60.0,
-        ge=5,
-        description="Expiry of the Redis writer lock, counted by Redis: a writer that dies holds an "
-        "object-store registry at most this long. Renewed every sixth of it; a writer whose renewals "
-        "starved takes it back unless another writer took it meanwhile.",
+        6.0,
+        ge=3,
+        description="Lease of the Redis writer lock, counted by Redis: a writer that dies (kill -9, a lost "
+        "machine) holds an object-store registry at most this long. Renewed every sixth of it; a writer "
+        "whose renewals starved takes it back unless another writer took it meanwhile.",
     )
     registry_follow_sources: bool = Field(
         True,
