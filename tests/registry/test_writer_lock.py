@@ -13,6 +13,8 @@ import pytest
 
 from tests.redis_server import RedisServer
 from toolweave.errors import RegistryBusyError
+from toolweave.records import ToolRecord
+from toolweave.registry import Embedder, Registry
 from toolweave.registry.lock import FileLock, RedisLock
 from toolweave.settings import Settings
 
@@ -133,3 +135,31 @@ def test_a_writer_waiting_for_a_local_registry_says_which_process_holds_it(
     finally:
         holder.release()
     assert "waiting for the registry writer lock" in caplog.text
+
+
+def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_embedder: Embedder) -> None:
+    """Another writer (a replica's flush) can take the lock while an ingest embeds: the ingest holds it
+    only to write and commit. With the embedding under the lock, every probe here found it held."""
+    registry = Registry.open(tmp_path, embedder=shared_embedder)
+    probe = FileLock(tmp_path)  # another handle: a second writer of the same registry
+    free_while_embedding: list[bool] = []
+    real_embed = registry._ingest._embed
+
+    def embed(documents: list[str], progress: Any) -> Any:
+        free = probe.try_acquire()
+        if free:
+            probe.release()
+        free_while_embedding.append(free)
+        return real_embed(documents, progress)
+
+    registry._ingest._embed = embed  # type: ignore[method-assign]
+    tools = [
+        ToolRecord(id=f"bulk__op_{i}", source="bulk", name=f"op_{i}", description=f"Operation number {i}.")
+        for i in range(40)
+    ]
+    summary = registry.ingest("bulk", tools)
+    assert summary.embedded == 40
+    assert free_while_embedding == [True]
+    # and what it wrote is the registry, for another handle too
+    assert len(Registry.open(tmp_path, embedder=shared_embedder)) == 40
+    registry.close()
