@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["RedactingFilter", "display_url", "install", "redact"]
+__all__ = ["RedactingFilter", "display_url", "install", "redact", "unexpand"]
 
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<secret>[^/\s@]+)@")
 _PARAM = re.compile(
@@ -38,6 +40,30 @@ def display_url(url: str) -> str:
         return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
     except ValueError:  # not a parsable URL: say nothing about it
         return "(unparsable URL)"
+
+
+def unexpand(value: Any, references: Mapping[str, str]) -> Any:
+    """``value`` (strings, or dicts and lists of them, e.g. a tool record's data) with every value a
+    ``${VAR}`` expanded to put back as its reference (``config_values.references``): what an adapter
+    built from an expanded entry (a spec URL with ``?token=${TOKEN}``, a base URL) is stored with the
+    reference only. Longest values first, so a value inside another does not split it."""
+    if not references:
+        return value
+    ordered = sorted(references.items(), key=lambda kv: -len(kv[0]))
+
+    def clean(item: Any) -> Any:
+        if isinstance(item, str):
+            for raw, ref in ordered:
+                if raw in item:
+                    item = item.replace(raw, ref)
+            return item
+        if isinstance(item, dict):
+            return {clean(k): clean(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return type(item)(clean(v) for v in item)
+        return item
+
+    return clean(value)
 
 
 def redact(text: str) -> str:

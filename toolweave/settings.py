@@ -276,7 +276,18 @@ class Settings(BaseSettings):
         description="Tool2Vec: weight of a tool's usage vector (mean of its example queries) against its "
         "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
     )
-    usage_cap: int = Field(32, ge=1, description="Usage examples kept per tool (newest first, one per text).")
+    usage_cap: int = Field(
+        32,
+        ge=1,
+        description="Usage examples kept per tool (newest first, one per text; declared examples are never "
+        "pushed out by recorded calls).",
+    )
+    usage_keep_values: bool = Field(
+        False,
+        description="Keep the values users typed in recorded usage examples. Off: ids, numbers, emails, "
+        "URLs, dates and tokens are stored as their kind (`order <number> for <email>`), since the "
+        "registry is shared by every replica and user.",
+    )
     usage_flush_s: float = Field(
         60.0,
         gt=0,

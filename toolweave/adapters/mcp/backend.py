@@ -65,8 +65,10 @@ from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import error_result, finish_result, tools_to_records
 from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
+from toolweave.config_values import references
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
+from toolweave.redaction import unexpand
 
 __all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
 
@@ -215,7 +217,7 @@ class MCPBackend:
                 self.protocol_version = client.protocol_version
                 self._client = client
                 self._connected_at = time.monotonic()
-                await self._report(on_tools, tools_to_records(self.name, tools))
+                await self._report(on_tools, self._to_records(tools))
                 self.last_error = None
                 await self._set_available(True)
                 log.info(
@@ -287,11 +289,21 @@ class MCPBackend:
         with anyio.fail_after(self.connect_timeout_s):
             tools = await self._list(client)
         self.relists += 1
-        records = tools_to_records(self.name, tools)
+        records = self._to_records(tools)
         if only_if_changed and records == self.records:
             return False
         await self._report(on_tools, records)
         return True
+
+    def _to_records(self, tools: list[types.Tool]) -> list[ToolRecord]:
+        """The upstream's tools as records, with any value of this entry's ``${VARS}`` (a token in
+        its URL, a header, an env value the server echoes in a description) put back as its reference:
+        records go to the shared registry."""
+        records = tools_to_records(self.name, tools)
+        found = references(self.config.model_dump(), os.environ if self.environ is None else self.environ)
+        if not found:
+            return records
+        return [ToolRecord.model_validate(unexpand(r.model_dump(), found)) for r in records]
 
     async def _report(self, on_tools: ToolsCallback, records: list[ToolRecord]) -> None:
         self.records = records
