@@ -37,11 +37,34 @@ def rec(source: str, name: str, description: str = "Does a thing.", read_only: b
         ("sse https://h/sse?client_secret=s3cr3t-value", "s3cr3t-value"),
         ("params={'arguments': {'api_key': 'argvalue-1234'}}", "argvalue-1234"),
         ('data: {"arguments":{"password":"pw-json-5678"}}', "pw-json-5678"),
+        # JSON text inside an SSE chunk's JSON: escaped quotes
+        ('chunk: b\'data: {"text":"{\\"access_token\\": \\"tok-in-sse-4321\\"}"}\'', "tok-in-sse-4321"),
     ],
 )
 def test_redact_masks_url_secrets(raw: str, secret: str) -> None:
     masked = redact(raw)
     assert secret not in masked and "***" in masked
+
+
+def test_third_party_debug_lines_keep_no_mcp_message_and_concealed_values_are_references(caplog: Any) -> None:
+    """What the SDK and sse_starlette log at DEBUG holds the arguments and results of calls: the lines
+    stay, the message content goes. A value a manifest's ${VAR} expanded to is its reference anywhere."""
+    from toolweave.redaction import conceal
+
+    conceal({"specdir-unit-7731": "${SPEC_DIR}"})
+    chunk = 'chunk: b\'data: {"jsonrpc":"2.0","id":4,"result":{"structuredContent":{"acct-KEY-1":1}}}\''
+    handler = caplog.handler
+    handler.addFilter(RedactingFilter())
+    try:
+        with caplog.at_level(logging.DEBUG):
+            logging.getLogger("sse_starlette.sse").debug("%s", chunk)
+            logging.getLogger("mcp.client").debug('sending {"jsonrpc": "2.0", "method": "tools/call"}')
+            logging.getLogger("httpx").info("HTTP Request: GET http://h/specdir-unit-7731/spec.yaml")
+        text = caplog.text
+    finally:
+        handler.removeFilter(handler.filters[-1])
+    assert "acct-KEY-1" not in text and "specdir-unit-7731" not in text
+    assert "<MCP message of" in text and "method tools/call" in text and "/${SPEC_DIR}/spec.yaml" in text
 
 
 def test_filter_redacts_formatted_args_and_exceptions(caplog: Any) -> None:

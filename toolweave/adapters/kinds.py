@@ -24,6 +24,7 @@ from pydantic import BaseModel, TypeAdapter
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.config_values import interpolate_tree, local_path, references
+from toolweave.redaction import conceal
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class Configured:
         environ = os.environ if options.environ is None else options.environ
         written = self.config.model_dump() if self.kind.raw or self.raw is None else self.raw
         found = references(written, environ) if isinstance(written, dict) else {}
+        conceal(found)  # and none of them in a log line
         return self.kind.build(self.name, self.config, replace(options, references=found))
 
     def shared_spec(self) -> str:
