@@ -137,6 +137,34 @@ def test_quarantine_pins_holds_releases_and_survives_reopen(tmp_path: Path) -> N
         store.approve(["up__nope"])
 
 
+def test_a_gateway_with_a_differing_upstream_holds_the_tool_itself_and_reports_it(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """Gateways A and B share a registry; C's time server runs with another flag. C holds the tool and
+    says so once; A and B keep serving it, before and after C leaves; a gateway that has not reviewed
+    the tool yet follows the report until its own upstream answers; an approval is for the fleet."""
+    a, b = QuarantineStore(tmp_path), QuarantineStore(tmp_path)
+    tool = rec("time", "get_current_time", "Current time in a timezone (default: UTC).")
+    assert a.review("time", [tool]) == frozenset() and b.review("time", [tool]) == frozenset()
+    c = QuarantineStore(tmp_path)
+    paris = tool.model_copy(update={"description": "Current time in a timezone (default: Europe/Paris)."})
+    with caplog.at_level(logging.WARNING, logger="toolweave.registry.quarantine"):
+        assert c.review("time", [paris]) == {"time__get_current_time"}
+        assert c.review("time", [paris]) == {"time__get_current_time"}  # said once
+    [said] = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
+    assert "other gateways keep the approved one" in said and "toolweave tools quarantine" in said
+    assert a.refresh() and a.held_ids() == frozenset() and b.review("time", [tool]) == frozenset()
+    [report] = a.held()  # the operator sees the differing definition, with its diff
+    assert "Europe/Paris" in report.diff()
+    late = QuarantineStore(tmp_path)  # a gateway whose upstream has not answered yet follows the report
+    assert late.held_ids() == {"time__get_current_time"}
+    assert late.review("time", [tool]) == frozenset()  # ... until its own upstream gives the approved one
+    # an operator's approval is for the fleet, and keeps the definitions approved before
+    assert QuarantineStore(tmp_path).approve(["time__get_current_time"]) == ["time__get_current_time"]
+    assert c.refresh() and c.held_ids() == frozenset()
+    assert a.review("time", [paris]) == frozenset() and a.review("time", [tool]) == frozenset()
+
+
 def test_quarantine_holds_new_tools_when_asked(tmp_path: Path) -> None:
     store = QuarantineStore(tmp_path)
     assert store.review("up", [rec("up", "a")], hold_new=True) == {"up__a"}
