@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -163,3 +164,37 @@ def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_
     # and what it wrote is the registry, for another handle too
     assert len(Registry.open(tmp_path, embedder=shared_embedder)) == 40
     registry.close()
+
+
+def test_a_poll_does_not_wait_behind_a_write_of_its_own_process(
+    tmp_path: Any, shared_embedder: Embedder
+) -> None:
+    """A flush waiting for the writer lock (Redis down) holds the registry's write lock: the follower's
+    poll returns at once instead of waiting behind it (and reporting the store as unreachable); the
+    write catches up itself, and the next poll loads what it finds."""
+    here = Registry.open(tmp_path, embedder=shared_embedder)
+    other = Registry.open(tmp_path, embedder=shared_embedder)
+    other.ingest("theirs", [ToolRecord(id="theirs__t", source="theirs", name="t", description="A tool.")])
+    writing = threading.Event()
+    done = threading.Event()
+
+    def a_write_waiting_for_the_lock() -> None:
+        with here._state.write_lock:
+            writing.set()
+            done.wait(30)
+
+    writer = threading.Thread(target=a_write_waiting_for_the_lock)
+    writer.start()
+    try:
+        assert writing.wait(10)
+        polled: list[bool] = []
+        poll = threading.Thread(target=lambda: polled.append(here.refresh()))
+        poll.start()
+        poll.join(10)
+        assert polled == [False], "the poll waited behind this process's write"
+    finally:
+        done.set()
+        writer.join()
+    assert here.refresh() and here.find("theirs__t") is not None
+    here.close()
+    other.close()

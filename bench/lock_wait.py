@@ -1,0 +1,113 @@
+"""A long CLI ingest beside two replicas that flush: how long the replicas' flushes wait (issue 32).
+
+    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2]
+
+One local registry (the writer lock is the OS file lock; a Redis lock is taken the same way). Two
+replica processes record a usage example and flush it, over and over, each flush timed; meanwhile this
+process ingests ``--tools`` synthetic tools, as ``toolweave ingest-catalog`` does, and records how long
+it held the writer lock. The ingest embeds before it takes the lock, so the flushes should wait for the
+write and commit only, not for the embedding. Prints one markdown row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from toolweave.records import ToolRecord
+from toolweave.registry import Embedder, Registry
+from toolweave.settings import Settings
+
+REPLICA = """
+import json, sys, time
+from pathlib import Path
+from toolweave.registry import Registry
+path, stop, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+registry = Registry.open(path)
+waits, n = [], 0
+while not stop.exists():
+    n += 1
+    registry.record_usage("replica__get_weather", f"weather forecast wanted, request {chr(97 + n % 26) * 3}")
+    started = time.monotonic()
+    registry.flush_observations()
+    waits.append(time.monotonic() - started)
+    time.sleep(0.2)
+out.write_text(json.dumps(waits))
+registry.close()
+"""
+
+
+def tools(source: str, count: int) -> list[ToolRecord]:
+    return [
+        ToolRecord(
+            id=f"{source}__op{n}",
+            source=source,
+            name=f"op{n}",
+            description=f"Operation {n} of the {source} service: reads and updates records of kind {n % 97}.",
+        )
+        for n in range(count)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--replicas", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reg"
+        embedder = Embedder(Settings().embedding_model)
+        registry = Registry.open(path, embedder=embedder)
+        weather = ToolRecord(
+            id="replica__get_weather", source="replica", name="get_weather", description="Weather."
+        )
+        registry.ingest("replica", [weather])
+        lock = registry._state.db.lock
+        held: list[float] = []
+        real_acquire, real_release = lock.try_acquire, lock.release
+        taken = [0.0]
+
+        def try_acquire() -> bool:
+            got = real_acquire()
+            if got and not taken[0]:
+                taken[0] = time.monotonic()
+            return got
+
+        def release() -> None:
+            if taken[0]:
+                held.append(time.monotonic() - taken[0])
+                taken[0] = 0.0
+            real_release()
+
+        lock.try_acquire, lock.release = try_acquire, release  # type: ignore[method-assign]
+        stop = Path(tmp) / "stop"
+        outs = [Path(tmp) / f"replica{n}.json" for n in range(args.replicas)]
+        procs = [
+            subprocess.Popen([sys.executable, "-c", REPLICA, str(path), str(stop), str(out)]) for out in outs
+        ]
+        time.sleep(20)  # the replicas open the registry and flush a few times
+        started = time.monotonic()
+        summary = registry.ingest("bulk", tools("bulk", args.tools))
+        seconds = time.monotonic() - started
+        time.sleep(3)
+        stop.touch()
+        for proc in procs:
+            proc.wait(120)
+        waits = [w for out in outs for w in json.loads(out.read_text())]
+        registry.close()
+    print("| tools | ingest s | longest lock hold s (ingest) | replica flushes | flush p50 s | flush max s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {summary.embedded} | {seconds:.1f} | {max(held):.1f} | {len(waits)} | "
+        f"{statistics.median(waits):.2f} | {max(waits):.2f} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
