@@ -112,7 +112,7 @@ def test_a_writer_waiting_for_the_lock_says_what_it_waits_for(
             caplog.at_level(logging.WARNING, logger="toolweave.registry.lock"),
             pytest.raises(RegistryBusyError, match="held by pid"),
         ):
-            waiter.acquire(timeout_s=3)
+            waiter.acquire(timeout_s=6.5)
     finally:
         holder.release()
     said = [r.getMessage() for r in caplog.records]
@@ -132,7 +132,7 @@ def test_a_writer_waiting_for_a_local_registry_says_which_process_holds_it(
             caplog.at_level(logging.WARNING, logger="toolweave.registry.lock"),
             pytest.raises(RegistryBusyError, match="held by pid"),
         ):
-            waiter.acquire(timeout_s=2.5)
+            waiter.acquire(timeout_s=6)
     finally:
         holder.release()
     assert "waiting for the registry writer lock" in caplog.text

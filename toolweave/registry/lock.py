@@ -61,8 +61,9 @@ LOCK_FILE = ".writer.lock"
 """The lock file in a local registry directory (not a table: LanceDB ignores it)."""
 _POLL_S = (0.02, 0.5)
 """Back-off between attempts to take a busy lock (first, longest)."""
-_SAY_AFTER_S = 2.0
-"""A writer that has waited this long for the lock logs what it waits for."""
+_SAY_AFTER_S = 5.0
+"""A writer that has waited this long for the lock logs what it waits for (a flush behind another
+replica's write waits a second or two: no line for that)."""
 REDIS_IO_TIMEOUT_S = 2.0
 """Connect and read deadline of one Redis command of the lock (a hung Redis fails the write, cleanly)."""
 
