@@ -1,6 +1,7 @@
 """A long CLI ingest beside two replicas that flush: how long the flushes wait for the writer lock.
 
     .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2]
+    .venv/bin/python bench/lock_wait.py --redis   # the Redis lease: paused Redis, holder killed with -9
 
 One local registry (the writer lock is the OS file lock; a Redis lock is taken the same way). Two
 replica processes record a usage example and flush it, over and over, each flush timed; meanwhile this
@@ -55,11 +56,60 @@ def tools(source: str, count: int) -> list[ToolRecord]:
     ]
 
 
+def redis_lease() -> None:
+    """Seconds until the next writer holds the lock: after a lock request sent to a paused Redis (then
+    resumed), and after the holder was killed with -9 (a real redis-server, default lease)."""
+    import shutil
+
+    from tests.redis_server import RedisServer
+    from toolweave.registry.lock import RedisLock
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(binary, Path(tmp))
+        server.start()
+        try:
+            ttl = Settings().registry_lock_ttl_s
+            first = RedisLock(server.url, "s3://bench/reg", ttl)
+            first._client.ping()
+            server.pause()
+            first.try_acquire()  # times out
+            server.resume()
+            started = time.monotonic()
+            RedisLock(server.url, "s3://bench/reg", ttl).acquire(120)
+            paused = time.monotonic() - started
+            code = (
+                "import sys, time; from toolweave.registry.lock import RedisLock; "
+                "lock = RedisLock(sys.argv[1], 's3://bench/other', float(sys.argv[2])); "
+                "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)"
+            )
+            holder = subprocess.Popen(
+                [sys.executable, "-c", code, server.url, str(ttl)], stdout=subprocess.PIPE
+            )
+            assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+            holder.kill()
+            holder.wait()
+            started = time.monotonic()
+            RedisLock(server.url, "s3://bench/other", ttl).acquire(120)
+            killed = time.monotonic() - started
+        finally:
+            server.kill()
+    print("| lease s | next writer after a paused Redis resumed, s | after kill -9 of the holder, s |")
+    print("|---:|---:|---:|")
+    print(f"| {ttl:g} | {paused:.2f} | {killed:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--redis", action="store_true", help="measure the Redis lease instead")
     args = parser.parse_args()
+    if args.redis:
+        redis_lease()
+        return
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "reg"
         embedder = Embedder(Settings().embedding_model)
