@@ -23,6 +23,7 @@ __all__ = [
     "is_uri",
     "local_path",
     "missing_vars",
+    "references",
     "resolve_path",
 ]
 
@@ -36,6 +37,34 @@ def missing_vars(value: str, environ: Mapping[str, str]) -> list[str]:
         if name is not None and default is None and name not in environ:
             missing.append(name)
     return missing
+
+
+MIN_REFERENCED_CHARS = 4
+"""A value expanded from ``${VAR}`` shorter than this is not looked for in records (``1``, ``on``,
+``443`` occur everywhere; a secret or a host is longer)."""
+
+
+def references(value: Any, environ: Mapping[str, str]) -> dict[str, str]:
+    """The values ``${VAR}`` references in ``value`` (a string, or dicts and lists of them) expand to
+    from ``environ``, each mapped back to its reference (``"s3cr3t" -> "${TOKEN}"``): what must not be
+    stored where the entry's expansion could end up (tool records, the registry). Defaults written in
+    the entry are not included (they are in the manifest already), nor values shorter than
+    ``MIN_REFERENCED_CHARS``."""
+    out: dict[str, str] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, str) and "${" in item:
+            for m in _VAR.finditer(item):
+                name = m.group(1)
+                got = environ.get(name) if name is not None else None
+                if got and len(got) >= MIN_REFERENCED_CHARS:
+                    out.setdefault(got, "${" + name + "}")
+    return out
 
 
 def interpolate(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:

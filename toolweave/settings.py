@@ -281,11 +281,11 @@ class Settings(BaseSettings):
         "(`session_store_url`). A local directory needs none (an OS file lock).",
     )
     registry_lock_ttl_s: float = Field(
-        60.0,
-        ge=5,
-        description="Expiry of the Redis writer lock, counted by Redis: a writer that dies holds an "
-        "object-store registry at most this long. Renewed every sixth of it; a writer whose renewals "
-        "starved takes it back unless another writer took it meanwhile.",
+        6.0,
+        ge=3,
+        description="Lease of the Redis writer lock, counted by Redis: a writer that dies (kill -9, a lost "
+        "machine) holds an object-store registry at most this long. Renewed every sixth of it; a writer "
+        "whose renewals starved takes it back unless another writer took it meanwhile.",
     )
     registry_follow_sources: bool = Field(
         True,
@@ -312,7 +312,18 @@ class Settings(BaseSettings):
         description="Tool2Vec: weight of a tool's usage vector (mean of its example queries) against its "
         "text vector; 0 = off, examples then go into the tool document (switching needs a reindex).",
     )
-    usage_cap: int = Field(32, ge=1, description="Usage examples kept per tool (newest first, one per text).")
+    usage_cap: int = Field(
+        32,
+        ge=1,
+        description="Usage examples kept per tool (newest first, one per text; declared examples are never "
+        "pushed out by recorded calls).",
+    )
+    usage_keep_values: bool = Field(
+        False,
+        description="Keep the values users typed in recorded usage examples. Off: ids, numbers, emails, "
+        "URLs, dates and tokens are stored as their kind (`order <number> for <email>`), since the "
+        "registry is shared by every replica and user.",
+    )
     usage_flush_s: float = Field(
         60.0,
         gt=0,

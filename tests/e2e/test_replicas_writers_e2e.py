@@ -134,7 +134,8 @@ async def test_four_writers_on_one_s3_registry_commit_whole_and_lose_nothing(
             await poll_async(ready, "the replica serves its upstream")
 
         queries = {
-            name: [f"echo back the {name} greeting number {n} please" for n in range(CALLS)]
+            # words, not numbers: numbers users type are stored as <number>
+            name: [f"echo back the {name} greeting {chr(ord('a') + n) * 3} please" for n in range(CALLS)]
             for name in ("alpha", "beta")
         }
         results: dict[str, tuple[int, dict[str, int]]] = {}

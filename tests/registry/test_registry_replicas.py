@@ -269,7 +269,7 @@ def test_a_follower_loads_what_commits_changed_not_the_whole_registry(
     full = follower._state.full_loads
 
     for n in range(3):  # usage flushes: what every replica's calls cause, once per usage_flush_s
-        assert writer.record_usage("demo__get_stock_price", f"price of share number {n}")
+        assert writer.record_usage("demo__get_stock_price", f"price of share {'abc'[n]}")
         assert writer.flush_observations()
     assert follower.refresh()
     changed = tool("get_stock_ticker", "Find the ticker symbol of a listed company.")

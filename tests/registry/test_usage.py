@@ -14,7 +14,7 @@ from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
 from toolweave.registry.observations import Observations, UsageCall
-from toolweave.registry.usage import UsageExample, UsageTable, fuse_usage, merge_examples
+from toolweave.registry.usage import UsageExample, UsageTable, abstract_values, fuse_usage, merge_examples
 from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -40,6 +40,11 @@ EXAMPLES = ("transfer money from checking to savings", "move cash into my saving
 def rank_of(reg: Registry, tool_id: str, query: str = QUERY) -> int:
     ids = [r.tool_id for r in retrieve_tools(reg, query, VECTOR)]
     return ids.index(tool_id) if tool_id in ids else len(ids)
+
+
+def word(n: int) -> str:
+    """A different word per ``n`` (numbers in a recorded query are stored as ``<number>``)."""
+    return chr(ord("a") + n) * 3
 
 
 def ex(query: str, at: int, origin: str = "call") -> UsageExample:
@@ -127,14 +132,14 @@ def test_a_call_commits_nothing_and_one_flush_commits_every_buffered_call(
         patch.setattr(reg._state.db, "commit", no_store)
         patch.setattr(reg._state.db.lock, "acquire", no_store)
         for n, t in enumerate(TOOLS * 4):
-            assert reg.record_usage(t.id, f"request number {n} for {t.name}") is True
+            assert reg.record_usage(t.id, f"request {word(n)} for {t.name}") is True
     assert committed_generation(reg.path) == generation
     assert stored_examples(reg.path, "demo__ledger_post") == []
 
     assert reg.flush_observations() is True
     assert committed_generation(reg.path) == generation + 1  # twenty calls, one commit
     assert stored_examples(reg.path, "demo__ledger_post") == [
-        f"request number {n} for ledger_post" for n in (15, 10, 5, 0)
+        f"request {word(n)} for ledger_post" for n in (15, 10, 5, 0)
     ]
     assert reg.flush_observations() is False  # nothing buffered: nothing written
     assert committed_generation(reg.path) == generation + 1
@@ -323,3 +328,55 @@ def test_discard_forgets_the_tools_made_private() -> None:
     buffer.add_usage(call("demo__x", "hello", 2))
     buffer.discard(lambda tool_id: tool_id.startswith("vault__"))
     assert [c.tool_id for c in buffer.take().usage] == ["demo__x"]
+
+
+def test_values_users_typed_are_stored_as_their_kind() -> None:
+    assert abstract_values("Please check the status of my order with id 12446") == (
+        "Please check the status of my order with id <number>"
+    )
+    assert abstract_values("my user id is 'USR005', mail bob.smith@example.com") == (
+        "my user id is '<id>', mail <email>"
+    )
+    assert abstract_values("use key sk_live_4eC39HqLyjWDarjtT1zdp7dc on https://x.test/a?b=1") == (
+        "use key <token> on <url>"
+    )
+    assert abstract_values("flights on 2024-05-01 for ORD-7731, call +1 (555) 123-4567") == (
+        "flights on <date> for <id>, call <phone>"
+    )
+    assert abstract_values("weather in Paris on the 1st, as mp3") == "weather in Paris on the 1st, as mp3"
+
+
+def test_declared_examples_are_never_pushed_out_by_recorded_calls() -> None:
+    declared = [ex("declared one", 1, "example"), ex("declared two", 2, "example")]
+    calls = [ex(f"call {word(n)}", 10 + n) for n in range(5)]
+    merged = merge_examples(declared, calls, cap=3)
+    assert [e.query for e in merged] == ["call eee", "declared two", "declared one"]
+    # a call of the same text as a declared example does not take its place
+    again = merge_examples(merged, [ex("Declared One", 99)], cap=3)
+    assert {(e.query, e.origin) for e in again} >= {("declared one", "example"), ("declared two", "example")}
+
+
+@pytest.mark.integration
+def test_recorded_examples_age_by_count_and_hold_no_typed_values(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    """A replica whose clock runs a day ahead does not keep its examples over newer ones; the
+    manifest's declared examples stay whatever is recorded; what users typed is stored as its kind."""
+    settings = Settings(usage_cap=3)
+    declared = tool("ledger_post", "Post a journal entry between two ledger accounts.", examples=EXAMPLES[:1])
+    ahead = Registry.open(tmp_path / "r", embedder=shared_embedder, settings=settings)
+    ahead.ingest("demo", [declared, *TOOLS[1:]])
+    ahead_ns = time.time_ns() + 86_400 * 10**9
+    ahead._usage._observations.add_usage(UsageCall("demo__ledger_post", "from the replica ahead", ahead_ns))
+    assert ahead.flush_observations()
+    on_time = Registry.open(tmp_path / "r", embedder=shared_embedder, settings=settings)
+    for n in range(3):
+        assert on_time.record_usage("demo__ledger_post", f"post {word(n)} for user USR005 to bob@example.com")
+        assert on_time.flush_observations()
+    stored = stored_examples(on_time.path, "demo__ledger_post")
+    assert stored[0] == "post ccc for user <id> to <email>"  # the newest by count, not by clock
+    assert "from the replica ahead" not in stored  # pushed out by the later calls
+    assert EXAMPLES[0] in stored  # the declared example stays
+    assert not [q for q in stored if "USR005" in q or "bob@" in q]
+    ahead.close()
+    on_time.close()

@@ -37,11 +37,34 @@ def rec(source: str, name: str, description: str = "Does a thing.", read_only: b
         ("sse https://h/sse?client_secret=s3cr3t-value", "s3cr3t-value"),
         ("params={'arguments': {'api_key': 'argvalue-1234'}}", "argvalue-1234"),
         ('data: {"arguments":{"password":"pw-json-5678"}}', "pw-json-5678"),
+        # JSON text inside an SSE chunk's JSON: escaped quotes
+        ('chunk: b\'data: {"text":"{\\"access_token\\": \\"tok-in-sse-4321\\"}"}\'', "tok-in-sse-4321"),
     ],
 )
 def test_redact_masks_url_secrets(raw: str, secret: str) -> None:
     masked = redact(raw)
     assert secret not in masked and "***" in masked
+
+
+def test_third_party_debug_lines_keep_no_mcp_message_and_concealed_values_are_references(caplog: Any) -> None:
+    """What the SDK and sse_starlette log at DEBUG holds the arguments and results of calls: the lines
+    stay, the message content goes. A value a manifest's ${VAR} expanded to is its reference anywhere."""
+    from toolweave.redaction import conceal
+
+    conceal({"specdir-unit-7731": "${SPEC_DIR}"})
+    chunk = 'chunk: b\'data: {"jsonrpc":"2.0","id":4,"result":{"structuredContent":{"acct-KEY-1":1}}}\''
+    handler = caplog.handler
+    handler.addFilter(RedactingFilter())
+    try:
+        with caplog.at_level(logging.DEBUG):
+            logging.getLogger("sse_starlette.sse").debug("%s", chunk)
+            logging.getLogger("mcp.client").debug('sending {"jsonrpc": "2.0", "method": "tools/call"}')
+            logging.getLogger("httpx").info("HTTP Request: GET http://h/specdir-unit-7731/spec.yaml")
+        text = caplog.text
+    finally:
+        handler.removeFilter(handler.filters[-1])
+    assert "acct-KEY-1" not in text and "specdir-unit-7731" not in text
+    assert "<MCP message of" in text and "method tools/call" in text and "/${SPEC_DIR}/spec.yaml" in text
 
 
 def test_filter_redacts_formatted_args_and_exceptions(caplog: Any) -> None:
@@ -112,6 +135,34 @@ def test_quarantine_pins_holds_releases_and_survives_reopen(tmp_path: Path) -> N
     assert store.review("up", [clean, other, poisoned]) == frozenset()  # approved definition is pinned
     with pytest.raises(Exception, match="not in quarantine"):
         store.approve(["up__nope"])
+
+
+def test_a_gateway_with_a_differing_upstream_holds_the_tool_itself_and_reports_it(
+    tmp_path: Path, caplog: Any
+) -> None:
+    """Gateways A and B share a registry; C's time server runs with another flag. C holds the tool and
+    says so once; A and B keep serving it, before and after C leaves; a gateway that has not reviewed
+    the tool yet follows the report until its own upstream answers; an approval is for the fleet."""
+    a, b = QuarantineStore(tmp_path), QuarantineStore(tmp_path)
+    tool = rec("time", "get_current_time", "Current time in a timezone (default: UTC).")
+    assert a.review("time", [tool]) == frozenset() and b.review("time", [tool]) == frozenset()
+    c = QuarantineStore(tmp_path)
+    paris = tool.model_copy(update={"description": "Current time in a timezone (default: Europe/Paris)."})
+    with caplog.at_level(logging.WARNING, logger="toolweave.registry.quarantine"):
+        assert c.review("time", [paris]) == {"time__get_current_time"}
+        assert c.review("time", [paris]) == {"time__get_current_time"}  # said once
+    [said] = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
+    assert "other gateways keep the approved one" in said and "toolweave tools quarantine" in said
+    assert a.refresh() and a.held_ids() == frozenset() and b.review("time", [tool]) == frozenset()
+    [report] = a.held()  # the operator sees the differing definition, with its diff
+    assert "Europe/Paris" in report.diff()
+    late = QuarantineStore(tmp_path)  # a gateway whose upstream has not answered yet follows the report
+    assert late.held_ids() == {"time__get_current_time"}
+    assert late.review("time", [tool]) == frozenset()  # ... until its own upstream gives the approved one
+    # an operator's approval is for the fleet, and keeps the definitions approved before
+    assert QuarantineStore(tmp_path).approve(["time__get_current_time"]) == ["time__get_current_time"]
+    assert c.refresh() and c.held_ids() == frozenset()
+    assert a.review("time", [paris]) == frozenset() and a.review("time", [tool]) == frozenset()
 
 
 def test_quarantine_holds_new_tools_when_asked(tmp_path: Path) -> None:

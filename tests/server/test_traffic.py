@@ -41,6 +41,28 @@ def test_a_value_from_a_result_in_a_later_argument_is_a_sighting_with_its_field(
     assert flows(got) == [("shop__reorder", "skus", "shop__list", "items[].sku", 1.0)]
 
 
+def test_keys_that_are_values_are_abstracted_in_field_paths() -> None:
+    """A result keyed by values (account ids, emails, dates) gives paths with ``*`` in their place: the
+    path is stored in the registry, and a key is as observed as a value."""
+    seen = TrafficObserver()
+    accounts = {"accounts": {"acct-KEYLEAK-5521": {"account_id": "AC-99812"}, "USR005": {"n": 12446}}}
+    seen.observe("s", "bank__list_accounts", {}, result(accounts), 1)
+    seen.observe("s", "mail__inbox", {}, result({"bob@example.com": {"msg_id": "M-77123"}}), 2)
+    got = seen.observe("s", "bank__balance", {"account_id": "AC-99812", "num": 12446}, result({}), 3)
+    got += seen.observe("s", "mail__read", {"a.b@example.com": "M-77123"}, result({}), 4)
+    assert sorted((s.parameter, s.field) for s in got if s.parameter) == [
+        ("*", "*.msg_id"),
+        ("account_id", "accounts.*.account_id"),
+        ("num", "accounts.*.n"),
+    ]
+    assert traffic.leaves({"2024-01-01": 1, "userName": 2, "v2": 3, "x" * 41: 4}, 10) == [
+        ("*", 1),
+        ("userName", 2),
+        ("v2", 3),
+        ("*", 4),
+    ]
+
+
 def test_trivial_values_are_no_evidence() -> None:
     for value in (True, False, None, 0, 1, 7, -3, 0.5, "", "ok", "no", "success", "ab", "  x "):
         assert specificity(value) == 0.0, value

@@ -12,8 +12,9 @@ when the first backend of its kind is built, after the gateway answered the hand
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -22,7 +23,8 @@ from pydantic import BaseModel, TypeAdapter
 
 from toolweave.adapters.mcp.config import HttpServer, ServerConfig, SseServer, StdioServer
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
-from toolweave.config_values import interpolate_tree, local_path
+from toolweave.config_values import interpolate_tree, local_path, references
+from toolweave.redaction import conceal
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
@@ -42,6 +44,9 @@ class BuildOptions:
     on_status: StatusCallback | None = None
     environ: Mapping[str, str] | None = None
     """Where ``${VARS}`` are read when connecting (default: the process environment)."""
+    references: Mapping[str, str] = field(default_factory=dict)
+    """The values this entry's ``${VARS}`` expanded to, each to its reference: the backend reports its
+    records with the references (``redaction.unexpand``), never the values (set by ``Configured.build``)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,11 @@ class Configured:
     raw: Mapping[str, Any] | None = None
 
     def build(self, options: BuildOptions) -> Backend:
-        return self.kind.build(self.name, self.config, options)
+        environ = os.environ if options.environ is None else options.environ
+        written = self.config.model_dump() if self.kind.raw or self.raw is None else self.raw
+        found = references(written, environ) if isinstance(written, dict) else {}
+        conceal(found)  # and none of them in a log line
+        return self.kind.build(self.name, self.config, replace(options, references=found))
 
     def shared_spec(self) -> str:
         """The entry as replicas share it (the registry's ``sources`` table): its raw text, never a value
@@ -200,6 +209,7 @@ def _build_openapi(name: str, config: OpenAPISourceConfig, options: BuildOptions
     return OpenAPIBackend(
         config,
         environ=options.environ,
+        references=options.references,
         on_status=options.on_status,
         max_read_bytes=options.settings.max_result_bytes,
         call_timeout_s=options.settings.call_timeout_s,

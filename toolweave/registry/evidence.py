@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +40,9 @@ __all__ = [
     "EvidenceKey",
     "Sighting",
     "Sketch",
+    "abstract_path",
     "confidence",
+    "field_name",
     "merge_sightings",
     "session_hash",
 ]
@@ -55,6 +58,33 @@ SKETCH_SIZE = 32
 beyond, where confidence has long stopped growing."""
 
 _HASH_SPACE = 1 << 63
+
+_FIELD_NAME = re.compile(r"(?!.*\d{3})[A-Za-z_][A-Za-z0-9_]{0,39}")
+"""What a field name looks like: an identifier (``account_id``, ``userName``, ``v2``) with no run of
+three digits (``USR005``, ``order12446`` are values used as keys) and not longer than 40 characters
+(hashes, tokens)."""
+ANY_KEY = "*"
+"""What a key that is a value becomes in a field path: ``accounts.*.account_id``."""
+
+
+def field_name(key: str) -> str:
+    """``key`` if it looks like a field name, else ``*``: results keyed by values (``{"acct-5521":
+    {...}}``, emails, ids, dates) must not put those values into what the registry stores."""
+    return key if _FIELD_NAME.fullmatch(key) else ANY_KEY
+
+
+def abstract_path(path: str) -> str:
+    """A dotted field path (``accounts.acct-5521.ids[]``) with every key that is a value abstracted
+    (``accounts.*.ids[]``). Paths are built with keys checked already (``toolweave.server.traffic``);
+    this is the last check before a path is stored, and cleans rows written before it existed."""
+    if not path:
+        return path
+    out = []
+    for segment in path.split("."):
+        name = segment.rstrip("[]")
+        out.append(field_name(name) + segment[len(name) :] if name else segment)
+    return ".".join(out)
+
 
 EvidenceKey = tuple[str, str, str]
 """``(consumer, parameter, producer)``: parameter ``""`` for sequence evidence, producer ``""`` for the

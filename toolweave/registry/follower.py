@@ -207,7 +207,12 @@ class Follower:
         state = self._state
         if self.current():
             return False
-        with state.write_lock:
+        # a write of this process under way (a flush waiting for the fleet's writer lock while Redis is
+        # down, an ingest) catches up with the newest commit itself: the poll does not wait behind it
+        # (it would report the store as unreachable when only the lock is), and the next poll follows
+        if not state.write_lock.acquire(blocking=False):
+            return False
+        try:
             head = state.db.reread_head()
             if head.generation == state.loaded_generation:
                 return False
@@ -220,6 +225,8 @@ class Follower:
                 return False
             full = state.full_loads
             self.follow(head)
+        finally:
+            state.write_lock.release()
         how = "everything" if state.full_loads > full else "its changes"
         log.info("registry %s: loaded generation %d (%s): %s", state.path, head.generation, head.action, how)
         return True

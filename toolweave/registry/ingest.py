@@ -95,6 +95,17 @@ class Ingest:
                 summary.edges = sum(1 for e in state.edges if e.tool in ids)
                 summary.seconds = time.perf_counter() - started
                 return summary
+            ahead = [
+                tool_document(t, with_examples=not state.usage_on)
+                for t in tools
+                if state.snap.hashes.get(t.id) != t.content_hash
+            ]
+        # embedding is the long part of an ingest (minutes at 10k on a busy machine): done before the
+        # fleet's writer lock, which is then held only to write and commit, so replicas' flushes wait
+        # seconds, not the embedding. A tool another writer changed meanwhile is embedded under the lock.
+        # Alone on every core, before inference: onnxruntime's threads work in lockstep, and our Python
+        # beside them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md).
+        embedded = dict(zip(ahead, self._embed(ahead, progress), strict=True)) if ahead else {}
         with state.write_lock, self._commits.writer(rollback=False):
             snap = state.snap
             incoming = self._check_batch(source, tools)
@@ -118,9 +129,10 @@ class Ingest:
                 summary.removed = len(removed)
 
                 documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
-                # alone on every core: onnxruntime's threads work in lockstep, and our Python beside
-                # them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md)
-                vectors = self._embed(documents, progress)
+                late = [d for d in documents if d not in embedded]
+                if late:
+                    embedded.update(zip(late, self._embed(late, None), strict=True))
+                vectors = [embedded[d] for d in documents]
                 summary.embedded = len(changed)
                 orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})
                 graph_changed = self._update_graph(

@@ -28,7 +28,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.registry.evidence import Evidence, EvidenceKey, Sighting, Sketch, merge_sightings
+from toolweave.registry.evidence import (
+    Evidence,
+    EvidenceKey,
+    Sighting,
+    Sketch,
+    abstract_path,
+    field_name,
+    merge_sightings,
+)
 from toolweave.registry.observations import Batch, Observations
 from toolweave.registry.overrides import held
 from toolweave.registry.state import RegistryState
@@ -194,7 +202,8 @@ def learned_edge(row: Evidence, confidence: float) -> DependencyEdge:
             confidence=confidence,
             evidence=counts,
         )
-    taken = f"{row.producer}'s {row.field}" if row.field else f"{row.producer}'s result"
+    field = abstract_path(row.field)
+    taken = f"{row.producer}'s {field}" if field else f"{row.producer}'s result"
     return DependencyEdge(
         tool=row.consumer,
         depends_on=row.producer,
@@ -214,9 +223,9 @@ def _day(ns: int) -> str:
 def _row(e: Evidence) -> dict[str, Any]:
     return {
         "consumer": e.consumer,
-        "parameter": e.parameter,
+        "parameter": field_name(e.parameter) if e.parameter else "",
         "producer": e.producer,
-        "field": e.field,
+        "field": abstract_path(e.field),
         "sightings": e.sightings,
         "sessions": list(e.sessions.hashes),
         "adjacent": list(e.adjacent.hashes),
@@ -229,9 +238,9 @@ def _row(e: Evidence) -> dict[str, Any]:
 def _evidence(row: dict[str, Any]) -> Evidence:
     return Evidence(
         consumer=row["consumer"],
-        parameter=row["parameter"],
+        parameter=field_name(row["parameter"]) if row["parameter"] else "",
         producer=row["producer"],
-        field=row["field"] or "",
+        field=abstract_path(row["field"] or ""),
         sightings=int(row["sightings"] or 0),
         sessions=Sketch(tuple(row["sessions"] or ())),
         adjacent=Sketch(tuple(row["adjacent"] or ())),

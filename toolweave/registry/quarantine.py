@@ -4,16 +4,23 @@ The state is a LanceDB table (``quarantine``) in the registry's own database dir
 table, so it survives restarts, is shared by the gateway and the ``toolweave tools`` commands, and moves
 with the registry (object storage included). One row per tool id:
 
-* ``status``: ``approved`` or ``held``;
-* ``pinned_hash`` / ``pinned``: the approved definition (hash and JSON), empty while never approved;
-* ``current_hash`` / ``current``: the definition last reported by the source;
-* ``reasons``: why it is held (scanner findings, "definition changed", "new tool held for review").
+* ``pinned_hash`` / ``pinned``: the approved definitions (space-separated hashes: an operator may
+  approve several, one per replica's upstream) and the last approved one's JSON; empty while never
+  approved;
+* ``status`` / ``current_hash`` / ``current`` / ``reasons``: the last definition a gateway reported
+  with what it decided (``approved`` or ``held``, and why: scanner findings, "definition changed", "new
+  tool held for review"), for ``toolweave tools quarantine`` and its diff.
 
-``review`` runs on every tool list a source reports: an unknown tool is scanned and approved (or held
-when flagged, or when its source holds new tools); an approved tool whose definition hash changed (a
-"rug pull") is held with the old definition kept for the diff; a held tool whose definition returns to
-the pinned one is released. ``approve`` pins the current definition. Held tools stay in the registry
-(so they can be reviewed and diffed) but the gateway never retrieves, publishes or runs them.
+``review`` runs on every tool list a source reports: an unknown tool is scanned and approved (pinned)
+or held when flagged, or when its source holds new tools; an approved tool whose definition is not
+one of the pinned ones (a "rug pull") is held; a held tool whose definition returns to a pinned one is
+released. **What is held is decided per gateway, from its own upstream's definition**: a gateway whose
+upstream differs (another version, another flag) holds the tool itself and reports it (one log line,
+the row for ``toolweave tools quarantine``), while replicas whose upstream still gives an approved
+definition keep serving it; a row another gateway wrote applies here only to tools this gateway has not
+reviewed itself yet. ``approve`` pins the current definition for the whole fleet. Held tools stay in
+the registry (so they can be reviewed and diffed) but the gateway that holds them never retrieves,
+publishes or runs them.
 """
 
 from __future__ import annotations
@@ -96,6 +103,49 @@ class HeldTool:
         )
 
 
+_MAX_PINS = 8
+"""Approved definitions kept per tool (one per upstream version or flag a fleet runs, and then some)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A tool as this gateway's upstream defines it."""
+
+    digest: str
+    findings: tuple[str, ...]
+    hold_new: bool
+
+
+def _pins(row: Mapping[str, Any] | None) -> set[str]:
+    return set((row["pinned_hash"] or "").split()) if row is not None else set()
+
+
+def _row(
+    tool_id: str,
+    source: str,
+    status: str,
+    old: Mapping[str, Any] | None,
+    text: str,
+    digest: str,
+    reasons: list[str],
+    now: float,
+    *,
+    pin: bool = False,
+) -> dict[str, Any]:
+    """A quarantine row reporting ``text`` (pins kept from ``old``, or ``digest`` pinned with ``pin``)."""
+    return {
+        "id": tool_id,
+        "source": source,
+        "status": status,
+        "pinned_hash": digest if pin else (old["pinned_hash"] if old else ""),
+        "pinned": text if pin else (old["pinned"] if old else ""),
+        "current_hash": digest,
+        "current": text,
+        "reasons": json.dumps(reasons),
+        "updated_at": now,
+    }
+
+
 class QuarantineStore:
     """The quarantine table of the registry in ``directory``."""
 
@@ -108,6 +158,9 @@ class QuarantineStore:
             # exist_ok: replicas sharing the registry may create it at the same moment
             self._table = self._db.create_table(TABLE_NAME, schema=_SCHEMA, exist_ok=True)
         self._rows: dict[str, dict[str, Any]] = {}
+        self._mine: dict[str, _View] = {}
+        """Tool id -> this gateway's own view of it (from its upstreams' lists): what it holds."""
+        self._said: set[tuple[str, str]] = set()
         self._version = -1
         self.refresh()
 
@@ -124,7 +177,18 @@ class QuarantineStore:
             return True
 
     def held_ids(self) -> frozenset[str]:
-        return frozenset(i for i, row in self._rows.items() if row["status"] == "held")
+        """The tools this gateway holds: those it reviewed, by its own upstreams' definitions; the
+        others as the table says (another gateway's report, until this one reviews them)."""
+        mine = self._mine
+        here = {i for i, view in mine.items() if self._held_here(i, view)}
+        reported = {i for i, row in self._rows.items() if i not in mine and row["status"] == "held"}
+        return frozenset(here | reported)
+
+    def _held_here(self, tool_id: str, view: _View) -> bool:
+        pins = _pins(self._rows.get(tool_id))
+        if view.digest in pins:
+            return False
+        return bool(view.findings) or bool(pins) or view.hold_new
 
     def held(self) -> list[HeldTool]:
         return [
@@ -149,7 +213,9 @@ class QuarantineStore:
         other_tools: Collection[str] = (),
         max_description_chars: int = 4000,
     ) -> frozenset[str]:
-        """Pin, hold or release ``source``'s current tools; returns the ids now held."""
+        """Pin, hold or release ``source``'s current tools, as this gateway sees them; returns the ids
+        it holds now. Writes a row only for a new tool, or for what this gateway holds and the table
+        does not report yet (a report, never a decision for the other gateways)."""
         self.refresh()
         others = frozenset(other_tools)
         now = time.time()
@@ -157,46 +223,50 @@ class QuarantineStore:
         for record in tools:
             digest = definition_hash(record)
             row = self._rows.get(record.id)
-            if row is not None and row["current_hash"] == digest and row["source"] == source:
+            known = self._mine.get(record.id)
+            if known is not None and known.digest == digest and row is not None and row["source"] == source:
                 continue  # nothing new about this tool
-            text = _dump(definition(record))
             findings = scan_tool(record, other_tools=others, max_description_chars=max_description_chars)
-            reasons = [str(f) for f in findings]
-            pinned_hash = row["pinned_hash"] if row else ""
-            if findings:
-                status = "held"
-            elif row is None:
-                status = "held" if hold_new else "approved"
-                reasons = ["new tool held for review"] if hold_new else []
-            elif pinned_hash == digest:
-                status = "approved"  # back to what was approved
-            elif pinned_hash:
-                status, reasons = "held", ["definition changed since it was approved"]
-            else:
-                status, reasons = "held", ["new tool held for review"]
-            if status == "approved":
-                pinned_hash = digest
-            changed.append(
-                {
-                    "id": record.id,
-                    "source": source,
-                    "status": status,
-                    "pinned_hash": pinned_hash,
-                    "pinned": text if status == "approved" else (row["pinned"] if row else ""),
-                    "current_hash": digest,
-                    "current": text,
-                    "reasons": json.dumps(reasons),
-                    "updated_at": now,
-                }
-            )
-            if status == "held":
-                log.warning("quarantined %s: %s", record.id, "; ".join(reasons))
+            view = _View(digest, tuple(str(f) for f in findings), hold_new)
+            self._mine[record.id] = view
+            pins = _pins(row)
+            held = self._held_here(record.id, view)
+            text = _dump(definition(record))
+            if held:
+                reasons = list(view.findings) or (
+                    ["definition changed since it was approved"] if pins else ["new tool held for review"]
+                )
+                if row is None or (row["current_hash"], row["status"]) != (digest, "held"):
+                    changed.append(_row(record.id, source, "held", row, text, digest, reasons, now))
+                self._say_held(record.id, digest, reasons, bool(pins))
+            elif row is None:  # first seen anywhere: its definition is the approved one
+                changed.append(_row(record.id, source, "approved", None, text, digest, [], now, pin=True))
+            elif row["status"] == "held" and row["current_hash"] in {digest, known.digest if known else ""}:
+                # what this gateway reported held is approved now (back to a pinned definition)
+                changed.append(_row(record.id, source, "approved", row, text, digest, [], now))
         self._write(changed)
         ids = {t.id for t in tools}
         return frozenset(i for i in self.held_ids() if i in ids)
 
+    def _say_held(self, tool_id: str, digest: str, reasons: list[str], approved_before: bool) -> None:
+        """One log line per definition held here."""
+        if (tool_id, digest) in self._said:
+            return
+        self._said.add((tool_id, digest))
+        where = " (by this gateway: other gateways keep the approved one)" if approved_before else ""
+        log.warning(
+            "quarantined %s%s: %s; `toolweave tools quarantine` shows it, `toolweave tools approve %s` "
+            "approves it for the fleet",
+            tool_id,
+            where,
+            "; ".join(reasons),
+            tool_id,
+        )
+
     def approve(self, ids: Sequence[str]) -> list[str]:
-        """Pin the held definitions of ``ids``; returns the ids released. Unknown ids are an error."""
+        """Pin the held definitions of ``ids`` for the fleet (beside those pinned already: a
+        gateway whose upstream gives one of them serves it); returns the ids released. Unknown ids are
+        an error."""
         self.refresh()
         unknown = [i for i in ids if i not in self._rows]
         if unknown:
@@ -206,9 +276,10 @@ class QuarantineStore:
             row = dict(self._rows[tool_id])
             if row["status"] != "held":
                 continue
+            pins = [p for p in (row["pinned_hash"] or "").split() if p != row["current_hash"]]
             row.update(
                 status="approved",
-                pinned_hash=row["current_hash"],
+                pinned_hash=" ".join([*pins[-(_MAX_PINS - 1) :], row["current_hash"]]),
                 pinned=row["current"],
                 reasons="[]",
                 updated_at=time.time(),

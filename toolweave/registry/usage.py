@@ -9,6 +9,7 @@ the gateway (origin ``call``). Each tool keeps at most ``cap`` examples, newest 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ __all__ = [
     "USAGE_TABLE",
     "UsageExample",
     "UsageTable",
+    "abstract_values",
     "fuse_usage",
     "merge_examples",
     "text_key",
@@ -51,14 +53,48 @@ def text_key(query: str) -> str:
 def merge_examples(
     current: Iterable[UsageExample], new: Iterable[UsageExample], cap: int
 ) -> list[UsageExample]:
-    """``current`` plus ``new``, one example per query text (the newer one wins), newest ``cap`` kept."""
+    """``current`` plus ``new``, one example per query text, at most ``cap``, newest first.
+
+    Declared examples (origin ``example``: the manifest's or catalog's) are never pushed out by recorded
+    calls: they are kept first (a text both declared and called stays declared), and recorded calls
+    fill what the cap leaves. Among examples of one origin the newer wins."""
     by_text: dict[str, UsageExample] = {}
     for ex in [*current, *new]:
         key = text_key(ex.query)
         old = by_text.get(key)
-        if old is None or ex.at_ns >= old.at_ns:
+        if (
+            old is None
+            or (ex.origin == "example" and old.origin != "example")
+            or (ex.origin == old.origin and ex.at_ns >= old.at_ns)
+        ):
             by_text[key] = ex
-    return sorted(by_text.values(), key=lambda e: e.at_ns, reverse=True)[: max(cap, 0)]
+    newest_first = sorted(by_text.values(), key=lambda e: e.at_ns, reverse=True)
+    declared = [e for e in newest_first if e.origin == "example"][: max(cap, 0)]
+    calls = [e for e in newest_first if e.origin != "example"][: max(cap - len(declared), 0)]
+    return sorted([*declared, *calls], key=lambda e: e.at_ns, reverse=True)
+
+
+_VALUES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), "<email>"),
+    (re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+"), "<url>"),
+    # long runs of letters and digits: keys, tokens, hashes (before ids: the same shape, longer)
+    (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{20,}\b"), "<token>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"), "<date>"),
+    (re.compile(r"\+?\d[\d ().-]{7,}\d\b"), "<phone>"),
+    # a word with digits and letters (or separators): USR005, ORD-7731, a1b2c3 (not 1st, 3rd, mp3)
+    (re.compile(r"\b(?!\d+(?:st|nd|rd|th)\b)(?=[\w-]*\d)(?=[\w-]*[A-Za-z_-])[\w-]{4,}\b"), "<id>"),
+    (re.compile(r"\b\d+(?:[.,:]\d+)*\b"), "<number>"),
+)
+"""What a user typed that is a value, by kind, in the order they are looked for."""
+
+
+def abstract_values(query: str) -> str:
+    """``query`` with the values a user typed replaced by their kind (``order 12446 for
+    bob@example.com`` -> ``order <number> for <email>``): a usage example says how a tool is asked for,
+    and the registry is shared, so it keeps the words, not the ids, numbers, emails or tokens."""
+    for pattern, kind in _VALUES:
+        query = pattern.sub(kind, query)
+    return query
 
 
 def usage_vector(examples: Sequence[UsageExample]) -> np.ndarray:

@@ -18,7 +18,14 @@ import numpy as np
 from toolweave.records import ToolRecord
 from toolweave.registry.observations import Batch, Observations, UsageCall
 from toolweave.registry.state import RegistryState
-from toolweave.registry.usage import UsageExample, merge_examples, now_ns, text_key, usage_vector
+from toolweave.registry.usage import (
+    UsageExample,
+    abstract_values,
+    merge_examples,
+    now_ns,
+    text_key,
+    usage_vector,
+)
 
 __all__ = ["UsageBook"]
 
@@ -54,8 +61,9 @@ class UsageBook:
         An append in memory: no embedding, no storage, no exception. False, buffering nothing, when
         usage vectors are off, the tool is unknown or private, or ``query`` is already its newest example.
         """
-        query = query.strip()
         state = self._state
+        # the values a user typed (ids, numbers, emails, tokens) never reach the shared registry
+        query = (query if state.settings.usage_keep_values else abstract_values(query)).strip()
         if not query or not state.usage_on or tool_id not in state.snap.records or self.is_private(tool_id):
             return False
         key = text_key(query)
@@ -100,12 +108,17 @@ class UsageBook:
         write the tools they changed. Calls of tools gone or made private since are dropped."""
         by_call: dict[str, list[UsageExample]] = {}
         records = self._state.snap.records
-        for call in batch.usage:
+        for call in sorted(batch.usage, key=lambda c: c.at_ns):
             if call.tool_id in records and not self.is_private(call.tool_id):
+                # recorded calls age by count, not by a replica's clock: each is stamped after every
+                # example the tool holds (a replica whose clock runs a day ahead does not keep its
+                # examples over the next replica's newer ones)
+                held = by_call.get(call.tool_id) or self.by_tool.get(call.tool_id, [])
+                after = max((e.at_ns for e in held), default=0) + 1
                 example = UsageExample(
-                    call.tool_id, call.query, "call", call.at_ns, self._vectors[call.query]
+                    call.tool_id, call.query, "call", max(call.at_ns, after), self._vectors[call.query]
                 )
-                by_call.setdefault(call.tool_id, []).append(example)
+                by_call.setdefault(call.tool_id, []).insert(0, example)
         cap = self._state.settings.usage_cap
         updates = {
             tool_id: merge_examples(self.by_tool.get(tool_id, []), new, cap)

@@ -348,7 +348,8 @@ class Gateway:
             observe_turn(self.metrics, self.audit, self._known, session, name, arguments, result, elapsed)
 
     def _known(self, tool: str) -> bool:
-        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.find(tool) is not None  # None: not open
+        # a registry still opening (or that did not open) knows no tool: no traceback per call
+        return tool in (FIND_TOOLS, CALL_TOOL) or self.served.find(tool) is not None
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         with span("find_tools", identity=session.identity):

@@ -36,7 +36,7 @@ from typing import Any
 
 import mcp_types as types
 
-from toolweave.registry.evidence import Sighting, session_hash
+from toolweave.registry.evidence import Sighting, field_name, session_hash
 
 __all__ = [
     "COMMON_WORDS",
@@ -160,9 +160,10 @@ def _canonical(value: Any) -> bytes:
 
 
 def leaves(value: Any, limit: int) -> list[tuple[str, Any]]:
-    """The first ``limit`` ``(field path, scalar)`` pairs inside ``value`` (dict keys joined by dots, list
-    items as ``[]``), depth first, at most ``MAX_DEPTH`` deep. JSON data: dicts and lists (an explicit
-    stack, no generator per level: this runs on every call)."""
+    """The first ``limit`` ``(field path, scalar)`` pairs inside ``value`` (dict keys joined by dots,
+    list items as ``[]``, a key that is a value, like an account id keying a map, as ``*``), depth
+    first, at most ``MAX_DEPTH`` deep. JSON data: dicts and lists (an explicit stack, no generator per
+    level: this runs on every call)."""
     out: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack and len(out) < limit:
@@ -170,7 +171,8 @@ def leaves(value: Any, limit: int) -> list[tuple[str, Any]]:
         if isinstance(item, dict):
             if depth < MAX_DEPTH:
                 stack.extend(
-                    (f"{path}.{key}" if path else str(key), v, depth + 1) for key, v in reversed(item.items())
+                    (f"{path}.{name}" if path else name, v, depth + 1)
+                    for name, v in ((field_name(str(key)), v) for key, v in reversed(item.items()))
                 )
         elif isinstance(item, list | tuple):
             if depth < MAX_DEPTH:
@@ -291,7 +293,7 @@ class TrafficObserver:
                     out.append(
                         Sighting(
                             tool,
-                            str(parameter),
+                            field_name(str(parameter)),
                             h.producer,
                             h.path,
                             weight / len(producers),

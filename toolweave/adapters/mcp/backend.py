@@ -66,8 +66,10 @@ from toolweave.adapters.mcp.convert import tools_to_records
 from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
 from toolweave.call_errors import tool_error_result
+from toolweave.config_values import references
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
+from toolweave.redaction import unexpand
 
 __all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
 
@@ -216,7 +218,8 @@ class MCPBackend:
                 self.protocol_version = client.protocol_version
                 self._client = client
                 self._connected_at = time.monotonic()
-                await self._report(on_tools, tools_to_records(self.name, tools))
+                records = records_without_values(self.name, tools, self.config, self.environ)
+                await self._report(on_tools, records)
                 self.last_error = None
                 await self._set_available(True)
                 log.info(
@@ -288,7 +291,7 @@ class MCPBackend:
         with anyio.fail_after(self.connect_timeout_s):
             tools = await self._list(client)
         self.relists += 1
-        records = tools_to_records(self.name, tools)
+        records = records_without_values(self.name, tools, self.config, self.environ)
         if only_if_changed and records == self.records:
             return False
         await self._report(on_tools, records)
@@ -549,6 +552,22 @@ def _dispatcher_closed(client: Client) -> bool:
     we read the dispatcher's flag; if that attribute ever disappears, probes still catch the loss."""
     dispatcher = getattr(client.session, "_dispatcher", None)
     return bool(getattr(dispatcher, "_closed", False))
+
+
+def records_without_values(
+    name: str,
+    tools: list[types.Tool],
+    config: StdioServer | HttpServer | SseServer,
+    environ: Mapping[str, str] | None,
+) -> list[ToolRecord]:
+    """An upstream's tools as records, with any value of its entry's ``${VARS}`` (a token in its URL,
+    a header, an env value the server echoes in a description) put back as its reference: records go
+    to the shared registry."""
+    records = tools_to_records(name, tools)
+    found = references(config.model_dump(), os.environ if environ is None else environ)
+    if not found:
+        return records
+    return [ToolRecord.model_validate(unexpand(r.model_dump(), found)) for r in records]
 
 
 def stdio_environment(env: Mapping[str, str], path: str) -> dict[str, str]:

@@ -29,11 +29,13 @@ from toolweave.adapters.openapi.calls import (
 )
 from toolweave.adapters.openapi.config import OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
-from toolweave.adapters.openapi.loader import SpecLoader
+from toolweave.adapters.openapi.loader import SpecLoader, is_url
 from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
 from toolweave.call_errors import ErrorCode, tool_error_result
-from toolweave.errors import AdapterError, OpenAPISpecError, ToolArgumentsError
+from toolweave.config_values import interpolate
+from toolweave.errors import AdapterError, ConfigError, OpenAPISpecError, ToolArgumentsError
 from toolweave.records import DependencyEdge, ToolRecord
+from toolweave.redaction import display_url, unexpand
 
 __all__ = ["OpenAPIBackend"]
 
@@ -62,9 +64,13 @@ class OpenAPIBackend:
         on_status: StatusCallback | None = None,
         max_read_bytes: int | None = None,
         call_timeout_s: float = 60.0,
+        references: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
         self._default_call_s = call_timeout_s
+        # what the manifest's ${VARS} expanded to (a token in the spec URL, a host): the records say
+        # ${VAR} instead, and a call expands it again (the registry is shared; the environment is not)
+        self._references = dict(references or {})
         # Bytes read from one response body before it is cut while streaming (the gateway-wide
         # `max_result_bytes`); the source's `max_response_bytes` then bounds what is shown.
         self.max_read_bytes = max_read_bytes or 4 * config.max_response_bytes
@@ -104,16 +110,18 @@ class OpenAPIBackend:
             edges = spec_edges(
                 parsed, arazzo=self.config.arazzo, loader=loader, infer=self.config.infer_edges
             )
-        self.spec, self.problems, self.tools, self.edges = parsed, parsed.problems, parsed.tools, edges
+        tools = [ToolRecord.model_validate(unexpand(t.model_dump(), self._references)) for t in parsed.tools]
+        edges = [DependencyEdge.model_validate(unexpand(e.model_dump(), self._references)) for e in edges]
+        self.spec, self.problems, self.tools, self.edges = parsed, parsed.problems, tools, edges
         logger.info(
             "openapi %s: %d tools, %d edges, %d problems from %s",
             self.name,
             len(parsed.tools),
             len(edges),
             len(parsed.problems),
-            parsed.location,
+            display_url(parsed.location) if is_url(parsed.location) else parsed.location,
         )
-        return parsed.tools, edges
+        return tools, edges
 
     async def aload(self) -> tuple[list[ToolRecord], list[DependencyEdge]]:
         """``load`` on a worker thread, so the event loop keeps serving."""
@@ -178,6 +186,9 @@ class OpenAPIBackend:
         timeout = options.get("timeout_s") or call_budget(self.config.timeout_s, self._default_call_s)
         label = f"{backend.get('method')} {backend.get('path')}"
         try:
+            server_url = backend.get("server_url")
+            if isinstance(server_url, str) and "${" in server_url:  # stored with its ${VAR}: expand now
+                backend = {**backend, "server_url": interpolate(server_url, self._environ, where=tool.id)}
             # Anonymous operations (`security: []`, e.g. the login that issues the token) need no secret.
             auth = None if backend.get("anonymous") else self.config.auth
             credentials = resolve_credentials(auth, self._environ)
@@ -188,7 +199,7 @@ class OpenAPIBackend:
                 credentials=credentials,
                 timeout_s=timeout,
             )
-        except (ToolArgumentsError, AdapterError) as exc:
+        except (ToolArgumentsError, AdapterError, ConfigError) as exc:
             code: ErrorCode = "invalid_arguments" if isinstance(exc, ToolArgumentsError) else "upstream_error"
             return tool_error_result(code, f"{tool.id}: {exc}")
         except (ValueError, TypeError) as exc:  # e.g. a non-ASCII header value, a malformed URL

@@ -155,7 +155,8 @@ class SpecLoader:
         return self._get(uri), uri
 
     def display_name(self, uri: str) -> str:
-        return uri.rsplit("/", 1)[-1] if is_url(uri) else os.path.basename(uri)
+        """The document's file name, for messages and records: never a URL's query (``?token=...``)."""
+        return urllib.parse.urlsplit(uri).path.rsplit("/", 1)[-1] if is_url(uri) else os.path.basename(uri)
 
     def _get(self, uri: str) -> Any:
         if uri in self._docs:

@@ -1,0 +1,163 @@
+"""A long CLI ingest beside two replicas that flush: how long the flushes wait for the writer lock.
+
+    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2]
+    .venv/bin/python bench/lock_wait.py --redis   # the Redis lease: paused Redis, holder killed with -9
+
+One local registry (the writer lock is the OS file lock; a Redis lock is taken the same way). Two
+replica processes record a usage example and flush it, over and over, each flush timed; meanwhile this
+process ingests ``--tools`` synthetic tools, as ``toolweave ingest-catalog`` does, and records how long
+it held the writer lock. The ingest embeds before it takes the lock, so the flushes should wait for the
+write and commit only, not for the embedding. Prints one markdown row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from toolweave.records import ToolRecord
+from toolweave.registry import Embedder, Registry
+from toolweave.settings import Settings
+
+REPLICA = """
+import json, sys, time
+from pathlib import Path
+from toolweave.registry import Registry
+path, stop, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+registry = Registry.open(path)
+waits, n = [], 0
+while not stop.exists():
+    n += 1
+    registry.record_usage("replica__get_weather", f"weather forecast wanted, request {chr(97 + n % 26) * 3}")
+    started = time.monotonic()
+    registry.flush_observations()
+    waits.append(time.monotonic() - started)
+    time.sleep(2.0)  # 30 times the default usage_flush_s (60 s)
+out.write_text(json.dumps(waits))
+registry.close()
+"""
+
+
+def tools(source: str, count: int) -> list[ToolRecord]:
+    return [
+        ToolRecord(
+            id=f"{source}__op{n}",
+            source=source,
+            name=f"op{n}",
+            description=f"Operation {n} of the {source} service: reads and updates records of kind {n % 97}.",
+        )
+        for n in range(count)
+    ]
+
+
+def redis_lease() -> None:
+    """Seconds until the next writer holds the lock: after a lock request sent to a paused Redis (then
+    resumed), and after the holder was killed with -9 (a real redis-server, default lease)."""
+    import shutil
+
+    from tests.redis_server import RedisServer
+    from toolweave.registry.lock import RedisLock
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(binary, Path(tmp))
+        server.start()
+        try:
+            ttl = Settings().registry_lock_ttl_s
+            first = RedisLock(server.url, "s3://bench/reg", ttl)
+            first._client.ping()
+            server.pause()
+            first.try_acquire()  # times out
+            server.resume()
+            started = time.monotonic()
+            RedisLock(server.url, "s3://bench/reg", ttl).acquire(120)
+            paused = time.monotonic() - started
+            code = (
+                "import sys, time; from toolweave.registry.lock import RedisLock; "
+                "lock = RedisLock(sys.argv[1], 's3://bench/other', float(sys.argv[2])); "
+                "assert lock.try_acquire(); print('held', flush=True); time.sleep(600)"
+            )
+            holder = subprocess.Popen(
+                [sys.executable, "-c", code, server.url, str(ttl)], stdout=subprocess.PIPE
+            )
+            assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+            holder.kill()
+            holder.wait()
+            started = time.monotonic()
+            RedisLock(server.url, "s3://bench/other", ttl).acquire(120)
+            killed = time.monotonic() - started
+        finally:
+            server.kill()
+    print("| lease s | next writer after a paused Redis resumed, s | after kill -9 of the holder, s |")
+    print("|---:|---:|---:|")
+    print(f"| {ttl:g} | {paused:.2f} | {killed:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--redis", action="store_true", help="measure the Redis lease instead")
+    args = parser.parse_args()
+    if args.redis:
+        redis_lease()
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "reg"
+        embedder = Embedder(Settings().embedding_model)
+        registry = Registry.open(path, embedder=embedder)
+        weather = ToolRecord(
+            id="replica__get_weather", source="replica", name="get_weather", description="Weather."
+        )
+        registry.ingest("replica", [weather])
+        lock = registry._state.db.lock
+        held: list[float] = []
+        real_acquire, real_release = lock.try_acquire, lock.release
+        taken = [0.0]
+
+        def try_acquire() -> bool:
+            got = real_acquire()
+            if got and not taken[0]:
+                taken[0] = time.monotonic()
+            return got
+
+        def release() -> None:
+            if taken[0]:
+                held.append(time.monotonic() - taken[0])
+                taken[0] = 0.0
+            real_release()
+
+        lock.try_acquire, lock.release = try_acquire, release  # type: ignore[method-assign]
+        stop = Path(tmp) / "stop"
+        outs = [Path(tmp) / f"replica{n}.json" for n in range(args.replicas)]
+        procs = [
+            subprocess.Popen([sys.executable, "-c", REPLICA, str(path), str(stop), str(out)]) for out in outs
+        ]
+        time.sleep(20)  # the replicas open the registry and flush a few times
+        started = time.monotonic()
+        summary = registry.ingest("bulk", tools("bulk", args.tools))
+        seconds = time.monotonic() - started
+        time.sleep(3)
+        stop.touch()
+        for proc in procs:
+            proc.wait(120)
+        waits = [w for out in outs for w in json.loads(out.read_text())]
+        registry.close()
+    print("| tools | ingest s | longest lock hold s (ingest) | replica flushes | flush p50 s | flush max s |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {summary.embedded} | {seconds:.1f} | {max(held):.1f} | {len(waits)} | "
+        f"{statistics.median(waits):.2f} | {max(waits):.2f} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
