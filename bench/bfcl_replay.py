@@ -185,6 +185,10 @@ class CallOutcome:
     identical: bool
     result: dict[str, Any] | None
     error: str | None = None
+    list_size: int = 0
+    """Registry tools in the client's list when it was called (the meta-tools not counted)."""
+    list_needed: int = 0
+    """Of those, tools some gold call of the dialogue uses (the published set's precision's numerator)."""
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -350,6 +354,10 @@ def _found(answer: Any, text: str) -> list[dict[str, Any]]:
     return tools
 
 
+META_TOOLS = frozenset({"find_tools", "call_tool"})
+"""The gateway's own tools: always listed, not part of the published set."""
+
+
 async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay: Replay) -> None:
     from mcp import Client
 
@@ -366,6 +374,7 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
         def view() -> set[str]:
             return set(relister.lists[-1] if relister.lists else first)
 
+        needed = {names.published[c.tool] for t in d.turns for c in t.calls}
         for turn in d.turns:
             probed = names.to_bare(await ask(url, turn.text)) if probe and turn.gold else None
             found = _found(await client.call_tool("find_tools", {"query": turn.text}), turn.text)
@@ -382,11 +391,13 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
             )
             for i, (call, expected) in enumerate(zip(turn.calls, turn.expected, strict=True)):
                 name = names.published[call.tool]
-                seen = name in view()
+                in_view = view() - META_TOOLS
+                seen = name in in_view
                 listed = name in listed_names(await client.list_tools(cache_mode="bypass"))
                 outcome = CallOutcome(
                     d.id, turn.index, i, call.tool, call.arguments, seen, listed, "", False, False, None
                 )
+                outcome.list_size, outcome.list_needed = len(in_view), len(in_view & needed)
                 try:
                     if seen:
                         outcome.via = "direct"

@@ -13,9 +13,9 @@ from mcp import Client
 
 from tests.e2e.watch import Relister, relisting
 from tests.edges import edge
+from toolweave.retrieval.turns import FOLLOW_UP_WORDS, conversation_context
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
-from toolweave.server.turns import FOLLOW_UP_WORDS, conversation_context
 
 from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
 from .test_gateway import make_gateway, structured
