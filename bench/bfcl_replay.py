@@ -35,8 +35,9 @@ registry (``toolweave graph export``: any edge origin other than declared / mani
 written only when its gateway stops), so ``cold`` is cold throughout and a figure does not depend on when the
 periodic flush came on a busy machine (unfrozen, two runs of code that ranks find_tools alike gave
 cold/inferred/grtf mAP@10 0.735 and 0.758). Today's gateway already learns one thing from traffic: each
-successful call adds the turn's text as a usage example of its tool (Tool2Vec), so ``warm`` differs from ``cold`` even with no graph. The measured
-half also teaches the gateway while it is played, in every phase, as it would in service.
+successful call adds the turn's text as a usage example of its tool (Tool2Vec), so ``warm`` differs from
+``cold`` even with no graph. Without ``--frozen`` the measured half also teaches the gateway while it is
+played, in every phase, as it would in service.
 
 Figures on the measured half, per phase × graph × method:
 * turn retrieval: mAP@10, Recall@5, Complete@10 of find_tools' ranked list against the turn's gold
