@@ -1,4 +1,4 @@
-"""Walking edges with the trust their origin earns (issue 33 items 1 and 2), on ``walk_lab`` recordings.
+"""Walking edges with the trust their origin earns, on ``walk_lab`` recordings.
 
     .venv/bin/python bench/walk_lab.py record api_bank openapi_links ...   # once
     .venv/bin/python bench/prereq_lab.py [DATASET ...] [--with-test]
