@@ -304,7 +304,7 @@ class Gateway:
             raise RuntimeError(f"gateway did not start; log {self.log}:\n{self.log_tail()}") from None
         return self
 
-    async def _tools_known(self, timeout: float = 120) -> None:
+    async def _tools_known(self, timeout: float = 600) -> None:  # a busy machine embeds slowly
         from mcp import Client
 
         deadline = time.monotonic() + timeout
