@@ -4,7 +4,7 @@ is already published when the model calls it, and learned dependency edges again
     .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
     .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
         [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe]
-        [--offline | --no-offline] [--min-confidence 0.5] [--frozen] [--json]
+        [--offline | --no-offline] [--min-confidence 0.5] [--frozen] [--max-tools N] [--json]
 
 What runs (every part real):
 * the 8 backend classes of ``../shared/datasets/bfcl_multi_turn/executable`` as MCP servers over
@@ -450,6 +450,8 @@ class Plan:
     frozen: bool = False
     """The measured half teaches the gateway nothing while it is played (no usage examples, no learned
     edges written before it stops): figures that do not depend on when the periodic flush came."""
+    max_tools: int | None = None
+    """``publish.max_tools`` of the measured gateways (None: the default)."""
 
 
 async def run_gateway(
@@ -505,8 +507,10 @@ async def run_gateway(
                     registry = tmp / label
                     shutil.copytree(templates[phase], registry)
                     print(f"== {label}: {len(measured)} dialogues", file=sys.stderr, flush=True)
-                    frozen = {"TOOLWEAVE_USAGE_FLUSH_S": "1000000"} if plan.frozen else None
-                    async with gateway(registry, method, graph_choice, label, frozen) as gw:
+                    env = {"TOOLWEAVE_USAGE_FLUSH_S": "1000000"} if plan.frozen else {}
+                    if plan.max_tools is not None:
+                        env["TOOLWEAVE_PUBLISH__MAX_TOOLS"] = str(plan.max_tools)
+                    async with gateway(registry, method, graph_choice, label, env) as gw:
                         replay = await play(gw.url, measured, fleet, names, probe=plan.probe, label=label)
                     if learned:  # what the measured half taught it too (only worth a look once it learns)
                         exported = await anyio.to_thread.run_sync(export_graph, registry)
@@ -587,6 +591,7 @@ def main() -> int:
     parser.add_argument(
         "--frozen", action="store_true", help="the measured half teaches the gateway nothing while played"
     )
+    parser.add_argument("--max-tools", type=int, help="publish.max_tools of the measured gateways")
     args = parser.parse_args()
     if not dataset_present():
         print(f"skipped: {DATASET} is absent (../shared beside the repository)", file=sys.stderr)
@@ -604,6 +609,7 @@ def main() -> int:
         args.min_confidence,
         args.details,
         args.frozen,
+        args.max_tools,
     )
     from bfcl_servers import backend_classes
 
