@@ -14,9 +14,11 @@ step the conversation already took at rank 2. So each dependency weighs what the
 - a dependency weighs its parent's weight times the edge's confidence, shared among the alternatives
   when several tools can give the same parameter (``1 / n``); a dependency that is itself a search hit
   weighs at least its own relevance;
-- a dependency weighing less than ``min_weight``, or reached through inferred edges whose confidences
-  multiply to less than ``min_confidence``, is not walked; nor is another producer of a parameter a
-  listed tool already gives;
+- a dependency weighing less than ``min_weight`` (``inferred_min_weight`` when reached through an
+  inferred edge: its weight already carries the rule's calibrated confidence, so a guess no second gold
+  source confirmed is walked from a clear hit only), or reached through inferred edges whose confidences
+  multiply to less than ``min_confidence`` (off by default), is not walked; nor is another producer of a
+  parameter a listed tool already gives;
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
