@@ -30,8 +30,8 @@ from toolweave.registry.embeddings import Embedder
 from toolweave.registry.registry import Registry
 from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import average_precision, complete
+from toolweave.retrieval.turns import conversation_context, topic_shifted
 from toolweave.server.sessions import RECENT_TURNS
-from toolweave.server.turns import TOPIC_SHIFT_BELOW
 from toolweave.settings import RetrievalSettings, Settings
 
 Rule = Callable[[Registry, str, list[str]], list[str]]
@@ -53,12 +53,10 @@ def topic_rule(bar: float, keep: Callable[[str, list[str]], list[str]] | None = 
 
 def shipped(registry: Registry, text: str, context: list[str]) -> list[str]:
     """What ``TurnEngine`` passes today (after its topic-shift test)."""
-    from toolweave.server.turns import conversation_context
-
     context = [q for q in context if q != text]
     if context:
         *earlier, latest = registry.embedder.embed_queries([*context, text])
-        if sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW:
+        if topic_shifted(earlier, latest):
             return []
     return conversation_context(text, context)
 

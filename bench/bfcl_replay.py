@@ -4,7 +4,7 @@ is already published when the model calls it, and learned dependency edges again
     .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
     .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
         [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe]
-        [--offline | --no-offline] [--min-confidence 0.5] [--json]
+        [--offline | --no-offline] [--min-confidence 0.5] [--frozen] [--max-tools N] [--json]
 
 What runs (every part real):
 * the 8 backend classes of ``../shared/datasets/bfcl_multi_turn/executable`` as MCP servers over
@@ -31,9 +31,13 @@ graph does without Tool2Vec's share (``edges`` needs ``cold``). Graphs: ``none``
 defaults, every edge the registry holds: inferred ones, and learned ones once the gateway learns them.
 The measuring phase knows nothing of how learning works: learned edges are found by reading the
 registry (``toolweave graph export``: any edge origin other than declared / manifest / inferred).
-Today's gateway already learns one thing from traffic: each successful call adds the turn's text as a
-usage example of its tool (Tool2Vec), so ``warm`` differs from ``cold`` even with no graph. The measured
-half also teaches the gateway while it is played, in every phase, as it would in service.
+``--frozen``: the measured half teaches nothing while it is played (its usage examples and sightings are
+written only when its gateway stops), so ``cold`` is cold throughout and a figure does not depend on when the
+periodic flush came on a busy machine (unfrozen, two runs of code that ranks find_tools alike gave
+cold/inferred/grtf mAP@10 0.735 and 0.758). Today's gateway already learns one thing from traffic: each
+successful call adds the turn's text as a usage example of its tool (Tool2Vec), so ``warm`` differs from
+``cold`` even with no graph. Without ``--frozen`` the measured half also teaches the gateway while it is
+played, in every phase, as it would in service.
 
 Figures on the measured half, per phase × graph × method:
 * turn retrieval: mAP@10, Recall@5, Complete@10 of find_tools' ranked list against the turn's gold
@@ -185,6 +189,10 @@ class CallOutcome:
     identical: bool
     result: dict[str, Any] | None
     error: str | None = None
+    list_size: int = 0
+    """Registry tools in the client's list when it was called (the meta-tools not counted)."""
+    list_needed: int = 0
+    """Of those, tools some gold call of the dialogue uses (the published set's precision's numerator)."""
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -296,7 +304,7 @@ class Gateway:
             raise RuntimeError(f"gateway did not start; log {self.log}:\n{self.log_tail()}") from None
         return self
 
-    async def _tools_known(self, timeout: float = 120) -> None:
+    async def _tools_known(self, timeout: float = 600) -> None:  # a busy machine embeds slowly
         from mcp import Client
 
         deadline = time.monotonic() + timeout
@@ -350,6 +358,10 @@ def _found(answer: Any, text: str) -> list[dict[str, Any]]:
     return tools
 
 
+META_TOOLS = frozenset({"find_tools", "call_tool"})
+"""The gateway's own tools: always listed, not part of the published set."""
+
+
 async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay: Replay) -> None:
     from mcp import Client
 
@@ -366,6 +378,7 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
         def view() -> set[str]:
             return set(relister.lists[-1] if relister.lists else first)
 
+        needed = {names.published[c.tool] for t in d.turns for c in t.calls}
         for turn in d.turns:
             probed = names.to_bare(await ask(url, turn.text)) if probe and turn.gold else None
             found = _found(await client.call_tool("find_tools", {"query": turn.text}), turn.text)
@@ -382,11 +395,13 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
             )
             for i, (call, expected) in enumerate(zip(turn.calls, turn.expected, strict=True)):
                 name = names.published[call.tool]
-                seen = name in view()
+                in_view = view() - META_TOOLS
+                seen = name in in_view
                 listed = name in listed_names(await client.list_tools(cache_mode="bypass"))
                 outcome = CallOutcome(
                     d.id, turn.index, i, call.tool, call.arguments, seen, listed, "", False, False, None
                 )
+                outcome.list_size, outcome.list_needed = len(in_view), len(in_view & needed)
                 try:
                     if seen:
                         outcome.via = "direct"
@@ -432,6 +447,11 @@ class Plan:
     probe: bool
     min_confidence: float
     details: bool = False
+    frozen: bool = False
+    """The measured half teaches the gateway nothing while it is played (no usage examples, no learned
+    edges written before it stops): figures that do not depend on when the periodic flush came."""
+    max_tools: int | None = None
+    """``publish.max_tools`` of the measured gateways (None: the default)."""
 
 
 async def run_gateway(
@@ -487,7 +507,10 @@ async def run_gateway(
                     registry = tmp / label
                     shutil.copytree(templates[phase], registry)
                     print(f"== {label}: {len(measured)} dialogues", file=sys.stderr, flush=True)
-                    async with gateway(registry, method, graph_choice, label) as gw:
+                    env = {"TOOLWEAVE_USAGE_FLUSH_S": "1000000"} if plan.frozen else {}
+                    if plan.max_tools is not None:
+                        env["TOOLWEAVE_PUBLISH__MAX_TOOLS"] = str(plan.max_tools)
+                    async with gateway(registry, method, graph_choice, label, env) as gw:
                         replay = await play(gw.url, measured, fleet, names, probe=plan.probe, label=label)
                     if learned:  # what the measured half taught it too (only worth a look once it learns)
                         exported = await anyio.to_thread.run_sync(export_graph, registry)
@@ -565,6 +588,10 @@ def main() -> int:
         "--details", action="store_true", help="with --json: every turn's list and every call"
     )
     parser.add_argument("--keep", type=Path, help="work in this new folder and keep it (registries, logs)")
+    parser.add_argument(
+        "--frozen", action="store_true", help="the measured half teaches the gateway nothing while played"
+    )
+    parser.add_argument("--max-tools", type=int, help="publish.max_tools of the measured gateways")
     args = parser.parse_args()
     if not dataset_present():
         print(f"skipped: {DATASET} is absent (../shared beside the repository)", file=sys.stderr)
@@ -581,6 +608,8 @@ def main() -> int:
         not args.no_probe,
         args.min_confidence,
         args.details,
+        args.frozen,
+        args.max_tools,
     )
     from bfcl_servers import backend_classes
 

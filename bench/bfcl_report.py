@@ -52,13 +52,33 @@ def faithful(replay: Any) -> dict[str, Any]:
 
 
 def published(calls: Sequence[Any]) -> dict[str, Any]:
+    """Share of gold calls whose tool the client already listed, and the published set at those moments:
+    its mean size (registry tools, meta-tools not counted) and precision (the share of it that some gold
+    call of the dialogue uses), averaged over calls."""
     hits = sum(c.published for c in calls)
+    sizes = [c.list_size for c in calls]
+    precisions = [c.list_needed / c.list_size for c in calls if c.list_size]
     return {
         "calls": len(calls),
         "already_published": hits,
         "share": hits / len(calls) if calls else None,
         "list_mismatch": sum(c.published != c.listed for c in calls),
+        "set_size_mean": sum(sizes) / len(sizes) if sizes else None,
+        "set_size_max": max(sizes, default=None),
+        "set_precision": sum(precisions) / len(precisions) if precisions else None,
     }
+
+
+def first_find(turns: Sequence[Any]) -> dict[str, float] | None:
+    """mAP@10 / Complete@10 of each dialogue's first scored find_tools (a fleet met cold, one request)."""
+    first: dict[str, Any] = {}
+    for t in turns:
+        if t.gold and t.dialogue not in first:
+            first[t.dialogue] = t
+    if not first:
+        return None
+    m = summarize([(t.ranked, t.gold) for t in first.values()], (10,))
+    return {"queries": len(first), "map@10": m["map@10"], "complete@10": m["complete@10"]}
 
 
 def recovered(calls: Sequence[Any], baseline: Sequence[Any] | None) -> dict[str, int] | None:
@@ -85,6 +105,7 @@ def variant_figures(replays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "method": method,
             "retrieval": retrieval(replay.turns),
             "probe": retrieval(replay.turns, "probe"),
+            "first_find": first_find(replay.turns),
             "published": published(replay.calls),
             "recovered_vs_cold_none": recovered(replay.calls, cold_none.calls if cold_none else None),
             "recovered_vs_phase_none": recovered(replay.calls, phase_none.calls if phase_none else None),
@@ -176,17 +197,19 @@ def print_report(report: Mapping[str, Any], out: TextIO) -> None:
     head = (
         f"{report.get('half', 'measured') + ' half':22} {'queries':>7} {'mAP@10':>6} {'R@5':>6} "
         f"{'C@10':>6} | "
-        f"{'probe mAP':>9} {'C@10':>6} | {'published':>9} {'rec/cold':>9} {'rec/phase':>9} {'mismatch':>8} | "
-        f"{'faithful':>9}"
+        f"{'probe mAP':>9} {'C@10':>6} | {'1st C@10':>8} | {'published':>9} {'set':>5} {'prec':>6} "
+        f"{'rec/cold':>9} {'rec/phase':>9} {'mismatch':>8} | {'faithful':>9}"
     )
     print(head, file=out)
     for label, v in report.get("variants", {}).items():
         r, p, pub = v["retrieval"] or {}, v["probe"] or {}, v["published"]
-        f = v["faithful"]
+        f, first = v["faithful"], v.get("first_find") or {}
+        size = pub.get("set_size_mean")
         print(
             f"{label.replace('-', '/'):22} {_metrics(r)} | {_f(p.get('map@10')):>9} "
-            f"{_f(p.get('complete@10'))} | "
-            f"{_f(pub['share']):>9} {_rec(v['recovered_vs_cold_none']):>9} "
+            f"{_f(p.get('complete@10'))} | {_f(first.get('complete@10')):>8} | "
+            f"{_f(pub['share']):>9} {'  -  ' if size is None else f'{size:5.1f}'} "
+            f"{_f(pub.get('set_precision'))} {_rec(v['recovered_vs_cold_none']):>9} "
             f"{_rec(v['recovered_vs_phase_none']):>9} {pub['list_mismatch']:>8} | "
             f"{f['identical']:>4}/{f['calls']:<4}",
             file=out,

@@ -132,8 +132,10 @@ class _LabChooser(_Chooser):
             w = gate * edge.confidence**policy.confidence_power * share.get(n, 1.0)
             if n in spared:
                 w *= policy.supplied or 1.0
-            path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
-            if w >= policy.min_weight and path >= policy.min_confidence:
+            guessed = edge.origin in _CUT_ORIGINS
+            path = sure * (edge.confidence if guessed else 1.0)
+            floor = policy.inferred_min_weight if guessed else policy.min_weight
+            if w >= floor and path >= policy.min_confidence:
                 self.path_confidence.setdefault(edge.depends_on, path)
                 if policy.placement == "after_parent":
                     self.gate_weight.setdefault(edge.depends_on, w)

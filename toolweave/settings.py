@@ -357,7 +357,9 @@ class Settings(BaseSettings):
     )
     infer_min_confidence: Share = Field(
         0.5,
-        description="Inferred edges below this calibrated confidence stay in the graph but are not walked.",
+        description="Learned edges below this confidence are not walked, and inferred or learned edges "
+        "below it publish nothing after a call. Inferred edges of any calibrated confidence are walked by "
+        "weight: a dependency weighs its hit's relevance × the edge's confidence (from a clear hit only).",
     )
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")

@@ -127,3 +127,9 @@ def test_two_dialogues_are_replayed_faithfully_and_scored_from_the_gateways_answ
     assert all((c["via"] == "direct") == c["published"] for c in calls)
     assert variant["published"]["already_published"] == sum(c["published"] for c in calls)
     assert variant["published"]["list_mismatch"] == sum(c["published"] != c["listed"] for c in calls)
+    # the published set at each call: registry tools only, the called tool among them when published, and
+    # the tools the dialogue's gold calls use a part of it
+    assert all(c["list_size"] >= c["list_needed"] >= int(c["published"]) for c in calls)
+    sizes = [c["list_size"] for c in calls]
+    assert variant["published"]["set_size_mean"] == pytest.approx(sum(sizes) / len(sizes))
+    assert 0 < variant["published"]["set_precision"] <= 1

@@ -168,19 +168,33 @@ def test_confidence_and_parent_relevance_weigh_and_place_a_dependency() -> None:
     assert walk(strong, own) == ["top", "near", "mid", "z"]
 
 
-def test_edges_whose_confidences_multiply_below_the_bar_are_not_walked() -> None:
+def test_an_inferred_edge_is_walked_by_its_weight_not_cut_at_a_bar() -> None:
     chain = [edge("a", "b", "x", 0.97), edge("b", "c", "y", 0.97), edge("c", "d", "z", 0.97)]
-    # 0.97, 0.94, then 0.91 ... the fourth hop would be 0.885: below 0.9
-    assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)]) == ["a", "b", "c", "d"]
-    guess = [edge("a", "login", None, 0.5)]  # an edge the inference is unsure of
-    assert walk([Hit("a", 1.0)], guess) == ["a"]
-    assert walk([Hit("a", 1.0)], guess, WalkPolicy.everything()) == ["a", "login"]
-    # a declared (or manifest) edge is someone's word, a learned one what traffic showed: walked
-    # whatever confidence it states, and placed by it like any other
-    hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.4)]
+    # 0.97, 0.94, 0.91, 0.885: every hop weighs enough (the path cut of 0.9 is off)
+    assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)]) == ["a", "b", "c", "d", "e"]
+    assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)], WalkPolicy(min_confidence=0.9)) == [
+        "a",
+        "b",
+        "c",
+        "d",
+    ]
+    # a rule no second source confirmed (1/3): walked from a clear hit, after the hits that stand above it
+    guess = [edge("a", "clock", "when", 0.333)]
+    hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.3), Hit("z", 0.0)]
+    assert walk(hits, guess) == ["a", "b", "clock", "c", "z"]
+    # ...not from a weak one (0.5 x 0.333 < 0.2), nor past a weak guess (0.333 x 0.333 < 0.2)
+    weak = [edge("b", "clock", "when", 0.333)]
+    assert walk(hits, weak, top_k=2) == ["a", "b", "c", "z"]
+    two = [*guess, edge("clock", "zone", "tz", 0.333)]
+    assert walk(hits, two) == ["a", "b", "clock", "c", "z"]
+    # declared, manifest and learned edges keep their own floor (0.4): someone's word, or traffic's
+    hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.3)]
+    said = [edge("a", "login", None, 0.35)]  # inferred
+    assert walk(hits, said) == ["a", "b", "login", "c"]
     for origin in ("declared", "manifest", "learned"):
-        said = [guess[0].model_copy(update={"origin": origin})]
-        assert walk(hits, said) == ["a", "b", "login", "c"], origin
+        assert walk(hits, [said[0].model_copy(update={"origin": origin})]) == ["a", "b", "c"], origin
+        placed = [said[0].model_copy(update={"origin": origin, "confidence": 0.5})]
+        assert walk(hits, placed) == ["a", "b", "login", "c"], origin
 
 
 def test_the_producer_of_a_content_parameter_is_not_walked() -> None:

@@ -13,9 +13,10 @@ from mcp import Client
 
 from tests.e2e.watch import Relister, relisting
 from tests.edges import edge
+from tests.registry.inference.test_dataflow_datasets import demo_fleet
+from toolweave.retrieval.turns import FOLLOW_UP_WORDS, conversation_context, tool_act
 from toolweave.server.gateway import Gateway
 from toolweave.server.names import NameMap
-from toolweave.server.turns import FOLLOW_UP_WORDS, conversation_context
 
 from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
 from .test_gateway import make_gateway, structured
@@ -318,3 +319,23 @@ async def test_after_a_call_the_parts_of_the_request_after_it_come_first(
         # listed) before the part that came earlier (the time)
         assert added[0] == "notes__create_note" and added[1].startswith("notes__"), added
         assert "clock__get_current_time" in added
+
+
+async def test_remember_after_the_git_call_publishes_a_memory_write_not_a_delete(registry: Any) -> None:
+    # the demo fleet's real git and memory tools (manifests/demo.yaml): "remember its hash in memory",
+    # ranked alone, finds the memory server's reader and deleters first; the act it asks for is a write
+    tools = demo_fleet()
+    git = FakeBackend("git", [t for t in tools if t.source == "git"])
+    memory = FakeBackend("memory", [t for t in tools if t.source == "memory"])
+    gateway = make_gateway(registry, git, memory, relist_wait_ms=5000, relist_probe_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        request = "show me the last commit of this repository and remember its hash in memory"
+        await client.call_tool("find_tools", {"query": request})
+        before = names(await client.list_tools(cache_mode="bypass"))
+        arguments = {"repo_path": "/repo", "max_count": 1}
+        called = await client.call_tool("call_tool", {"name": "git__git_log", "arguments": arguments})
+        assert not called.is_error
+        added = [n for n in relister.lists[-1] if n not in before and n.startswith("memory__")]
+    assert added, relister.lists[-1]
+    assert tool_act(added[0]) == "write", added
+    assert not [n for n in added if tool_act(n) == "delete"], added

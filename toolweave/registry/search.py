@@ -128,8 +128,9 @@ class SnapshotSearch:
         return self._state.edges
 
     def dependencies(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:
-        """What ``tool_id`` needs, as of the last completed write; inferred edges below
-        ``Settings.infer_min_confidence`` are left out (the retrieval walk must not follow them)."""
+        """What ``tool_id`` needs, as of the last completed write, as the retrieval walk is given it: learned
+        edges below ``Settings.infer_min_confidence`` are left out; inferred ones are kept at any
+        confidence, which the walk weighs them by (``inference.weighed``)."""
         return [e for e in self._state.deps.get(tool_id, ()) if kinds is None or e.kind in kinds]
 
     def dependents(self, tool_id: str, kinds: Sequence[EdgeKind] | None = None) -> list[DependencyEdge]:

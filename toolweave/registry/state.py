@@ -19,7 +19,7 @@ from toolweave.registry.changes import Changes
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import walkable
+from toolweave.registry.inference import weighed
 from toolweave.registry.overrides import GraphOverrides
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec
@@ -71,18 +71,19 @@ class RegistryState:
         """Swap in what searches read of the graph: the walk map and the edge tuple.
 
         Searches run on other threads while a write changes the networkx graph: they read these
-        immutable copies, never the graph being changed. Retrieval walks only edges it may trust:
-        weak inferred ones stay in the graph, unwalked."""
+        immutable copies, never the graph being changed. Retrieval is given the edges it may walk
+        (``inference.weighed``): weak learned ones stay in the graph, unwalked; inferred ones of any
+        confidence go to the walk, which weighs them by it."""
         graph = self.graph
         floor = self.settings.infer_min_confidence
         changed = graph.take_changed()
         if changed is None:  # a graph just built (open, rollback, another process's commit)
-            deps = {tool: tuple(walkable(graph.dependencies(tool), floor)) for tool in graph.nx_graph.nodes}
+            deps = {tool: tuple(weighed(graph.dependencies(tool), floor)) for tool in graph.nx_graph.nodes}
         else:  # the tools this write changed: at 100k tools, redoing every one was a tenth of an ingest
             deps = dict(self.deps)
             for tool in changed:
                 if tool in graph:
-                    deps[tool] = tuple(walkable(graph.dependencies(tool), floor))
+                    deps[tool] = tuple(weighed(graph.dependencies(tool), floor))
                 else:
                     deps.pop(tool, None)
         self.deps = deps

@@ -14,9 +14,11 @@ step the conversation already took at rank 2. So each dependency weighs what the
 - a dependency weighs its parent's weight times the edge's confidence, shared among the alternatives
   when several tools can give the same parameter (``1 / n``); a dependency that is itself a search hit
   weighs at least its own relevance;
-- a dependency weighing less than ``min_weight``, or reached through inferred edges whose confidences
-  multiply to less than ``min_confidence``, is not walked; nor is another producer of a parameter a
-  listed tool already gives;
+- a dependency weighing less than ``min_weight`` (``inferred_min_weight`` when reached through an
+  inferred edge: its weight already carries the rule's calibrated confidence, so a guess no second gold
+  source confirmed is walked from a clear hit only), or reached through inferred edges whose confidences
+  multiply to less than ``min_confidence`` (off by default), is not walked; nor is another producer of a
+  parameter a listed tool already gives;
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
@@ -64,7 +66,8 @@ __all__ = [
 ]
 
 _CUT_ORIGINS = frozenset({"inferred"})
-"""The edges ``min_confidence`` applies to: those inferred from names and schemas, where it was chosen.
+"""The edges ``min_confidence`` and ``inferred_min_weight`` apply to: those inferred from names and schemas,
+where they were chosen.
 Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
 their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
 0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
@@ -100,10 +103,18 @@ class WalkPolicy:
     """A producer among ``n`` of one parameter (same parameter and edge kind) weighs ``1 / n ** this``:
     a value many tools can give is rarely needed from one of them in particular."""
     min_weight: float = 0.4
-    """A dependency weighing less is not walked."""
-    min_confidence: float = 0.9
+    """A dependency reached through a declared, manifest or learned edge weighing less is not walked."""
+    inferred_min_weight: float = 0.2
+    """A dependency reached through an inferred edge weighing less is not walked. Its weight carries the
+    edge's calibrated confidence (1/3 for a rule no second gold source confirmed), so this is not a bar
+    on the edge but on the edge and the hit together: a guess is walked from a clear hit (relevance ≥ 0.6
+    at 1/3), placed after the hits above it. Chosen leave-one-dataset-out over every stored inferred
+    edge (bench/RESULTS.md, "Prerequisites without traffic"); every fold but ToolLinkOS's picks 0.2."""
+    min_confidence: float = 0.0
     """A dependency reached through inferred edges whose confidences multiply to less is not walked
-    (``_CUT_ORIGINS``)."""
+    (``_CUT_ORIGINS``). Off: the weight already carries every confidence of the path (it was 0.9, with
+    weak inferred edges never given to the walk; walking them by weight is as harmless on every dataset
+    and finds ToolLinkOS's prerequisites)."""
     skip_fed: bool = True
     """No other producer is walked for a parameter that a tool already listed gives."""
     skip_content: bool = True
@@ -134,6 +145,7 @@ class WalkPolicy:
             confidence_power=0.0,
             alternatives_power=0.0,
             min_weight=0.0,
+            inferred_min_weight=0.0,
             min_confidence=0.0,
             skip_fed=False,
             skip_content=False,
@@ -340,8 +352,10 @@ class _Chooser:
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
             if id(edge) in spared:
                 w *= policy.supplied or 1.0
-            path = sure * (edge.confidence if edge.origin in _CUT_ORIGINS else 1.0)
-            if w >= policy.min_weight and path >= policy.min_confidence:
+            guessed = edge.origin in _CUT_ORIGINS
+            path = sure * (edge.confidence if guessed else 1.0)
+            floor = policy.inferred_min_weight if guessed else policy.min_weight
+            if w >= floor and path >= policy.min_confidence:
                 out.append((edge, w))
                 self.path_confidence.setdefault(edge.depends_on, path)
         return out

@@ -11,7 +11,7 @@ successful call, ``next_steps`` publishes the few tools most likely to come next
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,8 +20,17 @@ import anyio
 
 from toolweave.errors import ServerError
 from toolweave.records import ToolRecord
-from toolweave.retrieval.decompose import decompose_query
 from toolweave.retrieval.pipeline import retrieve_tools
+from toolweave.retrieval.turns import (
+    by_request_act,
+    conversation_context,
+    evidence_order,
+    next_steps,
+    part_order,
+    request_parts,
+    served_part,
+    topic_shifted,
+)
 from toolweave.server.find_cache import FindCache
 from toolweave.server.meta_tools import FoundTool
 from toolweave.server.names import NameMap
@@ -35,7 +44,7 @@ from toolweave.tracing import span
 if TYPE_CHECKING:  # the registry's types come with it, after the handshake
     from toolweave.retrieval.results import RankedTool
 
-__all__ = ["FOLLOW_UP_WORDS", "MAX_QUERY_CHARS", "NEXT_STEPS", "TurnEngine", "conversation_context"]
+__all__ = ["MAX_QUERY_CHARS", "TurnEngine"]
 
 log = logging.getLogger(__name__)
 
@@ -44,31 +53,6 @@ SESSION_WAIT_S = 5.0
 
 MAX_QUERY_CHARS = 4000
 """Longer find_tools queries and host turns are cut to this many characters before retrieval."""
-
-NEXT_STEPS = 3
-"""Tools published after a call at most: a guess costs the client's prompt cache and its attention."""
-
-REST_MIN_WORDS = 2
-"""Content words each part of a request needs to be ranked alone after a call served another part."""
-
-TOPIC_SHIFT_BELOW = 0.08
-"""A turn whose embedding is on average less similar than this to the context turns starts a new topic:
-they stop being retrieval context. With the default MiniLM, unrelated requests score about -0.05-0.05
-and follow-ups 0.09-0.3 ("find flights to Rome" / "what's the weather there": 0.094)."""
-
-
-FOLLOW_UP_WORDS = 8
-"""A turn of fewer words leans on the conversation ("and in Paris?", "what about the standard deviation?")
-and is ranked with the earlier turns as context; a longer one says what it needs and is ranked alone.
-Context added to a turn that stands on its own drags the ranking back to the previous topic: on BFCL
-multi-turn it cost 0.026 mAP@10 on each half (``bench/bfcl_context_lab.py``), and its parts, each
-ranked with the same context, lost the tools of a new topic altogether."""
-
-
-def conversation_context(text: str, context: Sequence[str]) -> list[str]:
-    """The earlier turns ``text`` is ranked with: all of them for a short follow-up, none for a turn of
-    ``FOLLOW_UP_WORDS`` words or more (it still becomes context for the turns after it)."""
-    return list(context) if len(text.split()) < FOLLOW_UP_WORDS else []
 
 
 class TurnEngine:
@@ -241,9 +225,7 @@ class TurnEngine:
             )
 
     async def _topic_shifted(self, context: list[str], text: str) -> bool:
-        """Whether ``text`` is unrelated to the conversation so far (its mean similarity to the context
-        turns is below ``TOPIC_SHIFT_BELOW``). The mean, not the latest turn alone: a short follow-up
-        ("and in Paris?") resembles little by itself, and one stray turn must not carry a topic along."""
+        """Whether ``text`` is unrelated to the conversation so far (``retrieval.turns.topic_shifted``)."""
         texts = [*context, text]
         # Usually every text was embedded before (the context by earlier turns, a repeated question by
         # earlier sessions): then no worker-thread hop, which costs more than the arithmetic.
@@ -257,7 +239,7 @@ class TurnEngine:
             except Exception:  # retrieval itself reports embedder problems; keep the context meanwhile
                 return False
         *earlier, latest = vectors
-        return sum(float(v @ latest) for v in earlier) / len(earlier) < TOPIC_SHIFT_BELOW  # unit vectors
+        return topic_shifted(earlier, latest)
 
     async def notify_and_hold(self, session: Session) -> None:
         """Notify ``session`` and hold the answer until a list reply holding its published tools was
@@ -273,17 +255,10 @@ class TurnEngine:
 
     # -- after a call ------------------------------------------------------------------------------------
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
-        """Publish the tools most likely to follow a call of ``record``, into the set's free room.
-
-        The called tool itself first, when the client reached it through ``call_tool``: it is in use,
-        and the same tool often comes again (``cd`` from folder to folder, a zip code per city). Then
-        at most ``NEXT_STEPS`` guesses. First the rest of the request (``_rest_of_request``): a turn
-        that asks for several things ("show the last commit and remember its hash in memory") is
-        ranked as a whole, where the first thing drowns the others; once a call served one part, the
-        best tools of the parts after it come next, one part at a time. Then the tools traffic saw
-        called right after it in enough sessions (``Registry.next_steps``) and those that consume its
-        output through a walkable edge (declared, manifest, or inferred above
-        ``Settings.infer_min_confidence``), at or above that bar, most confident first."""
+        """Publish the tools most likely to follow a call of ``record``, into the set's free room: the
+        called tool itself when the client reached it through ``call_tool`` (it is in use, and the same
+        tool often comes again: ``cd`` from folder to folder), then at most ``NEXT_STEPS`` guesses, the
+        rest of the request first and edge evidence second (``toolweave.retrieval.turns``)."""
         registry, guard = self.served.registry, self.served.guard
         excluded = self.sources.excluded_sources()
 
@@ -301,12 +276,8 @@ class TurnEngine:
             for part in await self._rest_of_request(session, record)
         ]
         evidence = [t for t in self._evidence_next(record) if t != record.id and publishable(t)]
-        chosen: list[str] = []
-        for tool_id in [*_one_part_at_a_time(rest), *evidence]:
-            if tool_id not in chosen:
-                chosen.append(tool_id)
         used = [record.id] if publishable(record.id) else []
-        change = session.published.suggest([*used, *chosen[:NEXT_STEPS]], turn)
+        change = session.published.suggest([*used, *next_steps(rest, evidence)], turn)
         if change.changed:
             await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))
@@ -317,31 +288,25 @@ class TurnEngine:
         kinds = self.settings.retrieval.edge_kinds
         if not kinds:
             return []
-        registry, bar = self.served.registry, self.settings.infer_min_confidence
-        score: dict[str, float] = {}
-        for tool_id, confidence, kind in registry.next_steps(record.id):
-            if kind in kinds and confidence >= bar:
-                score[tool_id] = max(confidence, score.get(tool_id, 0.0))
-        for edge in registry.dependents(record.id, kinds):
-            # a learned edge speaks through its next-step evidence above, not its dependency confidence
-            if edge.origin != "learned":
-                score[edge.tool] = max(edge.confidence, score.get(edge.tool, 0.0))
-        return sorted(score, key=lambda t: (-score[t], t))
+        registry = self.served.registry
+        return evidence_order(
+            registry.next_steps(record.id),
+            registry.dependents(record.id, kinds),
+            kinds,
+            self.settings.infer_min_confidence,
+        )
 
     async def _rest_of_request(self, session: Session, record: ToolRecord) -> list[list[str]]:
-        """The current turn's parts, once ``record`` served one of them, each part's publishable hits best
-        first: the request is split at its clause and ``and`` boundaries (``decompose_query``); the part
-        the tool's vector is closest to is the one it served; the parts after it come first, in the
-        request's order (what is asked next is usually done next), then that part itself (one clause
-        may ask for two tools: "open data.txt and scan it for Q4"), then those before it. Each part is
-        ranked alone (cached like a find_tools). Nothing for a request of one part, or on a registry
-        too large to hold its vectors in memory."""
+        """The current turn's other parts once ``record`` served one of them (``retrieval.turns``), in the
+        order they come next, each part's publishable hits ranked alone (cached like a find_tools) and
+        ordered by the act the part asks for. Nothing for a request of one part, or on a registry too
+        large to hold its vectors in memory."""
         registry = self.served.registry
         if not session.queries or len(registry) >= self.settings.vector_index_threshold:
             return []
-        parts = decompose_query(session.queries[-1], level="and", min_content_words=REST_MIN_WORDS)[1:]
+        parts = request_parts(session.queries[-1])
         vectors = registry.vectors()
-        if len(parts) < 2 or record.id not in vectors:
+        if not parts or record.id not in vectors:
             return []
         embedder = registry.embedder
         part_vectors = embedder.cached_queries(parts)
@@ -350,26 +315,31 @@ class TurnEngine:
                 embedder.embed_queries, parts, abandon_on_cancel=True
             )
         tool_vector = vectors[record.id]
-        closeness = [float(v @ tool_vector) for v in part_vectors]
-        served = max(range(len(parts)), key=lambda n: closeness[n])
+        served = served_part([float(v @ tool_vector) for v in part_vectors])
         params = self.settings.retrieval.model_copy(update={"decompose": "off"})
         exclude = self.sources.excluded_sources()
         out: list[list[str]] = []
-        for n in [*range(served + 1, len(parts)), served, *range(served)]:
+        for n in part_order(len(parts), served):
             part = parts[n]
             key = (part, (), params.model_dump_json(), frozenset(exclude))
-            hits = await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
-            out.append([r.tool_id for r in hits if r.publish])
+            hits = [
+                r.tool_id
+                for r in await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
+                if r.publish
+            ]
+            subject = self._subject(hits[0], part_vectors[n], vectors) if hits else None
+            out.append(by_request_act(part, hits, subject))
         return out
 
-
-def _one_part_at_a_time(parts: Sequence[Sequence[str]]) -> list[str]:
-    """The parts' hits interleaved: every part's best, then every part's second best, and so on (so
-    that a few next steps cover several parts instead of the first part's runners-up)."""
-    out: list[str] = []
-    for rank in range(max((len(p) for p in parts), default=0)):
-        out += [p[rank] for p in parts if rank < len(p) and p[rank] not in out]
-    return out
+    def _subject(self, best: str, part_vector: Any, vectors: Mapping[str, Any]) -> list[str]:
+        """The tools of ``best``'s server, closest to the part first: where the act the part asks for is
+        looked for (``retrieval.turns.by_request_act``)."""
+        record = self.served.registry.find(best)
+        if record is None:
+            return []
+        prefix = record.source + "__"
+        siblings = [t for t in vectors if t.startswith(prefix)]
+        return sorted(siblings, key=lambda t: -float(vectors[t] @ part_vector))
 
 
 @dataclass

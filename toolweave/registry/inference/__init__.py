@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from toolweave.registry.inference.evaluate import EdgeScores, score_edges
 from toolweave.registry.inference.incremental import ProfileCache, refresh_inferred_edges
-from toolweave.registry.inference.infer import infer_edges, propose_by_rules, propose_edges, rule_of, walkable
+from toolweave.registry.inference.infer import (
+    infer_edges,
+    propose_by_rules,
+    propose_edges,
+    rule_of,
+    walkable,
+    weighed,
+)
 
 __all__ = [
     "EdgeScores",
@@ -20,4 +27,5 @@ __all__ = [
     "rule_of",
     "score_edges",
     "walkable",
+    "weighed",
 ]

@@ -11,9 +11,9 @@ agrees only on ``MIN_PROPOSALS`` pairs or more: one matching pair smooths to exa
 (``(1 + 1) / (1 + 3)``), and one pair is no more evidence of a rule than one sighting is of an edge.
 
 Judging a rule on a gold graph *out of sample* runs the same procedure without that graph's family
-(``out_of_sample``): a rule walked there was confirmed by two other sources. Retrieval walks an
-inferred edge only when its confidence reaches ``Settings.infer_min_confidence``; below that the
-edge is kept for ``toolweave graph`` only.
+(``out_of_sample``): a rule walked there was confirmed by two other sources. The retrieval walk
+weighs an inferred edge by its confidence (``retrieval.walk``: a weak one only from a clear hit); the
+gateway's next steps after a call follow one only when it reaches ``Settings.infer_min_confidence``.
 
 ``python bench/inference.py calibrate --write`` counts every rule on every gold graph of
 ``../shared/datasets`` and rewrites ``RULE_CONFIDENCE`` below (bench/RESULTS.md has the table).

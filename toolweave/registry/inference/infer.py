@@ -17,7 +17,15 @@ from toolweave.registry.inference.rules import RULES, Rule, Scope
 from toolweave.registry.inference.similarity import similarity_edges
 from toolweave.registry.inference.universe import group_by, in_order
 
-__all__ = ["infer_among", "infer_edges", "propose_by_rules", "propose_edges", "rule_of", "walkable"]
+__all__ = [
+    "infer_among",
+    "infer_edges",
+    "propose_by_rules",
+    "propose_edges",
+    "rule_of",
+    "walkable",
+    "weighed",
+]
 
 
 def infer_edges(
@@ -204,3 +212,16 @@ def walkable(edges: Iterable[DependencyEdge], min_confidence: float) -> list[Dep
     The others stay in the graph for ``toolweave graph`` and for a person to confirm, but a wrong guess
     never moves a tool into a ranked list."""
     return [e for e in edges if e.origin not in _GUESSED or e.confidence >= min_confidence]
+
+
+def weighed(edges: Iterable[DependencyEdge], min_confidence: float) -> list[DependencyEdge]:
+    """The edges the retrieval walk is given: ``walkable`` ones and inferred ones of any confidence. The
+    walk weighs an inferred edge by its calibrated confidence (``retrieval.walk``: its dependency weighs
+    the parent's relevance × the confidence and needs ``WalkPolicy.inferred_min_weight``), so a guess of a
+    rule no second gold source confirmed (1/3) is walked only from a clear hit, and placed after the hits
+    that stand above it, instead of never (bench/RESULTS.md, "Prerequisites without traffic")."""
+    return [
+        e
+        for e in edges
+        if e.origin == "inferred" or e.origin not in _GUESSED or e.confidence >= min_confidence
+    ]
