@@ -26,7 +26,10 @@ Phases: ``cold`` plays the measured half on a registry that only ingested the to
 plays the learning half through its own gateway (defaults: grtf, every edge), stops it (what it learnt
 must survive a restart), then plays the measured half on a copy of that registry. ``edges`` does the
 same with a learning gateway that records no usage examples (``usage_weight: 0``): what the learned
-graph does without Tool2Vec's share (``edges`` needs ``cold``). Graphs: ``none`` =
+graph does without Tool2Vec's share (``edges`` needs ``cold``). ``adapted`` is ``warm`` plus the fleet's
+own request map: ``toolweave adapt`` run on a copy of the learning gateway's registry once it stopped
+(the refit of the map from the learning half's recorded calls, offline, as an operator or the schedule
+would), then the measured half played on it (``adapted`` needs ``warm``). Graphs: ``none`` =
 ``retrieval.edge_kinds: []`` (no edge walked, none used for after-call next steps); ``inferred`` = the
 defaults, every edge the registry holds: inferred ones, and learned ones once the gateway learns them.
 The measuring phase knows nothing of how learning works: learned edges are found by reading the
@@ -103,7 +106,7 @@ from load_bench import wait_ready
 from ports import free_port, wait_port
 
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
-PHASES = ("cold", "warm", "edges")
+PHASES = ("cold", "warm", "edges", "adapted")
 GRAPHS = ("none", "inferred")
 METHODS = ("hybrid", "grtf")
 
@@ -471,6 +474,12 @@ async def run_gateway(
             learned = learned_edges(graph, names.bare)
             out["learned_edges"] = [asdict(e) for e in learned]
             replays["learning"] = learnt
+        if "adapted" in plan.phases:
+            templates["adapted"] = tmp / "adapted"
+            shutil.copytree(templates["warm"], templates["adapted"])
+            print("== adapt: the fleet map refit from the learning half's calls", file=sys.stderr, flush=True)
+            out["adapt"] = await anyio.to_thread.run_sync(adapt, templates["adapted"])
+            print(f"   {out['adapt']}", file=sys.stderr, flush=True)
         if "edges" in plan.phases:
             # the learning half once more, on a gateway that records no usage examples (usage_weight 0:
             # the catalogs declare none, so the tool vectors are the same): the learned graph alone
@@ -513,6 +522,22 @@ async def run_gateway(
     return out
 
 
+def adapt(registry: Path) -> dict[str, Any]:
+    """``toolweave adapt`` on ``registry`` (no gateway holds it), with its wall time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [TOOLWEAVE, "adapt", "--registry", str(registry), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"toolweave adapt failed: {done.stderr.strip()[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    report["wall_s"] = round(time.monotonic() - started, 1)
+    return report
+
+
 def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]) -> list[dict[str, Any]]:
     """The turn-retrieval figures through ``toolweave.retrieval`` over a registry built from
     ``tools.jsonl`` (``toolweave bench``'s runner), on the queries of the dialogues ``numbers``."""
@@ -547,7 +572,7 @@ def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phases", default="cold,warm", help="cold, warm, edges (comma list)")
+    parser.add_argument("--phases", default="cold,warm", help="cold, warm, edges, adapted (comma list)")
     parser.add_argument("--graphs", default="none,inferred", help="none, inferred (comma list)")
     parser.add_argument("--methods", default="hybrid,grtf", help="hybrid, grtf (comma list)")
     parser.add_argument("--dialogues", help="N (ids 0..N-1) or a comma list of numbers or ids; default all")
@@ -575,7 +600,7 @@ def main() -> int:
         print("skipped: mpmath is missing (MathAPI needs it): pip install -e '.[bench]'", file=sys.stderr)
         return 0
     plan = Plan(
-        _choices(args.phases, PHASES),
+        _phases(args.phases),
         _choices(args.graphs, GRAPHS),
         _choices(args.methods, METHODS),
         not args.no_probe,
@@ -613,6 +638,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     return 0
+
+
+def _phases(raw: str) -> list[str]:
+    phases = _choices(raw, PHASES)
+    for phase, needs in (("adapted", "warm"),):
+        if phase in phases and needs not in phases:
+            raise SystemExit(f"phase {phase} needs phase {needs} (--phases {needs},{phase})")
+    return phases
 
 
 def _choices(raw: str, allowed: Sequence[str]) -> list[str]:
