@@ -3,7 +3,7 @@ is already published when the model calls it, and learned dependency edges again
 
     .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
     .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
-        [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe]
+        [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe] [--measure PHASES]
         [--offline | --no-offline] [--min-confidence 0.5] [--json]
 
 What runs (every part real):
@@ -435,6 +435,11 @@ class Plan:
     probe: bool
     min_confidence: float
     details: bool = False
+    measure: list[str] | None = None
+    """The phases whose measured half is played (None: every phase)."""
+    reuse: Path | None = None
+    """A ``--keep`` folder of an earlier run: its phase registries (after ingest, learning, adapt) are
+    the templates, and nothing is played before the measured half."""
 
 
 async def run_gateway(
@@ -456,12 +461,15 @@ async def run_gateway(
             return Gateway(manifest, registry, tmp / f"{label}.log", probes, env or {})
 
         templates: dict[str, Path] = {}
-        if {"cold", "edges"} & set(plan.phases):  # edges starts from the cold registry
+        if plan.reuse is not None:
+            templates = {p: plan.reuse / p for p in PHASES if (plan.reuse / p).is_dir()}
+            print(f"== reusing {', '.join(templates)} of {plan.reuse}", file=sys.stderr, flush=True)
+        if plan.reuse is None and {"cold", "edges"} & set(plan.phases):  # edges starts from the cold registry
             templates["cold"] = tmp / "cold"
             print("== cold registry: the tools ingested", file=sys.stderr, flush=True)
             async with gateway(templates["cold"], "grtf", "inferred", "ingest"):
                 pass
-        if "warm" in plan.phases:
+        if plan.reuse is None and "warm" in plan.phases:
             templates["warm"] = tmp / "warm"
             if "cold" in templates:
                 shutil.copytree(templates["cold"], templates["warm"])
@@ -474,13 +482,13 @@ async def run_gateway(
             learned = learned_edges(graph, names.bare)
             out["learned_edges"] = [asdict(e) for e in learned]
             replays["learning"] = learnt
-        if "adapted" in plan.phases:
+        if plan.reuse is None and "adapted" in plan.phases:
             templates["adapted"] = tmp / "adapted"
             shutil.copytree(templates["warm"], templates["adapted"])
             print("== adapt: the fleet map refit from the learning half's calls", file=sys.stderr, flush=True)
             out["adapt"] = await anyio.to_thread.run_sync(adapt, templates["adapted"])
             print(f"   {out['adapt']}", file=sys.stderr, flush=True)
-        if "edges" in plan.phases:
+        if plan.reuse is None and "edges" in plan.phases:
             # the learning half once more, on a gateway that records no usage examples (usage_weight 0:
             # the catalogs declare none, so the tool vectors are the same): the learned graph alone
             templates["edges"] = tmp / "edges"
@@ -489,7 +497,7 @@ async def run_gateway(
             no_usage = {"TOOLWEAVE_USAGE_WEIGHT": "0"}
             async with gateway(templates["edges"], "grtf", "inferred", "learning-edges", no_usage) as gw:
                 await play(gw.url, learning, fleet, names, probe=False, label="learning-edges")
-        for phase in plan.phases:
+        for phase in plan.measure or plan.phases:
             for graph_choice in plan.graphs:
                 for method in plan.methods:
                     label = f"{phase}-{graph_choice}-{method}"
@@ -576,6 +584,10 @@ def main() -> int:
     parser.add_argument("--graphs", default="none,inferred", help="none, inferred (comma list)")
     parser.add_argument("--methods", default="hybrid,grtf", help="hybrid, grtf (comma list)")
     parser.add_argument("--dialogues", help="N (ids 0..N-1) or a comma list of numbers or ids; default all")
+    parser.add_argument(
+        "--measure", help="play the measured half on these phases only (default: every phase)"
+    )
+    parser.add_argument("--reuse", type=Path, help="a --keep folder: its registries, nothing learnt again")
     parser.add_argument("--no-probe", action="store_true", help="skip the context-free probe of each turn")
     parser.add_argument("--offline", action="store_true", help="only the offline turn-retrieval figures")
     parser.add_argument("--no-offline", action="store_true", help="skip the offline figures")
@@ -606,7 +618,11 @@ def main() -> int:
         not args.no_probe,
         args.min_confidence,
         args.details,
+        _choices(args.measure, PHASES) if args.measure else None,
+        args.reuse,
     )
+    if plan.measure and not set(plan.measure) <= set(plan.phases):
+        raise SystemExit("--measure: only phases that --phases runs")
     from bfcl_servers import backend_classes
 
     dialogues = load_dialogues(args.dialogues, backend_classes())
