@@ -9,9 +9,9 @@ so tools the traffic never reached keep their place unless a trained request now
 The loss is the softmax over the catalogue (every tool a negative; a large catalogue keeps the golds and
 each request's nearest tools), scale ``FitParams.scale``, with every tool a request was recorded for as a
 positive (a turn that called two tools is one request with two golds, not two requests that contradict).
-Each tool's own vector is also asked, as a request that must find that tool (``FitParams.anchors``):
-without those anchors the map learnt to push requests away from the tools the traffic never reached, which
-are only ever negatives (BFCL multi-turn with 30 % of the tools silent: their turns lost 0.03 mAP@10).
+Tools the traffic never reached are only ever negatives: what that costs their requests, and an attempt
+that did not help (each tool's own vector added as a request that must find it), is in bench/RESULTS.md,
+"The fleet teaches its own model".
 The gradient is analytic through the normalisation; full-batch Adam, so a fit is deterministic.
 """
 
@@ -36,9 +36,6 @@ class FitParams:
     max_tools: int = 4096
     """Negatives beyond this many tools: the golds and each request's nearest tools only."""
     nearest: int = 32
-    anchors: float = 0.5
-    """Weight, against the requests', of each tool's own vector asked as a request that must find that
-    tool: the map may not move requests away from the tools the traffic never reached."""
 
 
 def apply_map(w: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -65,35 +62,26 @@ def fit_map(
     w = np.zeros((dim, dim), dtype=np.float64)
     if len(queries) == 0 or len(tools) == 0:
         return w.astype(np.float32)
-    requests = np.asarray(queries, dtype=np.float64)
-    columns = _candidates(requests, positives, tools, params)
+    q = np.asarray(queries, dtype=np.float64)
+    columns = _candidates(q, positives, tools, params)
     d = np.asarray(tools[columns], dtype=np.float64)
     where = {int(c): n for n, c in enumerate(columns)}
-    anchored = params.anchors > 0
-    q = np.vstack([requests, d]) if anchored else requests
     gold = np.zeros((len(q), len(columns)), dtype=bool)
     for i, rows in enumerate(positives):
         gold[i, [where[int(r)] for r in rows]] = True
-    weights = np.full(len(q), 1.0 / len(requests))
-    if anchored:
-        gold[np.arange(len(requests), len(q)), np.arange(len(columns))] = True
-        weights[len(requests) :] = params.anchors / len(columns)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     for step in range(1, params.steps + 1):
-        grad = _gradient(w, q, d, gold, weights, params)
+        grad = _gradient(w, q, d, gold, params)
         m = beta1 * m + (1 - beta1) * grad
         v = beta2 * v + (1 - beta2) * grad * grad
         w -= params.lr * (m / (1 - beta1**step)) / (np.sqrt(v / (1 - beta2**step)) + eps)
     return w.astype(np.float32)
 
 
-def _gradient(
-    w: np.ndarray, q: np.ndarray, d: np.ndarray, gold: np.ndarray, weights: np.ndarray, params: FitParams
-) -> np.ndarray:
-    """d/dW of Σ weight·(logsumexp(all) − logsumexp(golds)) + l2·|W|², through ``u = q + W q``,
-    ``v = u/|u|``."""
+def _gradient(w: np.ndarray, q: np.ndarray, d: np.ndarray, gold: np.ndarray, params: FitParams) -> np.ndarray:
+    """d/dW of mean(logsumexp(all) − logsumexp(golds)) + l2·|W|², through ``u = q + W q``, ``v = u/|u|``."""
     u = q + q @ w.T
     norm = np.linalg.norm(u, axis=1, keepdims=True)
     norm = np.where(norm > 0, norm, 1.0)
@@ -104,7 +92,7 @@ def _gradient(
     every /= every.sum(axis=1, keepdims=True)
     golds = np.where(gold, np.exp(logits), 0.0)
     golds /= golds.sum(axis=1, keepdims=True)
-    g_unit = params.scale * ((weights[:, None] * (every - golds)) @ d)
+    g_unit = params.scale * ((every - golds) @ d) / len(q)
     g_u = (g_unit - unit * np.sum(g_unit * unit, axis=1, keepdims=True)) / norm
     out: np.ndarray = g_u.T @ q + 2.0 * params.l2 * w
     return out
