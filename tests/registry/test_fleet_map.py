@@ -4,6 +4,7 @@ applied to searches, switched off and reset (real embedder, real LanceDB, the re
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -134,4 +135,17 @@ def test_the_adapt_command_refits_and_resets(
     assert "deleted" in result.stdout
     reg = Registry.open(tmp_path / "r", embedder=shared_embedder)
     assert reg.fleet_map.current() is None
+    reg.close()
+
+
+def test_a_gateway_with_a_refit_interval_fits_the_map_in_the_background(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    reg = with_traffic(tmp_path / "r", shared_embedder, fleet_map_refit_s=0.2)
+    for _ in range(600):  # the schedule's thread, not this one, fits it
+        if reg.fleet_map.current() is not None:
+            break
+        time.sleep(0.1)
+    assert reg.fleet_map.current() is not None
+    assert rank_of(reg, "demo__ledger_post") == 0
     reg.close()
