@@ -269,3 +269,5 @@ class RefitSchedule:
                 self._book.refit()
             except ToolweaveError:
                 log.warning("fleet map refit failed; will try again", exc_info=True)
+            except Exception:  # a bug must not end the schedule: the next tick tries again
+                log.exception("fleet map refit failed unexpectedly; will try again")
