@@ -4,6 +4,7 @@ is already published when the model calls it, and learned dependency edges again
     .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
     .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
         [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe] [--measure PHASES]
+        [--reuse KEPT_DIR]
         [--offline | --no-offline] [--min-confidence 0.5] [--json]
 
 What runs (every part real):
