@@ -3,8 +3,9 @@ is already published when the model calls it, and learned dependency edges again
 
     .venv/bin/pip install -e '.[bench]'    # mpmath, which the MathAPI backend needs (bench only)
     .venv/bin/python bench/bfcl_replay.py [--phases cold,warm] [--graphs none,inferred]
-        [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe]
-        [--offline | --no-offline] [--min-confidence 0.5] [--frozen] [--max-tools N] [--json]
+        [--methods hybrid,grtf] [--dialogues N | 0,1,multi_turn_base_7,...] [--no-probe] [--measure PHASES]
+        [--reuse KEPT_DIR] [--offline | --no-offline] [--min-confidence 0.5] [--frozen] [--max-tools N]
+        [--json]
 
 What runs (every part real):
 * the 8 backend classes of ``../shared/datasets/bfcl_multi_turn/executable`` as MCP servers over
@@ -26,7 +27,10 @@ Phases: ``cold`` plays the measured half on a registry that only ingested the to
 plays the learning half through its own gateway (defaults: grtf, every edge), stops it (what it learnt
 must survive a restart), then plays the measured half on a copy of that registry. ``edges`` does the
 same with a learning gateway that records no usage examples (``usage_weight: 0``): what the learned
-graph does without Tool2Vec's share (``edges`` needs ``cold``). Graphs: ``none`` =
+graph does without Tool2Vec's share (``edges`` needs ``cold``). ``adapted`` is ``warm`` plus the fleet's
+own request map: ``toolweave adapt`` run on a copy of the learning gateway's registry once it stopped
+(the refit of the map from the learning half's recorded calls, offline, as an operator or the schedule
+would), then the measured half played on it (``adapted`` needs ``warm``). Graphs: ``none`` =
 ``retrieval.edge_kinds: []`` (no edge walked, none used for after-call next steps); ``inferred`` = the
 defaults, every edge the registry holds: inferred ones, and learned ones once the gateway learns them.
 The measuring phase knows nothing of how learning works: learned edges are found by reading the
@@ -107,7 +111,7 @@ from load_bench import wait_ready
 from ports import free_port, wait_port
 
 TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
-PHASES = ("cold", "warm", "edges")
+PHASES = ("cold", "warm", "edges", "adapted")
 GRAPHS = ("none", "inferred")
 METHODS = ("hybrid", "grtf")
 
@@ -452,6 +456,11 @@ class Plan:
     edges written before it stops): figures that do not depend on when the periodic flush came."""
     max_tools: int | None = None
     """``publish.max_tools`` of the measured gateways (None: the default)."""
+    measure: list[str] | None = None
+    """The phases whose measured half is played (None: every phase)."""
+    reuse: Path | None = None
+    """A ``--keep`` folder of an earlier run: its phase registries (after ingest, learning, adapt) are
+    the templates, and nothing is played before the measured half."""
 
 
 async def run_gateway(
@@ -473,12 +482,15 @@ async def run_gateway(
             return Gateway(manifest, registry, tmp / f"{label}.log", probes, env or {})
 
         templates: dict[str, Path] = {}
-        if {"cold", "edges"} & set(plan.phases):  # edges starts from the cold registry
+        if plan.reuse is not None:
+            templates = {p: plan.reuse / p for p in PHASES if (plan.reuse / p).is_dir()}
+            print(f"== reusing {', '.join(templates)} of {plan.reuse}", file=sys.stderr, flush=True)
+        if plan.reuse is None and {"cold", "edges"} & set(plan.phases):  # edges starts from the cold registry
             templates["cold"] = tmp / "cold"
             print("== cold registry: the tools ingested", file=sys.stderr, flush=True)
             async with gateway(templates["cold"], "grtf", "inferred", "ingest"):
                 pass
-        if "warm" in plan.phases:
+        if plan.reuse is None and "warm" in plan.phases:
             templates["warm"] = tmp / "warm"
             if "cold" in templates:
                 shutil.copytree(templates["cold"], templates["warm"])
@@ -491,7 +503,13 @@ async def run_gateway(
             learned = learned_edges(graph, names.bare)
             out["learned_edges"] = [asdict(e) for e in learned]
             replays["learning"] = learnt
-        if "edges" in plan.phases:
+        if plan.reuse is None and "adapted" in plan.phases:
+            templates["adapted"] = tmp / "adapted"
+            shutil.copytree(templates["warm"], templates["adapted"])
+            print("== adapt: the fleet map refit from the learning half's calls", file=sys.stderr, flush=True)
+            out["adapt"] = await anyio.to_thread.run_sync(adapt, templates["adapted"])
+            print(f"   {out['adapt']}", file=sys.stderr, flush=True)
+        if plan.reuse is None and "edges" in plan.phases:
             # the learning half once more, on a gateway that records no usage examples (usage_weight 0:
             # the catalogs declare none, so the tool vectors are the same): the learned graph alone
             templates["edges"] = tmp / "edges"
@@ -500,7 +518,7 @@ async def run_gateway(
             no_usage = {"TOOLWEAVE_USAGE_WEIGHT": "0"}
             async with gateway(templates["edges"], "grtf", "inferred", "learning-edges", no_usage) as gw:
                 await play(gw.url, learning, fleet, names, probe=False, label="learning-edges")
-        for phase in plan.phases:
+        for phase in plan.measure or plan.phases:
             for graph_choice in plan.graphs:
                 for method in plan.methods:
                     label = f"{phase}-{graph_choice}-{method}"
@@ -534,6 +552,22 @@ async def run_gateway(
                 measured_adjacent=adjacent,
             )
     return out
+
+
+def adapt(registry: Path) -> dict[str, Any]:
+    """``toolweave adapt`` on ``registry`` (no gateway holds it), with its wall time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [TOOLWEAVE, "adapt", "--registry", str(registry), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"toolweave adapt failed: {done.stderr.strip()[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    report["wall_s"] = round(time.monotonic() - started, 1)
+    return report
 
 
 def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]) -> list[dict[str, Any]]:
@@ -570,10 +604,14 @@ def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phases", default="cold,warm", help="cold, warm, edges (comma list)")
+    parser.add_argument("--phases", default="cold,warm", help="cold, warm, edges, adapted (comma list)")
     parser.add_argument("--graphs", default="none,inferred", help="none, inferred (comma list)")
     parser.add_argument("--methods", default="hybrid,grtf", help="hybrid, grtf (comma list)")
     parser.add_argument("--dialogues", help="N (ids 0..N-1) or a comma list of numbers or ids; default all")
+    parser.add_argument(
+        "--measure", help="play the measured half on these phases only (default: every phase)"
+    )
+    parser.add_argument("--reuse", type=Path, help="a --keep folder: its registries, nothing learnt again")
     parser.add_argument("--no-probe", action="store_true", help="skip the context-free probe of each turn")
     parser.add_argument("--offline", action="store_true", help="only the offline turn-retrieval figures")
     parser.add_argument("--no-offline", action="store_true", help="skip the offline figures")
@@ -602,7 +640,7 @@ def main() -> int:
         print("skipped: mpmath is missing (MathAPI needs it): pip install -e '.[bench]'", file=sys.stderr)
         return 0
     plan = Plan(
-        _choices(args.phases, PHASES),
+        _phases(args.phases),
         _choices(args.graphs, GRAPHS),
         _choices(args.methods, METHODS),
         not args.no_probe,
@@ -610,7 +648,11 @@ def main() -> int:
         args.details,
         args.frozen,
         args.max_tools,
+        _choices(args.measure, PHASES) if args.measure else None,
+        args.reuse,
     )
+    if plan.measure and not set(plan.measure) <= set(plan.phases):
+        raise SystemExit("--measure: only phases that --phases runs")
     from bfcl_servers import backend_classes
 
     dialogues = load_dialogues(args.dialogues, backend_classes())
@@ -642,6 +684,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     return 0
+
+
+def _phases(raw: str) -> list[str]:
+    phases = _choices(raw, PHASES)
+    for phase, needs in (("adapted", "warm"),):
+        if phase in phases and needs not in phases:
+            raise SystemExit(f"phase {phase} needs phase {needs} (--phases {needs},{phase})")
+    return phases
 
 
 def _choices(raw: str, allowed: Sequence[str]) -> list[str]:

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import typer
 
-from toolweave.commands import bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn
+from toolweave.commands import (
+    adapt,
+    bench,
+    catalog,
+    config,
+    graph,
+    manifest,
+    openapi,
+    search,
+    serve,
+    tools,
+    turn,
+)
 
 __all__ = ["COMMANDS", "app"]
 
@@ -22,7 +34,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMANDS = (bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn)
+COMMANDS = (adapt, bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn)
 """Command modules, in the order ``toolweave --help`` lists them."""
 
 for _module in COMMANDS:

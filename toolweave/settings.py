@@ -332,6 +332,24 @@ class Settings(BaseSettings):
         "nothing on the call path writes the registry, and other replicas reload once per flush, not per "
         "call. A crash loses at most the examples of one interval.",
     )
+    fleet_map: bool = Field(
+        True,
+        description="Rank with the fleet's own request map when the registry holds one (`toolweave adapt` "
+        "fits it from the requests and the tools they led to); false ignores it, nothing is deleted "
+        "(`toolweave adapt --reset` deletes it).",
+    )
+    fleet_map_min_examples: int = Field(
+        40,
+        ge=1,
+        description="Recorded calls (request -> tool called) a registry needs before `toolweave adapt` fits "
+        "its request map; with fewer it fits none.",
+    )
+    fleet_map_refit_s: float = Field(
+        0.0,
+        ge=0,
+        description="How often a gateway refits the fleet's request map in the background from the traffic "
+        "recorded since (only when it changed; never on the call path); 0 = only `toolweave adapt`.",
+    )
     vector_index_threshold: int = Field(
         20_000,
         ge=1,

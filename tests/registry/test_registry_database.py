@@ -171,6 +171,7 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     assert lancedb.connect(str(reg.path)).list_tables().tables == [
         "commit",
         "edges",
+        "fleet_map",
         "overrides",
         "sources",
         "tools",
@@ -182,6 +183,7 @@ def test_reindex_swaps_in_a_new_table_and_an_interrupted_one_changes_nothing(
     assert sorted(lancedb.connect(str(reg.path)).list_tables().tables) == [
         "commit",
         "edges",
+        "fleet_map",
         "overrides",
         "sources",
         "tools_g2",

@@ -55,6 +55,8 @@ class Follower:
             "traffic": lambda _keys: self._learned.load(),  # the evidence is small: read it whole
         }
         """Kind of change → its loader, applied in this order (rows before the edges between them)."""
+        self.whole: list[Callable[[], None]] = []
+        """Loaders of the parts a full load reads besides these (a part registers its own)."""
 
     # -- everything ----------------------------------------------------------------------------------
     def load_committed(self) -> None:
@@ -69,6 +71,8 @@ class Follower:
         self.reload()
         state.graph = graph_from_rows(state.snap.nodes(), db.side.load_edges())
         self._learned.load()
+        for load in self.whole:
+            load()
         state.publish_graph()
         state.full_loads += 1
 

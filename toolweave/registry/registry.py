@@ -17,6 +17,7 @@ part                      job
 ``commits.Commits``        the writer lock, catching up, rollback on error, the commit record
 ``vector_upkeep``          a large registry's ANN index, refreshed on a background thread
 ``sources.SourceBook``     the source specs replicas share
+``fleet_map.FleetMapBook`` the fleet's request map, refit offline from recorded calls
 ========================  ==========================================================================
 
 Reads are served from the snapshot, swapped whole after each write, so searches never see half an
@@ -34,6 +35,8 @@ from toolweave.registry.commits import LOCK_WAIT_S, Commits
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder, Progress
 from toolweave.registry.evidence import Sighting
+from toolweave.registry.fleet_map import KIND as FLEET_MAP_KIND
+from toolweave.registry.fleet_map import FleetMapBook, RefitSchedule
 from toolweave.registry.flusher import Flusher
 from toolweave.registry.follower import Follower
 from toolweave.registry.graph import DependencyGraph
@@ -79,6 +82,11 @@ class Registry:
         sinks: list[Sink] = [self._usage, self._learned]
         self._flusher = Flusher(state, self._commits, observations, sinks, settings.usage_flush_s)
         self._sources = SourceBook(state, self._commits)
+        self.fleet_map = FleetMapBook(state, self._commits, self._usage, reads.vectors)
+        """The fleet's own request map: ``refit()``, ``reset()``, ``current()`` (fleet_map.py)."""
+        self._follower.appliers[FLEET_MAP_KIND] = self.fleet_map.load
+        self._follower.whole.append(self.fleet_map.load)
+        self._refits = RefitSchedule(self.fleet_map, settings.fleet_map_refit_s)
 
         # Reads, as of the last completed write, safe from any thread (search.py).
         self.find = reads.find
@@ -112,6 +120,7 @@ class Registry:
         self._follower.load_committed()
         self._ingest.repair()
         self.vector_index.refresh_later()
+        self._refits.start()
 
     # -- opening and closing -------------------------------------------------------------------------
     @classmethod
@@ -170,6 +179,7 @@ class Registry:
     def close(self) -> None:
         """Write the buffered observations (one commit), then stop the worker threads; a vector index
         build under way finishes and commits first. Every other write is committed already."""
+        self._refits.close()
         self._flusher.close()
         self._reads.close()
         self._ingest.close()

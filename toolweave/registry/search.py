@@ -31,6 +31,7 @@ from toolweave.records import (
     ToolRecord,
 )
 from toolweave.registry.database import is_uri
+from toolweave.registry.fleet_fit import FleetMap
 from toolweave.registry.inference import walkable
 from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
@@ -168,6 +169,7 @@ class SnapshotSearch:
         )
         ranked: list[list[Hit]] = [[] for _ in queries]
         if scope.vector:
+            fleet = self._state.fleet_map if self._state.settings.fleet_map else None
             parts = list(dict.fromkeys(p for q in queries for p in q))
             embedded = dict(zip(parts, self._state.embedder.embed_queries(parts), strict=True))
             for n, variant in enumerate(queries):
@@ -178,7 +180,8 @@ class SnapshotSearch:
                         np.zeros_like(embedded[variant[0]]),
                     )
                 )
-                ranked[n] = self._rank(composed / (np.linalg.norm(composed) or 1.0), k, exclude_sources)
+                unit = composed / (np.linalg.norm(composed) or 1.0)
+                ranked[n] = self._rank(unit, k, exclude_sources, fleet)
         texts = self._text_results(pending) if text else [[] for _ in queries]
         return list(zip(ranked, texts, strict=True))
 
@@ -197,13 +200,23 @@ class SnapshotSearch:
                 out.append([])
         return out
 
-    def _rank(self, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]) -> list[Hit]:
+    def _rank(
+        self,
+        query_vector: np.ndarray,
+        k: int,
+        exclude_sources: Collection[str],
+        fleet: FleetMap | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best tools by vector. ``fleet``: the fleet's request map, applied where the request
+        meets the tool vectors it was fitted against; usage vectors are requests themselves, so they
+        meet the request as it was embedded (an ANN search has one vector for both: the mapped one)."""
         snap = self._state.snap
         if not snap.ids or k <= 0:
             return []
+        to_tools = query_vector if fleet is None else fleet.apply(query_vector)
         if snap.ann:
-            return self._ann_rank(snap, query_vector, k, exclude_sources)
-        scores = snap.matrix @ query_vector
+            return self._ann_rank(snap, to_tools, k, exclude_sources)
+        scores = snap.matrix @ to_tools
         if snap.usage_rows.size and self._state.usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
             weight = self._state.settings.usage_weight

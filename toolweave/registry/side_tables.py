@@ -23,13 +23,14 @@ from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SOURCE_SCHEMA, SOURCE_TABLE
 from toolweave.registry.store import Guard, lance_errors, no_guard, sql_in
 
-__all__ = ["EDGE_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables", "override_rows"]
+__all__ = ["EDGE_TABLE", "FLEET_MAP_TABLE", "OVERRIDE_TABLE", "TRAFFIC_TABLE", "SideTables", "override_rows"]
 
 log = logging.getLogger(__name__)
 
 EDGE_TABLE = "edges"
 OVERRIDE_TABLE = "overrides"
 TRAFFIC_TABLE = "traffic"
+FLEET_MAP_TABLE = "fleet_map"
 _EDGE_SCHEMA = pa.schema(
     [
         pa.field("tool", pa.string(), nullable=False),
@@ -71,6 +72,23 @@ _TRAFFIC_SCHEMA = pa.schema(
 )
 """Evidence rows (``toolweave.registry.evidence.Evidence``): tool ids, a parameter and a field path,
 counts and keyed session hashes; never a value."""
+
+_FLEET_MAP_SCHEMA = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("dim", pa.int64(), nullable=False),
+        pa.field("matrix", pa.binary(), nullable=False),
+        pa.field("examples", pa.int64()),
+        pa.field("requests", pa.int64()),
+        pa.field("tools", pa.int64()),
+        pa.field("fitted_ns", pa.int64()),
+        pa.field("fingerprint", pa.string()),
+        pa.field("before", pa.float64()),
+        pa.field("after", pa.float64()),
+    ]
+)
+"""The fleet's request map (``toolweave.registry.fleet_map``): none or one row; ``matrix`` is ``W`` as
+little-endian float32, dim × dim. Figures only: no request text is stored here."""
 
 
 class SideTables:
@@ -151,6 +169,13 @@ class SideTables:
     def load_traffic(self) -> list[dict[str, Any]]:
         return self._committed_rows(TRAFFIC_TABLE, _TRAFFIC_SCHEMA)
 
+    def save_fleet_map(self, rows: list[dict[str, Any]]) -> None:
+        """Replace the fleet map table (none or one row; not yet committed)."""
+        self._replace_rows(FLEET_MAP_TABLE, _FLEET_MAP_SCHEMA, rows)
+
+    def load_fleet_map(self) -> list[dict[str, Any]]:
+        return self._committed_rows(FLEET_MAP_TABLE, _FLEET_MAP_SCHEMA)
+
     # -- edges and overrides -------------------------------------------------------------------------
     def save_edges(self, edges: Iterable[DependencyEdge]) -> None:
         """Replace the edge table (not yet committed: ``commit`` makes it count)."""
@@ -204,6 +229,7 @@ _SCHEMAS = {
     OVERRIDE_TABLE: _OVERRIDE_SCHEMA,
     SOURCE_TABLE: SOURCE_SCHEMA,
     TRAFFIC_TABLE: _TRAFFIC_SCHEMA,
+    FLEET_MAP_TABLE: _FLEET_MAP_SCHEMA,
 }
 
 

@@ -18,6 +18,7 @@ from toolweave.records import DependencyEdge
 from toolweave.registry.changes import Changes
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder
+from toolweave.registry.fleet_fit import FleetMap
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference import weighed
 from toolweave.registry.overrides import GraphOverrides
@@ -53,6 +54,8 @@ class RegistryState:
         self.edges: tuple[DependencyEdge, ...] = ()
         self.overrides: GraphOverrides | None = None
         self.sources: tuple[SourceSpec, ...] = ()
+        self.fleet_map: FleetMap | None = None
+        """The fleet's request map searches apply (``fleet_map.py``); replaced whole, never changed."""
         self.loaded_generation = -1
         """The committed generation the snapshot shows (``Follower.refresh`` compares it with the stored
         one)."""

@@ -1,0 +1,148 @@
+"""The fleet's request map, the pure part: ``q → normalise(q + W q)``, fitted with numpy.
+
+A registry learns from its own traffic which tool a request led to (usage examples of origin ``call``,
+``toolweave.registry.usage``). ``fit_map`` turns those pairs into a linear map of the request vector, the
+cheap request-side layer of ``bench/query_adapter.py`` without torch: the tool vectors stay as they are
+(no reindex), only the request moves. ``W`` starts at 0 (the identity map) and an L2 pull keeps it near 0,
+so tools the traffic never reached keep their place unless a trained request now outranks them.
+
+The loss is the softmax over the catalogue (every tool a negative; a large catalogue keeps the golds and
+each request's nearest tools), scale ``FitParams.scale``, with every tool a request was recorded for as a
+positive (a turn that called two tools is one request with two golds, not two requests that contradict).
+Tools the traffic never reached are only ever negatives: what that costs their requests, and an attempt
+that did not help (each tool's own vector added as a request that must find it), is in bench/RESULTS.md,
+"The fleet teaches its own model".
+The gradient is analytic through the normalisation; full-batch Adam, so a fit is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["FitParams", "FleetMap", "apply_map", "fit_map", "mean_reciprocal_rank"]
+
+
+@dataclass(frozen=True, slots=True)
+class FitParams:
+    scale: float = 20.0
+    """Softmax scale over cosines (the lab's)."""
+    l2: float = 0.01
+    """Pull of ``W`` towards 0 (the identity map), on the sum of its squares."""
+    steps: int = 200
+    lr: float = 1e-3
+    max_tools: int = 4096
+    """Negatives beyond this many tools: the golds and each request's nearest tools only."""
+    nearest: int = 32
+
+
+def apply_map(w: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``normalise(q + W q)`` for one vector or a row per request (a ranking ignores the norm, but the
+    fused scores that follow compare cosines)."""
+    mapped = vectors + vectors @ w.T
+    norm = np.linalg.norm(mapped, axis=-1, keepdims=True)
+    out: np.ndarray = (mapped / np.where(norm > 0, norm, 1.0)).astype(np.float32)
+    return out
+
+
+def fit_map(
+    queries: np.ndarray,
+    positives: Sequence[Sequence[int]],
+    tools: np.ndarray,
+    params: FitParams | None = None,
+) -> np.ndarray:
+    """``W`` (dim × dim) that ranks each request's ``positives`` (rows of ``tools``) first.
+
+    ``queries``: one unit vector per distinct request; ``tools``: the catalogue's unit vectors. No
+    request: the identity map (W = 0)."""
+    params = params or FitParams()
+    dim = tools.shape[1] if tools.ndim == 2 else queries.shape[-1]
+    w = np.zeros((dim, dim), dtype=np.float64)
+    if len(queries) == 0 or len(tools) == 0:
+        return w.astype(np.float32)
+    q = np.asarray(queries, dtype=np.float64)
+    columns = _candidates(q, positives, tools, params)
+    d = np.asarray(tools[columns], dtype=np.float64)
+    where = {int(c): n for n, c in enumerate(columns)}
+    gold = np.zeros((len(q), len(columns)), dtype=bool)
+    for i, rows in enumerate(positives):
+        gold[i, [where[int(r)] for r in rows]] = True
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, params.steps + 1):
+        grad = _gradient(w, q, d, gold, params)
+        m = beta1 * m + (1 - beta1) * grad
+        v = beta2 * v + (1 - beta2) * grad * grad
+        w -= params.lr * (m / (1 - beta1**step)) / (np.sqrt(v / (1 - beta2**step)) + eps)
+    return w.astype(np.float32)
+
+
+def _gradient(w: np.ndarray, q: np.ndarray, d: np.ndarray, gold: np.ndarray, params: FitParams) -> np.ndarray:
+    """d/dW of mean(logsumexp(all) − logsumexp(golds)) + l2·|W|², through ``u = q + W q``, ``v = u/|u|``."""
+    u = q + q @ w.T
+    norm = np.linalg.norm(u, axis=1, keepdims=True)
+    norm = np.where(norm > 0, norm, 1.0)
+    unit = u / norm
+    logits = params.scale * (unit @ d.T)
+    logits -= logits.max(axis=1, keepdims=True)
+    every = np.exp(logits)
+    every /= every.sum(axis=1, keepdims=True)
+    golds = np.where(gold, np.exp(logits), 0.0)
+    golds /= golds.sum(axis=1, keepdims=True)
+    g_unit = params.scale * ((every - golds) @ d) / len(q)
+    g_u = (g_unit - unit * np.sum(g_unit * unit, axis=1, keepdims=True)) / norm
+    out: np.ndarray = g_u.T @ q + 2.0 * params.l2 * w
+    return out
+
+
+def _candidates(
+    q: np.ndarray, positives: Sequence[Sequence[int]], tools: np.ndarray, params: FitParams
+) -> np.ndarray:
+    """The tool rows the softmax runs over: all of them up to ``max_tools``; else the golds and each
+    request's ``nearest`` tools (the ones the map could wrongly lift or must push down)."""
+    if len(tools) <= params.max_tools:
+        return np.arange(len(tools))
+    chosen = {int(r) for rows in positives for r in rows}
+    scores = q @ np.asarray(tools, dtype=np.float64).T
+    near = np.argpartition(-scores, min(params.nearest, len(tools) - 1), axis=1)[:, : params.nearest]
+    chosen.update(int(c) for c in near.ravel())
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+def mean_reciprocal_rank(
+    w: np.ndarray | None, queries: np.ndarray, positives: Sequence[Sequence[int]], tools: np.ndarray
+) -> float:
+    """Mean over requests of 1 / the best gold's rank among ``tools`` (the fit's own figure)."""
+    if len(queries) == 0:
+        return 0.0
+    mapped = queries if w is None else apply_map(w, queries)
+    scores = mapped @ np.asarray(tools).T
+    total = 0.0
+    for i, rows in enumerate(positives):
+        best = max(float(scores[i, r]) for r in rows)
+        total += 1.0 / (1 + int(np.sum(scores[i] > best)))
+    return total / len(queries)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetMap:
+    """A fitted map as the registry holds it (``toolweave.registry.fleet_map``)."""
+
+    w: np.ndarray
+    model: str
+    """The embedding model whose request vectors it maps: another model's requests are left alone."""
+    examples: int
+    requests: int
+    tools: int
+    fitted_ns: int
+    fingerprint: str
+    """What it was fitted from (the recorded calls): a refit of the same traffic is skipped."""
+    before: float
+    after: float
+    """Mean reciprocal rank of the requests held out of the check fit, without and with its map."""
+
+    def apply(self, vector: np.ndarray) -> np.ndarray:
+        return apply_map(self.w, vector)
