@@ -102,6 +102,12 @@ class RetrievalSettings(BaseModel):
         "the fused scores times the share of its name the request spells out, name words weighed by "
         "their rarity among the fleet's names (0 = off).",
     )
+    fleet_calibration: bool = Field(
+        False,
+        description="Weigh BM25 against the vectors by how sure each is on this fleet, measured once per "
+        "registry snapshot from probe searches of its own tool descriptions. Off: equal weights, which "
+        "ranked better with the default model on every dataset measured (bench/RESULTS.md).",
+    )
     decompose: Literal["sentences", "clauses", "and", "off"] = Field(
         "sentences",
         description="Split a multi-part request into sub-queries searched beside the whole query (their "

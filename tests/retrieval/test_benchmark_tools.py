@@ -115,7 +115,10 @@ def test_recorded_index_searches_once_and_replays_every_method() -> None:
         {"a": [DependencyEdge(tool="a", depends_on="d", kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)]}
     )
     out = {
-        m: [r.tool_id for r in retrieve("q", index, graph, RetrievalSettings(method=m, top_k=1))]
+        m: [
+            r.tool_id
+            for r in retrieve("q", index, graph, RetrievalSettings(method=m, top_k=1, fleet_calibration=True))
+        ]
         for m in ("vector", "bm25", "hybrid", "grtf")
     }
     assert live.searches == 2  # the query, and the probes of the fleet calibration (hybrid, grtf)
@@ -132,7 +135,7 @@ def test_a_recorded_index_records_the_live_calibration_for_every_view() -> None:
     index = RecordedIndex(live=live)
     view = index.view()
     graph = RecordedGraph({})
-    params = RetrievalSettings(method="hybrid")
+    params = RetrievalSettings(method="hybrid", fleet_calibration=True)
     first = [retrieve("q", index, graph, params) for _ in range(3)]
     assert first[0] == first[1] == first[2] == retrieve("q", view, graph, params)
     assert live.calibrations == 1  # asked once, then replayed by the index and its views

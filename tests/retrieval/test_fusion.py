@@ -122,8 +122,17 @@ class _FixedIndex:
         return self.calibrations[key]  # type: ignore[return-value]
 
 
+def test_the_pipeline_fuses_with_equal_weights_unless_the_fleet_calibration_is_on() -> None:
+    # off by default: the fleet's probes are never searched, and the slightly stronger vector leader wins
+    bm25_fleet = _FixedIndex(*_conflict(), fleet=(_spread("v", 0.02), _spread("t", 2.0)))
+    assert (
+        retrieve("a conflict", bm25_fleet, _no_deps, RetrievalSettings(method="hybrid"))[0].tool_id == "vlead"
+    )
+    assert bm25_fleet.calibrations == {}
+
+
 def test_the_pipeline_fuses_by_the_calibration_of_the_fleet_the_index_holds() -> None:
-    params = RetrievalSettings(method="hybrid")
+    params = RetrievalSettings(method="hybrid", fleet_calibration=True)
     bm25_fleet = _FixedIndex(*_conflict(), fleet=(_spread("v", 0.02), _spread("t", 2.0)))
     assert retrieve("a conflict", bm25_fleet, _no_deps, params)[0].tool_id == "tlead"
     assert fleet_calibration(bm25_fleet).text_weight > 1.2
@@ -134,7 +143,7 @@ def test_the_pipeline_fuses_by_the_calibration_of_the_fleet_the_index_holds() ->
 def test_a_ranking_does_not_depend_on_the_requests_before_it() -> None:
     # The old running record learned from each turn: after 20 turns of a BM25-sure fleet, the same
     # conflict ranked the other way. Now the fleet's probes alone decide, whatever came before.
-    params = RetrievalSettings(method="hybrid")
+    params = RetrievalSettings(method="hybrid", fleet_calibration=True)
     index = _FixedIndex(*_conflict(), fleet=(_spread("v", 1.0), _spread("t", 1.0)))
     first = retrieve("a conflict", index, _no_deps, params)
     index.vector, index.text = _spread("v", 0.02), _spread("t", 2.0)

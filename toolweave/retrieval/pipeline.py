@@ -21,7 +21,7 @@ from toolweave.retrieval.decompose import (
     part_weights,
 )
 from toolweave.retrieval.floor import apply_floor, mark_published
-from toolweave.retrieval.fusion import FleetCalibration, calibrate, fuse, turn_relevance
+from toolweave.retrieval.fusion import EQUAL_WEIGHTS, FleetCalibration, calibrate, fuse, turn_relevance
 from toolweave.retrieval.name_match import match_names
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
@@ -99,11 +99,12 @@ def first_pass(
     *,
     exclude_sources: Collection[str] = (),
     name_match: float = 0.0,
+    calibrated: bool = False,
 ) -> list[list[Hit]]:
     """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``:
-    z-scores weighted by the index's ``fleet_calibration``) and, with ``name_match`` > 0, lifted by how
-    much of each name the query spells out."""
-    passes = scored_first_pass(queries, index, method, k, exclude_sources, name_match)
+    z-scores, weighted by the index's ``fleet_calibration`` when ``calibrated``) and, with
+    ``name_match`` > 0, lifted by how much of each name the query spells out."""
+    passes = scored_first_pass(queries, index, method, k, exclude_sources, name_match, calibrated)
     return [hits[:k] for hits, _ in passes]
 
 
@@ -114,6 +115,7 @@ def scored_first_pass(
     k: int,
     exclude_sources: Collection[str],
     name_match: float,
+    calibrated: bool = False,
 ) -> list[tuple[list[Hit], dict[str, float]]]:
     """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
@@ -125,7 +127,9 @@ def scored_first_pass(
             for vector, text in both
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
-    calibration = fleet_calibration(index)  # the snapshot's, computed once per snapshot
+    # equal weights unless asked: with toolret-v2 the probe calibration ranked worse than none on every
+    # dataset measured (bench/RESULTS.md, "Retrieval quality"); the snapshot's, once per snapshot
+    calibration = fleet_calibration(index) if calibrated else EQUAL_WEIGHTS
     vocabulary = index.name_vocabulary() if name_match > 0 else None
     passes = []
     for query, (vector, text) in zip(queries, both, strict=True):
@@ -221,6 +225,7 @@ def candidates(
         pool,
         exclude_sources,
         params.name_match,
+        params.fleet_calibration,
     )
     if decomposition is None or len(passes) == 1:
         return passes[0]
