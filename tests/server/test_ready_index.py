@@ -21,6 +21,7 @@ from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront
 from toolweave.server.gateway import Gateway
 from toolweave.server.starting import answer_find_tools_while_starting, ready_table, starting
 from toolweave.settings import Settings
+from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 from .helpers import FakeBackend, notes_tools, time_tools
 from .test_early import Client, Server, front_replay, initialize, modern, request
@@ -229,7 +230,6 @@ def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras()
     replayed (the gateway publishes); without it, or for a call of another tool, the gateway answers."""
     import dataclasses
 
-    from toolweave.server import handshake
     from toolweave.server.front_answers import decide
 
     from .test_front_answers import modern as modern_request
@@ -250,7 +250,7 @@ def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras()
     answered = decide(headers, modern_body, ready, set())
     assert answered is not None and answered.reply is not None
     result = answered.reply["result"]
-    assert result["resultType"] == "complete" and handshake.SERVER_INFO_META in result["_meta"]
+    assert result["resultType"] == "complete" and SERVER_INFO_META_KEY in result["_meta"]
     assert result["structuredContent"]["tools"][0]["name"] == "time__get_current_time"
 
 

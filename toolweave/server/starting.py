@@ -32,6 +32,7 @@ import anyio
 import mcp_types as types
 
 from toolweave.server import ready_index
+from toolweave.server.calls import observe_turn
 from toolweave.server.early import ARRIVED_META
 from toolweave.server.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
 
@@ -143,6 +144,7 @@ async def _from_ready_table(
     if plain is None or table is None:
         return None
     query, k = plain
+    started = time.perf_counter()
     doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
     session = await gateway.session_for(ctx)
     changed = await _publish(gateway, session, query, ids)
@@ -150,9 +152,22 @@ async def _from_ready_table(
         await gateway.notifier.tools_changed(session)
     doc["tool_list_changed"] = changed
     result = ready_index.call_result(doc)
-    return types.CallToolResult(
+    answer = types.CallToolResult(
         content=[types.TextContent(text=result["content"][0]["text"])], structured_content=doc
     )
+    # an answer from the table is a turn like any other: its metrics and its audit line, in its session
+    elapsed = time.perf_counter() - started
+    observe_turn(
+        gateway.metrics,
+        gateway.audit,
+        lambda _: True,
+        session,
+        FIND_TOOLS,
+        params.arguments or {},
+        answer,
+        elapsed,
+    )
+    return answer
 
 
 async def turn_from_ready_table(
