@@ -8,18 +8,19 @@ runs unchanged on a GPU machine (``--device cuda``):
         train on the pool's ``train`` split, score the ``val`` split after every epoch, keep the best
         epoch, export it to int8 ONNX (``model.onnx`` + ``train.json``: figures, wall time, sha256)
     .venv/bin/python bench/train_model.py probe
-        seconds per training step for a few recipes (document form and length, frozen layers)
+        seconds per training step of the recipe below (the figure a run's budget is planned with)
+    .venv/bin/python bench/train_model.py score --model A --model B
+        both models through the real pipeline: the pool's test splits and the out-of-pool sets
 
 The protocol (``toolweave/benchmark/training_pairs.py``): the pool excludes ToolLinkOS, MetaTool and BFCL
 live_multiple, which stay the out-of-sample check; hyperparameters and the stopping epoch are chosen on
 the pool's ``val`` split only; its ``test`` split is reported as in-sample.
 
-The recipe is sentence-transformers' in plain torch: mean pooling, cosine similarities scaled by 20,
-cross-entropy of each request over every document in the batch (in-batch negatives) plus hard negatives:
-the tools today's first pass ranks highest that the request does not need, and the gold tool's verb
-siblings (``get_status`` for ``set_status``). Gold tools and their BFCL paraphrases (``name#2``) are
-masked out of a request's negatives. Documents are the short form (name, first sentence, argument
-names); the embeddings and lower layers can be frozen (``--freeze``), which makes a step cheaper.
+The recipe trains the query tower only: mean pooling, unit length, cosine × 20, cross-entropy of each
+request over every tool of its own catalogue, whose vectors stay the registry's int8 MiniLM ones (so the
+whole catalogue is the negatives for one matrix product). Gold tools other than the target and BFCL's
+paraphrases (``name#2``) are masked. The embeddings are frozen (``--freeze 0``); ``--freeze N`` freezes
+the lowest N layers too.
 """
 
 from __future__ import annotations
