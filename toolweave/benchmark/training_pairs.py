@@ -9,10 +9,11 @@ hyperparameters and the stopping epoch are chosen on) and ``test`` (reported as 
 Requests of one dialogue (BFCL multi-turn) or one API (ToolAlpaca) share a split, so no test request has
 a sibling in training; Seal-Tools keeps its own ``test_in_domain`` as the test split.
 
-Each pair is a request and the documents of the tools it needs. ``short_document`` is the cheap text the
-model is trained on (name, first sentence, argument names: ~40 tokens instead of ~200); the registry
-still embeds ``tool_document``, the full text. Pure data: no model, no torch (``bench/train_model.py``
-trains on it).
+Each pair is a request and the indices of the tools it needs in its catalogue; ``registry_documents`` are
+the catalogue as the registry embeds it (``tool_document``), which the query-tower recipe scores against.
+``short_document``, ``hard_negative_indices`` and ``sibling_indices`` served the two-tower recipe that the
+query tower replaced (bench/HISTORY.md); nothing in training reads them today. Pure data: no model, no
+torch (``bench/train_model.py`` trains on it).
 """
 
 from __future__ import annotations
