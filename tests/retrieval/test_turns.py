@@ -17,6 +17,7 @@ from toolweave.retrieval.turns import (
     by_request_act,
     conversation_context,
     evidence_order,
+    named_source,
     next_steps,
     one_part_at_a_time,
     part_order,
@@ -97,6 +98,26 @@ def test_a_part_ranks_the_act_it_asks_for_first_and_unasked_deletes_last() -> No
     assert by_request_act("what is in my memory graph", hits)[-2:] == [
         "m__delete_entities",
         "m__delete_observations",
+    ]
+
+
+def test_a_part_that_names_a_server_makes_it_the_subject() -> None:
+    sources = ["git", "memory", "file_system", "clock"]
+    assert named_source("remember its hash in memory", sources) == "memory"
+    assert named_source("save it to the file system", sources) == "file_system"  # every word of the name
+    assert named_source("save it to the file", sources) is None
+    assert named_source("remember its hash", sources) is None
+    assert named_source("copy the git hash into memory", sources) is None  # two named: no guess
+    # the search ranked git's tools first (a model that learned "hash" is git's); the named server's write
+    # leads, then its other hits before git's, unasked deletes last
+    hits = ["g__git_show", "g__git_commit", "m__delete_entities", "m__read_graph"]
+    subject = ["m__create_entities", "m__read_graph", "m__delete_entities"]
+    assert by_request_act("remember its hash in memory", hits, subject, named="m") == [
+        "m__create_entities",
+        "m__read_graph",
+        "g__git_show",
+        "g__git_commit",
+        "m__delete_entities",
     ]
 
 

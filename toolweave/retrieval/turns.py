@@ -12,7 +12,8 @@ After a call the gateway publishes a few next steps. The request ranks them firs
    in memory" ranks the memory server's reader and deleters, and git's tools (a hash), above any memory
    write. So the subject's tools whose name does what the part asks (``asked_acts``: write for
    "remember", delete for "forget") go first, and a deleting tool the part does not ask for goes last
-   (``by_request_act``).
+   (``by_request_act``). A part that names a server ("... in memory") has that server as its subject
+   whatever the search ranked first (``named_source``).
 3. **Edge evidence.** Tools traffic saw called right after this one, and consumers of its output through
    walkable edges, most confident first (``evidence_order``).
 """
@@ -39,6 +40,7 @@ __all__ = [
     "by_request_act",
     "conversation_context",
     "evidence_order",
+    "named_source",
     "next_steps",
     "one_part_at_a_time",
     "part_order",
@@ -167,22 +169,38 @@ def by_request_act(
     hits: Sequence[str],
     subject: Sequence[str] | None = None,
     act_of: Callable[[str], Act | None] = tool_act,
+    named: str | None = None,
 ) -> list[str]:
     """A part's hits (best first) reordered by what the part asks. First the tools of the part's subject
     that do an act it asks for; the subject is the server of the part's best hit, ``subject`` its tools
     closest to the part first (default: those among ``hits``), so that "remember its hash in memory"
     reaches the memory server's writes even when the search ranked its readers and deleters above them,
     and never another server's (``git_create_branch`` creates too). Then the other hits; last the deleting
-    tools the part does not ask for. Each group keeps its order."""
+    tools the part does not ask for. Each group keeps its order. A server the part ``named``
+    (``named_source``) is the subject, and its other hits come before other servers' in each group."""
     if not hits:
         return []
     asked = asked_acts(part)
-    source = _source(hits[0])
+    source = named or (_source(subject[0]) if subject else _source(hits[0]))
     if subject is None:
         subject = [t for t in hits if _source(t) == source]
     first = [t for t in subject if _source(t) == source and (act := act_of(t)) is not None and act in asked]
     rest = [t for t in hits if t not in first]
-    return [*first, *sorted(rest, key=lambda t: act_of(t) == "delete" and "delete" not in asked)]
+
+    def group(tool_id: str) -> tuple[bool, bool]:
+        unasked_delete = act_of(tool_id) == "delete" and "delete" not in asked
+        return unasked_delete, named is not None and _source(tool_id) != named
+
+    return [*first, *sorted(rest, key=group)]
+
+
+def named_source(part: str, sources: Iterable[str]) -> str | None:
+    """The one server a request part names by every word of its name ("remember its hash in memory" →
+    ``memory``), else None (none named, or two). A user who names the system means it: a model that
+    learned "hash" is git's still ranks git's tools first for that part."""
+    words = set(_WORD.findall(part.lower()))
+    named = [s for s in sorted(set(sources)) if (n := name_words(s).split()) and words.issuperset(n)]
+    return named[0] if len(named) == 1 else None
 
 
 def _source(tool_id: str) -> str:

@@ -25,6 +25,7 @@ from toolweave.retrieval.turns import (
     by_request_act,
     conversation_context,
     evidence_order,
+    named_source,
     next_steps,
     part_order,
     request_parts,
@@ -318,6 +319,7 @@ class TurnEngine:
         served = served_part([float(v @ tool_vector) for v in part_vectors])
         params = self.settings.retrieval.model_copy(update={"decompose": "off"})
         exclude = self.sources.excluded_sources()
+        sources = {t.partition("__")[0] for t in vectors}  # ToolRecord.id is ``<source>__<name>``
         out: list[list[str]] = []
         for n in part_order(len(parts), served):
             part = parts[n]
@@ -327,8 +329,11 @@ class TurnEngine:
                 for r in await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
                 if r.publish
             ]
-            subject = self._subject(hits[0], part_vectors[n], vectors) if hits else None
-            out.append(by_request_act(part, hits, subject))
+            named = named_source(part, sources)
+            best = next((t for t in vectors if t.startswith(f"{named}__")), None) if named else None
+            best = best or (hits[0] if hits else None)
+            subject = self._subject(best, part_vectors[n], vectors) if best else None
+            out.append(by_request_act(part, hits, subject, named=named))
         return out
 
     def _subject(self, best: str, part_vector: Any, vectors: Mapping[str, Any]) -> list[str]:
