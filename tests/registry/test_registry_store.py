@@ -13,10 +13,10 @@ from tests.registry.demo import TOOLS as DEMO_TOOLS
 from toolweave.errors import GraphError, ModelMismatchError, NotARegistryError, RegistryError, ToolNotFound
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry import Embedder, Registry
-from toolweave.registry.models import TOOL_ADAPTER
+from toolweave.registry.models import TOOL_ADAPTER, TOOLRET_V2
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.retrieval import retrieve_tools
-from toolweave.settings import RetrievalSettings
+from toolweave.settings import MINILM_MODEL, RetrievalSettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -252,14 +252,39 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
     assert {e.key for e in reg.edges()} == {e.key for e in fresh.edges()}
 
 
-def test_a_registry_built_with_minilm_refuses_the_tool_adapter_until_reindexed(
+def test_a_model_that_embeds_every_vector_alike_opens_the_registry_and_another_needs_a_reindex(
     reg: Registry, shared_embedder: Embedder
 ) -> None:
-    adapted = Embedder(TOOL_ADAPTER.name)
-    with pytest.raises(ModelMismatchError, match=f"{TOOL_ADAPTER.name}.*toolweave reindex"):
-        Registry.open(reg.path, embedder=adapted)
-    assert Registry.reindex(reg.path, embedder=adapted) == len(TOOLS)
-    again = Registry.open(reg.path, embedder=adapted)
-    assert again.embedder.model_id == TOOL_ADAPTER.name and len(again) == len(TOOLS)
+    # the adapter maps requests after MiniLM embeds them: the registry holds exactly its vectors
+    assert shared_embedder.model_id == MINILM_MODEL
+    adapted = Registry.open(reg.path, embedder=Embedder(TOOL_ADAPTER.name))
+    assert adapted.embedder.model_id == TOOL_ADAPTER.name and len(adapted) == len(TOOLS)
+    hits = retrieve_tools(adapted, "send a message by e-mail", RetrievalSettings(method="vector"))
+    assert hits and hits[0].tool_id == "demo__send_email", hits
+    adapted.close()
+    # toolret-v2 embeds requests (and so usage examples) with its own encoder: chosen, it needs a reindex
+    with pytest.raises(ModelMismatchError, match=f"{TOOLRET_V2.name}.*toolweave reindex"):
+        Registry.open(reg.path, embedder=Embedder(TOOLRET_V2.name))
+    with pytest.raises(ModelMismatchError, match=r"BAAI/bge-small-en-v1\.5.*toolweave reindex"):
+        Registry.open(reg.path, embedder=Embedder("BAAI/bge-small-en-v1.5"))
+    assert Registry.reindex(reg.path, embedder=Embedder(TOOLRET_V2.name)) == len(TOOLS)
+    again = Registry.open(reg.path, embedder=Embedder(TOOLRET_V2.name))
+    assert again.embedder.model_id == TOOLRET_V2.name and len(again) == len(TOOLS)
+    again.close()
+
+
+def test_a_registry_built_with_a_shipped_model_keeps_it_when_nobody_chose_one(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    # upgrading to a new default model must not lock users out of the registry the old default built
+    default = Settings().embedding_model
+    older = TOOLRET_V2.name if default == MINILM_MODEL else MINILM_MODEL
+    demo_registry(tmp_path / "reg", Embedder(older), TOOLS).close()
+    served = Registry.open(tmp_path / "reg", settings=Settings(home=tmp_path / "reg"))
+    assert served.embedder.model_id == older
+    hits = retrieve_tools(served, "send a message by e-mail", RetrievalSettings(method="vector"))
+    assert hits and hits[0].tool_id == "demo__send_email", hits
+    served.close()
+    chosen = Settings(home=tmp_path / "reg", embedding_model=default)  # chosen explicitly: the hint
     with pytest.raises(ModelMismatchError, match="toolweave reindex"):
-        Registry.open(reg.path, embedder=shared_embedder)  # and back: refused the other way too
+        Registry.open(tmp_path / "reg", settings=chosen)

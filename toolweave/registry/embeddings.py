@@ -27,6 +27,7 @@ from toolweave.registry.models import (
     QUERY_ENCODERS,
     load_query_adapter,
     register_offline_model,
+    vector_model_of,
 )
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
 
@@ -73,8 +74,7 @@ class Embedder:
         self._adapter = QUERY_ADAPTERS.get(model_name)
         self._adapter_matrix: np.ndarray | None = None
         encoder = QUERY_ENCODERS.get(model_name)
-        base = self._adapter.base if self._adapter is not None else encoder.base if encoder else None
-        self.vector_model = base or model_name
+        self.vector_model = vector_model_of(model_name)
         """The model whose ONNX run makes the tool vectors (an adapter's or a query encoder's base, else
         the model itself)."""
         self.query_model = encoder.queries if encoder is not None else self.vector_model

@@ -25,6 +25,7 @@ from toolweave.records import ToolRecord
 from toolweave.registry.changes import Delta, since
 from toolweave.registry.database import CommitRecord, graph_from_rows
 from toolweave.registry.learned import LearnedEdgeBook
+from toolweave.registry.models import same_vectors
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec
 from toolweave.registry.state import RegistryState
@@ -220,7 +221,7 @@ class Follower:
             head = state.db.reread_head()
             if head.generation == state.loaded_generation:
                 return False
-            if head.embedding_model != state.embedder.model_id:
+            if not same_vectors(head.embedding_model, state.embedder.model_id):
                 log.error(
                     "registry %s was re-indexed with %s by another process; restart with that model",
                     state.path,

@@ -33,6 +33,10 @@ __all__ = [
     "QueryEncoderSpec",
     "load_query_adapter",
     "register_offline_model",
+    "request_model_of",
+    "same_vectors",
+    "shipped",
+    "vector_model_of",
     "verify_model_file",
 ]
 
@@ -151,6 +155,31 @@ TOOL_ADAPTER = QueryAdapterSpec(
 )
 
 QUERY_ADAPTERS: dict[str, QueryAdapterSpec] = {TOOL_ADAPTER.name: TOOL_ADAPTER}
+
+
+def vector_model_of(model_name: str) -> str:
+    """The model whose runs make the tool vectors of a registry built with ``model_name``: a query
+    encoder's or adapter's base, else the model itself."""
+    adapter, encoder = QUERY_ADAPTERS.get(model_name), QUERY_ENCODERS.get(model_name)
+    return adapter.base if adapter else encoder.base if encoder else model_name
+
+
+def request_model_of(model_name: str) -> str:
+    """The model whose runs embed requests, and the usage examples a registry keeps (an adapter maps
+    them after: its registry stores its base's)."""
+    encoder = QUERY_ENCODERS.get(model_name)
+    return encoder.queries if encoder else vector_model_of(model_name)
+
+
+def same_vectors(built_with: str, configured: str) -> bool:
+    """Whether a registry built with ``built_with`` holds every vector ``configured`` would store (tool
+    vectors and usage-example vectors): then it opens with no re-index."""
+    return all(f(built_with) == f(configured) for f in (vector_model_of, request_model_of))
+
+
+def shipped(model_name: str) -> bool:
+    """A model that ships inside the package (runs offline)."""
+    return model_name in OFFLINE_MODELS or model_name in QUERY_ENCODERS or model_name in QUERY_ADAPTERS
 
 
 def load_query_adapter(spec: QueryAdapterSpec, dim: int) -> np.ndarray:

@@ -42,6 +42,7 @@ from toolweave.registry.follower import Follower
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.ingest import Ingest
 from toolweave.registry.learned import LearnedEdgeBook
+from toolweave.registry.models import same_vectors, shipped
 from toolweave.registry.observations import Observations, Sink
 from toolweave.registry.reindex import reindex_database
 from toolweave.registry.search import SnapshotSearch
@@ -137,10 +138,13 @@ class Registry:
         Opening finishes what a crash interrupted: writes no commit names are rolled back, a registry
         in the old ``graph.json`` layout is migrated, a missing full-text index is rebuilt.
         Raises ``NotARegistryError`` for a non-empty location that is not a registry, and
-        ``ModelMismatchError`` when the registry was built with another embedding model.
+        ``ModelMismatchError`` when the registry was built with another embedding model. When nobody
+        chose one (no ``embedder``, ``embedding_model`` not set), a registry built with a model the
+        package ships opens with that model: a new default never locks users out of their registry.
         """
         settings = settings or Settings()
         location = path if path is not None else settings.home
+        chosen = embedder is not None or "embedding_model" in settings.model_fields_set
         embedder = embedder or Embedder(settings.embedding_model)
         database = _open_database(location, settings)
         head = database.head
@@ -149,8 +153,18 @@ class Registry:
                 head = database.recover()  # another process may have created it meanwhile
                 if head is None:
                     head = database.create(embedder.model_id, embedder.dim)
-        if head.embedding_model != embedder.model_id:
-            built = head.embedding_model
+        built = head.embedding_model
+        if not same_vectors(built, embedder.model_id) and not chosen and shipped(built):
+            # nobody chose a model: a registry built with an earlier default keeps serving with it
+            log.info(
+                "registry %s was built with %s: serving with it (`toolweave reindex` moves it to the "
+                "default, %s)",
+                location,
+                built,
+                embedder.model_id,
+            )
+            embedder = Embedder(built)
+        if not same_vectors(built, embedder.model_id):
             raise ModelMismatchError(
                 f"registry {location} was built with embedding model {built!r}, but {embedder.model_id!r} "
                 f"is configured. Re-index it with `toolweave reindex --registry {location}` (re-embeds "
