@@ -102,6 +102,13 @@ class RetrievalSettings(BaseModel):
         "the fused scores times the share of its name the request spells out, name words weighed by "
         "their rarity among the fleet's names (0 = off).",
     )
+    text_weight: float = Field(
+        1.0,
+        gt=0.0,
+        le=4.0,
+        description="BM25's weight against the vectors' 1 in the fused first pass (per-query z-scores). "
+        "Ignored with `fleet_calibration`.",
+    )
     fleet_calibration: bool = Field(
         False,
         description="Weigh BM25 against the vectors by how sure each is on this fleet, measured once per "

@@ -11,6 +11,7 @@ from toolweave.retrieval.fusion import (
     EQUAL_WEIGHTS,
     FleetCalibration,
     calibrate,
+    fixed_weight,
     fuse,
     turn_relevance,
     zscore_fusion,
@@ -129,6 +130,18 @@ def test_the_pipeline_fuses_with_equal_weights_unless_the_fleet_calibration_is_o
         retrieve("a conflict", bm25_fleet, _no_deps, RetrievalSettings(method="hybrid"))[0].tool_id == "vlead"
     )
     assert bm25_fleet.calibrations == {}
+
+
+def test_the_pipeline_weighs_bm25_by_the_text_weight() -> None:
+    assert fixed_weight(1.0) == EQUAL_WEIGHTS and fixed_weight(0.5).text_weight == 0.5
+    index = _FixedIndex(*_conflict(), fleet=(_spread("v", 1.0), _spread("t", 1.0)))
+    heavy = RetrievalSettings(method="hybrid", text_weight=1.5)
+    assert retrieve("a conflict", index, _no_deps, heavy)[0].tool_id == "tlead"  # BM25's weaker leader
+    index.vector, index.text = _conflict()[::-1]  # BM25's leader now the stronger one ("vlead")
+    equal, light = (RetrievalSettings(method="hybrid", text_weight=w) for w in (1.0, 0.5))
+    assert retrieve("a conflict", index, _no_deps, equal)[0].tool_id == "vlead"
+    assert retrieve("a conflict", index, _no_deps, light)[0].tool_id == "tlead"
+    assert index.calibrations == {}  # a fixed weight: the fleet's probes are never searched
 
 
 def test_the_pipeline_fuses_by_the_calibration_of_the_fleet_the_index_holds() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "FleetCalibration",
     "ZScores",
     "calibrate",
+    "fixed_weight",
     "fuse",
     "mean_and_spread",
     "peak",
@@ -126,6 +127,14 @@ class FleetCalibration:
 
 EQUAL_WEIGHTS = FleetCalibration()
 """No evidence about the fleet: plain z-score fusion."""
+
+
+def fixed_weight(text_weight: float) -> FleetCalibration:
+    """The calibration that weighs BM25's z-scores ``text_weight`` against the vectors' 1 on every fleet
+    (``retrieval.text_weight``)."""
+    if text_weight == 1.0:
+        return EQUAL_WEIGHTS
+    return FleetCalibration(vector_peak=1.0, text_peak=text_weight, power=1.0)
 
 
 def calibrate(

@@ -21,7 +21,7 @@ from toolweave.retrieval.decompose import (
     part_weights,
 )
 from toolweave.retrieval.floor import apply_floor, mark_published
-from toolweave.retrieval.fusion import EQUAL_WEIGHTS, FleetCalibration, calibrate, fuse, turn_relevance
+from toolweave.retrieval.fusion import FleetCalibration, calibrate, fixed_weight, fuse, turn_relevance
 from toolweave.retrieval.name_match import match_names
 from toolweave.retrieval.query import QueryVariant, clean_query, contextual_query
 from toolweave.retrieval.results import Hit, RankedTool
@@ -100,11 +100,15 @@ def first_pass(
     exclude_sources: Collection[str] = (),
     name_match: float = 0.0,
     calibrated: bool = False,
+    text_weight: float = 1.0,
 ) -> list[list[Hit]]:
     """Top ``k`` tools for each query variant by one retriever, or by both fused (``hybrid`` / ``grtf``:
-    z-scores, weighted by the index's ``fleet_calibration`` when ``calibrated``) and, with
+    z-scores, BM25's weighed ``text_weight`` against the vectors' 1, or by the index's ``fleet_calibration``
+    when ``calibrated``) and, with
     ``name_match`` > 0, lifted by how much of each name the query spells out."""
-    passes = scored_first_pass(queries, index, method, k, exclude_sources, name_match, calibrated)
+    passes = scored_first_pass(
+        queries, index, method, k, exclude_sources, name_match, calibrated, text_weight
+    )
     return [hits[:k] for hits, _ in passes]
 
 
@@ -116,6 +120,7 @@ def scored_first_pass(
     exclude_sources: Collection[str],
     name_match: float,
     calibrated: bool = False,
+    text_weight: float = 1.0,
 ) -> list[tuple[list[Hit], dict[str, float]]]:
     """Ranked candidates (at least ``_MIN_POOL`` when fused) and each one's cosine similarity, if known."""
     if method in ("vector", "bm25"):
@@ -127,9 +132,9 @@ def scored_first_pass(
             for vector, text in both
         ]
     both = index.search(queries, max(k, _MIN_POOL), SearchScope(frozenset(exclude_sources)))
-    # equal weights unless asked: with toolret-v2 the probe calibration ranked worse than none on every
+    # a fixed weight unless asked: with toolret-v2 the probe calibration ranked worse than none on every
     # dataset measured (bench/RESULTS.md, "Retrieval quality"); the snapshot's, once per snapshot
-    calibration = fleet_calibration(index) if calibrated else EQUAL_WEIGHTS
+    calibration = fleet_calibration(index) if calibrated else fixed_weight(text_weight)
     vocabulary = index.name_vocabulary() if name_match > 0 else None
     passes = []
     for query, (vector, text) in zip(queries, both, strict=True):
@@ -226,6 +231,7 @@ def candidates(
         exclude_sources,
         params.name_match,
         params.fleet_calibration,
+        params.text_weight,
     )
     if decomposition is None or len(passes) == 1:
         return passes[0]
