@@ -102,17 +102,20 @@ class RetrievalSettings(BaseModel):
         "the fused scores times the share of its name the request spells out, name words weighed by "
         "their rarity among the fleet's names (0 = off).",
     )
+    # 0.7 was chosen for toolret-v2 on the in-pool test splits (best mean, none 0.005 below equal
+    # weights) and confirmed out of pool (docs/retrieval.md, step 2); MiniLM ranks better with 1.0
     text_weight: float = Field(
-        1.0,
+        0.7,
         gt=0.0,
         le=4.0,
-        description="BM25's weight against the vectors' 1 in the fused first pass (per-query z-scores). "
+        description="BM25's weight against the vectors' 1 in the fused first pass (per-query z-scores); "
+        "chosen for the default model (with `local/all-MiniLM-L6-v2-onnx-int8`, 1.0 ranks better). "
         "Ignored with `fleet_calibration`.",
     )
     fleet_calibration: bool = Field(
         False,
         description="Weigh BM25 against the vectors by how sure each is on this fleet, measured once per "
-        "registry snapshot from probe searches of its own tool descriptions. Off: equal weights, which "
+        "registry snapshot from probe searches of its own tool descriptions. Off: `text_weight`, which "
         "ranked better with the default model on every dataset measured (bench/RESULTS.md).",
     )
     decompose: Literal["sentences", "clauses", "and", "off"] = Field(
