@@ -209,6 +209,8 @@ class Replay:
     calls: list[CallOutcome] = field(default_factory=list)
     wall_s: float = 0.0
     graph_origins: dict[str, int] = field(default_factory=dict)
+    lists: dict[str, list[list[str]]] = field(default_factory=dict)
+    """Each dialogue's tool lists as its client held them: the first one, then each re-list."""
 
     def call_records(self) -> list[list[CallRecord]]:
         """Each dialogue's calls as the gateway answered them (a failed call has no result)."""
@@ -425,6 +427,7 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
                     if not outcome.ok:
                         outcome.error = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
                 replay.calls.append(outcome)
+        replay.lists[d.id] = [first, *relister.lists]
 
 
 async def play(
