@@ -57,6 +57,7 @@ def test_what_leaves_the_published_set() -> None:
     assert leaving(standing, 3, ["again"], changed=False) == []
     assert leaving(standing, 3, ["again"], changed=False, topic_moved=True) == ["guess", "in_use", "old_use"]
     assert leaving({"now": Standing(chosen=3)}, 3, []) == []  # a guess for the request in progress stays
+    assert leaving(standing, 3, ["again"], unseen=["guess"]) == ["old_use"]  # its server was down
 
 
 def test_a_guess_stays_longer_while_its_server_is_in_use(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -267,18 +267,21 @@ def leaving(
     *,
     topic_moved: bool = False,
     changed: bool = True,
+    unseen: Collection[str] = (),
 ) -> list[str]:
     """The published tools that leave at request number ``request`` (requests count from 1), which chose
     ``chosen``: on a topic move every one it does not choose; otherwise those neither chosen within the
     last ``CHOSEN_KEPT`` requests nor called within the last ``USED_KEPT``. Nothing leaves unless the request
     changes the list anyway (``changed``: it adds a tool) or the topic moved: a removal alone would throw
-    away the client's cached list in the middle of a task."""
+    away the client's cached list in the middle of a task. ``unseen``: tools the request could not choose
+    (their server is down, hidden meanwhile): not passed over, they stay for when it is back."""
     if not (changed or topic_moved):
         return []
     return [
         tool_id
         for tool_id, s in standing.items()
         if tool_id not in chosen
+        and tool_id not in unseen
         and (
             topic_moved
             or (

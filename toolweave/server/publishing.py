@@ -21,7 +21,7 @@ and a new task only appends/evicts at the tail instead of reshuffling the list.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolweave.retrieval.turns import USED_KEPT, Standing, leaving
@@ -71,9 +71,17 @@ class PublishedSet:
     def __len__(self) -> int:
         return len(self.ids())
 
-    def select(self, chosen: Sequence[str], turn: int, *, topic_moved: bool = False) -> PublishChange:
+    def select(
+        self,
+        chosen: Sequence[str],
+        turn: int,
+        *,
+        topic_moved: bool = False,
+        unseen: Collection[str] = (),
+    ) -> PublishChange:
         """Apply one request (a ``find_tools`` or host turn): ``chosen`` is the ranked list (best first) it
-        picked; ``topic_moved``: the request is unrelated to the conversation before it."""
+        picked; ``topic_moved``: the request is unrelated to the conversation before it; ``unseen``: tools
+        it could not choose (their server is unavailable): they do not leave for it."""
         self.requests += 1
         # a call older than that keeps nothing published (``leaving``): forget it, or a long session grows
         self._used = {t: r for t, r in self._used.items() if self.requests - r <= USED_KEPT}
@@ -85,7 +93,14 @@ class PublishedSet:
         # right after what needs them, so the cut keeps the most useful prefix).
         wanted = wanted[: self.max_tools]
         added = [t for t in wanted if t not in self._relevant_at]
-        gone = leaving(self.standing(), self.requests, wanted, topic_moved=topic_moved, changed=bool(added))
+        gone = leaving(
+            self.standing(),
+            self.requests,
+            wanted,
+            topic_moved=topic_moved,
+            changed=bool(added),
+            unseen=unseen,
+        )
         for tool_id in gone:
             self._drop(tool_id)
         for tool_id in wanted:

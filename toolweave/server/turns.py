@@ -185,8 +185,12 @@ class TurnEngine:
         ][:wanted]
         turn = session.next_turn()
         # below the relevance floor: listed in the answer (callable via call_tool), not published
+        # a published tool whose server is out of the search (down, stale) could not be chosen: it stays
+        unseen = [
+            t for t in session.published.ids() if (rec := registry.find(t)) is None or rec.source in exclude
+        ]
         change = session.published.select(
-            [f.record.id for f in found if f.ranked.publish], turn, topic_moved=moved
+            [f.record.id for f in found if f.ranked.publish], turn, topic_moved=moved, unseen=unseen
         )
         session.add_turn(text)
         await self.sessions.commit(session)  # before the notice: the re-list may reach another replica
