@@ -53,6 +53,8 @@ Figures on the measured half, per phase × graph × method:
   turn's find_tools, the calls before it and any list_changed), and how many of the same method's
   ``cold/none`` misses (and of the same phase's ``none`` misses) it recovers; ``list_mismatch`` counts
   calls where the client's list differed from a fresh ``tools/list`` at that moment (a late notice);
+* churn: how each dialogue's client list moved (re-lists that changed it, tools removed, tools that came
+  back after being removed);
 * faithful: gold calls that succeeded through the gateway with a result identical to direct execution;
 * learned edges (after the learning phase) against the value-flow pairs (``bench/bfcl_flow.py``).
 ``--offline`` computes the turn-retrieval figures through ``toolweave.retrieval`` over a registry built
