@@ -53,6 +53,8 @@ Figures on the measured half, per phase × graph × method:
   turn's find_tools, the calls before it and any list_changed), and how many of the same method's
   ``cold/none`` misses (and of the same phase's ``none`` misses) it recovers; ``list_mismatch`` counts
   calls where the client's list differed from a fresh ``tools/list`` at that moment (a late notice);
+* churn: how each dialogue's client list moved (re-lists that changed it, tools removed, tools that came
+  back after being removed);
 * faithful: gold calls that succeeded through the gateway with a result identical to direct execution;
 * learned edges (after the learning phase) against the value-flow pairs (``bench/bfcl_flow.py``).
 ``--offline`` computes the turn-retrieval figures through ``toolweave.retrieval`` over a registry built
@@ -209,6 +211,8 @@ class Replay:
     calls: list[CallOutcome] = field(default_factory=list)
     wall_s: float = 0.0
     graph_origins: dict[str, int] = field(default_factory=dict)
+    lists: dict[str, list[list[str]]] = field(default_factory=dict)
+    """Each dialogue's tool lists as its client held them: the first one, then each re-list."""
 
     def call_records(self) -> list[list[CallRecord]]:
         """Each dialogue's calls as the gateway answered them (a failed call has no result)."""
@@ -425,6 +429,7 @@ async def play_dialogue(url: str, d: Dialogue, names: Names, probe: bool, replay
                     if not outcome.ok:
                         outcome.error = " ".join(getattr(c, "text", "") for c in answer.content)[:300]
                 replay.calls.append(outcome)
+        replay.lists[d.id] = [first, *relister.lists]
 
 
 async def play(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from itertools import pairwise
 from typing import Any, TextIO
 
 from bfcl_flow import FlowTable
@@ -69,6 +70,27 @@ def published(calls: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def churn(lists: Mapping[str, Sequence[Sequence[str]]], meta: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """How the client's list moved in each dialogue: changes (re-lists whose list differs from the one
+    before), tools removed, and tools that came back after being removed (the cache-unfriendly churn)."""
+    changes = removed = returned = 0
+    for seen in lists.values():
+        gone: set[str] = set()
+        for before, after in pairwise(seen):
+            b, a = set(before) - meta, set(after) - meta
+            changes += a != b
+            removed += len(b - a)
+            returned += len((a - b) & gone)
+            gone |= b - a
+    dialogues = len(lists) or 1
+    return {
+        "dialogues": len(lists),
+        "changes_per_dialogue": changes / dialogues,
+        "removed_per_dialogue": removed / dialogues,
+        "returned_per_dialogue": returned / dialogues,
+    }
+
+
 def first_find(turns: Sequence[Any]) -> dict[str, float] | None:
     """mAP@10 / Complete@10 of each dialogue's first scored find_tools (a fleet met cold, one request)."""
     first: dict[str, Any] = {}
@@ -107,6 +129,7 @@ def variant_figures(replays: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "probe": retrieval(replay.turns, "probe"),
             "first_find": first_find(replay.turns),
             "published": published(replay.calls),
+            "churn": churn(getattr(replay, "lists", {}), frozenset({"find_tools", "call_tool"})),
             "recovered_vs_cold_none": recovered(replay.calls, cold_none.calls if cold_none else None),
             "recovered_vs_phase_none": recovered(replay.calls, phase_none.calls if phase_none else None),
             "faithful": faithful(replay),
@@ -214,6 +237,14 @@ def print_report(report: Mapping[str, Any], out: TextIO) -> None:
             f"{f['identical']:>4}/{f['calls']:<4}",
             file=out,
         )
+    for label, v in report.get("variants", {}).items():
+        c = v.get("churn") or {}
+        if c.get("dialogues"):
+            print(
+                f"{label.replace('-', '/'):22} list per dialogue: {c['changes_per_dialogue']:.1f} changes, "
+                f"{c['removed_per_dialogue']:.1f} tools removed, {c['returned_per_dialogue']:.1f} came back",
+                file=out,
+            )
     for row in report.get("offline", []):
         print(f"{'offline/' + row['graph'] + '/' + row['method']:22} {_metrics(row)}", file=out)
     for label, v in report.get("variants", {}).items():

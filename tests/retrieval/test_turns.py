@@ -13,10 +13,13 @@ from tests.registry.inference.test_dataflow_datasets import demo_fleet
 from toolweave.records import EdgeKind
 from toolweave.retrieval.turns import (
     FOLLOW_UP_WORDS,
+    USED_KEPT,
+    Standing,
     asked_acts,
     by_request_act,
     conversation_context,
     evidence_order,
+    leaving,
     named_source,
     next_steps,
     one_part_at_a_time,
@@ -41,6 +44,28 @@ def test_topic_shift_is_the_mean_similarity_below_the_bar() -> None:
     assert topic_shifted([y, y], x)
     assert not topic_shifted([x, y], x)  # one stray earlier turn does not make a shift
     assert not topic_shifted([], x)
+
+
+def test_what_leaves_the_published_set() -> None:
+    standing = {
+        "guess": Standing(chosen=1),  # chosen by the request before, never called
+        "in_use": Standing(chosen=1, used=2),  # called in the request in progress
+        "old_use": Standing(chosen=1, used=2 - USED_KEPT),  # called long ago
+        "again": Standing(chosen=1),
+    }
+    assert leaving(standing, 3, ["again", "new"]) == ["guess", "old_use"]
+    # a request that adds nothing removes nothing; a topic move clears all it does not choose
+    assert leaving(standing, 3, ["again"], changed=False) == []
+    assert leaving(standing, 3, ["again"], changed=False, topic_moved=True) == ["guess", "in_use", "old_use"]
+    assert leaving({"now": Standing(chosen=3)}, 3, []) == []  # a guess for the request in progress stays
+    assert leaving(standing, 3, ["again"], unseen=["guess"]) == ["old_use"]  # its server was down
+
+
+def test_a_guess_stays_longer_while_its_server_is_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("toolweave.retrieval.turns.SERVER_KEPT", 1)
+    standing = {"fs__cd": Standing(chosen=2, server_used=2), "kv__get": Standing(chosen=2)}
+    assert leaving(standing, 3, ["fs__mv"]) == ["kv__get"]
+    assert leaving(standing, 4, ["fs__mv"]) == ["fs__cd", "kv__get"]
 
 
 def test_the_parts_after_the_served_one_come_first() -> None:

@@ -72,6 +72,7 @@ async def test_set_and_context_published_on_one_replica_are_served_by_another(
     assert elsewhere.published.ids() == ["time__get_current_time", "time__convert_time"]
     assert elsewhere.context() == ["what time is it in Tokyo"]
     assert elsewhere.turn == 1
+    assert elsewhere.published.standing() == session.published.standing()  # why each tool is there, too
     assert (await b.for_request(tab("tab-2"))).published.ids() == []  # another session stays apart
 
     keys = redis_server.client().keys(NAMESPACE + "*")
@@ -126,6 +127,7 @@ async def test_redis_down_at_start_and_mid_run_degrades_then_reconnects(
         tg.start_soon(a.watch, None)
         session = await a.for_request(tab())
         find_turn(session, ["time__get_current_time"], "what time is it in Tokyo")
+        session.published.touch("time__get_current_time", session.next_turn())  # called: it stays
         await a.commit(session)  # never raises: kept locally
         find_turn(session, ["time__convert_time"], "convert it to Paris time")
         await a.commit(session)

@@ -156,6 +156,22 @@ async def test_turns_are_context_until_the_topic_shifts(registry: Any, backends:
         assert session.context() == ["search my saved notes for the shopping list"]
 
 
+async def test_a_new_topic_takes_the_old_topics_tools_off_the_list(registry: Any, backends: Any) -> None:
+    """The published set grows only with what the conversation still needs: once the topic moves, the
+    clock tools (even the one called) leave the client's list, which holds the notes tools instead."""
+    gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
+    async with relisting_gateway(gateway, "legacy") as (client, relister):
+        await client.list_tools(cache_mode="bypass")
+        await gateway.turns.hear_turn("what time is it in Tokyo")
+        assert "clock__get_current_time" in relister.lists[-1]
+        called = await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
+        assert not called.is_error
+        await gateway.turns.hear_turn("search my saved notes for the shopping list")
+        listed = relister.lists[-1]
+        assert "notes__search_notes" in listed
+        assert not [n for n in listed if n.startswith("clock__")], listed
+
+
 async def test_no_usable_runtime_dir_means_no_host_channel_not_a_dead_gateway(
     registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:

@@ -203,11 +203,17 @@ class Session:
 
     def state(self) -> dict[str, Any]:
         """What other replicas need: published set, turn counter, conversation context (plain data)."""
-        return {"published": self.published.state(), "turn": self.turn, "queries": list(self.queries)}
+        return {
+            "published": self.published.state(),
+            "standing": self.published.standing_state(),
+            "turn": self.turn,
+            "queries": list(self.queries),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Take over a state another replica saved (connection-bound bookkeeping stays as it is)."""
-        self.published.restore(state.get("published") or [])
+        standing = state.get("standing")
+        self.published.restore(state.get("published") or [], standing if isinstance(standing, dict) else None)
         turn = state.get("turn")
         self.turn = turn if isinstance(turn, int) else self.turn
         self.queries.clear()

@@ -159,7 +159,8 @@ class TurnEngine:
         registry, guard = self.served.registry, self.served.guard
         # The same text again must give the same answer, so it is never its own context.
         context = [q for q in session.context() if q != text]
-        if context and await self._topic_shifted(context, text):
+        moved = bool(context) and await self._topic_shifted(context, text)
+        if moved:
             session.start_topic()
             context = []
         context = conversation_context(text, context)
@@ -185,7 +186,13 @@ class TurnEngine:
         ][:wanted]
         turn = session.next_turn()
         # below the relevance floor: listed in the answer (callable via call_tool), not published
-        change = session.published.select([f.record.id for f in found if f.ranked.publish], turn)
+        # a published tool whose server is out of the search (down, stale) could not be chosen: it stays
+        unseen = [
+            t for t in session.published.ids() if (rec := registry.find(t)) is None or rec.source in exclude
+        ]
+        change = session.published.select(
+            [f.record.id for f in found if f.ranked.publish], turn, topic_moved=moved, unseen=unseen
+        )
         session.add_turn(text)
         await self.sessions.commit(session)  # before the notice: the re-list may reach another replica
         if change.changed:
