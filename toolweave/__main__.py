@@ -108,9 +108,14 @@ def main() -> None:
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
-        from toolweave.server.address import bind_now
+        from toolweave.server import address as bound
 
-        listening = bind_now(*address)
+        listening = bound.inherited()  # socket activation: bound before this process even started
+        if listening is not None and (problem := bound.mismatch(listening, *address)) is not None:
+            sys.stderr.write(f"error: {problem}\n")
+            sys.exit(2)
+        if listening is None:
+            listening = bound.bind_now(*address)
         if listening is not None:  # else the command reports why it cannot listen, as it always did
             from toolweave.server import http_front
 
