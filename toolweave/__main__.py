@@ -97,15 +97,41 @@ def _provisional_policy(args: list[str], host: str) -> Any:
     return front_answers.provisional_policy(host, text, os.environ, ready)
 
 
+def _attach(args: list[str], registry: str | None) -> bytes:
+    """With a shared gateway serving this registry for launches like this one (``server/sharing.py``),
+    bridge stdio to it and exit; else what was read of stdin to decide (the early front handles it)."""
+    if not registry or "://" in registry:
+        return b""
+    from toolweave.server import sharing
+
+    if sharing.KEY_VAR in os.environ:
+        return b""  # a shared gateway's own command line is never stdio: nothing to attach to
+    sharing.LAUNCH_KEY = key = sharing.launch_key(args, manifest_option(args), os.environ)
+    shared = sharing.find(os.path.expanduser(registry), key)
+    if shared is None:
+        return b""
+    from toolweave.server import bridge
+
+    first, relayable = bridge.read_first()
+    if not relayable:
+        return first  # a 2026-07-28 client (or no client): this launch serves it, as without sharing
+    sys.exit(bridge.run(shared, first))
+
+
 def main() -> None:
     if serves_stdio(sys.argv[1:]):
+        registry = registry_option(sys.argv[1:])
+        prefix = _attach(sys.argv[1:], registry)  # returns only if this launch serves its client itself
         from toolweave.server import early
 
-        front = early.start()
-        registry = registry_option(sys.argv[1:])
+        front = early.start(prefix)
         if registry and "://" not in registry:
             front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
     elif (address := serves_http(sys.argv[1:])) is not None:
+        if "TOOLWEAVE_SHARED_KEY" in os.environ:  # a shared gateway (server/sharing.py): not settings
+            from toolweave.server import sharing
+
+            sharing.claim_shared()
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
         from toolweave.server import address as bound

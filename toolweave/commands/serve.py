@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
+import sys
+import threading
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -93,6 +96,7 @@ def serve_command(
         if early is not None and early.client_left():
             early.close_host_socket()
             exit_now()  # the client left while the gateway was being built: no upstream was started yet
+        shared_home = _share(transport, settings, registry, front)
         deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
             serve(
@@ -104,7 +108,46 @@ def serve_command(
                 front=front,
                 on_stop=deadline.start,
             )
+        if shared_home is not None:
+            from toolweave.server import sharing
+
+            sharing.withdraw(shared_home)
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
+
+
+def _share(transport: str, settings: Settings, registry: str | None, front: HttpFront | None) -> str | None:
+    """Sharing (``share_idle_s``, ``server/sharing.py``). A stdio launch with ``--registry`` starts the
+    shared gateway unless one serves already; the shared gateway itself takes the registry's lock (or
+    exits: another one serves), announces itself once its app has taken over, and stops when idle. Its
+    registry directory is returned (the discovery file is removed on the way out), else None."""
+    from toolweave.server import sharing
+
+    home = str(settings.home)
+    if settings.share_idle_s <= 0 or registry is None or "://" in home:
+        return None
+    if transport == "stdio":
+        key = sharing.LAUNCH_KEY
+        if key is not None and sharing.find(home, key) is None:
+            sharing.spawn(sys.argv[1:], home, key)
+        return None
+    if transport != "http" or sharing.SERVING is None or front is None:
+        return None
+    from toolweave.server.shutdown import exit_now
+
+    key, token = sharing.SERVING
+    if sharing.hold(home) is None:
+        front.release()
+        exit_now()  # another shared gateway serves this registry
+    port = int(front.port)
+
+    def announce() -> None:
+        front.serving.wait()
+        sharing.publish(home, key, port, token)
+        stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # the way out SIGTERM takes, one log line
+        sharing.watch_idle(settings.share_idle_s, front.idle_for, stop)
+
+    threading.Thread(target=announce, name="toolweave-shared-announce", daemon=True).start()
+    return home
 
 
 REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
