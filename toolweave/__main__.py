@@ -106,16 +106,37 @@ def _attach(args: list[str], registry: str | None) -> bytes:
 
     if sharing.KEY_VAR in os.environ:
         return b""  # a shared gateway's own command line is never stdio: nothing to attach to
-    sharing.LAUNCH_KEY = key = sharing.launch_key(args, manifest_option(args), os.environ)
-    shared = sharing.find(os.path.expanduser(registry), key)
+    home = os.path.expanduser(registry)
+    key = sharing.launch_key(args, manifest_option(args), os.environ)
+    shared = sharing.find(home, key)
+    if shared is None and sharing.enabled(os.environ) and not sharing.busy(home):
+        # none yet: start it and be its first client (one gateway starting, not two on the same cores)
+        sharing.spawn(args, home, key)
+        shared = sharing.wait_for(home, key, sharing.SPAWN_WAIT_S)
     if shared is None:
-        return b""
+        return b""  # off, or the registry serves another command line's launches: start as before
     from toolweave.server import bridge
 
     first, relayable = bridge.read_first()
     if not relayable:
         return first  # a 2026-07-28 client (or no client): this launch serves it, as without sharing
     sys.exit(bridge.run(shared, first))
+
+
+def _announce_shared(args: list[str], port: int) -> None:
+    """A shared gateway (``server/sharing.py``) takes its registry's lock and announces itself as soon
+    as its port listens, so the launch that started it attaches within its first tenth of a second; one
+    that finds the lock held exits (another shared gateway serves)."""
+    from toolweave.server import sharing
+
+    registry = registry_option(args)
+    if sharing.claim_shared() is None or not registry:
+        return
+    home = os.path.expanduser(registry)
+    if sharing.hold(home) is None:
+        sys.exit(0)
+    key, token = sharing.SERVING or ("", "")
+    sharing.publish(home, key, port, token)
 
 
 def main() -> None:
@@ -128,10 +149,6 @@ def main() -> None:
         if registry and "://" not in registry:
             front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
     elif (address := serves_http(sys.argv[1:])) is not None:
-        if "TOOLWEAVE_SHARED_KEY" in os.environ:  # a shared gateway (server/sharing.py): not settings
-            from toolweave.server import sharing
-
-            sharing.claim_shared()
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
         from toolweave.server import address as bound
@@ -142,6 +159,8 @@ def main() -> None:
             sys.exit(2)
         if listening is None:
             listening = bound.bind_now(*address)
+        if listening is not None and "TOOLWEAVE_SHARED_KEY" in os.environ:
+            _announce_shared(sys.argv[1:], listening.getsockname()[1])
         if listening is not None:  # else the command reports why it cannot listen, as it always did
             from toolweave.server import http_front
 

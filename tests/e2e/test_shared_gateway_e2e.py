@@ -1,6 +1,6 @@
 """Sharing (``share_idle_s``, ``server/sharing.py``, ``server/bridge.py``) with real processes: a first
-stdio launch serves its client and starts the shared gateway; later launches of the same command attach
-to it (their process starts no upstream), each as its own session; the shared gateway answers nothing
+stdio launch starts the shared gateway and attaches to it; later launches of the same command attach
+to it too (no launch starts an upstream), each as its own session; the shared gateway answers nothing
 without its token, keeps its token in a 0600 file and stops by itself once idle. A 2026-era client's
 launch, and a launch with another environment, serve their client themselves, as without sharing.
 """
@@ -110,10 +110,11 @@ def test_launches_attach_to_one_shared_gateway_each_its_own_session(
     first = Launch(time_manifest, registry_copy, env)
     try:
         first.hello()
-        assert TIME_TOOL in first.find()  # the first launch serves its client itself, cold
+        assert TIME_TOOL in first.find()  # through the shared gateway it started
+        shared = discovery(registry_copy)
+        assert shared is not None and not descendants(first.proc.pid)
     finally:
         first.close()
-    shared = wait_for(lambda: discovery(registry_copy), 180, "the shared gateway announced itself")
     assert stat.S_IMODE(os.stat(registry_copy / "shared-gateway.json").st_mode) == 0o600
     assert alive(shared["pid"])
     url = f"http://127.0.0.1:{shared['port']}/mcp"
@@ -150,9 +151,10 @@ def test_a_2026_era_launch_is_served_by_itself_and_other_commands_do_not_attach(
     env = {**gateway_env(), "TOOLWEAVE_SHARE_IDLE_S": str(IDLE_S)}
     first = Launch(time_manifest, registry_copy, env)
     first.hello()
-    assert TIME_TOOL in first.find()  # a launch left before its gateway was built starts nothing
+    assert TIME_TOOL in first.find()
     first.close()
-    shared = wait_for(lambda: discovery(registry_copy), 180, "the shared gateway announced itself")
+    shared = discovery(registry_copy)
+    assert shared is not None
     try:
         modern = Launch(time_manifest, registry_copy, env)
         try:

@@ -80,7 +80,10 @@ def test_a_passed_socket_on_another_address_than_the_command_names_is_refused(
     args = serve_args(time_manifest, registry_copy, "--port", str(port + 1))
     proc = spawn_activated(listening, args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     listening.close()
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        stop(proc)
     assert proc.returncode == 2
     assert f"listens on 127.0.0.1:{port}" in err.decode() and f"asks for 127.0.0.1:{port + 1}" in err.decode()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import signal
-import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -72,6 +72,9 @@ def serve_command(
         setup_logging(settings.log_level)
         _name_registry_dir(settings)
         early = _early_front(transport, settings)
+        from toolweave.server import http_front
+
+        settings, shared_home = _share(transport, settings, http_front.started())
         front = _http_front(transport, host, settings)
         from toolweave.server.shutdown import ExitDeadline, exit_now
 
@@ -96,7 +99,6 @@ def serve_command(
         if early is not None and early.client_left():
             early.close_host_socket()
             exit_now()  # the client left while the gateway was being built: no upstream was started yet
-        shared_home = _share(transport, settings, registry, front)
         deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
             serve(
@@ -115,39 +117,30 @@ def serve_command(
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
 
 
-def _share(transport: str, settings: Settings, registry: str | None, front: HttpFront | None) -> str | None:
-    """Sharing (``share_idle_s``, ``server/sharing.py``). A stdio launch with ``--registry`` starts the
-    shared gateway unless one serves already; the shared gateway itself takes the registry's lock (or
-    exits: another one serves), announces itself once its app has taken over, and stops when idle. Its
-    registry directory is returned (the discovery file is removed on the way out), else None."""
+def _share(transport: str, settings: Settings, front: HttpFront | None) -> tuple[Settings, str | None]:
+    """The shared gateway's part (``server/sharing.py``; ``toolweave.__main__`` took its lock and
+    announced it): only its own token is accepted, whatever the manifest's ``security`` says, and it
+    stops once idle for ``share_idle_s`` after its app has taken over. Returns the settings to serve with
+    and the registry directory whose discovery file is removed on the way out (None: not shared)."""
     from toolweave.server import sharing
 
-    home = str(settings.home)
-    if settings.share_idle_s <= 0 or registry is None or "://" in home:
-        return None
-    if transport == "stdio":
-        key = sharing.LAUNCH_KEY
-        if key is not None and sharing.find(home, key) is None:
-            sharing.spawn(sys.argv[1:], home, key)
-        return None
-    if transport != "http" or sharing.SERVING is None or front is None:
-        return None
-    from toolweave.server.shutdown import exit_now
+    if transport != "http" or sharing.SERVING is None or front is None or "://" in str(settings.home):
+        return settings, None
+    _, token = sharing.SERVING
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    security = settings.security.model_copy(
+        update={"auth": "tokens", "tokens": {"shared": f"sha256:{digest}"}}
+    )
+    settings = settings.model_copy(update={"security": security})
+    idle_s = settings.share_idle_s or 60.0  # a shared gateway always stops by itself
 
-    key, token = sharing.SERVING
-    if sharing.hold(home) is None:
-        front.release()
-        exit_now()  # another shared gateway serves this registry
-    port = int(front.port)
-
-    def announce() -> None:
+    def watch() -> None:
         front.serving.wait()
-        sharing.publish(home, key, port, token)
         stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # the way out SIGTERM takes, one log line
-        sharing.watch_idle(settings.share_idle_s, front.idle_for, stop)
+        sharing.watch_idle(idle_s, front.idle_for, stop)
 
-    threading.Thread(target=announce, name="toolweave-shared-announce", daemon=True).start()
-    return home
+    threading.Thread(target=watch, name="toolweave-shared-idle-start", daemon=True).start()
+    return settings, str(settings.home)
 
 
 REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"

@@ -50,7 +50,7 @@ from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, 
 from toolweave.server.processes import KEEP_ALIVE_S
 from toolweave.server.shutdown import STOPPING
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start", "started"]
 
 log = logging.getLogger(__name__)
 
@@ -565,6 +565,11 @@ def start(listening: socket.socket) -> HttpFront:
     global _started
     _started = HttpFront(listening)
     _started.start()
+    return _started
+
+
+def started() -> HttpFront | None:
+    """The front this process started, if any, without claiming it."""
     return _started
 
 

@@ -3,19 +3,21 @@ background gateway (``share_idle_s``, off by default; docs/clients.md, "Clients 
 call").
 
 langchain-mcp-adapters' ``get_tools()`` and llama-index start ``toolweave serve`` for every tool call, so
-each call pays a cold start (upstreams spawned, the registry opened). With sharing on, the first stdio
-launch serves its client as usual and also starts a *shared gateway*: the same command over streamable
-HTTP on a free loopback port, in its own session (it outlives the launch), requiring a bearer token made
-for it. Once listening it holds ``shared-gateway.lock`` in the registry's directory (an OS lock:
-``flock``; a second shared gateway that cannot take it exits at once) and writes ``shared-gateway.json``
-there (mode 0600: port, token, pid and the launch key). A later launch whose key matches and whose lock is
-held bridges its stdio to it (``server/bridge.py``) instead of starting cold. After ``share_idle_s``
-without a request the shared gateway stops and removes the file.
+each call pays a cold start (upstreams spawned, the registry opened). With sharing on, a stdio launch
+that finds no shared gateway starts one: the same command over streamable HTTP on a free loopback port,
+in a session of its own (it outlives the launch), accepting only a bearer token made for it. As soon as
+its port listens (``toolweave.__main__``, before its heavy imports) it takes ``shared-gateway.lock`` in
+the registry's directory (an OS lock, ``flock``: a second shared gateway that cannot take it exits at
+once) and writes ``shared-gateway.json`` there (mode 0600: port, token, pid, launch key). The launch,
+and every later one whose key matches while the lock is held, bridges its stdio to it
+(``server/bridge.py``): one gateway starts, once. After ``share_idle_s`` without a request the shared
+gateway stops and removes the file.
 
 The launch key is a digest of the command line, the working directory, the manifest's bytes and the
 environment: a launch attaches only to a gateway started exactly as it would start itself (same
-settings, same secrets), so sharing never gives a client another's configuration. Standard library only:
-``toolweave.__main__`` checks for a shared gateway before anything else is imported.
+settings, same secrets), so sharing never gives a client another's configuration. A launch whose
+registry is held by a gateway of another key starts as without sharing. Standard library only:
+``toolweave.__main__`` looks for a shared gateway before anything else is imported.
 """
 
 from __future__ import annotations
@@ -37,18 +39,22 @@ from pathlib import Path
 
 __all__ = [
     "DISCOVERY",
+    "IDLE_VAR",
     "KEY_VAR",
-    "LAUNCH_KEY",
     "LOCK",
     "SERVING",
+    "SPAWN_WAIT_S",
     "TOKEN_VAR",
     "Shared",
+    "busy",
     "claim_shared",
+    "enabled",
     "find",
     "hold",
     "launch_key",
     "publish",
     "spawn",
+    "wait_for",
     "watch_idle",
     "withdraw",
 ]
@@ -58,8 +64,11 @@ LOCK = "shared-gateway.lock"
 LOG = "shared-gateway.log"
 KEY_VAR = "TOOLWEAVE_SHARED_KEY"
 """Set in the shared gateway's environment: the launch key it serves (and that it is the shared one)."""
-LAUNCH_KEY: str | None = None
-"""This stdio launch's key, taken by ``toolweave.__main__`` before anything changed the environment."""
+IDLE_VAR = "TOOLWEAVE_SHARE_IDLE_S"
+"""``share_idle_s`` as the environment sets it: read here before the settings model is even imported."""
+SPAWN_WAIT_S = 10.0
+"""How long a launch that started the shared gateway waits for it to announce itself (it does so right
+after binding its port, before its heavy imports) before it serves its client itself."""
 TOKEN_VAR = "TOOLWEAVE_SHARED_TOKEN"
 """The shared gateway's bearer token, read once and removed (its upstreams never see it)."""
 SERVING: tuple[str, str] | None = None
@@ -78,13 +87,47 @@ class Shared:
     pid: int
 
 
-def claim_shared() -> None:
-    """In a shared gateway, before the settings load: take the key and token out of the environment (the
-    settings warn about unknown ``TOOLWEAVE_`` names, and upstreams must not see the token)."""
+def enabled(environ: Mapping[str, str]) -> bool:
+    """Whether the environment turns sharing on (``share_idle_s`` > 0)."""
+    try:
+        return float(environ.get(IDLE_VAR, "0")) > 0
+    except ValueError:
+        return False  # the settings model reports the bad value
+
+
+def claim_shared() -> tuple[str, str] | None:
+    """In a shared gateway, first thing: take the key and token out of the environment (the settings
+    warn about unknown ``TOOLWEAVE_`` names, and upstreams must not see the token)."""
     global SERVING
     key, token = os.environ.pop(KEY_VAR, ""), os.environ.pop(TOKEN_VAR, "")
     if key and token:
         SERVING = (key, token)
+    return SERVING
+
+
+def busy(registry: str) -> bool:
+    """Whether some shared gateway holds ``registry``'s lock (whatever launches it serves)."""
+    try:
+        fd = os.open(Path(registry) / LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def wait_for(registry: str, key: str, timeout: float) -> Shared | None:
+    """``find`` until it finds the gateway, or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shared = find(registry, key)
+        if shared is not None or time.monotonic() > deadline:
+            return shared
+        time.sleep(0.02)
 
 
 def launch_key(args: Sequence[str], manifest: str | None, environ: Mapping[str, str]) -> str:
@@ -102,25 +145,14 @@ def launch_key(args: Sequence[str], manifest: str | None, environ: Mapping[str, 
 def find(registry: str, key: str) -> Shared | None:
     """The shared gateway serving ``registry`` for launches with ``key``, or None (none, another key,
     or its process is gone: nobody holds its lock)."""
-    base = Path(registry)
     try:
-        found = json.loads((base / DISCOVERY).read_text(encoding="utf-8"))
+        found = json.loads((Path(registry) / DISCOVERY).read_text(encoding="utf-8"))
         if found.get("key") != key:
             return None
         shared = Shared(int(found["port"]), str(found["token"]), int(found["pid"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    try:
-        fd = os.open(base / LOCK, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return shared  # held: its gateway lives
-    finally:
-        os.close(fd)  # also releases the shared lock taken when nobody held it
-    return None
+    return shared if busy(registry) else None
 
 
 def hold(registry: str) -> int | None:
@@ -161,7 +193,7 @@ def _free_port() -> int:
 
 
 def spawn(args: Sequence[str], registry: str, key: str) -> None:
-    """Start the shared gateway for a stdio launch of ``args`` (``serve ...``): the same command over
+    """Start the shared gateway for stdio launches of ``args`` (``serve ...``): the same command over
     HTTP on a free loopback port, accepting only a token made here. Started through a shell that
     backgrounds it and exits, in a session of its own: it is not this launch's child, so the launch's
     way out (which stops every child, ``server/shutdown.py``) leaves it running."""
