@@ -128,9 +128,9 @@ def _share(transport: str, settings: Settings, front: HttpFront | None) -> tuple
         return settings, None
     _, token = sharing.SERVING
     digest = hashlib.sha256(token.encode()).hexdigest()
-    security = settings.security.model_copy(
-        update={"auth": "tokens", "tokens": {"shared": f"sha256:{digest}"}}
-    )
+    # named as the identity a stdio client has: a bridged client is that identity, policies included
+    tokens = {settings.security.default_identity: f"sha256:{digest}"}
+    security = settings.security.model_copy(update={"auth": "tokens", "tokens": tokens})
     settings = settings.model_copy(update={"security": security})
     idle_s = settings.share_idle_s or 60.0  # a shared gateway always stops by itself
 

@@ -205,7 +205,7 @@ def spawn(args: Sequence[str], registry: str, key: str) -> None:
             KEY_VAR: key,
             TOKEN_VAR: token,
             "TOOLWEAVE_SECURITY__AUTH": "tokens",
-            "TOOLWEAVE_SECURITY__TOKENS": json.dumps({"shared": f"sha256:{digest}"}),
+            "TOOLWEAVE_SECURITY__TOKENS": json.dumps({"local": f"sha256:{digest}"}),  # serve renames it
         }
     )
     command = [sys.executable, "-m", "toolweave", *args, "--transport", "http", "--host", "127.0.0.1"]
