@@ -27,9 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -197,6 +195,9 @@ def spawn(args: Sequence[str], registry: str, key: str) -> None:
     HTTP on a free loopback port, accepting only a token made here. Started through a shell that
     backgrounds it and exits, in a session of its own: it is not this launch's child, so the launch's
     way out (which stops every child, ``server/shutdown.py``) leaves it running."""
+    import secrets  # here, not at the top: every stdio launch imports this module before its handshake
+    import subprocess
+
     token = secrets.token_urlsafe(32)
     digest = hashlib.sha256(token.encode()).hexdigest()
     env = {k: v for k, v in os.environ.items() if k != "TOOLWEAVE_REGISTRY_DIR"}  # serve sets it again
