@@ -8,8 +8,11 @@ counts the answers before it.
 
 HTTP also counts refused connections: the client connects from the moment the process is spawned,
 retrying every 5 ms while refused (the port is bound by ``toolweave.__main__`` before anything heavy).
+With ``--activate`` the bench binds the port itself and passes it as systemd's socket activation does
+(``tests/net.py``, ``server/address.py``): nothing is then refused from the instant of spawn.
 
-Usage: .venv/bin/python bench/first_find.py [--runs 10] [--transport stdio|http|both] [--busy] [--json]
+Usage: .venv/bin/python bench/first_find.py [--runs 10] [--transport stdio|http|both] [--activate] [--busy]
+       [--json]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,7 @@ from gateway_bench import TOOLWEAVE, machine, pct  # noqa: E402
 from startup import demo_registry  # noqa: E402
 
 from tests.busy import cpu_hogs  # noqa: E402
-from tests.net import free_port  # noqa: E402
+from tests.net import free_port, listening_socket, spawn_activated  # noqa: E402
 
 QUERY = "what time is it in Tokyo"
 WANTED = "time__get_current_time"
@@ -138,14 +142,18 @@ def _post(port: int, body: dict[str, Any], session: str | None) -> tuple[dict[st
     raise RuntimeError(f"no answer in {raw[:200]!r}")
 
 
-def http_start(manifest: Path, registry: Path, stderr: Any) -> dict[str, Any]:
-    port = free_port()
+def http_start(manifest: Path, registry: Path, stderr: Any, activate: bool = False) -> dict[str, Any]:
+    passed = listening_socket() if activate else None
+    port = free_port() if passed is None else passed.getsockname()[1]
     args = [*TOOLWEAVE.split(), "serve", "--manifest", str(manifest), "--registry", str(registry)]
     args += ["--transport", "http", "--port", str(port)]
+    streams: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": stderr}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=_env()
-    )
+    if passed is None:
+        proc = subprocess.Popen(args, env=_env(), **streams)
+    else:
+        proc = spawn_activated(passed, args, env=_env(), **streams)
+        passed.close()  # the gateway holds it now
     refused = 0
     try:
         while True:  # connect as soon as the process exists: every refusal is counted
@@ -203,17 +211,19 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--transport", choices=("stdio", "http", "both"), default="both")
+    parser.add_argument("--activate", action="store_true", help="HTTP: pass the port bound")
     parser.add_argument("--busy", action="store_true", help="hog every core meanwhile (tests/busy.py)")
     parser.add_argument("--stderr", help="append the gateways' stderr to this file")
     parser.add_argument("--json", action="store_true")
     ns = parser.parse_args()
     manifest, registry = demo_registry()
-    report: dict[str, Any] = {"machine": machine(), "busy": ns.busy, "query": QUERY}
+    report: dict[str, Any] = {"machine": machine(), "busy": ns.busy, "query": QUERY, "activate": ns.activate}
+    http_one = partial(http_start, activate=ns.activate)
     with open(ns.stderr or os.devnull, "ab") as stderr:
         stdio_start(manifest, registry, stderr)  # warm-up: builds the registry on a first run, OS cache
         with cpu_hogs() if ns.busy else contextlib.nullcontext():
             load = os.getloadavg()[0]
-            for transport, one in (("stdio", stdio_start), ("http", http_start)):
+            for transport, one in (("stdio", stdio_start), ("http", http_one)):
                 if ns.transport in (transport, "both"):
                     report[transport] = summary([one(manifest, registry, stderr) for _ in range(ns.runs)])
             report["load_1min"] = [round(load, 2), round(os.getloadavg()[0], 2)]

@@ -8,7 +8,7 @@ import subprocess
 import time
 from typing import Any
 
-__all__ = ["Pausable", "free_port", "wait_port"]
+__all__ = ["Pausable", "free_port", "listening_socket", "spawn_activated", "wait_port"]
 
 
 def free_port() -> int:
@@ -29,6 +29,24 @@ def wait_port(port: int, proc: subprocess.Popen[Any] | None = None, timeout: flo
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+def listening_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A socket bound to a free port on ``host`` and listening: what a service manager passes by
+    socket activation."""
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listening.bind((host, 0))
+    listening.listen(128)
+    return listening
+
+
+def spawn_activated(listening: socket.socket, args: list[str], **popen: Any) -> subprocess.Popen[Any]:
+    """Start ``args`` as systemd's socket activation would: ``listening`` as descriptor 3,
+    ``LISTEN_FDS=1`` and ``LISTEN_PID`` naming the process itself (the shell's pid, kept by ``exec``;
+    bash, as dash takes single-digit descriptors only)."""
+    fd = listening.fileno()
+    script = f'LISTEN_PID=$$ LISTEN_FDS=1 exec "$@" 3<&{fd}'
+    return subprocess.Popen(["/bin/bash", "-c", script, "bash", *args], pass_fds=(fd,), **popen)
 
 
 class Pausable:

@@ -97,20 +97,70 @@ def _provisional_policy(args: list[str], host: str) -> Any:
     return front_answers.provisional_policy(host, text, os.environ, ready)
 
 
+def _attach(args: list[str], registry: str | None) -> bytes:
+    """With a shared gateway serving this registry for launches like this one (``server/sharing.py``),
+    bridge stdio to it and exit; else what was read of stdin to decide (the early front handles it)."""
+    if not registry or "://" in registry:
+        return b""
+    from toolweave.server import sharing
+
+    if sharing.KEY_VAR in os.environ:
+        return b""  # a shared gateway's own command line is never stdio: nothing to attach to
+    home = os.path.expanduser(registry)
+    key = sharing.launch_key(args, manifest_option(args), os.environ)
+    shared = sharing.find(home, key)
+    if shared is None and sharing.enabled(os.environ) and not sharing.busy(home):
+        # none yet: start it and be its first client (one gateway starting, not two on the same cores)
+        sharing.spawn(args, home, key)
+        shared = sharing.wait_for(home, key, sharing.SPAWN_WAIT_S)
+    if shared is None:
+        return b""  # off, or the registry serves another command line's launches: start as before
+    from toolweave.server import bridge
+
+    first, relayable = bridge.read_first()
+    if not relayable:
+        return first  # a 2026-07-28 client (or no client): this launch serves it, as without sharing
+    sys.exit(bridge.run(shared, first))
+
+
+def _announce_shared(args: list[str], port: int) -> None:
+    """A shared gateway (``server/sharing.py``) takes its registry's lock and announces itself as soon
+    as its port listens, so the launch that started it attaches within its first tenth of a second; one
+    that finds the lock held exits (another shared gateway serves)."""
+    from toolweave.server import sharing
+
+    registry = registry_option(args)
+    if sharing.claim_shared() is None or not registry:
+        return
+    home = os.path.expanduser(registry)
+    if sharing.hold(home) is None:
+        sys.exit(0)
+    key, token = sharing.SERVING or ("", "")
+    sharing.publish(home, key, port, token)
+
+
 def main() -> None:
     if serves_stdio(sys.argv[1:]):
+        registry = registry_option(sys.argv[1:])
+        prefix = _attach(sys.argv[1:], registry)  # returns only if this launch serves its client itself
         from toolweave.server import early
 
-        front = early.start()
-        registry = registry_option(sys.argv[1:])
+        front = early.start(prefix)
         if registry and "://" not in registry:
             front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
-        from toolweave.server.address import bind_now
+        from toolweave.server import address as bound
 
-        listening = bind_now(*address)
+        listening = bound.inherited()  # socket activation: bound before this process even started
+        if listening is not None and (problem := bound.mismatch(listening, *address)) is not None:
+            sys.stderr.write(f"error: {problem}\n")
+            sys.exit(2)
+        if listening is None:
+            listening = bound.bind_now(*address)
+        if listening is not None and "TOOLWEAVE_SHARED_KEY" in os.environ:
+            _announce_shared(sys.argv[1:], listening.getsockname()[1])
         if listening is not None:  # else the command reports why it cannot listen, as it always did
             from toolweave.server import http_front
 

@@ -418,6 +418,15 @@ class Settings(BaseSettings):
         "call again (well below the OpenAI Agents SDK's 5 s request timeout, the shortest common one). "
         "0: it waits for the start.",
     )
+    share_idle_s: float = Field(
+        0.0,
+        ge=0,
+        description="Stdio launches with `--registry` and the same command line, manifest, working "
+        "directory and environment share one background gateway (loopback HTTP, a token of its own), "
+        "which stops after this many seconds without a request: clients that start a gateway per call "
+        "(langchain-mcp-adapters' `get_tools()`, llama-index) get a warm one. 0: off (each launch is its "
+        "own gateway; upstream state such as the demo's memory file is then never shared).",
+    )
     connect_timeout_s: float = Field(
         20.0, gt=0, description="Timeout for connecting to and initialising an upstream, in seconds."
     )

@@ -302,17 +302,25 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
 
 
 async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:
-    """The table is the default identity's view: where clients authenticate (an identity's policy may
-    hide tools), a starting gateway does not answer from it."""
+    """The table is the default identity's view: where clients authenticate as other identities (an
+    identity's policy may hide tools), a starting gateway does not answer from it; where the only token
+    is the default identity's (a shared gateway, ``server/sharing.py``), it does."""
     from toolweave.server.starting import _table
     from toolweave.settings import SecuritySettings
 
     await warm_table(registry)
     opened = threading.Event()
     security = SecuritySettings(auth="tokens", tokens={"alice": "sha256:" + "0" * 64})
+    # a shared gateway's one token, named as the default identity: every client is that identity
+    shared = SecuritySettings(auth="tokens", tokens={"local": "sha256:" + "0" * 64})
+    both = SecuritySettings(
+        auth="tokens", tokens={"local": "sha256:" + "0" * 64, "alice": "sha256:" + "1" * 64}
+    )
     for settings, answers in (
         (Settings(home=registry.path), True),
         (Settings(home=registry.path, security=security), False),
+        (Settings(home=registry.path, security=shared), True),
+        (Settings(home=registry.path, security=both), False),
     ):
         gateway = Gateway(held_opener(registry, opened), [], settings)
         assert (await _table(gateway) is not None) is answers

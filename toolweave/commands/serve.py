@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
+import signal
+import threading
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -69,6 +72,9 @@ def serve_command(
         setup_logging(settings.log_level)
         _name_registry_dir(settings)
         early = _early_front(transport, settings)
+        from toolweave.server import http_front
+
+        settings, shared_home = _share(transport, settings, http_front.started())
         front = _http_front(transport, host, settings)
         from toolweave.server.shutdown import ExitDeadline, exit_now
 
@@ -104,7 +110,37 @@ def serve_command(
                 front=front,
                 on_stop=deadline.start,
             )
+        if shared_home is not None:
+            from toolweave.server import sharing
+
+            sharing.withdraw(shared_home)
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
+
+
+def _share(transport: str, settings: Settings, front: HttpFront | None) -> tuple[Settings, str | None]:
+    """The shared gateway's part (``server/sharing.py``; ``toolweave.__main__`` took its lock and
+    announced it): only its own token is accepted, whatever the manifest's ``security`` says, and it
+    stops once idle for ``share_idle_s`` after its app has taken over. Returns the settings to serve with
+    and the registry directory whose discovery file is removed on the way out (None: not shared)."""
+    from toolweave.server import sharing
+
+    if transport != "http" or sharing.SERVING is None or front is None or "://" in str(settings.home):
+        return settings, None
+    _, token = sharing.SERVING
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    # named as the identity a stdio client has: a bridged client is that identity, policies included
+    tokens = {settings.security.default_identity: f"sha256:{digest}"}
+    security = settings.security.model_copy(update={"auth": "tokens", "tokens": tokens})
+    settings = settings.model_copy(update={"security": security})
+    idle_s = settings.share_idle_s or 60.0  # a shared gateway always stops by itself
+
+    def watch() -> None:
+        front.serving.wait()
+        stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # the way out SIGTERM takes, one log line
+        sharing.watch_idle(idle_s, front.idle_for, stop)
+
+    threading.Thread(target=watch, name="toolweave-shared-idle-start", daemon=True).start()
+    return settings, str(settings.home)
 
 
 REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"

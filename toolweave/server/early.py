@@ -126,8 +126,11 @@ class _PrefixedLines:
 class EarlyFront:
     """Answers the first handshake messages on ``stdin_fd``/``stdout_fd`` from a thread (see above)."""
 
-    def __init__(self, stdin_fd: int = 0, stdout_fd: int = 1, *, host_channel: bool = False) -> None:
-        """``host_channel``: also bind this process's host socket (``server/host.py``) at once."""
+    def __init__(
+        self, stdin_fd: int = 0, stdout_fd: int = 1, *, host_channel: bool = False, prefix: bytes = b""
+    ) -> None:
+        """``host_channel``: also bind this process's host socket (``server/host.py``) at once.
+        ``prefix``: what was already read of ``stdin_fd``; it is handled first."""
         self._in = stdin_fd
         self._out = stdout_fd
         self._wake_read, self._wake_write = os.pipe()
@@ -138,7 +141,9 @@ class EarlyFront:
         self._replay: list[bytes] = []
         self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
         self._listens: dict[str | int, dict[str, Any]] = {}
-        self._pending = b""  # read but not yet handled: a partial line, or everything after the front stopped
+        self._pending = (
+            prefix  # read but not yet handled: a partial line, or everything after the front stopped
+        )
         self._era: Era | None = None
         self._version = ""
         self._host_channel = host_channel
@@ -214,7 +219,7 @@ class EarlyFront:
             self._bound.set()
         try:
             self._version = handshake.server_version()
-            while self._read_more():
+            while True:  # what ``start`` was handed (``prefix``) is answered before anything is read
                 while (end := self._pending.find(b"\n")) >= 0:
                     line = self._pending[:end]
                     with self._lock:  # hand_over waits for a line being answered
@@ -228,7 +233,7 @@ class EarlyFront:
                     elif action is _Action.ACKNOWLEDGED:
                         self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
-                if len(self._pending) > MAX_EARLY_LINE:
+                if len(self._pending) > MAX_EARLY_LINE or not self._read_more():
                     return
         except Exception:  # the SDK takes over from wherever this stopped: never fatal
             log.debug("the early front stopped", exc_info=True)
@@ -378,10 +383,11 @@ def stamped(line: bytes, at: float | None = None) -> bytes:
 _started: EarlyFront | None = None
 
 
-def start() -> EarlyFront:
-    """Start the process's early front on stdin/stdout (``toolweave.__main__``, before anything heavy)."""
+def start(prefix: bytes = b"") -> EarlyFront:
+    """Start the process's early front on stdin/stdout (``toolweave.__main__``, before anything heavy).
+    ``prefix``: what was already read of stdin (``server/bridge.py`` looked at the first line)."""
     global _started
-    _started = EarlyFront(host_channel=True)
+    _started = EarlyFront(host_channel=True, prefix=prefix)
     _started.start()
     return _started
 

@@ -50,7 +50,7 @@ from toolweave.server.front_answers import SESSION_HEADER, FrontPolicy, decide, 
 from toolweave.server.processes import KEEP_ALIVE_S
 from toolweave.server.shutdown import STOPPING
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start", "started"]
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,10 @@ class HttpFront:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
         self._running = threading.Event()
+        self.serving = threading.Event()
+        """Set once the full app has taken over (a shared gateway then announces itself)."""
+        self._open_requests = 0
+        self._last_request = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="toolweave-http-front", daemon=True)
         # created in the loop's thread (``_run``)
         self._offered: asyncio.Event
@@ -196,6 +200,17 @@ class HttpFront:
         while self._thread.is_alive():
             self._thread.join(0.25)
 
+    @property
+    def port(self) -> int:
+        """The port the front serves."""
+        return int(self._socket.getsockname()[1])
+
+    def idle_for(self) -> float | None:
+        """Seconds since the last request ended; None while one is open (a session's GET stream too)."""
+        if self._open_requests:
+            return None
+        return time.monotonic() - self._last_request
+
     def _call(self, callback: Callable[[], None]) -> None:
         self._running.wait()
         if self._loop is not None:
@@ -240,7 +255,16 @@ class HttpFront:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._run_lifespan(receive, send)
-        elif self._ready.is_set():
+            return
+        self._open_requests += 1  # one loop, one thread: no lock needed
+        try:
+            await self._route(scope, receive, send)
+        finally:
+            self._open_requests -= 1
+            self._last_request = time.monotonic()
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._ready.is_set():
             await self._delegate(scope, receive, send)
         elif scope["type"] != "http":
             await self._wait_and_delegate(scope, receive, send)
@@ -281,6 +305,8 @@ class HttpFront:
                 log.exception("could not hand %s over to the gateway", entry.method)
         self._answered.clear()
         self._ready.set()
+        self._last_request = time.monotonic()  # idle counts from here: start-up is not idleness
+        self.serving.set()
 
     async def _replay(self, entry: _Answered) -> None:
         scope = entry.scope
@@ -539,6 +565,11 @@ def start(listening: socket.socket) -> HttpFront:
     global _started
     _started = HttpFront(listening)
     _started.start()
+    return _started
+
+
+def started() -> HttpFront | None:
+    """The front this process started, if any, without claiming it."""
     return _started
 
 

@@ -116,9 +116,12 @@ def _loading(gateway: Gateway) -> bool:
 
 async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
     """The gateway's ready table while its own search cannot run; None once it can, or without one, or
-    when clients authenticate: the table is what the default identity may see, and an identity's
-    policy may hide some of it."""
-    if not _loading(gateway) or gateway.settings.security.auth != "none":
+    when clients authenticate as anyone else: the table is what the default identity may see, and an
+    identity's policy may hide some of it (a shared gateway's one token is named as the default identity,
+    ``server/sharing.py``)."""
+    security = gateway.settings.security
+    only_default = security.auth == "tokens" and set(security.tokens) == {security.default_identity}
+    if not _loading(gateway) or (security.auth != "none" and not only_default):
         return None
     if gateway.ready_tools is None:
         gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
