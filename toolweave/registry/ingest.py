@@ -4,7 +4,8 @@
 id, an edge to an unknown tool raise, and the registry keeps what it held), embeds only tools whose
 content changed (hash-based), writes the rows, updates the graph with the source's declared edges,
 re-infers the edges the change touches, and commits; a failure half-way rolls back to the last
-commit (``Commits``). ``add_edges``, ``set_overrides`` and the repair at open change the graph alone.
+commit (``Commits``). ``add_edges`` and the repair at open change the graph alone; ``set_overrides`` changes
+nothing stored (a manifest is applied in its gateway's view).
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from toolweave.registry.inference import ProfileCache, propose_by_rules, refresh
 from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.overrides import (
     GraphOverrides,
+    ManifestView,
     OverrideReport,
     add_authoritative,
-    apply_overrides,
     merge_inferred,
 )
 from toolweave.registry.search import SnapshotSearch
-from toolweave.registry.side_tables import override_rows
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import StoredTool
 from toolweave.registry.summary import IngestSummary
@@ -190,37 +190,19 @@ class Ingest:
             self._check_edges(edges, set(state.snap.ids))  # again: another process may have removed some
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(state.graph, [e for e in edges if e.origin != "inferred"])
-            merge_inferred(state.graph, inferred, state.overrides)
+            merge_inferred(state.graph, inferred)  # the shared graph: a manifest is applied in views
             self._commits.commit("add edges", graph=True)
         return len(edges)
 
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
-        """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
+        """Install a manifest's graph corrections (add / remove / pin) in this gateway's view: they hold
+        across later ingests and other replicas' commits, and are never committed (the registry is the
+        fleet's, the manifest this gateway's: ``overrides.ManifestView``). No writer lock, no write."""
         state = self._state
         with state.write_lock:
-            if self._overrides_hold(overrides):
-                # a start on an unchanged manifest: nothing to write, so no writer lock either (it may
-                # be a fleet's, in a Redis that is down) and no new version for every replica to load
-                state.overrides = overrides  # the same edges; these know where the manifest wrote them
-                return apply_overrides(state.graph, overrides)  # idempotent: only the report
-        with state.write_lock, self._commits.writer():
-            state.overrides = overrides
-            report = apply_overrides(state.graph, overrides)
-            state.db.side.save_overrides(overrides)
-            self._commits.commit("set overrides", graph=True, everything=True)
-        return report
-
-    def _overrides_hold(self, overrides: GraphOverrides) -> bool:
-        """Whether ``overrides`` are what the registry committed and its graph already reflects them
-        (every add and pin between known tools there, no removed edge left)."""
-        state = self._state
-        if override_rows(state.overrides) != override_rows(overrides):
-            return False
-        graph, present = state.graph, {e.key for e in state.edges}
-        for edge in (*overrides.add, *overrides.pin):
-            if edge.tool in graph and edge.depends_on in graph and edge.key not in present:
-                return False
-        return not any(overrides.is_removed(e) for e in state.edges)
+            state.view = ManifestView(overrides)
+            state.publish_graph(everything=True)
+            return state.view.report(state.graph)
 
     def repair(self) -> None:
         """What an older version's crash could leave: no full-text index, or rows whose graph file was
@@ -328,7 +310,7 @@ class Ingest:
         by_rules: Sequence[DependencyEdge] | None = None,
         vectors: Mapping[str, np.ndarray] | None = None,
     ) -> None:
-        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides.
+        """Refresh inferred edges from and to the changed tools (incremental).
         ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
         snapshot's)."""
         state = self._state
@@ -336,8 +318,5 @@ class Ingest:
             universe = self._profiles.universe(state.snap.records, state.snap.hashes)
         if vectors is None:
             vectors = self._reads.vectors()
-        refresh_inferred_edges(
-            state.graph, universe, vectors, changed_ids, overrides=state.overrides, by_rules=by_rules
-        )
-        if state.overrides is not None:
-            apply_overrides(state.graph, state.overrides)
+        # the shared graph, whatever this gateway's manifest says (its view applies that)
+        refresh_inferred_edges(state.graph, universe, vectors, changed_ids, by_rules=by_rules)
