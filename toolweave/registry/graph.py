@@ -41,6 +41,17 @@ class DependencyGraph:
         # by scanning every edge cost an ingest at 100k tools more than its own edges did.
         self._declaring: set[str] = set()
 
+    def copy(self) -> DependencyGraph:
+        """An independent copy (a write builds its graph on one before it takes the writer lock).
+
+        networkx copies each edge's data dict; the edge lists in them are shared, which is safe because
+        this class never changes one in place (it assigns a new list)."""
+        other = DependencyGraph()
+        other._g = self._g.copy()
+        other._changed = None if self._changed is None else set(self._changed)
+        other._declaring = set(self._declaring)
+        return other
+
     # -- nodes ---------------------------------------------------------------------------------------
     def add_tool(self, tool_id: str, kind: ToolKind = "regular", source: str = "") -> None:
         self._g.add_node(tool_id, kind=kind, source=source)

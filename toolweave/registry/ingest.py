@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from toolweave.registry.commits import Commits
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Progress, embed_chunked
 from toolweave.registry.follower import Follower
-from toolweave.registry.inference import ProfileCache, propose_by_rules, refresh_inferred_edges
+from toolweave.registry.graph import DependencyGraph
+from toolweave.registry.inference import ProfileCache, infer_for, propose_by_rules, refresh_inferred_edges
 from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.overrides import (
     GraphOverrides,
@@ -33,6 +35,7 @@ from toolweave.registry.overrides import (
     merge_inferred,
 )
 from toolweave.registry.search import SnapshotSearch
+from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import StoredTool
 from toolweave.registry.summary import IngestSummary
@@ -42,6 +45,10 @@ from toolweave.registry.vector_upkeep import VectorIndexUpkeep
 __all__ = ["Ingest"]
 
 log = logging.getLogger(__name__)
+
+WRITE_CHUNK = 2_000
+"""Changed tools per write of a large ingest (``Ingest.ingest``): the writer lock is held for one
+chunk's write and commit at a time (seconds), and released between them."""
 
 
 class Ingest:
@@ -95,17 +102,63 @@ class Ingest:
                 summary.edges = sum(1 for e in state.edges if e.tool in ids)
                 summary.seconds = time.perf_counter() - started
                 return summary
-            ahead = [
-                tool_document(t, with_examples=not state.usage_on)
-                for t in tools
-                if state.snap.hashes.get(t.id) != t.content_hash
-            ]
+            pending = [t for t in tools if state.snap.hashes.get(t.id) != t.content_hash]
+            ahead = [tool_document(t, with_examples=not state.usage_on) for t in pending]
         # embedding is the long part of an ingest (minutes at 10k on a busy machine): done before the
         # fleet's writer lock, which is then held only to write and commit, so replicas' flushes wait
         # seconds, not the embedding. A tool another writer changed meanwhile is embedded under the lock.
         # Alone on every core, before inference: onnxruntime's threads work in lockstep, and our Python
         # beside them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md).
         embedded = dict(zip(ahead, self._embed(ahead, progress), strict=True)) if ahead else {}
+        # A large change is written in chunks of WRITE_CHUNK tools, each its own commit with the lock
+        # released between them: another writer (a replica's flush) waits for one chunk's write at
+        # most, not for the whole ingest's (73 s at 10k tools). The source's removals and declared
+        # edges come with the last write, over every tool; a crash in between leaves the chunks
+        # written, each a whole commit, and the next ingest of the source writes the rest.
+        # The graph inference runs once, with the last write, over every tool the chunks wrote: the
+        # same edges as one write makes.
+        written: set[str] = set()
+        for start in range(0, len(pending) if len(pending) > WRITE_CHUNK else 0, WRITE_CHUNK):
+            chunk = pending[start : start + WRITE_CHUNK]
+            part = self._write(source, chunk, (), False, embedded, infer=False)
+            written.update(t.id for t in chunk)
+            summary.added += part.added
+            summary.updated += part.updated
+            summary.embedded += part.embedded
+        last = self._write(source, tools, edges, replace_source, embedded, written=frozenset(written))
+        summary.added += last.added
+        summary.updated += last.updated
+        summary.embedded += last.embedded
+        summary.removed, summary.edges = last.removed, last.edges
+        summary.unchanged = len(tools) - summary.added - summary.updated
+        summary.seconds = time.perf_counter() - started
+        log.info("ingested %s", summary)
+        return summary
+
+    def _write(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge],
+        replace_source: bool,
+        embedded: dict[str, np.ndarray],
+        *,
+        written: frozenset[str] = frozenset(),
+        infer: bool = True,
+    ) -> IngestSummary:
+        """One write of ``ingest``: its inference prepared before the writer lock, then the rows, the
+        graph and the commit under it. ``embedded``: document → vector, embedded before; ``written``:
+        tools earlier chunks of this ingest wrote, inferred with this write's own (``infer``: False
+        for those chunks)."""
+        summary = IngestSummary(source=source)
+        state = self._state
+        infer = infer and state.settings.infer_dependencies
+        # the graph inference too (most of what was left under the lock: 38 of 47 s at 10k tools)
+        prepared = (
+            self._prepare_inference(source, tools, edges, replace_source, embedded, written)
+            if infer
+            else None
+        )
         with state.write_lock, self._commits.writer(rollback=False):
             snap = state.snap
             incoming = self._check_batch(source, tools)
@@ -134,20 +187,24 @@ class Ingest:
                     embedded.update(zip(late, self._embed(late, None), strict=True))
                 vectors = [embedded[d] for d in documents]
                 summary.embedded = len(changed)
-                orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})
-                graph_changed = self._update_graph(
-                    source, incoming.values(), removed, edges, tools_changed=bool(changed)
-                )
+                orphans = state.graph.inferred_dependents(removed | {t.id for t in changed} | written)
                 # a source that declares edges gets none inferred: refresh all its tools so old ones go;
                 # and a tool whose inferred producer leaves or changes may need its next-best one now
-                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans
+                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
                 universe = stored = None
-                if state.settings.infer_dependencies and (changed or removed or graph_changed):
-                    # the registry as the write will leave it, read before the write: the inference
-                    # below then reads neither the table nor the snapshot
-                    universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
-                    new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
-                    stored = self._reads.vectors().updated(new_vectors, removed)
+                if prepared is not None and prepared.holds(snap, state.loaded_generation, focus):
+                    # nobody wrote since: the graph this write makes was made before the lock
+                    graph_changed, state.graph = prepared.graph_changed, prepared.graph
+                else:  # no inference, or another writer changed the registry meanwhile: made here
+                    graph_changed = self._update_graph(
+                        source, incoming.values(), removed, edges, tools_changed=bool(changed)
+                    )
+                    if infer and (changed or removed or graph_changed or written):
+                        # the registry as the write will leave it, read before the write: the inference
+                        # below then reads neither the table nor the snapshot
+                        universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                        new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
+                        stored = self._reads.vectors().updated(new_vectors, removed)
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 state.table.upsert(rows, documents)
                 state.table.delete_ids(removed)
@@ -169,13 +226,57 @@ class Ingest:
                     indexing.result()
                     self._follower.reload({source})
                 summary.edges = sum(len(state.graph.dependencies(tool_id)) for tool_id in incoming)
-                if graph_changed or rows or removed:
+                if graph_changed or rows or removed or written:
                     self._commits.commit(f"ingest {source}", graph=True)
             if rows or removed:
                 self._upkeep.refresh_later()
-        summary.seconds = time.perf_counter() - started
-        log.info("ingested %s", summary)
         return summary
+
+    def _prepare_inference(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge],
+        replace_source: bool,
+        embedded: Mapping[str, np.ndarray],
+        written: frozenset[str],
+    ) -> _Prepared | None:
+        """The graph the write will commit, made before the fleet's writer lock on a copy of the graph:
+        the source's tools and declared edges, and the inference over the registry as the write will
+        leave it (its profiles and vectors), as the write itself would make them. Under the process's
+        own write lock (the profile cache is shared), not the fleet's. None when nothing is to infer, a
+        tool is not embedded yet or an edge is bad; the write then makes its graph under the lock, as
+        it does when another writer changed the registry meanwhile (``_Prepared.holds``)."""
+        state = self._state
+        with state.write_lock:
+            snap = state.snap
+            incoming = {t.id: t for t in tools}
+            removed = {i for i, s in snap.sources.items() if s == source} - incoming.keys()
+            if not replace_source:
+                removed = set()
+            changed = [t for t in incoming.values() if snap.hashes.get(t.id) != t.content_hash]
+            documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
+            # declared edges: the last write of a chunked ingest refreshes every tool of the source
+            if not (changed or removed or edges or written) or any(d not in embedded for d in documents):
+                return None
+            try:
+                self._check_edges(edges, (set(snap.ids) - removed) | incoming.keys())
+            except GraphError:
+                return None  # the write raises it, with nothing written
+            orphans = state.graph.inferred_dependents(removed | {t.id for t in changed} | written)
+            focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
+            graph = state.graph.copy()
+            graph_changed = self._update_graph(
+                source, incoming.values(), removed, edges, tools_changed=bool(changed), graph=graph
+            )
+            if changed or removed or graph_changed or written:
+                universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                new_vectors = {t.id: embedded[d] for t, d in zip(changed, documents, strict=True)}
+                stored = self._reads.vectors().updated(new_vectors, removed)
+                inferred = infer_for(universe, stored, focus, by_rules=propose_by_rules(universe, focus))
+                # the shared graph, whatever this gateway's manifest says (its view applies that)
+                refresh_inferred_edges(graph, universe, None, focus, inferred=inferred)
+            return _Prepared(snap, state.loaded_generation, frozenset(focus), graph, graph_changed)
 
     def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
         """Add edges between tools already in the registry; saves the graph.
@@ -281,6 +382,7 @@ class Ingest:
         edges: Sequence[DependencyEdge],
         *,
         tools_changed: bool,
+        graph: DependencyGraph | None = None,
     ) -> bool:
         """Apply ``source``'s tools and declared edges to the graph; False when nothing changed.
 
@@ -288,7 +390,7 @@ class Ingest:
         declares exactly the edges it already has, and the graph is left alone (comparing edge sets
         costs far less than serialising a 10k-tool graph to find out).
         """
-        graph = self._state.graph
+        graph = self._state.graph if graph is None else graph
         ids = {t.id for t in tools}
         declared = {e for e in graph.edges(touching=ids) if e.origin == "declared" and e.tool in ids}
         if not tools_changed and not removed and set(edges) == declared:
@@ -320,3 +422,18 @@ class Ingest:
             vectors = self._reads.vectors()
         # the shared graph, whatever this gateway's manifest says (its view applies that)
         refresh_inferred_edges(state.graph, universe, vectors, changed_ids, by_rules=by_rules)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The graph a write will commit, made before the writer lock (``Ingest._prepare_inference``)."""
+
+    snap: Snapshot
+    generation: int
+    focus: frozenset[str]
+    graph: DependencyGraph
+    graph_changed: bool
+
+    def holds(self, snap: Snapshot, generation: int, focus: set[str]) -> bool:
+        """Whether it was inferred on the registry the write builds on (nobody wrote meanwhile)."""
+        return snap is self.snap and generation == self.generation and focus == self.focus
