@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from toolweave.errors import GraphError
 from toolweave.records import DependencyEdge, EdgeKind, ToolKind
 
-__all__ = ["GRAPH_FILE", "DependencyGraph"]
+__all__ = ["GRAPH_FILE", "DependencyGraph", "copied"]
 
 GRAPH_FILE = "graph.json"
 _FORMAT = "toolweave-graph/1"
@@ -40,17 +40,6 @@ class DependencyGraph:
         # Tools with a declared outgoing edge: inference leaves their sources alone, and finding them
         # by scanning every edge cost an ingest at 100k tools more than its own edges did.
         self._declaring: set[str] = set()
-
-    def copy(self) -> DependencyGraph:
-        """An independent copy (a write builds its graph on one before it takes the writer lock).
-
-        networkx copies each edge's data dict; the edge lists in them are shared, which is safe because
-        this class never changes one in place (it assigns a new list)."""
-        other = DependencyGraph()
-        other._g = self._g.copy()
-        other._changed = None if self._changed is None else set(self._changed)
-        other._declaring = set(self._declaring)
-        return other
 
     # -- nodes ---------------------------------------------------------------------------------------
     def add_tool(self, tool_id: str, kind: ToolKind = "regular", source: str = "") -> None:
@@ -249,3 +238,15 @@ class DependencyGraph:
         if not isinstance(doc, dict):
             raise GraphError(f"{path}: not a toolweave graph (a JSON {type(doc).__name__}, not an object)")
         return cls.from_json(doc, where=str(path))
+
+
+def copied(graph: DependencyGraph) -> DependencyGraph:
+    """An independent copy of ``graph`` (a write builds its graph on one before it takes the writer lock).
+
+    networkx copies each edge's data dict; the edge lists in them are shared, which is safe because
+    ``DependencyGraph`` never changes one in place (it assigns a new list)."""
+    other = DependencyGraph()
+    other._g = graph._g.copy()
+    other._changed = None if graph._changed is None else set(graph._changed)
+    other._declaring = set(graph._declaring)
+    return other

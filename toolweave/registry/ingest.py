@@ -24,7 +24,7 @@ from toolweave.registry.commits import Commits
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Progress, embed_chunked
 from toolweave.registry.follower import Follower
-from toolweave.registry.graph import DependencyGraph
+from toolweave.registry.graph import DependencyGraph, copied
 from toolweave.registry.inference import ProfileCache, infer_for, propose_by_rules, refresh_inferred_edges
 from toolweave.registry.inference.producers import ToolProfile
 from toolweave.registry.overrides import (
@@ -265,7 +265,7 @@ class Ingest:
                 return None  # the write raises it, with nothing written
             orphans = state.graph.inferred_dependents(removed | {t.id for t in changed} | written)
             focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
-            graph = state.graph.copy()
+            graph = copied(state.graph)
             graph_changed = self._update_graph(
                 source, incoming.values(), removed, edges, tools_changed=bool(changed), graph=graph
             )

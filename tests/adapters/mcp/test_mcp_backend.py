@@ -192,7 +192,7 @@ async def test_initialize_that_never_answers_times_out(caplog: pytest.LogCapture
 
 
 async def test_a_call_waiting_for_a_reconnect_spends_one_budget_in_all() -> None:
-    """Item 10 of issue 32: after a stdio upstream crashed, a call made while it reconnects waited for
+    """After a stdio upstream crashed, a call made while it reconnects waited for
     it and then got its whole budget again (a 5 s call took 10 s). The wait comes out of the budget:
     the call answers by its deadline, a timeout or not connected, never later."""
     backend = MCPBackend("dyn", stdio(DYNAMIC, "stdio"), backoff_initial_s=1.0, healthy_after_s=0.0)
