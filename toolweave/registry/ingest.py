@@ -191,15 +191,19 @@ class Ingest:
                 # a source that declares edges gets none inferred: refresh all its tools so old ones go;
                 # and a tool whose inferred producer leaves or changes may need its next-best one now
                 focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
-                universe = stored = None
+                universe = stored = inferred = None
                 if prepared is not None and prepared.holds(snap, state.loaded_generation, focus):
                     # nobody wrote since: the graph this write makes was made before the lock
                     graph_changed, state.graph = prepared.graph_changed, prepared.graph
-                else:  # no inference, or another writer changed the registry meanwhile: made here
+                else:  # no inference, or another writer committed meanwhile: made here
                     graph_changed = self._update_graph(
                         source, incoming.values(), removed, edges, tools_changed=bool(changed)
                     )
-                    if infer and (changed or removed or graph_changed or written):
+                    if prepared is not None and prepared.fits(snap, focus):
+                        # what replicas' flushes change (examples, traffic, learned edges) is not what
+                        # inference reads: its edges stand, merged into the graph as it is now
+                        universe, inferred = prepared.universe, prepared.inferred
+                    elif infer and (changed or removed or graph_changed or written):
                         # the registry as the write will leave it, read before the write: the inference
                         # below then reads neither the table nor the snapshot
                         universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
@@ -217,7 +221,9 @@ class Ingest:
                 text_index = state.table.rebuild_text_index
                 indexing = self._text_index_pool.submit(text_index) if rows or removed else None
                 try:
-                    if universe is not None and stored is not None:
+                    if universe is not None and inferred is not None:
+                        self._infer(focus, universe, inferred=inferred)
+                    elif universe is not None and stored is not None:
                         self._infer(focus, universe, propose_by_rules(universe, focus), stored)
                 finally:
                     if indexing is not None:
@@ -269,14 +275,17 @@ class Ingest:
             graph_changed = self._update_graph(
                 source, incoming.values(), removed, edges, tools_changed=bool(changed), graph=graph
             )
-            if changed or removed or graph_changed or written:
-                universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
-                new_vectors = {t.id: embedded[d] for t, d in zip(changed, documents, strict=True)}
-                stored = self._reads.vectors().updated(new_vectors, removed)
-                inferred = infer_for(universe, stored, focus, by_rules=propose_by_rules(universe, focus))
-                # the shared graph, whatever this gateway's manifest says (its view applies that)
-                refresh_inferred_edges(graph, universe, None, focus, inferred=inferred)
-            return _Prepared(snap, state.loaded_generation, frozenset(focus), graph, graph_changed)
+            if not (changed or removed or graph_changed or written):
+                return None  # nothing for inference: the write's own graph step is cheap
+            universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+            new_vectors = {t.id: embedded[d] for t, d in zip(changed, documents, strict=True)}
+            stored = self._reads.vectors().updated(new_vectors, removed)
+            inferred = infer_for(universe, stored, focus, by_rules=propose_by_rules(universe, focus))
+            # the shared graph, whatever this gateway's manifest says (its view applies that)
+            refresh_inferred_edges(graph, universe, None, focus, inferred=inferred)
+            return _Prepared(
+                snap, state.loaded_generation, frozenset(focus), graph, graph_changed, universe, inferred
+            )
 
     def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
         """Add edges between tools already in the registry; saves the graph.
@@ -411,17 +420,21 @@ class Ingest:
         universe: Sequence[ToolProfile] | None = None,
         by_rules: Sequence[DependencyEdge] | None = None,
         vectors: Mapping[str, np.ndarray] | None = None,
+        *,
+        inferred: Sequence[DependencyEdge] | None = None,
     ) -> None:
         """Refresh inferred edges from and to the changed tools (incremental).
         ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
-        snapshot's)."""
+        snapshot's); ``inferred``: the edges themselves, inferred before the writer lock."""
         state = self._state
         if universe is None:
             universe = self._profiles.universe(state.snap.records, state.snap.hashes)
-        if vectors is None:
+        if vectors is None and inferred is None:
             vectors = self._reads.vectors()
         # the shared graph, whatever this gateway's manifest says (its view applies that)
-        refresh_inferred_edges(state.graph, universe, vectors, changed_ids, by_rules=by_rules)
+        refresh_inferred_edges(
+            state.graph, universe, vectors, changed_ids, by_rules=by_rules, inferred=inferred
+        )
 
 
 @dataclass(frozen=True)
@@ -433,7 +446,14 @@ class _Prepared:
     focus: frozenset[str]
     graph: DependencyGraph
     graph_changed: bool
+    universe: Sequence[ToolProfile]
+    inferred: list[DependencyEdge]
 
     def holds(self, snap: Snapshot, generation: int, focus: set[str]) -> bool:
         """Whether it was inferred on the registry the write builds on (nobody wrote meanwhile)."""
         return snap is self.snap and generation == self.generation and focus == self.focus
+
+    def fits(self, snap: Snapshot, focus: set[str]) -> bool:
+        """Whether its inferred edges hold for ``snap``: others committed, but no tool changed (a
+        replica's flush: examples, traffic, learned edges), so inference would find the same edges."""
+        return focus == self.focus and snap.hashes == self.snap.hashes
