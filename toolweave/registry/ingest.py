@@ -27,6 +27,7 @@ from toolweave.registry.follower import Follower
 from toolweave.registry.graph import DependencyGraph, copied
 from toolweave.registry.inference import ProfileCache, infer_for, propose_by_rules, refresh_inferred_edges
 from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.lock import LOCK_POLL_MAX_S
 from toolweave.registry.overrides import (
     GraphOverrides,
     ManifestView,
@@ -120,11 +121,15 @@ class Ingest:
         written: set[str] = set()
         for start in range(0, len(pending) if len(pending) > WRITE_CHUNK else 0, WRITE_CHUNK):
             chunk = pending[start : start + WRITE_CHUNK]
+            if written:  # the lock stays free for a waiting writer's next look (file lock: no queue)
+                time.sleep(2 * LOCK_POLL_MAX_S)
             part = self._write(source, chunk, (), False, embedded, infer=False)
             written.update(t.id for t in chunk)
             summary.added += part.added
             summary.updated += part.updated
             summary.embedded += part.embedded
+        if written:
+            time.sleep(2 * LOCK_POLL_MAX_S)
         last = self._write(source, tools, edges, replace_source, embedded, written=frozenset(written))
         summary.added += last.added
         summary.updated += last.updated
