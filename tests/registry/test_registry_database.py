@@ -41,21 +41,40 @@ def test_edges_live_in_a_lance_table_with_every_field(reg: Registry, shared_embe
     assert again.dependencies("demo__get_stock_price")[0].confidence == 0.75
 
 
-def test_overrides_are_committed_and_hold_for_later_processes(
+def test_overrides_stay_in_their_gateways_view_and_an_older_versions_manifest_rows_leave(
     reg: Registry, shared_embedder: Embedder
 ) -> None:
+    """A manifest is its gateway's own: shown in its reads, never committed, so another process (and the
+    fleet, once that gateway stops) walks the shared graph as it is. Manifest rows an older version
+    committed are walked by nobody and leave the edge table with the next graph commit."""
     pin = edge("demo__get_weather", "demo__check_connectivity", origin="manifest", evidence="manifest:pin")
     overrides = GraphOverrides(
         pin=[pin],
         remove=[EdgeSelector("demo__get_stock_ticker", "demo__check_connectivity")],
         where={pin.key: "gw.yaml:dependencies.pin[0]"},
     )
-    reg.set_overrides(overrides)
+    shared = state(reg)
+    generation = committed_generation(reg.path)
+    report = reg.set_overrides(overrides)
+    assert (report.pinned, report.problems) == (1, [])
+    assert pin in reg.edges() and not reg.dependencies("demo__get_stock_ticker")  # its own view
+    assert committed_generation(reg.path) == generation  # nothing written
     again = Registry.open(reg.path, embedder=shared_embedder)
-    assert RegistryDatabase.open(again.path).side.load_overrides() == overrides  # what is committed
-    assert state(again) == state(reg)
-    assert pin in again.edges()
-    assert not again.dependencies("demo__get_stock_ticker")
+    assert state(again) == shared and again.dependencies("demo__get_stock_ticker")
+    assert RegistryDatabase.open(again.path).side.load_overrides() is None
+
+    db = RegistryDatabase.open(reg.path)  # what an older version's gateway committed
+    assert db.lock.try_acquire()
+    db.recover()
+    db.side.save_edges([*db.side.load_edges(), pin])
+    db.commit(action="add edges")
+    db.lock.release()
+    old = Registry.open(reg.path, embedder=shared_embedder)
+    assert state(old) == shared
+    old.ingest("demo", [*TOOLS, tool("send_email", "Send an email message.")], EDGES)  # a graph commit
+    assert pin not in RegistryDatabase.open(reg.path).side.load_edges()
+    again.close()
+    old.close()
 
 
 def test_an_unchanged_ingest_commits_nothing_and_a_change_commits_once(reg: Registry) -> None:

@@ -290,7 +290,7 @@ def test_a_follower_loads_what_commits_changed_not_the_whole_registry(
     assert follower.dependencies("demo__get_stock_ticker") == [reverse]
     assert not follower.dependencies("demo__get_stock_price")
 
-    # new overrides (unchanged ones write nothing: a start on the same manifest commits no version)
+    # a manifest's overrides are the writer's own view: nothing committed, nothing for followers
     writer.set_overrides(GraphOverrides(remove=[EdgeSelector("demo__get_stock_price", "demo__nothing")]))
-    assert follower.refresh()
-    assert follower._state.full_loads == full + 1  # a change the log cannot describe: loaded whole
+    assert not follower.refresh()
+    assert follower._state.full_loads == full

@@ -198,3 +198,81 @@ def test_a_poll_does_not_wait_behind_a_write_of_its_own_process(
     assert here.refresh() and here.find("theirs__t") is not None
     here.close()
     other.close()
+
+
+@pytest.mark.parametrize("flush_before_the_last_write", [False, True])
+def test_a_large_ingest_writes_in_chunks_and_another_writer_commits_between_them(
+    tmp_path: Any,
+    shared_embedder: Embedder,
+    dataset_dir: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    flush_before_the_last_write: bool,
+) -> None:
+    """A large ingest holds the writer lock for one chunk's write at a time: another writer (a
+    replica's flush) takes it and commits between two chunks, and the graph the last write commits is
+    made (inference included) before the lock is taken; the registry ends with every tool, the other
+    writer's examples and the same edges as one write makes. A flush that commits while the last
+    write's inference runs changes nothing inference reads: its edges are merged under the lock, not
+    inferred again there."""
+    from tests.registry.demo import stored_examples
+    from toolweave.registry import ingest as ingest_module
+    from toolweave.registry.catalog import load_catalog
+
+    catalog = load_catalog([dataset_dir("api_bank")], "api_bank", require_description=False)
+    tools = catalog.tools[:45]
+    whole = Registry.open(tmp_path / "whole", embedder=shared_embedder)
+    whole.ingest("api_bank", tools)  # one write (45 tools < WRITE_CHUNK)
+    expected = set(whole.edges())
+    assert expected and whole._state.loaded_generation == 1
+    whole.close()
+
+    monkeypatch.setattr(ingest_module, "WRITE_CHUNK", 10)
+    path = tmp_path / "chunked"
+    registry = Registry.open(path, embedder=shared_embedder)
+    registry.ingest("other", [ToolRecord(id="other__t", source="other", name="t", description="A tool.")])
+    other = Registry.open(path, embedder=shared_embedder)  # another writer of the same registry
+    probe = FileLock(path)
+    free_while_inferring: list[bool] = []
+    real_infer_for = ingest_module.infer_for
+
+    def infer_for(*args: Any, **kwargs: Any) -> Any:
+        free = probe.try_acquire()
+        if free:
+            probe.release()
+        free_while_inferring.append(free)
+        return real_infer_for(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "infer_for", infer_for)
+    writes: list[int] = []
+    real_write = registry._ingest._write
+
+    def write(*args: Any, **kwargs: Any) -> Any:
+        # between two chunks of the ingest (and before the last write): the other writer's flush commits
+        if 0 < len(writes) < (6 if flush_before_the_last_write else 5):
+            word = ("alpha", "bravo", "charlie", "delta", "echo")[len(writes) - 1]
+            assert other.record_usage("other__t", f"use the tool on the {word} records")
+            assert other.flush_observations()
+        writes.append(registry._state.loaded_generation)
+        return real_write(*args, **kwargs)
+
+    registry._ingest._write = write  # type: ignore[method-assign]
+    inferred_under_the_lock: list[bool] = []
+    real_infer = registry._ingest._infer
+
+    def infer(*args: Any, **kwargs: Any) -> None:
+        inferred_under_the_lock.append(kwargs.get("inferred") is None)
+        real_infer(*args, **kwargs)
+
+    registry._ingest._infer = infer  # type: ignore[method-assign]
+    summary = registry.ingest("api_bank", tools)
+    assert summary.added == summary.embedded == 45
+    assert len(writes) == 6  # five chunks of 10 or fewer, then the removals, edges and inference
+    assert free_while_inferring == [True]
+    fresh = Registry.open(path, embedder=shared_embedder)
+    assert len(fresh.tools("api_bank")) == 45
+    assert {e for e in fresh.edges() if e.tool != "other__t"} == expected
+    assert len(stored_examples(path, "other__t")) == (5 if flush_before_the_last_write else 4)
+    # the graph made before the lock, or (a flush came between) its inferred edges merged under it
+    assert inferred_under_the_lock == ([False] if flush_before_the_last_write else [])
+    for handle in (registry, other, fresh):
+        handle.close()

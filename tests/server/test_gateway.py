@@ -289,10 +289,14 @@ dependencies:
         assert registry.get("clock__convert_time").examples == (
             "what hour is it in Lima when it is noon in Oslo",
         )
-        deps = registry.graph.dependencies("clock__convert_time")
+        with anyio.fail_after(20):  # the manifest's overrides apply once the registry is open
+            while not registry.dependencies("clock__convert_time"):
+                await anyio.sleep(0.05)
+        deps = registry.dependencies("clock__convert_time")  # in this gateway's view ...
         assert [(e.depends_on, e.origin, e.parameter_name) for e in deps] == [
             ("clock__get_current_time", "manifest", "time")
         ]
+        assert not registry.graph.dependencies("clock__convert_time")  # ... never in the shared graph
         assert registry.find("cities__lookup_city") is not None
         assert gateway.sources.excluded_sources() == {"old"}  # in the registry, not in this manifest
         # A catalog tool is searchable but has no upstream: calling it says so.

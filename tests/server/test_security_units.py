@@ -12,8 +12,11 @@ import pytest
 
 from toolweave.errors import ConfigError
 from toolweave.policy import Policy
-from toolweave.records import ToolRecord, make_tool_id
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, make_tool_id
 from toolweave.redaction import RedactingFilter, redact
+from toolweave.registry import Registry
+from toolweave.registry.database import RegistryDatabase
+from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.quarantine import QuarantineStore
 from toolweave.server.audit import AuditLog
 
@@ -138,13 +141,18 @@ def test_quarantine_pins_holds_releases_and_survives_reopen(tmp_path: Path) -> N
 
 
 def test_a_gateway_with_a_differing_upstream_holds_the_tool_itself_and_reports_it(
-    tmp_path: Path, caplog: Any
+    tmp_path: Path, caplog: Any, shared_embedder: Any
 ) -> None:
     """Gateways A and B share a registry; C's time server runs with another flag. C holds the tool and
     says so once; A and B keep serving it, before and after C leaves; a gateway that has not reviewed
-    the tool yet follows the report until its own upstream answers; an approval is for the fleet."""
-    a, b = QuarantineStore(tmp_path), QuarantineStore(tmp_path)
+    the tool yet follows the report until its own upstream answers; an approval is for the fleet.
+    C's manifest pins and removes edges: in C's view alone, never in what A and B walk, even after C
+    wrote the graph and left."""
     tool = rec("time", "get_current_time", "Current time in a timezone (default: UTC).")
+    reg_a = Registry.open(tmp_path, embedder=shared_embedder)
+    reg_a.ingest("time", [tool, CONVERT, ZONES], [DECLARED])
+    reg_b, reg_c = (Registry.open(tmp_path, embedder=shared_embedder) for _ in range(2))
+    a, b = QuarantineStore(tmp_path), QuarantineStore(tmp_path)
     assert a.review("time", [tool]) == frozenset() and b.review("time", [tool]) == frozenset()
     c = QuarantineStore(tmp_path)
     paris = tool.model_copy(update={"description": "Current time in a timezone (default: Europe/Paris)."})
@@ -163,6 +171,40 @@ def test_a_gateway_with_a_differing_upstream_holds_the_tool_itself_and_reports_i
     assert QuarantineStore(tmp_path).approve(["time__get_current_time"]) == ["time__get_current_time"]
     assert c.refresh() and c.held_ids() == frozenset()
     assert a.review("time", [paris]) == frozenset() and a.review("time", [tool]) == frozenset()
+
+    # C's manifest: its view shows its pin and hides the edge it removes ...
+    report = reg_c.set_overrides(GraphOverrides(pin=[PIN], remove=[EdgeSelector(CONVERT.id, ZONES.id)]))
+    assert report.pinned == 1 and not report.problems
+    assert PIN in reg_c.dependencies(CONVERT.id) and DECLARED not in reg_c.dependencies(CONVERT.id)
+    reg_c.add_edges([GUESS])  # ... and C commits the graph (before: with its pin in, its removal applied)
+    for reg in (reg_a, reg_b):
+        assert reg.refresh() and GUESS in reg.edges()
+    # ... A and B walk the shared graph as it is, while C serves and after C has left
+    for stage in ("C serving", "C gone"):
+        for reg in (reg_a, reg_b, Registry.open(tmp_path, embedder=shared_embedder)):
+            assert not [e for e in reg.edges() if e.origin == "manifest"], stage
+            assert DECLARED in reg.dependencies(CONVERT.id), stage
+        assert not [e for e in RegistryDatabase.open(tmp_path).side.load_edges() if e.origin == "manifest"]
+        if stage == "C serving":
+            reg_c.close()
+    reg_a.close()
+    reg_b.close()
+
+
+CONVERT = rec("time", "convert_time", "Convert a time between two IANA timezones.")
+ZONES = rec("time", "list_timezones", "List the IANA timezone names.")
+DECLARED = DependencyEdge(tool=CONVERT.id, depends_on=ZONES.id, kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON)
+PIN = DependencyEdge(
+    tool=CONVERT.id,
+    depends_on="time__get_current_time",
+    kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+    parameter_name="time",
+    origin="manifest",
+    evidence="manifest:pin",
+)
+GUESS = DependencyEdge(
+    tool=ZONES.id, depends_on=CONVERT.id, kind=EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, origin="inferred"
+)
 
 
 def test_quarantine_holds_new_tools_when_asked(tmp_path: Path) -> None:

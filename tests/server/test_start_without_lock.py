@@ -1,8 +1,9 @@
 """Start-up never waits for the writer lock ("Start without the lock", "No write without a
 change"): a replica on an ``s3://`` registry (moto's server) whose Redis writer lock (a real
 ``redis-server``) is down serves ``find_tools`` from the last committed registry, and writes what its
-manifest changed once Redis is back, without a restart; a start on an unchanged manifest commits
-nothing. In process, real LanceDB, embedder and MCP SDK client."""
+manifest changed (its sources, shared with other replicas) once Redis is back, without a restart,
+and applies its dependency overrides at once (they are its own view, never a write); a start on an
+unchanged manifest commits nothing. In process, real LanceDB, embedder and MCP SDK client."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from mcp import Client
 
 from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
-from toolweave.manifest import graph_overrides, load_manifest
+from toolweave.manifest import load_manifest
 from toolweave.registry import Registry
 from toolweave.server.gateway import Gateway
 from toolweave.settings import Settings
@@ -38,17 +39,19 @@ def s3(monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer) -> Iterator[
         moto.stop()
 
 
-def manifest(path: Path, reason: str) -> Path:
-    """A manifest serving ``clock`` with one dependency override whose ``reason`` the test varies."""
+def manifest(path: Path, marker: str) -> Path:
+    """A manifest serving ``clock`` (whose spec, shared with other replicas, holds ``marker``) with one
+    dependency override."""
     path.write_text(
         "servers:\n"
         "  clock:\n"
         "    command: python\n"
+        f"    args: [-c, {marker}]\n"
         "dependencies:\n"
         "  add:\n"
         "    - tool: clock__convert_time\n"
         "      depends_on: clock__get_current_time\n"
-        f"      reason: {reason}\n"
+        "      reason: the manifest's own\n"
     )
     return path
 
@@ -61,24 +64,15 @@ def open_registry(s3: dict[str, str], embedder: Any) -> Registry:
     return Registry.open(settings=settings(s3), embedder=embedder)
 
 
-def committed(s3: dict[str, str], embedder: Any) -> tuple[int, set[str]]:
-    """The registry's committed generation and the reasons of its manifest edges, as a new reader sees."""
+def committed(s3: dict[str, str], embedder: Any) -> tuple[int, str]:
+    """The registry's committed generation and the clock's shared spec, as a new reader sees them."""
     reader = open_registry(s3, embedder)
     try:
-        reasons = {e.reason for e in reader.edges() if e.origin == "manifest"}
-        return reader.loaded_generation, reasons
+        assert not [e for e in reader.edges() if e.origin == "manifest"]  # a gateway's own, never stored
+        specs = {s.name: s.spec for s in reader.source_specs()}
+        return reader.loaded_generation, specs.get("clock", "")
     finally:
         reader.close()
-
-
-def seed(s3: dict[str, str], embedder: Any, path: Path) -> None:
-    """A replica served this registry before: the clock's tools and the manifest's overrides are in it."""
-    registry = open_registry(s3, embedder)
-    try:
-        registry.ingest("clock", time_tools())
-        registry.set_overrides(graph_overrides(load_manifest(path)))
-    finally:
-        registry.close()
 
 
 def gateway(s3: dict[str, str], embedder: Any, path: Path) -> tuple[Gateway, FakeBackend]:
@@ -97,22 +91,27 @@ async def found(client: Client) -> list[str]:
 async def test_a_replica_started_with_redis_down_serves_and_writes_once_it_is_back(
     s3: dict[str, str], registry_lock: RedisServer, shared_embedder: Any, tmp_path: Path
 ) -> None:
-    seed(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "seeded"))
-    generation, reasons = committed(s3, shared_embedder)
-    assert reasons == {"seeded"}
+    await start_once(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "seeded"))
+    generation, spec = committed(s3, shared_embedder)
+    assert "seeded" in spec
     registry_lock.kill()  # Redis is down when the replica starts, with a manifest that changed
-    gw, _ = gateway(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "changed while Redis was down"))
+    gw, _ = gateway(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "changed-while-Redis-was-down"))
     async with Client(gw.server, mode="legacy") as client:
         with anyio.fail_after(120):  # before: "still starting" for 600 s, then `unavailable` for good
             while "clock__get_current_time" not in await found(client):
                 await anyio.sleep(0.2)
+            # the manifest's overrides need no lock: they are this gateway's view, not a write
+            while not gw.sources.registry.dependencies("clock__convert_time"):
+                await anyio.sleep(0.2)
+        [own] = gw.sources.registry.dependencies("clock__convert_time")
+        assert own.origin == "manifest" and own.reason == "the manifest's own"
         assert gw.served.is_ready() and gw.served.error is None
         called = await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
         assert not called.is_error, called
-        assert committed(s3, shared_embedder) == (generation, {"seeded"})  # nothing written meanwhile
+        assert committed(s3, shared_embedder) == (generation, spec)  # nothing written meanwhile
         registry_lock.start()  # Redis is back (same port): the manifest's change commits, no restart
         with anyio.fail_after(180):
-            while committed(s3, shared_embedder)[1] != {"changed while Redis was down"}:
+            while "changed-while-Redis-was-down" not in committed(s3, shared_embedder)[1]:
                 await anyio.sleep(1.0)
         assert "clock__get_current_time" in await found(client)
 
@@ -133,7 +132,6 @@ async def test_restarts_on_an_unchanged_manifest_commit_nothing(
     s3: dict[str, str], shared_embedder: Any, tmp_path: Path
 ) -> None:
     path = manifest(tmp_path / "gw.yaml", "unchanged")
-    seed(s3, shared_embedder, path)
     await start_once(s3, shared_embedder, path)  # records the manifest's sources for other replicas
     before = committed(s3, shared_embedder)
     for _ in range(3):

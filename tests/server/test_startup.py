@@ -130,7 +130,7 @@ async def test_a_registry_that_cannot_be_opened_gives_clear_errors(
     opener = partial(Registry.open, not_a_registry, embedder=embedder, settings=settings)
     notes = FakeBackend("notes", notes_tools())
     gateway = Gateway(opener, [notes], settings)
-    caplog.set_level(logging.ERROR, logger="toolweave.server.gateway")
+    caplog.set_level(logging.WARNING)
     async with Client(gateway.server, mode=mode) as client:
         assert names(await client.list_tools(cache_mode="bypass")) == META
         found = await client.call_tool("find_tools", {"query": "create a note"})
@@ -143,9 +143,18 @@ async def test_a_registry_that_cannot_be_opened_gives_clear_errors(
         assert error_text(direct) == message
         # Still serving: the meta-tools are listed, nothing was called upstream.
         assert names(await client.list_tools(cache_mode="bypass")) == META
+        for _ in range(3):  # every later call answers the same, and logs nothing more
+            assert error_text(await client.call_tool("find_tools", {"query": "a note"})) == message
+            assert error_text(await client.call_tool("notes__create_note", {"title": "x"})) == message
         assert notes.calls == []
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("could not be opened" in m and str(not_a_registry) in m for m in logged), logged
+    # one line for the failure, not one (or a traceback) per call
+    said = [
+        r for r in caplog.records if r.levelno >= logging.WARNING and "could not be opened" in r.getMessage()
+    ]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.exc_info]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 import numpy as np
 
 from toolweave.errors import RegistryError
-from toolweave.records import ToolRecord
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.changes import Delta, since
 from toolweave.registry.database import CommitRecord, graph_from_rows
 from toolweave.registry.learned import LearnedEdgeBook
@@ -61,16 +61,16 @@ class Follower:
 
     # -- everything ----------------------------------------------------------------------------------
     def load_committed(self) -> None:
-        """Snapshot, graph, usage, overrides, source specs and traffic evidence from the committed tables."""
+        """Snapshot, graph, usage, source specs and traffic evidence from the committed tables (the
+        manifest's overrides are this gateway's own: ``RegistryState.view``, kept as they are)."""
         state, db = self._state, self._state.db
         state.table = db.tool_table()
         state.usage = db.usage_table()
         self._usage.load()
-        state.overrides = db.side.load_overrides()
         self._load_sources()
         state.loaded_generation = db.committed_generation()
         self.reload()
-        state.graph = graph_from_rows(state.snap.nodes(), db.side.load_edges())
+        state.graph = graph_from_rows(state.snap.nodes(), shared_edges(db.side.load_edges()))
         self._learned.load()
         for load in self.whole:
             load()
@@ -186,11 +186,11 @@ class Follower:
     def _edges_changed(self, tools: list[str] | None) -> None:
         state = self._state
         if tools is None:
-            state.graph = graph_from_rows(state.snap.nodes(), state.db.side.load_edges())
+            state.graph = graph_from_rows(state.snap.nodes(), shared_edges(state.db.side.load_edges()))
             return
         touched = set(tools)
         state.graph.remove_edges(lambda e: e.tool in touched, touching=touched)
-        problems = state.graph.add_edges(state.db.side.load_edges(touched))
+        problems = state.graph.add_edges(shared_edges(state.db.side.load_edges(touched)))
         if problems:
             log.warning(
                 "dependency edges naming unknown tools skipped: %d (first: %s)", len(problems), problems[0]
@@ -235,3 +235,10 @@ class Follower:
         how = "everything" if state.full_loads > full else "its changes"
         log.info("registry %s: loaded generation %d (%s): %s", state.path, head.generation, head.action, how)
         return True
+
+
+def shared_edges(edges: list[DependencyEdge]) -> list[DependencyEdge]:
+    """The committed edges less what an older version's gateway wrote from its manifest (evidence
+    ``manifest:add`` / ``manifest:pin``): a manifest is now applied in its gateway's view alone, and
+    those rows leave the table with the next graph commit instead of staying after the gateway left."""
+    return [e for e in edges if not (e.origin == "manifest" and e.evidence.startswith("manifest:"))]

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from toolweave.errors import GraphError
 from toolweave.records import DependencyEdge, EdgeKind, ToolKind
 
-__all__ = ["GRAPH_FILE", "DependencyGraph"]
+__all__ = ["GRAPH_FILE", "DependencyGraph", "copied"]
 
 GRAPH_FILE = "graph.json"
 _FORMAT = "toolweave-graph/1"
@@ -238,3 +238,15 @@ class DependencyGraph:
         if not isinstance(doc, dict):
             raise GraphError(f"{path}: not a toolweave graph (a JSON {type(doc).__name__}, not an object)")
         return cls.from_json(doc, where=str(path))
+
+
+def copied(graph: DependencyGraph) -> DependencyGraph:
+    """An independent copy of ``graph`` (a write builds its graph on one before it takes the writer lock).
+
+    networkx copies each edge's data dict; the edge lists in them are shared, which is safe because
+    ``DependencyGraph`` never changes one in place (it assigns a new list)."""
+    other = DependencyGraph()
+    other._g = graph._g.copy()
+    other._changed = None if graph._changed is None else set(graph._changed)
+    other._declaring = set(graph._declaring)
+    return other

@@ -4,7 +4,8 @@
 id, an edge to an unknown tool raise, and the registry keeps what it held), embeds only tools whose
 content changed (hash-based), writes the rows, updates the graph with the source's declared edges,
 re-infers the edges the change touches, and commits; a failure half-way rolls back to the last
-commit (``Commits``). ``add_edges``, ``set_overrides`` and the repair at open change the graph alone.
+commit (``Commits``). ``add_edges`` and the repair at open change the graph alone; ``set_overrides`` changes
+nothing stored (a manifest is applied in its gateway's view).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,17 +24,19 @@ from toolweave.registry.commits import Commits
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Progress, embed_chunked
 from toolweave.registry.follower import Follower
-from toolweave.registry.inference import ProfileCache, propose_by_rules, refresh_inferred_edges
+from toolweave.registry.graph import DependencyGraph, copied
+from toolweave.registry.inference import ProfileCache, infer_for, propose_by_rules, refresh_inferred_edges
 from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.lock import LOCK_POLL_MAX_S
 from toolweave.registry.overrides import (
     GraphOverrides,
+    ManifestView,
     OverrideReport,
     add_authoritative,
-    apply_overrides,
     merge_inferred,
 )
 from toolweave.registry.search import SnapshotSearch
-from toolweave.registry.side_tables import override_rows
+from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import StoredTool
 from toolweave.registry.summary import IngestSummary
@@ -42,6 +46,10 @@ from toolweave.registry.vector_upkeep import VectorIndexUpkeep
 __all__ = ["Ingest"]
 
 log = logging.getLogger(__name__)
+
+WRITE_CHUNK = 2_000
+"""Changed tools per write of a large ingest (``Ingest.ingest``): the writer lock is held for one
+chunk's write and commit at a time (seconds), and released between them."""
 
 
 class Ingest:
@@ -95,17 +103,67 @@ class Ingest:
                 summary.edges = sum(1 for e in state.edges if e.tool in ids)
                 summary.seconds = time.perf_counter() - started
                 return summary
-            ahead = [
-                tool_document(t, with_examples=not state.usage_on)
-                for t in tools
-                if state.snap.hashes.get(t.id) != t.content_hash
-            ]
+            pending = [t for t in tools if state.snap.hashes.get(t.id) != t.content_hash]
+            ahead = [tool_document(t, with_examples=not state.usage_on) for t in pending]
         # embedding is the long part of an ingest (minutes at 10k on a busy machine): done before the
         # fleet's writer lock, which is then held only to write and commit, so replicas' flushes wait
         # seconds, not the embedding. A tool another writer changed meanwhile is embedded under the lock.
         # Alone on every core, before inference: onnxruntime's threads work in lockstep, and our Python
         # beside them slowed the embedding by more than it saved (measured at 100k: bench/HISTORY.md).
         embedded = dict(zip(ahead, self._embed(ahead, progress), strict=True)) if ahead else {}
+        # A large change is written in chunks of WRITE_CHUNK tools, each its own commit with the lock
+        # released between them: another writer (a replica's flush) waits for one chunk's write at
+        # most, not for the whole ingest's (73 s at 10k tools). The source's removals and declared
+        # edges come with the last write, over every tool; a crash in between leaves the chunks
+        # written, each a whole commit, and the next ingest of the source writes the rest.
+        # The graph inference runs once, with the last write, over every tool the chunks wrote: the
+        # same edges as one write makes.
+        written: set[str] = set()
+        for start in range(0, len(pending) if len(pending) > WRITE_CHUNK else 0, WRITE_CHUNK):
+            chunk = pending[start : start + WRITE_CHUNK]
+            if written:  # the lock stays free for a waiting writer's next look (file lock: no queue)
+                time.sleep(2 * LOCK_POLL_MAX_S)
+            part = self._write(source, chunk, (), False, embedded, infer=False)
+            written.update(t.id for t in chunk)
+            summary.added += part.added
+            summary.updated += part.updated
+            summary.embedded += part.embedded
+        if written:
+            time.sleep(2 * LOCK_POLL_MAX_S)
+        last = self._write(source, tools, edges, replace_source, embedded, written=frozenset(written))
+        summary.added += last.added
+        summary.updated += last.updated
+        summary.embedded += last.embedded
+        summary.removed, summary.edges = last.removed, last.edges
+        summary.unchanged = len(tools) - summary.added - summary.updated
+        summary.seconds = time.perf_counter() - started
+        log.info("ingested %s", summary)
+        return summary
+
+    def _write(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge],
+        replace_source: bool,
+        embedded: dict[str, np.ndarray],
+        *,
+        written: frozenset[str] = frozenset(),
+        infer: bool = True,
+    ) -> IngestSummary:
+        """One write of ``ingest``: its inference prepared before the writer lock, then the rows, the
+        graph and the commit under it. ``embedded``: document → vector, embedded before; ``written``:
+        tools earlier chunks of this ingest wrote, inferred with this write's own (``infer``: False
+        for those chunks)."""
+        summary = IngestSummary(source=source)
+        state = self._state
+        infer = infer and state.settings.infer_dependencies
+        # the graph inference too (most of what was left under the lock: 38 of 47 s at 10k tools)
+        prepared = (
+            self._prepare_inference(source, tools, edges, replace_source, embedded, written)
+            if infer
+            else None
+        )
         with state.write_lock, self._commits.writer(rollback=False):
             snap = state.snap
             incoming = self._check_batch(source, tools)
@@ -134,20 +192,28 @@ class Ingest:
                     embedded.update(zip(late, self._embed(late, None), strict=True))
                 vectors = [embedded[d] for d in documents]
                 summary.embedded = len(changed)
-                orphans = state.graph.inferred_dependents(removed | {t.id for t in changed})
-                graph_changed = self._update_graph(
-                    source, incoming.values(), removed, edges, tools_changed=bool(changed)
-                )
+                orphans = state.graph.inferred_dependents(removed | {t.id for t in changed} | written)
                 # a source that declares edges gets none inferred: refresh all its tools so old ones go;
                 # and a tool whose inferred producer leaves or changes may need its next-best one now
-                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans
-                universe = stored = None
-                if state.settings.infer_dependencies and (changed or removed or graph_changed):
-                    # the registry as the write will leave it, read before the write: the inference
-                    # below then reads neither the table nor the snapshot
-                    universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
-                    new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
-                    stored = self._reads.vectors().updated(new_vectors, removed)
+                focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
+                universe = stored = inferred = None
+                if prepared is not None and prepared.holds(snap, state.loaded_generation, focus):
+                    # nobody wrote since: the graph this write makes was made before the lock
+                    graph_changed, state.graph = prepared.graph_changed, prepared.graph
+                else:  # no inference, or another writer committed meanwhile: made here
+                    graph_changed = self._update_graph(
+                        source, incoming.values(), removed, edges, tools_changed=bool(changed)
+                    )
+                    if prepared is not None and prepared.fits(snap, focus):
+                        # what replicas' flushes change (examples, traffic, learned edges) is not what
+                        # inference reads: its edges stand, merged into the graph as it is now
+                        universe, inferred = prepared.universe, prepared.inferred
+                    elif infer and (changed or removed or graph_changed or written):
+                        # the registry as the write will leave it, read before the write: the inference
+                        # below then reads neither the table nor the snapshot
+                        universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+                        new_vectors = {t.id: v for t, v in zip(changed, vectors, strict=True)}
+                        stored = self._reads.vectors().updated(new_vectors, removed)
                 rows = [StoredTool(t, t.content_hash, v) for t, v in zip(changed, vectors, strict=True)]
                 state.table.upsert(rows, documents)
                 state.table.delete_ids(removed)
@@ -160,7 +226,9 @@ class Ingest:
                 text_index = state.table.rebuild_text_index
                 indexing = self._text_index_pool.submit(text_index) if rows or removed else None
                 try:
-                    if universe is not None and stored is not None:
+                    if universe is not None and inferred is not None:
+                        self._infer(focus, universe, inferred=inferred)
+                    elif universe is not None and stored is not None:
                         self._infer(focus, universe, propose_by_rules(universe, focus), stored)
                 finally:
                     if indexing is not None:
@@ -169,13 +237,60 @@ class Ingest:
                     indexing.result()
                     self._follower.reload({source})
                 summary.edges = sum(len(state.graph.dependencies(tool_id)) for tool_id in incoming)
-                if graph_changed or rows or removed:
+                if graph_changed or rows or removed or written:
                     self._commits.commit(f"ingest {source}", graph=True)
             if rows or removed:
                 self._upkeep.refresh_later()
-        summary.seconds = time.perf_counter() - started
-        log.info("ingested %s", summary)
         return summary
+
+    def _prepare_inference(
+        self,
+        source: str,
+        tools: Sequence[ToolRecord],
+        edges: Sequence[DependencyEdge],
+        replace_source: bool,
+        embedded: Mapping[str, np.ndarray],
+        written: frozenset[str],
+    ) -> _Prepared | None:
+        """The graph the write will commit, made before the fleet's writer lock on a copy of the graph:
+        the source's tools and declared edges, and the inference over the registry as the write will
+        leave it (its profiles and vectors), as the write itself would make them. Under the process's
+        own write lock (the profile cache is shared), not the fleet's. None when nothing is to infer, a
+        tool is not embedded yet or an edge is bad; the write then makes its graph under the lock, as
+        it does when another writer changed the registry meanwhile (``_Prepared.holds``)."""
+        state = self._state
+        with state.write_lock:
+            snap = state.snap
+            incoming = {t.id: t for t in tools}
+            removed = {i for i, s in snap.sources.items() if s == source} - incoming.keys()
+            if not replace_source:
+                removed = set()
+            changed = [t for t in incoming.values() if snap.hashes.get(t.id) != t.content_hash]
+            documents = [tool_document(t, with_examples=not state.usage_on) for t in changed]
+            # declared edges: the last write of a chunked ingest refreshes every tool of the source
+            if not (changed or removed or edges or written) or any(d not in embedded for d in documents):
+                return None
+            try:
+                self._check_edges(edges, (set(snap.ids) - removed) | incoming.keys())
+            except GraphError:
+                return None  # the write raises it, with nothing written
+            orphans = state.graph.inferred_dependents(removed | {t.id for t in changed} | written)
+            focus = {t.id for t in changed} | (set(incoming) if edges else set()) | orphans | written
+            graph = copied(state.graph)
+            graph_changed = self._update_graph(
+                source, incoming.values(), removed, edges, tools_changed=bool(changed), graph=graph
+            )
+            if not (changed or removed or graph_changed or written):
+                return None  # nothing for inference: the write's own graph step is cheap
+            universe = self._profiles.universe_after(snap.records, snap.hashes, changed, removed)
+            new_vectors = {t.id: embedded[d] for t, d in zip(changed, documents, strict=True)}
+            stored = self._reads.vectors().updated(new_vectors, removed)
+            inferred = infer_for(universe, stored, focus, by_rules=propose_by_rules(universe, focus))
+            # the shared graph, whatever this gateway's manifest says (its view applies that)
+            refresh_inferred_edges(graph, universe, None, focus, inferred=inferred)
+            return _Prepared(
+                snap, state.loaded_generation, frozenset(focus), graph, graph_changed, universe, inferred
+            )
 
     def add_edges(self, edges: Sequence[DependencyEdge]) -> int:
         """Add edges between tools already in the registry; saves the graph.
@@ -190,37 +305,19 @@ class Ingest:
             self._check_edges(edges, set(state.snap.ids))  # again: another process may have removed some
             inferred = [e for e in edges if e.origin == "inferred"]
             add_authoritative(state.graph, [e for e in edges if e.origin != "inferred"])
-            merge_inferred(state.graph, inferred, state.overrides)
+            merge_inferred(state.graph, inferred)  # the shared graph: a manifest is applied in views
             self._commits.commit("add edges", graph=True)
         return len(edges)
 
     def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
-        """Install a manifest's graph corrections (add / remove / pin); they hold across later ingests."""
+        """Install a manifest's graph corrections (add / remove / pin) in this gateway's view: they hold
+        across later ingests and other replicas' commits, and are never committed (the registry is the
+        fleet's, the manifest this gateway's: ``overrides.ManifestView``). No writer lock, no write."""
         state = self._state
         with state.write_lock:
-            if self._overrides_hold(overrides):
-                # a start on an unchanged manifest: nothing to write, so no writer lock either (it may
-                # be a fleet's, in a Redis that is down) and no new version for every replica to load
-                state.overrides = overrides  # the same edges; these know where the manifest wrote them
-                return apply_overrides(state.graph, overrides)  # idempotent: only the report
-        with state.write_lock, self._commits.writer():
-            state.overrides = overrides
-            report = apply_overrides(state.graph, overrides)
-            state.db.side.save_overrides(overrides)
-            self._commits.commit("set overrides", graph=True, everything=True)
-        return report
-
-    def _overrides_hold(self, overrides: GraphOverrides) -> bool:
-        """Whether ``overrides`` are what the registry committed and its graph already reflects them
-        (every add and pin between known tools there, no removed edge left)."""
-        state = self._state
-        if override_rows(state.overrides) != override_rows(overrides):
-            return False
-        graph, present = state.graph, {e.key for e in state.edges}
-        for edge in (*overrides.add, *overrides.pin):
-            if edge.tool in graph and edge.depends_on in graph and edge.key not in present:
-                return False
-        return not any(overrides.is_removed(e) for e in state.edges)
+            state.view = ManifestView(overrides)
+            state.publish_graph(everything=True)
+            return state.view.report(state.graph)
 
     def repair(self) -> None:
         """What an older version's crash could leave: no full-text index, or rows whose graph file was
@@ -299,6 +396,7 @@ class Ingest:
         edges: Sequence[DependencyEdge],
         *,
         tools_changed: bool,
+        graph: DependencyGraph | None = None,
     ) -> bool:
         """Apply ``source``'s tools and declared edges to the graph; False when nothing changed.
 
@@ -306,7 +404,7 @@ class Ingest:
         declares exactly the edges it already has, and the graph is left alone (comparing edge sets
         costs far less than serialising a 10k-tool graph to find out).
         """
-        graph = self._state.graph
+        graph = self._state.graph if graph is None else graph
         ids = {t.id for t in tools}
         declared = {e for e in graph.edges(touching=ids) if e.origin == "declared" and e.tool in ids}
         if not tools_changed and not removed and set(edges) == declared:
@@ -327,17 +425,40 @@ class Ingest:
         universe: Sequence[ToolProfile] | None = None,
         by_rules: Sequence[DependencyEdge] | None = None,
         vectors: Mapping[str, np.ndarray] | None = None,
+        *,
+        inferred: Sequence[DependencyEdge] | None = None,
     ) -> None:
-        """Refresh inferred edges from and to the changed tools (incremental), then re-apply overrides.
+        """Refresh inferred edges from and to the changed tools (incremental).
         ``universe``, ``by_rules``, ``vectors``: what an ingest prepared beforehand (default: the
-        snapshot's)."""
+        snapshot's); ``inferred``: the edges themselves, inferred before the writer lock."""
         state = self._state
         if universe is None:
             universe = self._profiles.universe(state.snap.records, state.snap.hashes)
-        if vectors is None:
+        if vectors is None and inferred is None:
             vectors = self._reads.vectors()
+        # the shared graph, whatever this gateway's manifest says (its view applies that)
         refresh_inferred_edges(
-            state.graph, universe, vectors, changed_ids, overrides=state.overrides, by_rules=by_rules
+            state.graph, universe, vectors, changed_ids, by_rules=by_rules, inferred=inferred
         )
-        if state.overrides is not None:
-            apply_overrides(state.graph, state.overrides)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The graph a write will commit, made before the writer lock (``Ingest._prepare_inference``)."""
+
+    snap: Snapshot
+    generation: int
+    focus: frozenset[str]
+    graph: DependencyGraph
+    graph_changed: bool
+    universe: Sequence[ToolProfile]
+    inferred: list[DependencyEdge]
+
+    def holds(self, snap: Snapshot, generation: int, focus: set[str]) -> bool:
+        """Whether it was inferred on the registry the write builds on (nobody wrote meanwhile)."""
+        return snap is self.snap and generation == self.generation and focus == self.focus
+
+    def fits(self, snap: Snapshot, focus: set[str]) -> bool:
+        """Whether its inferred edges hold for ``snap``: others committed, but no tool changed (a
+        replica's flush: examples, traffic, learned edges), so inference would find the same edges."""
+        return focus == self.focus and snap.hashes == self.snap.hashes

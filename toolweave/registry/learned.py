@@ -69,6 +69,10 @@ class LearnedEdgeBook:
         self.rows = {e.key: e for e in (_evidence(row) for row in self._state.db.side.load_traffic())}
         self._next = self._next_steps(self.rows)
 
+    def view_changed(self) -> None:
+        """The gateway's manifest changed: next steps as its view now shows the learned edges."""
+        self._next = self._next_steps(self.rows)
+
     # -- the call path ---------------------------------------------------------------------------------
     def record(self, sightings: Sequence[Sighting]) -> int:
         """Buffer the sightings about known, non-private tools (an append in memory); returns how many."""
@@ -119,15 +123,15 @@ class LearnedEdgeBook:
 
     # -- edges --------------------------------------------------------------------------------------------
     def _edges(self, rows: dict[EvidenceKey, Evidence]) -> list[DependencyEdge]:
-        """The learned edges ``rows`` make, minus what the manifest or a declared edge says instead."""
-        graph, overrides = self._state.graph, self._state.overrides
+        """The learned edges ``rows`` make, minus those on a pair a declared edge holds (what a manifest
+        says is applied in its own gateway's view, not in the shared graph)."""
+        graph = self._state.graph
         out = []
         for row, confidence in edge_evidence(rows):
             if row.consumer not in graph or row.producer not in graph:
                 continue
             edge = learned_edge(row, confidence)
-            removed = overrides is not None and overrides.is_removed(edge)
-            if removed or held(graph, edge.tool, edge.depends_on):
+            if held(graph, edge.tool, edge.depends_on):
                 continue
             out.append(edge)
         return out
@@ -148,12 +152,16 @@ class LearnedEdgeBook:
     def _next_steps(
         self, rows: dict[EvidenceKey, Evidence], edges: Iterable[DependencyEdge] | None = None
     ) -> NextSteps:
-        """Producer → its likely next tools, over the rows whose edge is in the graph (or ``edges``)."""
+        """Producer → its likely next tools, over the rows whose edge is in the graph (or ``edges``) and
+        in this gateway's view of it (a manifest ``remove`` hides one)."""
         if edges is None:
             edges = (e for e in self._state.graph.edges() if e.origin == "learned")
         calls = _sessions_per_tool(rows)
         best: dict[str, dict[str, NextStep]] = {}
+        view = self._state.view
         for e in edges:
+            if not view.keeps(e):
+                continue
             row = rows.get((e.tool, e.parameter_name or "", e.depends_on))
             score = row.next_step_confidence(calls.get(e.depends_on, 0)) if row is not None else 0.0
             after = best.setdefault(e.depends_on, {})

@@ -53,13 +53,16 @@ from typing import Any, Protocol
 from toolweave.errors import ConfigError, RegistryBusyError, RegistryError
 from toolweave.redaction import display_url
 
-__all__ = ["LOCK_FILE", "FileLock", "RedisLock", "WriterLock", "writer_lock"]
+__all__ = ["LOCK_FILE", "LOCK_POLL_MAX_S", "FileLock", "RedisLock", "WriterLock", "writer_lock"]
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".writer.lock"
 """The lock file in a local registry directory (not a table: LanceDB ignores it)."""
 _POLL_S = (0.02, 0.5)
+LOCK_POLL_MAX_S = _POLL_S[1]
+"""The longest a waiting writer sleeps between two looks at the lock (a writer that takes it again
+right away leaves it free this long, twice over, for one that waits: ``Ingest.ingest``'s chunks)."""
 """Back-off between attempts to take a busy lock (first, longest)."""
 _SAY_AFTER_S = 5.0
 """A writer that has waited this long for the lock logs what it waits for (a flush behind another

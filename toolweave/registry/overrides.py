@@ -11,6 +11,11 @@ Precedence, strongest first:
 4. **learned** edges (``toolweave.registry.learned``: seen in traffic) and **inferred** edges fill in the
    rest; a learned edge is never replaced by an inferred guess of the same key, and neither lands on a
    pair a declared or manifest edge holds or a ``remove`` entry names.
+
+A gateway's manifest is its own: the registry applies it in that gateway's reads only
+(``ManifestView``, over the shared graph), never in the edges it commits, so a replica with another
+manifest (or none) walks the shared graph as it is, and a gateway that stops leaves nothing behind.
+``apply_overrides`` changes a graph in place, for a graph that is one process's alone (an export).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ __all__ = [
     "AUTHORITATIVE",
     "EdgeSelector",
     "GraphOverrides",
+    "ManifestView",
     "OverrideReport",
     "add_authoritative",
     "apply_overrides",
@@ -148,3 +154,89 @@ def apply_overrides(graph: DependencyGraph, overrides: GraphOverrides) -> Overri
         else:
             report.pinned = len(ok) - len(problems)
     return report
+
+
+_GUESSED = frozenset({"inferred", "learned"})
+
+
+class ManifestView:
+    """A manifest's corrections applied to what one gateway reads of a shared graph (module docstring).
+
+    The same precedence as ``apply_overrides``: pins and adds are present once both tools are, inferred
+    and learned edges on a pair they hold are hidden, ``remove`` entries hide what they match (pins
+    excepted). Cheap per edge: a manifest lists a handful of entries."""
+
+    def __init__(self, overrides: GraphOverrides | None) -> None:
+        self.overrides = overrides
+        own: dict[tuple[str, str, EdgeKind, str | None], DependencyEdge] = {}
+        if overrides is not None:
+            for e in (*overrides.add, *overrides.pin):  # a pin of the same edge replaces its plain add
+                own[e.key] = e
+        self._own = own
+        self._by_tool: dict[str, list[DependencyEdge]] = {}
+        for e in own.values():
+            self._by_tool.setdefault(e.tool, []).append(e)
+        self._pairs = {(e.tool, e.depends_on) for e in own.values()}
+
+    def __bool__(self) -> bool:
+        return self.overrides is not None and bool(self._own or self.overrides.remove)
+
+    def keeps(self, edge: DependencyEdge) -> bool:
+        """Whether a shared edge stays in this view (it may also be replaced by a manifest edge)."""
+        overrides = self.overrides
+        if overrides is None:
+            return True
+        if edge.key in self._own:
+            return False
+        if edge.origin in _GUESSED and (edge.tool, edge.depends_on) in self._pairs:
+            return False
+        return not overrides.is_removed(edge)
+
+    def own(self, graph: DependencyGraph, tool_id: str) -> list[DependencyEdge]:
+        """The manifest's edges out of ``tool_id`` whose two tools the graph holds."""
+        return [
+            e
+            for e in self._by_tool.get(tool_id, ())
+            if e.tool in graph and e.depends_on in graph and e.tool != e.depends_on
+        ]
+
+    def dependencies(self, graph: DependencyGraph, tool_id: str) -> list[DependencyEdge]:
+        """``graph.dependencies(tool_id)`` as this view shows them."""
+        edges = graph.dependencies(tool_id)
+        if not self:
+            return edges
+        return [e for e in edges if self.keeps(e)] + self.own(graph, tool_id)
+
+    def edges(self, graph: DependencyGraph) -> list[DependencyEdge]:
+        """Every edge of ``graph`` as this view shows it."""
+        if not self:
+            return list(graph.edges())
+        kept = [e for e in graph.edges() if self.keeps(e)]
+        return kept + [e for tool_id in self._by_tool for e in self.own(graph, tool_id)]
+
+    def affected(self, changed: Iterable[str]) -> set[str]:
+        """The tools whose view changes when ``changed`` tools come, go or change: a manifest edge out
+        of a tool appears once the tool it names exists."""
+        changed = set(changed)
+        return {e.tool for e in self._own.values() if e.depends_on in changed or e.tool in changed}
+
+    def report(self, graph: DependencyGraph) -> OverrideReport:
+        """What the manifest does to ``graph`` in this view, and the entries naming unknown tools."""
+        report = OverrideReport()
+        overrides = self.overrides
+        if overrides is None:
+            return report
+        report.removed = sum(1 for e in graph.edges() if overrides.is_removed(e))
+        for section, edges in (("add", overrides.add), ("pin", overrides.pin)):
+            for e in edges:
+                missing = [end for end in (e.tool, e.depends_on) if end not in graph]
+                if missing:
+                    here = overrides.where.get(e.key, f"{section} {e.tool} -> {e.depends_on}")
+                    report.problems.append(f"{here}: unknown tool {missing[0]!r}")
+                elif e.tool == e.depends_on:
+                    report.problems.append(f"tool {e.tool!r} cannot depend on itself")
+                elif section == "add":
+                    report.added += 1
+                else:
+                    report.pinned += 1
+        return report

@@ -44,6 +44,7 @@ from toolweave.registry.ingest import Ingest
 from toolweave.registry.learned import LearnedEdgeBook
 from toolweave.registry.models import same_vectors, shipped
 from toolweave.registry.observations import Observations, Sink
+from toolweave.registry.overrides import GraphOverrides, OverrideReport
 from toolweave.registry.reindex import reindex_database
 from toolweave.registry.search import SnapshotSearch
 from toolweave.registry.snapshot import single_threaded_blas
@@ -110,7 +111,6 @@ class Registry:
         # Writes of tools and edges (ingest.py), each committed before it returns.
         self.ingest = self._ingest.ingest
         self.add_edges = self._ingest.add_edges
-        self.set_overrides = self._ingest.set_overrides
         # Other processes' commits (follower.py): a gateway polls ``refresh``.
         self.refresh = self._follower.refresh
         # Source specs every replica reads (sources.py).
@@ -122,6 +122,13 @@ class Registry:
         self._ingest.repair()
         self.vector_index.refresh_later()
         self._refits.start()
+
+    def set_overrides(self, overrides: GraphOverrides) -> OverrideReport:
+        """This gateway's manifest corrections of the graph, in its own reads alone (``Ingest``)."""
+        report = self._ingest.set_overrides(overrides)
+        with self._state.write_lock:
+            self._learned.view_changed()
+        return report
 
     # -- opening and closing -------------------------------------------------------------------------
     @classmethod

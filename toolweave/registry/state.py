@@ -21,7 +21,7 @@ from toolweave.registry.embeddings import Embedder
 from toolweave.registry.fleet_fit import FleetMap
 from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.inference import weighed
-from toolweave.registry.overrides import GraphOverrides
+from toolweave.registry.overrides import GraphOverrides, ManifestView
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec
 from toolweave.settings import Settings
@@ -52,7 +52,9 @@ class RegistryState:
         self.deps: dict[str, tuple[DependencyEdge, ...]] = {}
         """Tool id → the edges the retrieval walk may follow (weak inferred ones left out)."""
         self.edges: tuple[DependencyEdge, ...] = ()
-        self.overrides: GraphOverrides | None = None
+        self.view = ManifestView(None)
+        """This gateway's manifest over the shared graph, in its reads alone (``overrides.ManifestView``):
+        never loaded from the registry, never committed to it; under ``write_lock``."""
         self.sources: tuple[SourceSpec, ...] = ()
         self.fleet_map: FleetMap | None = None
         """The fleet's request map searches apply (``fleet_map.py``); replaced whole, never changed."""
@@ -70,24 +72,31 @@ class RegistryState:
     def usage_on(self) -> bool:
         return self.settings.usage_weight > 0
 
-    def publish_graph(self) -> None:
-        """Swap in what searches read of the graph: the walk map and the edge tuple.
+    @property
+    def overrides(self) -> GraphOverrides | None:
+        return self.view.overrides
+
+    def publish_graph(self, *, everything: bool = False) -> None:
+        """Swap in what searches read of the graph: the walk map and the edge tuple, as this gateway's
+        manifest shows them (``view``). ``everything``: redo every tool (the manifest changed).
 
         Searches run on other threads while a write changes the networkx graph: they read these
         immutable copies, never the graph being changed. Retrieval is given the edges it may walk
         (``inference.weighed``): weak learned ones stay in the graph, unwalked; inferred ones of any
         confidence go to the walk, which weighs them by it."""
-        graph = self.graph
+        graph, view = self.graph, self.view
         floor = self.settings.infer_min_confidence
         changed = graph.take_changed()
-        if changed is None:  # a graph just built (open, rollback, another process's commit)
-            deps = {tool: tuple(weighed(graph.dependencies(tool), floor)) for tool in graph.nx_graph.nodes}
+        if changed is None or everything:  # a graph just built (open, rollback, another's commit)
+            deps = {
+                tool: tuple(weighed(view.dependencies(graph, tool), floor)) for tool in graph.nx_graph.nodes
+            }
         else:  # the tools this write changed: at 100k tools, redoing every one was a tenth of an ingest
             deps = dict(self.deps)
-            for tool in changed:
+            for tool in changed | view.affected(changed):
                 if tool in graph:
-                    deps[tool] = tuple(weighed(graph.dependencies(tool), floor))
+                    deps[tool] = tuple(weighed(view.dependencies(graph, tool), floor))
                 else:
                     deps.pop(tool, None)
         self.deps = deps
-        self.edges = tuple(graph.edges())
+        self.edges = tuple(view.edges(graph))

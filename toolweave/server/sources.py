@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from toolweave.adapters.backend import Backend
-from toolweave.manifest import (
-    Manifest,
-    apply_tool_overrides,
-    filter_removed_edges,
-    graph_overrides,
-    manifest_edges,
-)
+from toolweave.manifest import Manifest, apply_tool_overrides, graph_overrides
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.server.find_cache import FindCache
 from toolweave.server.metrics import GatewayMetrics
@@ -80,7 +74,6 @@ class SourceSync:
         self.metrics = metrics
         self.find_cache = find_cache
         self._catalog_sources = {c.source for c in manifest.catalogs} if manifest else set()
-        self._manifest_edges: list[DependencyEdge] = manifest_edges(manifest) if manifest else []
         self._reported: set[str] = set()  # backends whose tool list was ingested at least once
         self._available: dict[str, bool] = {name: False for name in self.backends}
         self._ever_available: set[str] = set()
@@ -116,13 +109,12 @@ class SourceSync:
                 )
             )
             tools = apply_tool_overrides(self.manifest, catalog.tools)
-            edges = filter_removed_edges(self.manifest, catalog.edges)
+            edges = catalog.edges  # as the catalog declares them: the manifest's removes apply in its view
             await anyio.to_thread.run_sync(self.served.guard.review, entry.source, tools)
             summary = await anyio.to_thread.run_sync(
                 partial(self.registry.ingest, entry.source, tools, edges)
             )
             log.info("catalog %s: %s", entry.source, summary)
-        await self._apply_manifest_edges()
 
     def catalogs_missing(self) -> bool:
         """Whether a catalog of the manifest has no tools in the registry yet (nothing to serve it from)."""
@@ -131,8 +123,8 @@ class SourceSync:
         return not self._catalog_sources <= set(self.registry.sources())
 
     async def apply_overrides(self) -> None:
-        """The manifest's dependency overrides (add / remove / pin, also over edges saved by earlier runs;
-        kept for every later ingest) and its private tools."""
+        """The manifest's dependency overrides (add / remove / pin, in this gateway's view of the shared
+        graph: other replicas never walk them, and they go with this gateway) and its private tools."""
         if self.manifest is not None:
             await anyio.to_thread.run_sync(self.registry.set_overrides, graph_overrides(self.manifest))
             await anyio.to_thread.run_sync(self.registry.set_private, self.manifest.private)
@@ -177,9 +169,9 @@ class SourceSync:
             if source != expected:
                 log.warning("backend %s reported tools as source %r; using %r", expected, source, expected)
                 source = expected
-            if self.manifest is not None:
+            if self.manifest is not None:  # its dependency overrides apply in this gateway's view alone:
+                # the shared graph holds what the upstream declares, whichever replica ingests it
                 tools = apply_tool_overrides(self.manifest, tools)
-                edges = filter_removed_edges(self.manifest, edges)
             registry = self.registry
             before = {t.id: t.content_hash for t in registry.tools(source)}
             held = await anyio.to_thread.run_sync(self.served.guard.review, source, list(tools))
@@ -192,7 +184,6 @@ class SourceSync:
                 # not for an upstream re-listing what the registry holds: every replica's upstreams do,
                 # and clearing would send every cached answer back to the model
                 self.find_cache.clear()
-            await self._apply_manifest_edges()
             self.refresh_stale_sources()
             log.info("%s: %d tools (%s)", source, len(tools), summary)
             after = {t.id: t.content_hash for t in tools}
@@ -204,26 +195,6 @@ class SourceSync:
             log.exception("could not ingest the tools of %s", source)
         finally:
             self._reported.add(expected)
-
-    async def _apply_manifest_edges(self) -> None:
-        """Add manifest edges whose two ends exist and which the graph lacks: a backend may connect long
-        after startup, and a tool that disappears and comes back loses its edges with it."""
-        if not self._manifest_edges:
-            return
-        registry = self.registry
-        present = {e.key for e in registry.edges()}
-        ready = [
-            e
-            for e in self._manifest_edges
-            if e.key not in present and registry.find(e.tool) and registry.find(e.depends_on)
-        ]
-        if not ready:
-            return
-        try:
-            await anyio.to_thread.run_sync(registry.add_edges, ready)
-            self.find_cache.clear()
-        except Exception:  # manifest edges are optional: never fatal
-            log.exception("could not add manifest dependency edges")
 
     async def republish(self, *, removed: set[str], changed: set[str], added: set[str]) -> None:
         """Tell sessions whose published set changed: tools removed (dropped from the set), changed, or

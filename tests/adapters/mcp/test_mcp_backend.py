@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
@@ -188,3 +189,18 @@ async def test_initialize_that_never_answers_times_out(caplog: pytest.LogCapture
         assert "no answer to initialize" in backend.last_error and "1 s" in backend.last_error
         assert not backend.available
     assert any("'mute'" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_call_waiting_for_a_reconnect_spends_one_budget_in_all() -> None:
+    """After a stdio upstream crashed, a call made while it reconnects waited for
+    it and then got its whole budget again (a 5 s call took 10 s). The wait comes out of the budget:
+    the call answers by its deadline, a timeout or not connected, never later."""
+    backend = MCPBackend("dyn", stdio(DYNAMIC, "stdio"), backoff_initial_s=1.0, healthy_after_s=0.0)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available)
+        crashed = await backend.call(h.tool("crash"), {}, timeout_s=10.0)
+        assert crashed.is_error and not backend.available  # reconnects in a second or two
+        budget = 8.0
+        with anyio.fail_after(budget + 1.5):  # before: the wait for the reconnect, then 8 s more
+            slow = await backend.call(h.tool("slow"), {"seconds": 30}, timeout_s=budget)
+        assert slow.is_error and ("call timeout" in text(slow) or "not connected" in text(slow)), text(slow)

@@ -421,6 +421,9 @@ class MCPBackend:
     ) -> types.CallToolResult:
         upstream_tool = str(tool.backend.get("tool", tool.name))
         timeout = options.get("timeout_s") or call_budget(self.call_timeout_s, self._default_call_s)
+        # One budget for the whole call: a wait for a reconnecting upstream comes out of it (before,
+        # each got the full budget, and a 5 s call on an upstream coming back took 10 s)
+        deadline = anyio.current_time() + timeout
         sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
@@ -431,13 +434,15 @@ class MCPBackend:
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
         raw = self._raw
         if raw is not None and sampler is None and raw.serves(modern):
-            return await self._call_raw(raw, client, upstream_tool, arguments, timeout, label, modern)
+            return await self._call_raw(
+                raw, client, upstream_tool, arguments, (deadline, timeout), label, modern
+            )
         cuts = self._cuts
         token = _sampler.set(sampler)
         if sampler is not None:
             self._samplers.append(sampler)
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
                 result = await client.call_tool(upstream_tool, arguments)
         except TimeoutError:
             self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
@@ -471,15 +476,17 @@ class MCPBackend:
         client: Client,
         tool: str,
         arguments: dict[str, Any],
-        timeout: float,
+        budget: tuple[float, float],
         label: str,
         modern: bool,
     ) -> types.CallToolResult:
         """``call`` on a stdio upstream without the SDK client's per-request machinery (``raw.py``):
-        the same answers as ``Client.call_tool`` gives, and the same error results for its failures."""
+        the same answers as ``Client.call_tool`` gives, and the same error results for its failures.
+        ``budget``: the call's deadline (anyio's clock) and its whole budget in seconds."""
         log.debug("%s: raw tools/call", label)  # which calls took this path (tests read it)
+        deadline, timeout = budget
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
                 answer = await raw.call(tool, arguments, modern=modern)
         except TimeoutError:
             self._check_liveness_soon()

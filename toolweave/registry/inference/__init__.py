@@ -7,7 +7,7 @@ optional embedding-similarity pass with a calibrated threshold. See ``docs/graph
 from __future__ import annotations
 
 from toolweave.registry.inference.evaluate import EdgeScores, score_edges
-from toolweave.registry.inference.incremental import ProfileCache, refresh_inferred_edges
+from toolweave.registry.inference.incremental import ProfileCache, infer_for, refresh_inferred_edges
 from toolweave.registry.inference.infer import (
     infer_edges,
     propose_by_rules,
@@ -21,6 +21,7 @@ __all__ = [
     "EdgeScores",
     "ProfileCache",
     "infer_edges",
+    "infer_for",
     "propose_by_rules",
     "propose_edges",
     "refresh_inferred_edges",

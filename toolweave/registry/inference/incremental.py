@@ -13,7 +13,7 @@ from toolweave.registry.inference.producers import ToolProfile, profile
 from toolweave.registry.inference.universe import Universe
 from toolweave.registry.overrides import GraphOverrides, merge_inferred
 
-__all__ = ["ProfileCache", "refresh_inferred_edges"]
+__all__ = ["ProfileCache", "infer_for", "refresh_inferred_edges"]
 
 
 class ProfileCache:
@@ -90,6 +90,21 @@ class _Overlay(Mapping[str, ToolRecord]):
         return len(self._rest.keys() | self._top.keys())
 
 
+def infer_for(
+    universe: Sequence[ToolProfile],
+    vectors: Mapping[str, np.ndarray] | None,
+    changed_ids: Collection[str],
+    *,
+    by_rules: Sequence[DependencyEdge] | None = None,
+) -> list[DependencyEdge]:
+    """The inferred edges from and to ``changed_ids``, from the profiles and vectors alone (no graph):
+    what ``refresh_inferred_edges`` merges. An ingest runs it before it takes the writer lock, on the
+    registry as its write will leave it, and hands the edges to ``refresh_inferred_edges``."""
+    ids = {p.id for p in universe}
+    changed = {i for i in changed_ids if i in ids}
+    return infer_among(universe, changed, vectors=vectors, by_rules=by_rules) if changed else []
+
+
 def refresh_inferred_edges(
     graph: DependencyGraph,
     universe: Sequence[ToolProfile],
@@ -98,6 +113,7 @@ def refresh_inferred_edges(
     *,
     overrides: GraphOverrides | None = None,
     by_rules: Sequence[DependencyEdge] | None = None,
+    inferred: Sequence[DependencyEdge] | None = None,
 ) -> int:
     """Recompute the inferred edges from and to ``changed_ids``; returns how many inferred edges were added.
 
@@ -110,6 +126,8 @@ def refresh_inferred_edges(
             here: ``graph.remove_tools`` already dropped their edges.
         overrides: the manifest's corrections: ``remove`` entries keep matching edges out.
         by_rules: ``propose_by_rules(universe, changed_ids)``, when the caller ran the rules already.
+        inferred: ``infer_for(universe, vectors, changed_ids)``, when the caller ran it already (then
+            ``vectors`` and ``by_rules`` are not read).
 
     Edges among untouched tools stay as they are. Tools of a source that declares its own edges
     get no inferred outgoing edges (the source's author already said what they need), and a pair
@@ -123,6 +141,7 @@ def refresh_inferred_edges(
     if not changed:
         return 0
     declaring = {source_of[t] for t in graph.declaring() if t in source_of}
-    edges = infer_among(universe, changed, vectors=vectors, by_rules=by_rules)
-    edges = [e for e in edges if source_of[e.tool] not in declaring]
+    if inferred is None:
+        inferred = infer_among(universe, changed, vectors=vectors, by_rules=by_rules)
+    edges = [e for e in inferred if source_of[e.tool] not in declaring]
     return merge_inferred(graph, edges, overrides)
