@@ -31,7 +31,7 @@ from toolweave.registry.registry import Registry
 from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import average_precision, complete
 from toolweave.retrieval.turns import conversation_context, topic_shifted
-from toolweave.server.sessions import RECENT_TURNS
+from toolweave.server.sessions.session_book import RECENT_TURNS
 from toolweave.settings import RetrievalSettings, Settings
 
 Rule = Callable[[Registry, str, list[str]], list[str]]

@@ -229,7 +229,7 @@ class Names:
 
     def __init__(self) -> None:
         from toolweave.records import make_tool_id
-        from toolweave.server.names import NameMap
+        from toolweave.server.turns.names import NameMap
         from toolweave.settings import PublishSettings
 
         ids = {make_tool_id(source_of_class(t["class"]), t["name"]): t["name"] for t in catalogue()}

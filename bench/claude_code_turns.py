@@ -68,7 +68,7 @@ TOOLWEAVE = str(Path(sys.executable).parent / "toolweave")
 SERVER = "toolweave"
 TIME_TOOL = "time__get_current_time"
 STARTING = "the gateway is still starting"
-"""What a find_tools answer says when it came while the gateway was starting (server/starting.py)."""
+"""What a find_tools answer says when it came while the gateway was starting (server/turns/starting.py)."""
 MAX_RESTARTS = 30
 HOOK_TIMEOUT_S = 30
 """The hook's timeout docs/clients.md gives Claude Code (seconds; the hook itself returns within 20)."""
@@ -433,7 +433,7 @@ def one_run(
 
 
 TRACED = ("relist:", "list_changed ->", "did not re-list")
-"""The gateway's log lines a trace keeps (at DEBUG, from server/notify.py)."""
+"""The gateway's log lines a trace keeps (at DEBUG, from server/turns/notify.py)."""
 
 
 def write_trace(path: Path, work: Path, model: ScriptedModel) -> None:

@@ -9,7 +9,7 @@ counts the answers before it.
 HTTP also counts refused connections: the client connects from the moment the process is spawned,
 retrying every 5 ms while refused (the port is bound by ``toolweave.__main__`` before anything heavy).
 With ``--activate`` the bench binds the port itself and passes it as systemd's socket activation does
-(``tests/net.py``, ``server/address.py``): nothing is then refused from the instant of spawn.
+(``tests/net.py``, ``server/fronts/address.py``): nothing is then refused from the instant of spawn.
 
 Usage: .venv/bin/python bench/first_find.py [--runs 10] [--transport stdio|http|both] [--activate] [--busy]
        [--json]

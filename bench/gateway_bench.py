@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from toolweave.server.shutdown import child_pids
+from toolweave.server.fronts.shutdown import child_pids
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLLINKOS = REPO.parent / "shared" / "datasets" / "toollinkos"

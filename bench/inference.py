@@ -34,17 +34,17 @@ from toolweave.benchmark import load_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.gold_graphs import CODE_GRAPHS, all_rule_counts, code_gold_edges, gold_graph
 from toolweave.benchmark.recorded import RecordedIndex
-from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
-from toolweave.registry.embeddings import Embedder
-from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import infer_edges, score_edges, walkable
-from toolweave.registry.inference.calibration import (
+from toolweave.inference import infer_edges, score_edges, walkable
+from toolweave.inference.calibration import (
     GOLD_FAMILIES,
     RuleCounts,
     out_of_sample,
     pooled,
     shipped,
 )
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.embeddings import Embedder
+from toolweave.registry.graph import DependencyGraph
 from toolweave.registry.registry import Registry
 from toolweave.retrieval.metrics import summarize
 from toolweave.retrieval.pipeline import retrieve
@@ -53,7 +53,7 @@ from toolweave.settings import RetrievalSettings, Settings
 Lookup = Callable[[str, Sequence[EdgeKind] | None], list[DependencyEdge]]
 GOLD_OF = {"nestful": "nestful_graph"}
 """Query folders whose tools have a gold graph in another folder (the graph comes from their queries)."""
-CALIBRATION = Path(__file__).resolve().parents[1] / "toolweave/registry/inference/calibration.py"
+CALIBRATION = Path(__file__).resolve().parents[1] / "toolweave/inference/calibration.py"
 
 
 def calibration_table(counts: RuleCounts) -> list[str]:

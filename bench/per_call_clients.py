@@ -1,4 +1,5 @@
-"""Clients that start a gateway per call, with and without sharing (``share_idle_s``, server/sharing.py).
+"""Clients that start a gateway per call, with and without sharing (``share_idle_s``,
+server/fronts/sharing.py).
 
 langchain-mcp-adapters' ``MultiServerMCPClient.get_tools()`` and llama-index's ``BasicMCPClient`` open a new
 MCP session, so over stdio a new ``toolweave serve``, for every call. Both pin ``mcp<2``, so they run from a

@@ -114,9 +114,9 @@ async def run_load(urls: list[str], sessions: int, turns: int, seed: int, tag: s
 async def store_round_trips(url: str, n: int = 300) -> dict[str, Any]:
     """The store's own cost, without a gateway: one write-through (SET + PUBLISH, pipelined) and one
     read of a 40-tool session, as a replica pays them."""
-    from toolweave.server.publishing import PublishedSet
-    from toolweave.server.sessions import Session
-    from toolweave.server.shared_sessions import RedisSessions
+    from toolweave.server.sessions.session_book import Session
+    from toolweave.server.sessions.shared import RedisSessions
+    from toolweave.server.turns.publishing import PublishedSet
 
     shared = RedisSessions(url, 60)
     session = Session("client-bench", PublishedSet(40))

@@ -47,7 +47,7 @@ def main() -> None:
     lap("embedding model load + first query")
     opened.embedder.embed_query("what time is it in Tokyo")
     lap("second query")
-    from toolweave.server import ready_index
+    from toolweave.server.turns import ready_index
 
     table = ready_index.load(registry)
     lap(f"ready table load ({len(table) if table else 0} tools)")

@@ -34,8 +34,8 @@ from bfcl_servers import DATASET, backend_classes, dataset_present, dialogue_cal
 from toolweave.registry import evidence as evidence_module
 from toolweave.registry.evidence import Evidence, EvidenceKey, merge_sightings
 from toolweave.registry.learned import edge_evidence
-from toolweave.server import traffic as traffic_module
-from toolweave.server.traffic import TrafficObserver
+from toolweave.server.calls import traffic as traffic_module
+from toolweave.server.calls.traffic import TrafficObserver
 
 BAR = 0.5  # Settings.infer_min_confidence: the walk's bar
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import mcp_types as types
 
-from toolweave.server.traffic import TrafficObserver
+from toolweave.server.calls.traffic import TrafficObserver
 
 
 def result_of(n: int, call: int) -> dict[str, Any]:

@@ -40,7 +40,7 @@ QUERY = "what time is it in Tokyo"
 
 def names_figures(budget: int = 48) -> dict[str, Any]:
     from toolweave.adapters.openapi.parser import parse_spec_file
-    from toolweave.server.names import NameMap
+    from toolweave.server.turns.names import NameMap
 
     rows = {}
     for path in sorted(SPECS.glob("*.yaml")):

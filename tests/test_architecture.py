@@ -44,11 +44,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The data flow: manifests -> adapters (discover) -> registry -> retrieval -> server -> adapters (call).
     "shared": set(),
     "adapters": set(),
-    "registry": set(),
+    "registry": {"inference"},
+    "inference": set(),  # pure: rules over tool records
     "retrieval": set(),
     "server": {"adapters", "registry", "retrieval", "manifest"},
     "manifest": {"adapters", "registry"},  # it validates the adapters' config models
-    "benchmark": {"adapters", "registry", "retrieval"},  # it measures what the adapters convert
+    "benchmark": {"adapters", "inference", "registry", "retrieval"},  # it measures what the adapters convert
     "views": {"registry"},
 }
 """Which other toolweave parts each part may import (shared modules always). The CLI (``cli.py``,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolweave.server.host import HOOK_WAIT_S, parse_hook_wait
+from toolweave.server.fronts.host import HOOK_WAIT_S, parse_hook_wait
 
 
 @pytest.mark.parametrize(

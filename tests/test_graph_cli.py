@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from tests.edges import edge
 from toolweave.cli import app
+from toolweave.inference import infer_edges
 from toolweave.records import EdgeKind
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import infer_edges
 
 runner = CliRunner()
 

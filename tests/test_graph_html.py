@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from toolweave.inference import infer_edges
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import infer_edges
 from toolweave.views.graph_page import export_html
 
 pytestmark = pytest.mark.integration

@@ -50,7 +50,7 @@ def test_content_hash_follows_content_not_id() -> None:
 
 
 def test_annotations_come_from_the_backend_and_reach_the_published_tool() -> None:
-    from toolweave.server.meta_tools import to_mcp_tool
+    from toolweave.server.turns.meta_tools import to_mcp_tool
 
     plain = ToolRecord(id="s__a", source="s", name="a")
     assert (plain.annotations, plain.read_only, plain.destructive) == ({}, False, False)

@@ -1,9 +1,9 @@
 """The ``toolweave`` command's entry point (also ``python -m toolweave``).
 
-``toolweave serve`` over stdio first starts the early front (``toolweave/server/early.py``), which answers
-the MCP handshake while typer, the settings model and the MCP SDK are still being imported; over
-streamable HTTP it binds the port and starts the HTTP front (``toolweave/server/http_front.py``); and
-``toolweave hook claude-code`` runs without them (``server/host.py``); every other command runs
+``toolweave serve`` over stdio first starts the early front (``toolweave/server/fronts/early.py``), which
+answers the MCP handshake while typer, the settings model and the MCP SDK are still being imported; over
+streamable HTTP it binds the port and starts the HTTP front (``toolweave/server/fronts/http_front.py``); and
+``toolweave hook claude-code`` runs without them (``server/fronts/host.py``); every other command runs
 through the typer app (``toolweave.cli``) as usual.
 """
 
@@ -25,7 +25,7 @@ def serve_options(args: list[str]) -> dict[str, str] | None:
     command then simply starts without an early front."""
     if not args or args[0] != "serve" or any(a in _HELP_OPTIONS for a in args):
         return None
-    from toolweave.server.address import DEFAULT_HOST, DEFAULT_PORT  # socket only: before the bind
+    from toolweave.server.fronts.address import DEFAULT_HOST, DEFAULT_PORT  # socket only: before the bind
 
     found = {"transport": "stdio", "host": DEFAULT_HOST, "port": str(DEFAULT_PORT)}
     for i, arg in enumerate(args):
@@ -59,7 +59,7 @@ def serves_http(args: list[str]) -> tuple[str, int] | None:
 def registry_option(args: list[str]) -> str | None:
     """The ``--registry`` a ``serve`` command line names, or None. It wins over the manifest's and the
     environment's, so the early front can answer ``find_tools`` from that registry's ready table before
-    the settings are even loaded (``server/ready_index.py``)."""
+    the settings are even loaded (``server/turns/ready_index.py``)."""
     if serve_options(args) is None:
         return None
     for i, arg in enumerate(args):
@@ -83,7 +83,8 @@ def manifest_option(args: list[str]) -> str | None:
 def _provisional_policy(args: list[str], host: str) -> Any:
     """``front_answers.provisional_policy`` for this command line (None when the manifest is unreadable:
     the command reports that)."""
-    from toolweave.server import front_answers, ready_index
+    from toolweave.server.fronts import front_answers
+    from toolweave.server.turns import ready_index
 
     manifest = manifest_option(args)
     try:
@@ -98,11 +99,11 @@ def _provisional_policy(args: list[str], host: str) -> Any:
 
 
 def _attach(args: list[str], registry: str | None) -> bytes:
-    """With a shared gateway serving this registry for launches like this one (``server/sharing.py``),
+    """With a shared gateway serving this registry for launches like this one (``server/fronts/sharing.py``),
     bridge stdio to it and exit; else what was read of stdin to decide (the early front handles it)."""
     if not registry or "://" in registry:
         return b""
-    from toolweave.server import sharing
+    from toolweave.server.fronts import sharing
 
     if sharing.KEY_VAR in os.environ:
         return b""  # a shared gateway's own command line is never stdio: nothing to attach to
@@ -115,7 +116,7 @@ def _attach(args: list[str], registry: str | None) -> bytes:
         shared = sharing.wait_for(home, key, sharing.SPAWN_WAIT_S)
     if shared is None:
         return b""  # off, or the registry serves another command line's launches: start as before
-    from toolweave.server import bridge
+    from toolweave.server.fronts import bridge
 
     first, relayable = bridge.read_first()
     if not relayable:
@@ -124,10 +125,10 @@ def _attach(args: list[str], registry: str | None) -> bytes:
 
 
 def _announce_shared(args: list[str], port: int) -> None:
-    """A shared gateway (``server/sharing.py``) takes its registry's lock and announces itself as soon
+    """A shared gateway (``server/fronts/sharing.py``) takes its registry's lock and announces itself as soon
     as its port listens, so the launch that started it attaches within its first tenth of a second; one
     that finds the lock held exits (another shared gateway serves)."""
-    from toolweave.server import sharing
+    from toolweave.server.fronts import sharing
 
     registry = registry_option(args)
     if sharing.claim_shared() is None or not registry:
@@ -143,7 +144,7 @@ def main() -> None:
     if serves_stdio(sys.argv[1:]):
         registry = registry_option(sys.argv[1:])
         prefix = _attach(sys.argv[1:], registry)  # returns only if this launch serves its client itself
-        from toolweave.server import early
+        from toolweave.server.fronts import early
 
         front = early.start(prefix)
         if registry and "://" not in registry:
@@ -151,7 +152,7 @@ def main() -> None:
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported
-        from toolweave.server import address as bound
+        from toolweave.server.fronts import address as bound
 
         listening = bound.inherited()  # socket activation: bound before this process even started
         if listening is not None and (problem := bound.mismatch(listening, *address)) is not None:
@@ -162,15 +163,15 @@ def main() -> None:
         if listening is not None and "TOOLWEAVE_SHARED_KEY" in os.environ:
             _announce_shared(sys.argv[1:], listening.getsockname()[1])
         if listening is not None:  # else the command reports why it cannot listen, as it always did
-            from toolweave.server import http_front
+            from toolweave.server.fronts import http_front
 
             started = http_front.start(listening)
             policy = _provisional_policy(sys.argv[1:], address[0])
             if policy is not None:  # answer the handshake and find_tools before the settings load
                 started.offer(policy)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
-        # the user waits for this one: no typer, no settings model (server/host.py)
-        from toolweave.server.host import parse_hook_wait, run_claude_code_hook
+        # the user waits for this one: no typer, no settings model (server/fronts/host.py)
+        from toolweave.server.fronts.host import parse_hook_wait, run_claude_code_hook
 
         wait = parse_hook_wait(sys.argv[3:])
         if wait is not None:

@@ -1,6 +1,6 @@
 """First contact over streamable HTTP: ``toolweave serve --transport http`` listens from its first moment
-and answers the handshake before the MCP SDK is imported (``server/http_front.py``), in both protocol eras,
-on the machine as it is and with every core kept busy (``machine``).
+and answers the handshake before the MCP SDK is imported (``server/fronts/http_front.py``), in both protocol
+eras, on the machine as it is and with every core kept busy (``machine``).
 
 Each gateway here runs with the SDK's import held at a gate (``GATED_SERVE``): whatever it answers before
 the test opens the gate, the front answered. Then the gate opens, the full app takes over, and the same

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from toolweave.server.sessions import SESSION_META_KEY
+from toolweave.server.sessions.session_book import SESSION_META_KEY
 
 from .conftest import HttpGateway, gateway_env, start_http_gateway, stop
 

@@ -1,5 +1,5 @@
-"""The stdio relay (``server/relay.py``): ``tools/call`` answered around the SDK's per-request machinery,
-through a real ``toolweave serve`` and a real upstream (``tests/upstreams/shapes.py``), both eras.
+"""The stdio relay (``server/fronts/relay.py``): ``tools/call`` answered around the SDK's per-request
+machinery, through a real ``toolweave serve`` and a real upstream (``tests/upstreams/shapes.py``), both eras.
 
 Every result is compared with the same call made through the SDK path (the ``call_tool`` meta-tool,
 which the relay never serves), and the gateway's debug log tells which requests were relayed: a relay

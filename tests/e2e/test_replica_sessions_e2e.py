@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from tests.redis_server import PASSWORD, RedisServer, running_redis
-from toolweave.server.sessions import SESSION_META_KEY
+from toolweave.server.sessions.session_book import SESSION_META_KEY
 
 from .conftest import Upstream, start_http_gateway, stop
 
@@ -155,7 +155,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_when_it_returns(
     redis_server: RedisServer, spec: Path, registry_copy: Path, tmp_path: Path
 ) -> None:
-    from toolweave.server.shared_sessions import NAMESPACE
+    from toolweave.server.sessions.shared import NAMESPACE
 
     gateway = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
     tab = {SESSION_META_KEY: "e2e-outage"}

@@ -22,7 +22,7 @@ from mcp import Client
 
 from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
-from toolweave.server.sessions import SESSION_META_KEY
+from toolweave.server.sessions.session_book import SESSION_META_KEY
 
 from .test_replicas_e2e import REGISTRY, base_replica, called, found, poll, poll_async, serves_base, serving
 

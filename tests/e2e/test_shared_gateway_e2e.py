@@ -1,5 +1,5 @@
-"""Sharing (``share_idle_s``, ``server/sharing.py``, ``server/bridge.py``) with real processes: a first
-stdio launch starts the shared gateway and attaches to it; later launches of the same command attach
+"""Sharing (``share_idle_s``, ``server/fronts/sharing.py``, ``server/fronts/bridge.py``) with real processes:
+a first stdio launch starts the shared gateway and attaches to it; later launches of the same command attach
 to it too (no launch starts an upstream), each as its own session; the shared gateway answers nothing
 without its token, keeps its token in a 0600 file and stops by itself once idle. A 2026-era client's
 launch, and a launch with another environment, serve their client themselves, as without sharing.

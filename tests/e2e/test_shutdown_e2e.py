@@ -1,6 +1,6 @@
 """Prompt shutdown, end to end with real upstreams (mcp-server-time, mcp-server-git): a stdio gateway
 whose client closed stdin, and an HTTP gateway stopped by SIGTERM while 50 sessions hold their streams
-open, are gone soon after, and so is every upstream process they started (``server/shutdown.py``).
+open, are gone soon after, and so is every upstream process they started (``server/fronts/shutdown.py``).
 
 The bounds below are deadlines for the condition, several times the goals (stdin end: 1 s; SIGTERM:
 5 s): before this work a stdio gateway took 5-50 s after stdin closed, and an HTTP gateway with 50

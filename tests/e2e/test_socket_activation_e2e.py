@@ -1,6 +1,6 @@
 """Socket activation: ``toolweave serve --transport http`` serves the listening socket the process that
-spawned it passed (systemd's protocol, ``server/address.py``), so a client that connects the instant the
-gateway is spawned is queued, never refused, and its first ``find_tools`` is answered. The socket must be
+spawned it passed (systemd's protocol, ``server/fronts/address.py``), so a client that connects the instant
+the gateway is spawned is queued, never refused, and its first ``find_tools`` is answered. The socket must be
 the ``--host``/``--port`` the command names (every loopback and authentication check reads those), and a
 non-loopback one without authentication is refused as a bound one is.
 """

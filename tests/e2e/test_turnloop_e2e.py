@@ -252,7 +252,7 @@ def test_hook_never_breaks_the_prompt(runtime_dir: Path) -> None:
 
 
 def test_another_users_socket_is_never_used(runtime_dir: Path) -> None:
-    from toolweave.server.host import find_host_sockets
+    from toolweave.server.fronts.host import find_host_sockets
 
     private = runtime_dir / "toolweave"
     private.mkdir(mode=0o700)
@@ -335,7 +335,7 @@ def test_the_hook_waits_for_a_gateway_its_host_is_still_starting(
 ) -> None:
     """A host runs its prompt hook while its MCP servers start: the hook must find the socket that
     appears a moment later, but only wait when a gateway child is really starting."""
-    from toolweave.server.host import find_host_sockets
+    from toolweave.server.fronts.host import find_host_sockets
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime_dir))
     private = runtime_dir / "toolweave"
@@ -359,7 +359,7 @@ def test_the_hook_waits_for_a_gateway_its_host_is_still_starting(
 def test_a_finished_child_of_the_host_is_no_gateway_to_wait_for() -> None:
     """A zombie child has an empty command line, like a process mid-exec; only the latter may be a
     gateway starting, so a zombie must not keep the hook waiting."""
-    from toolweave.server.host import _parents_of_starting_gateways
+    from toolweave.server.fronts.host import _parents_of_starting_gateways
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     stat = Path(f"/proc/{child.pid}/stat")

@@ -19,9 +19,9 @@ from tests.faults.conftest import error_code, until
 from toolweave.adapters.openapi.loader import parse_document
 from toolweave.errors import ConfigError, OpenAPISpecError
 from toolweave.manifest import load_manifest
+from toolweave.server.fronts.limits import RequestSizeLimit, bounded_stdio_server
 from toolweave.server.gateway import Gateway
-from toolweave.server.limits import RequestSizeLimit, bounded_stdio_server
-from toolweave.server.meta_tools import find_tools_result
+from toolweave.server.turns.meta_tools import find_tools_result
 from toolweave.settings import Settings
 from toolweave.yaml_limits import expansion_problem, size_problem
 
@@ -157,7 +157,7 @@ async def test_blank_query_unknown_tool_and_empty_manifest(
 
 @pytest.mark.parametrize("kind", ["http", "sse"])
 async def test_gateway_http_apps_enforce_max_request_bytes(registry: Any, kind: str) -> None:
-    from toolweave.server.transports import http_app, sse_app
+    from toolweave.server.fronts.transports import http_app, sse_app
 
     gateway = Gateway(registry, [], Settings(home=registry.path, max_request_bytes=70_000))
     app = http_app(gateway) if kind == "http" else sse_app(gateway)
@@ -185,7 +185,7 @@ def test_a_binary_manifest_is_one_line_config_error(tmp_path: Path) -> None:
 
 
 async def test_a_deeply_nested_http_body_gets_a_parse_error_not_a_500(registry: Any) -> None:
-    from toolweave.server.transports import http_app
+    from toolweave.server.fronts.transports import http_app
 
     gateway = Gateway(registry, [], Settings(home=registry.path))
     transport = httpx.ASGITransport(app=http_app(gateway))

@@ -15,7 +15,7 @@ from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.evidence import SKETCH_SIZE, Evidence, Sighting, Sketch, confidence
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
-from toolweave.server.traffic import TrafficObserver
+from toolweave.server.calls.traffic import TrafficObserver
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
-"""The early front (``server/early.py``): what it answers before the SDK is imported equals what the SDK
-answers itself, for every protocol version of both eras; the SDK then continues the same session.
+"""The early front (``server/fronts/early.py``): what it answers before the SDK is imported equals what the
+SDK answers itself, for every protocol version of both eras; the SDK then continues the same session.
 
 Real pipes, the real SDK server of a real ``Gateway`` (its registry cannot be opened here, so its tool
 list is the meta-tools', as before any registry is open), the real stdio path (``_serve_stdio``).
@@ -23,10 +23,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as SDK_MODERN_VERSIONS
 
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
-from toolweave.server import handshake
-from toolweave.server.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront, Era, Handover
+from toolweave.server.fronts import handshake
+from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront, Era, Handover
+from toolweave.server.fronts.transports import _serve_stdio
 from toolweave.server.gateway import Gateway
-from toolweave.server.transports import _serve_stdio
 from toolweave.settings import PublishSettings, Settings
 
 pytestmark = pytest.mark.anyio

@@ -1,5 +1,5 @@
-"""What the HTTP front answers before the MCP SDK is imported (``server/front_answers.py``): only requests
-the full app would answer the same way without credentials; everything else is left to it (None)."""
+"""What the HTTP front answers before the MCP SDK is imported (``server/fronts/front_answers.py``): only
+requests the full app would answer the same way without credentials; everything else is left to it (None)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import METHOD_NOT_FOUND
 
-from toolweave.server import handshake
-from toolweave.server.front_answers import (
+from toolweave.server.fronts import handshake
+from toolweave.server.fronts.front_answers import (
     MODERN_NOT_FOUND_STATUS,
     FrontPolicy,
     allowed_names,

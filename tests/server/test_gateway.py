@@ -188,7 +188,7 @@ async def test_backend_failures_become_error_results(registry: Any, backends: An
     clock, _ = backends
     gateway = make_gateway(registry, *backends)
     gateway.proxy._timeout_s = 0.2  # the backend "hangs" past the timeout + margin
-    import toolweave.server.proxy as proxy_module
+    import toolweave.server.calls.proxy as proxy_module
 
     async with connected(gateway, "auto", ListChanged()) as client:
         clock.behaviour = "raise"

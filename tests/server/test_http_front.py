@@ -11,9 +11,9 @@ import socket
 import threading
 from typing import Any
 
-from toolweave.server import handshake
-from toolweave.server.front_answers import FrontPolicy, allowed_names, bind_now
-from toolweave.server.http_front import HttpFront
+from toolweave.server.fronts import handshake
+from toolweave.server.fronts.front_answers import FrontPolicy, allowed_names, bind_now
+from toolweave.server.fronts.http_front import HttpFront
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 

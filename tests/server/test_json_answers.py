@@ -1,6 +1,7 @@
 """find_tools and tools/list answered as one JSON body over streamable HTTP, everything else as the SDK's
-SSE stream (server/json_answers.py): the real gateway under uvicorn on 127.0.0.1, a raw HTTP client and a
-real MCP SDK client, which still gets sampling on its call's stream and list_changed on its GET stream."""
+SSE stream (server/fronts/json_answers.py): the real gateway under uvicorn on 127.0.0.1, a raw HTTP client
+and a real MCP SDK client, which still gets sampling on its call's stream and list_changed on its GET
+stream."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from tests.server.test_security_http import serving
+from toolweave.server.fronts.json_answers import answers_as_json
+from toolweave.server.fronts.transports import http_app
 from toolweave.server.gateway import Gateway
-from toolweave.server.json_answers import answers_as_json
-from toolweave.server.transports import http_app
 from toolweave.settings import Settings
 
 pytestmark = [pytest.mark.anyio]

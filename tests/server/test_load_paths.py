@@ -17,9 +17,9 @@ import pytest
 from tests.net import free_port
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from tests.server.test_security_http import serving
+from toolweave.server.fronts.transports import http_app
 from toolweave.server.gateway import Gateway
 from toolweave.server.heap import frozen_once_started
-from toolweave.server.transports import http_app
 from toolweave.settings import PublishSettings, Settings
 
 pytestmark = [pytest.mark.anyio]

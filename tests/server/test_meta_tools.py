@@ -1,4 +1,4 @@
-"""The ``find_tools`` answer (``server/meta_tools.py``): published tools with what a call needs, the
+"""The ``find_tools`` answer (``server/turns/meta_tools.py``): published tools with what a call needs, the
 others named in one line each; ``detail`` gives every tool whole."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.server.helpers import notes_tools, time_tools
 from toolweave.retrieval.results import RankedTool
-from toolweave.server.meta_tools import SUMMARY_CHARS, FoundTool, find_tools_result, untitled_schema
+from toolweave.server.turns.meta_tools import SUMMARY_CHARS, FoundTool, find_tools_result, untitled_schema
 
 CLOCK, CONVERT, CREATE, SEARCH, DELETE = [*time_tools(), *notes_tools()]
 LONG = SEARCH.model_copy(update={"description": "Search saved notes. " + "x" * 200 + "\nsecond line"})

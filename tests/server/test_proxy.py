@@ -6,7 +6,7 @@ import mcp_types as types
 import pytest
 
 from toolweave.call_errors import tool_error_result
-from toolweave.server.proxy import argument_errors
+from toolweave.server.calls.proxy import argument_errors
 
 SCHEMA = {
     "type": "object",
@@ -58,7 +58,7 @@ def test_error_payload_shape() -> None:
 
 def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> None:
     from toolweave.call_errors import error_code_of
-    from toolweave.server.proxy import with_error_code
+    from toolweave.server.calls.proxy import with_error_code
 
     own = types.CallToolResult(
         content=[types.TextContent(text="ticket 7 is\nclosed")],
@@ -94,7 +94,7 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
     """The proxy keeps each tool's compiled validator; a record replaced with another schema (a
     re-discovered upstream) is validated against that schema, not the cached one."""
     from tests.server.helpers import tool
-    from toolweave.server.proxy import Proxy
+    from toolweave.server.calls.proxy import Proxy
 
     before = tool("svc", "lookup", "Look a word up.", {"word": {"type": "string"}}, ["word"])
     after = tool("svc", "lookup", "Look a word up.", {"word": {"type": "integer"}}, ["word"])
@@ -129,7 +129,7 @@ class _Big:
 @pytest.mark.anyio
 async def test_every_result_is_finished_once_and_every_call_gets_the_resolved_budget() -> None:
     from tests.server.helpers import tool
-    from toolweave.server.proxy import Proxy
+    from toolweave.server.calls.proxy import Proxy
 
     backend = _Big()
     proxy = Proxy({"svc": backend}, timeout_s=7, max_result_chars=1_000)  # type: ignore[dict-item]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from toolweave.retrieval.turns import USED_KEPT
-from toolweave.server.publishing import PublishedSet
+from toolweave.server.turns.publishing import PublishedSet
 
 
 def test_same_choice_twice_changes_nothing() -> None:

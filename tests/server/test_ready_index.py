@@ -1,4 +1,4 @@
-"""The ready table (``server/ready_index.py``): what a starting gateway answers ``find_tools`` with, in
+"""The ready table (``server/turns/ready_index.py``): what a starting gateway answers ``find_tools`` with, in
 the stdio front before the SDK is imported, and in the gateway itself until its registry and embedding
 model are up. Real registry and embedder, real MCP SDK client."""
 
@@ -16,10 +16,10 @@ import pytest
 from mcp import Client as SdkClient
 
 from toolweave.registry import Registry
-from toolweave.server import ready_index
-from toolweave.server.early import EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.fronts.early import EARLY_ID_PREFIX, EarlyFront
 from toolweave.server.gateway import Gateway
-from toolweave.server.starting import answer_find_tools_while_starting, ready_table, starting
+from toolweave.server.turns import ready_index
+from toolweave.server.turns.starting import answer_find_tools_while_starting, ready_table, starting
 from toolweave.settings import Settings
 from toolweave.wire_meta import SERVER_INFO_META_KEY
 
@@ -203,9 +203,9 @@ async def test_the_gateway_leaves_its_table_once_warm(registry: Registry) -> Non
 
 
 async def test_a_host_turn_while_starting_is_answered_from_the_table(registry: Registry) -> None:
-    """The prompt hook's turn (``server/host.py``) reaches a gateway whose registry is not open: the
+    """The prompt hook's turn (``server/fronts/host.py``) reaches a gateway whose registry is not open: the
     table answers it within the hook's short budget, and the client's next list carries the tool."""
-    from toolweave.server.host import answer_turn
+    from toolweave.server.fronts.host import answer_turn
 
     await warm_table(registry)
     opened = threading.Event()
@@ -230,7 +230,7 @@ def test_the_http_front_answers_a_plain_find_tools_from_the_table_in_both_eras()
     replayed (the gateway publishes); without it, or for a call of another tool, the gateway answers."""
     import dataclasses
 
-    from toolweave.server.front_answers import decide
+    from toolweave.server.fronts.front_answers import decide
 
     from .test_front_answers import modern as modern_request
     from .test_front_answers import policy, scope
@@ -304,8 +304,8 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
 async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:
     """The table is the default identity's view: where clients authenticate as other identities (an
     identity's policy may hide tools), a starting gateway does not answer from it; where the only token
-    is the default identity's (a shared gateway, ``server/sharing.py``), it does."""
-    from toolweave.server.starting import _table
+    is the default identity's (a shared gateway, ``server/fronts/sharing.py``), it does."""
+    from toolweave.server.turns.starting import _table
     from toolweave.settings import SecuritySettings
 
     await warm_table(registry)
@@ -330,7 +330,7 @@ async def test_with_authentication_the_table_answers_nobody(registry: Registry) 
 def test_the_http_front_answers_before_the_settings_only_when_they_cannot_differ() -> None:
     """``front_answers.provisional_policy``: the defaults' answers, before typer and the settings model
     load, only on loopback with no security or publish setting in the manifest or the environment."""
-    from toolweave.server.front_answers import provisional_policy
+    from toolweave.server.fronts.front_answers import provisional_policy
 
     plain = "servers:\n  time:\n    command: python\n"
     policy = provisional_policy("127.0.0.1", plain, {}, None)

@@ -1,5 +1,5 @@
-"""The release rule of a held find_tools answer (server/notify.py): released once a list reply holding the
-tools it published was *written* to the client, not when the re-list request arrived nor after a fixed
+"""The release rule of a held find_tools answer (server/turns/notify.py): released once a list reply holding
+the tools it published was *written* to the client, not when the re-list request arrived nor after a fixed
 wait; a re-list that lacks them does not release it; a client that cannot hear the notice, or did not
 re-list after an earlier one, is not held at all. Our own logic with a stand-in connection; the real
 clients are in tests/e2e/test_turnloop_e2e.py."""
@@ -15,9 +15,9 @@ import pytest
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
-from toolweave.server.notify import Notifier, WrittenReplies, reporting_written
-from toolweave.server.publishing import PublishedSet
-from toolweave.server.sessions import Session
+from toolweave.server.sessions.session_book import Session
+from toolweave.server.turns.notify import Notifier, WrittenReplies, reporting_written
+from toolweave.server.turns.publishing import PublishedSet
 
 pytestmark = pytest.mark.anyio
 
@@ -256,7 +256,7 @@ async def test_http_requests_report_their_replies_when_the_response_was_sent() -
     handlers built count as written then. The handler finds them through its request's ASGI scope."""
     from starlette.requests import Request
 
-    from toolweave.server.json_answers import ReportingWritten
+    from toolweave.server.fronts.json_answers import ReportingWritten
 
     seen: list[str] = []
 
@@ -323,8 +323,8 @@ async def test_over_http_the_answer_waits_for_the_list_reply_to_be_sent(registry
     from tests.net import free_port
     from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
     from tests.server.test_security_http import serving
+    from toolweave.server.fronts.transports import http_app
     from toolweave.server.gateway import Gateway
-    from toolweave.server.transports import http_app
     from toolweave.settings import PublishSettings, Settings
 
     backends = [FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools(), [NOTE_EDGE])]

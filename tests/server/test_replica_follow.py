@@ -12,7 +12,7 @@ from toolweave.records import ToolRecord
 from toolweave.registry import Registry
 from toolweave.registry.sources import SourceSpec
 from toolweave.server.gateway import Gateway
-from toolweave.server.replica import _Followed, poll_once
+from toolweave.server.sessions.replica import _Followed, poll_once
 from toolweave.settings import Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -71,7 +71,7 @@ async def test_an_openapi_source_is_shared_and_logged_with_its_references_never_
 
     from toolweave.adapters.kinds import kind_named
     from toolweave.manifest import load_manifest
-    from toolweave.server.replica import share_sources
+    from toolweave.server.sessions.replica import share_sources
 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("SECRET_TOKEN", SECRET)

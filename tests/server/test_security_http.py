@@ -23,8 +23,8 @@ from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port, wait_port
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from toolweave.errors import ConfigError
+from toolweave.server.fronts.transports import check_exposure, http_app, sse_app
 from toolweave.server.gateway import Gateway
-from toolweave.server.transports import check_exposure, http_app, sse_app
 from toolweave.settings import SecuritySettings, Settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -197,7 +197,7 @@ async def check_policy(client: Client, notes: FakeBackend, identity: str) -> Non
 async def test_oauth_jwt_identity_and_policy(
     registry: Any, issuer: Issuer, transport: str, monkeypatch: Any
 ) -> None:
-    from toolweave.server import auth
+    from toolweave.server.fronts import auth
 
     monkeypatch.setattr(auth, "_JWKS_REFETCH_MIN_S", 0.0)  # rotation below happens within seconds
     port = free_port()
@@ -347,7 +347,7 @@ def test_non_loopback_without_auth_is_refused(caplog: Any) -> None:
 
 
 async def test_unknown_kid_does_not_hammer_the_issuer(issuer: Issuer) -> None:
-    from toolweave.server.auth import AuthError, JwtAuthenticator
+    from toolweave.server.fronts.auth import AuthError, JwtAuthenticator
 
     auth = JwtAuthenticator(issuer=issuer.url, audience="http://r/mcp", jwks_url=f"{issuer.url}/jwks")
     assert (await auth.authenticate(issuer.token("k1", aud="http://r/mcp"))).name == "alice"
@@ -360,7 +360,7 @@ async def test_unknown_kid_does_not_hammer_the_issuer(issuer: Issuer) -> None:
 
 
 async def test_the_oauth_clock_leeway_is_a_setting(issuer: Issuer) -> None:
-    from toolweave.server.auth import AuthError, authenticator_for
+    from toolweave.server.fronts.auth import AuthError, authenticator_for
 
     expired = issuer.token("k1", aud="http://r/mcp", exp_in=-60)  # expired a minute ago
     strict = SecuritySettings(auth="oauth", oauth_issuer=issuer.url, oauth_jwks_url=f"{issuer.url}/jwks")
@@ -398,7 +398,7 @@ async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> N
 def test_metrics_on_a_separate_port_for_stdio() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from toolweave.server.metrics import GatewayMetrics
+    from toolweave.server.calls.metrics import GatewayMetrics
 
     metrics = GatewayMetrics()
     metrics.calls.labels("t", "ok").inc(3)

@@ -18,7 +18,7 @@ from toolweave.registry import Registry
 from toolweave.registry.database import RegistryDatabase
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.quarantine import QuarantineStore
-from toolweave.server.audit import AuditLog
+from toolweave.server.calls.audit import AuditLog
 
 pytestmark = pytest.mark.anyio
 
@@ -238,7 +238,7 @@ def test_audit_log_lines_rotation_and_secret_values(tmp_path: Path) -> None:
 
 
 async def test_token_authenticator(tmp_path: Path, monkeypatch: Any) -> None:
-    from toolweave.server.auth import AuthError, TokenAuthenticator
+    from toolweave.server.fronts.auth import AuthError, TokenAuthenticator
 
     monkeypatch.setenv("T_B", "token-b")
     auth = TokenAuthenticator({"a": "sha256:" + hashlib.sha256(b"token-a").hexdigest(), "b": "env:T_B"})

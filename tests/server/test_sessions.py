@@ -8,8 +8,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from toolweave.server.processes import ClientProcesses
-from toolweave.server.sessions import SESSION_META_KEY, SessionStore, session_key
+from toolweave.server.fronts.processes import ClientProcesses
+from toolweave.server.sessions.session_book import SESSION_META_KEY, SessionStore, session_key
 
 MODERN = "2026-07-28"
 

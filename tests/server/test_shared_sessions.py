@@ -14,8 +14,8 @@ import pytest
 from tests.redis_server import PASSWORD, RedisServer, running_redis
 from tests.server.test_sessions import MODERN, connection, ctx
 from toolweave.errors import ConfigError
-from toolweave.server.sessions import SESSION_META_KEY, Session, SessionStore
-from toolweave.server.shared_sessions import NAMESPACE, RedisSessions, display_url
+from toolweave.server.sessions.session_book import SESSION_META_KEY, Session, SessionStore
+from toolweave.server.sessions.shared import NAMESPACE, RedisSessions, display_url
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 

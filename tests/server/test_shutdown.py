@@ -1,4 +1,4 @@
-"""``server/shutdown.py`` in a process of its own (it signals its children and ends its process): the
+"""``server/fronts/shutdown.py`` in a process of its own (it signals its children and ends its process): the
 deadline stops every child's whole process tree, then ends a process whose main thread is stuck."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads t
 # main thread then hangs: only the deadline can end it.
 STUCK = """
 import json, subprocess, sys, time
-from toolweave.server.shutdown import ExitDeadline, child_pids
+from toolweave.server.fronts.shutdown import ExitDeadline, child_pids
 SLEEP = "import time; time.sleep(600)"
 TREE = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SLEEP!r}]); {SLEEP}"
 DEAF = f"import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); {SLEEP}"
@@ -50,7 +50,7 @@ def test_the_deadline_stops_every_child_tree_and_ends_a_stuck_process() -> None:
 
 
 def test_a_deadline_must_stop_children_before_it_exits() -> None:
-    from toolweave.server.shutdown import ExitDeadline
+    from toolweave.server.fronts.shutdown import ExitDeadline
 
     with pytest.raises(ValueError, match="stop_children_s <= exit_s"):
         ExitDeadline(2.0, 1.0)

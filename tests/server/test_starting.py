@@ -1,5 +1,5 @@
-"""Calls during start-up (``server/starting.py``): answered within ``startup_call_wait_s`` with a request
-to call again, never cut once the gateway is warm; both protocol eras, real registry and embedder."""
+"""Calls during start-up (``server/turns/starting.py``): answered within ``startup_call_wait_s`` with a
+request to call again, never cut once the gateway is warm; both protocol eras, real registry and embedder."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from mcp import Client
 
 from toolweave.registry import Registry
-from toolweave.server.early import ARRIVED_META
+from toolweave.server.fronts.early import ARRIVED_META
 from toolweave.server.gateway import Gateway
-from toolweave.server.starting import answer_find_tools_while_starting, starting
+from toolweave.server.turns.starting import answer_find_tools_while_starting, starting
 from toolweave.settings import Settings
 
 from .helpers import FakeBackend, time_tools

@@ -10,7 +10,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from toolweave.server.stdio_pipes import READ_AHEAD_LINES, PipeWriter, ThreadWriter, open_writer, read_ahead
+from toolweave.server.fronts.stdio_pipes import (
+    READ_AHEAD_LINES,
+    PipeWriter,
+    ThreadWriter,
+    open_writer,
+    read_ahead,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from toolweave.registry.batching import QueryBatcher
-from toolweave.server.find_cache import FindCache
+from toolweave.server.turns.find_cache import FindCache
 
 pytestmark = pytest.mark.anyio
 
@@ -120,7 +120,7 @@ async def test_find_cache_coalesces_and_clears() -> None:
 
 
 def test_http_transports_run_on_uvloop_when_installed() -> None:
-    from toolweave.server.transports import _loop_options
+    from toolweave.server.fronts.transports import _loop_options
 
     pytest.importorskip("uvloop")
     assert _loop_options() == {"use_uvloop": True}
@@ -147,9 +147,9 @@ def test_http_transports_run_on_uvloop_when_installed() -> None:
 def test_find_tools_skips_the_schema_check_only_for_valid_arguments(
     arguments: dict[str, object], plain: bool
 ) -> None:
-    from toolweave.server.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
-    from toolweave.server.meta_tools import plain_find_tools_arguments
-    from toolweave.server.proxy import argument_errors
+    from toolweave.server.calls.proxy import argument_errors
+    from toolweave.server.fronts.handshake import FIND_TOOLS, META_INPUT_SCHEMAS
+    from toolweave.server.turns.meta_tools import plain_find_tools_arguments
 
     assert plain_find_tools_arguments(arguments) is plain
     if plain:  # never skips a check that would have found a problem
@@ -161,7 +161,7 @@ def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
 
     from tests.server.helpers import notes_tools, time_tools
     from toolweave.retrieval.results import RankedTool
-    from toolweave.server.meta_tools import FoundTool, find_tools_result
+    from toolweave.server.turns.meta_tools import FoundTool, find_tools_result
 
     records = [*time_tools(), *notes_tools()]
     odd = records[0].model_copy(

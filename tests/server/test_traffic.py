@@ -1,4 +1,5 @@
-"""The traffic observer (toolweave/server/traffic.py): what a call's arguments and result make it see."""
+"""The traffic observer (toolweave/server/calls/traffic.py): what a call's arguments and result make it
+see."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from toolweave.server import traffic
-from toolweave.server.traffic import TrafficObserver, specificity
+from toolweave.server.calls import traffic
+from toolweave.server.calls.traffic import TrafficObserver, specificity
 
 
 def result(value: Any) -> types.CallToolResult:

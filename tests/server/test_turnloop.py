@@ -16,7 +16,7 @@ from tests.edges import edge
 from tests.registry.inference.test_dataflow_datasets import demo_fleet
 from toolweave.retrieval.turns import FOLLOW_UP_WORDS, conversation_context, tool_act
 from toolweave.server.gateway import Gateway
-from toolweave.server.names import NameMap
+from toolweave.server.turns.names import NameMap
 
 from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
 from .test_gateway import make_gateway, structured
@@ -175,7 +175,7 @@ async def test_a_new_topic_takes_the_old_topics_tools_off_the_list(registry: Any
 async def test_no_usable_runtime_dir_means_no_host_channel_not_a_dead_gateway(
     registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from toolweave.server.host import host_channel
+    from toolweave.server.fronts.host import host_channel
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "missing"))
     async with host_channel(make_gateway(registry, *backends)) as path:

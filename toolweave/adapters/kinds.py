@@ -1,7 +1,7 @@
 """The kinds of backend, in one table: how a manifest writes each, how it is built, how it is shared.
 
 ``BACKEND_KINDS`` is read by the manifest (one section of entries per kind, ``toolweave/manifest.py``),
-the factory (``adapters/factory.py``) and replicas (``server/replica.py``, which share each source
+the factory (``adapters/factory.py``) and replicas (``server/sessions/replica.py``, which share each source
 under its kind's ``name`` and rebuild it from there). Adding a kind of backend is one entry here plus
 its adapter folder (a config model and a class satisfying ``Backend``).
 

@@ -19,10 +19,10 @@ from toolweave.benchmark.code_graph import code_edges
 from toolweave.benchmark.datasets import resolve_dataset
 from toolweave.benchmark.openapi_links import LINK_PAIRS
 from toolweave.errors import CatalogError
+from toolweave.inference import propose_edges, rule_of
+from toolweave.inference.calibration import GOLD_FAMILIES
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import propose_edges, rule_of
-from toolweave.registry.inference.calibration import GOLD_FAMILIES
 
 __all__ = ["CODE_GRAPHS", "all_rule_counts", "code_gold_edges", "gold_graph", "rule_counts"]
 

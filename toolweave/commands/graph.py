@@ -200,8 +200,8 @@ def bench_graph(
 
         from toolweave.benchmark.datasets import resolve_dataset
         from toolweave.benchmark.gold_graphs import CODE_GRAPHS, code_gold_edges
+        from toolweave.inference import infer_edges, score_edges
         from toolweave.registry.catalog import load_catalog
-        from toolweave.registry.inference import infer_edges, score_edges
 
         path = resolve_dataset(dataset)
         catalog = load_catalog([path], path.name, require_description=False)

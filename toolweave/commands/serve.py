@@ -15,20 +15,20 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
-from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT
+from toolweave.server.fronts.front_answers import DEFAULT_HOST, DEFAULT_PORT
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
-    from toolweave.server.early import EarlyFront
-    from toolweave.server.http_front import HttpFront
-    from toolweave.server.transports import Transport
+    from toolweave.server.fronts.early import EarlyFront
+    from toolweave.server.fronts.http_front import HttpFront
+    from toolweave.server.fronts.transports import Transport
 
 __all__ = ["REGISTRY_DIR_VAR", "SIGNAL_EXIT", "STDIO_EXIT", "register"]
 
 STDIO_EXIT = (0.3, 0.7)
 """Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process
-is gone within 0.7 s (``server/shutdown.py``)."""
+is gone within 0.7 s (``server/fronts/shutdown.py``)."""
 SIGNAL_EXIT = (3.0, 4.5)
 """After SIGTERM or Ctrl-C (HTTP, SSE): open requests get 1 s, upstreams still running after 3 s are
 stopped, and the process is gone within 4.5 s, however many sessions were open."""
@@ -72,19 +72,19 @@ def serve_command(
         setup_logging(settings.log_level)
         _name_registry_dir(settings)
         early = _early_front(transport, settings)
-        from toolweave.server import http_front
+        from toolweave.server.fronts import http_front
 
         settings, shared_home = _share(transport, settings, http_front.started())
         front = _http_front(transport, host, settings)
-        from toolweave.server.shutdown import ExitDeadline, exit_now
+        from toolweave.server.fronts.shutdown import ExitDeadline, exit_now
 
         if early is not None and early.client_left():
             early.close_host_socket()
             exit_now()  # the manifest is fine and nobody is left to serve: start nothing
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
+        from toolweave.server.fronts.transports import serve
         from toolweave.server.gateway import Gateway
-        from toolweave.server.transports import serve
 
         gateways: list[Gateway] = []
 
@@ -111,18 +111,18 @@ def serve_command(
                 on_stop=deadline.start,
             )
         if shared_home is not None:
-            from toolweave.server import sharing
+            from toolweave.server.fronts import sharing
 
             sharing.withdraw(shared_home)
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
 
 
 def _share(transport: str, settings: Settings, front: HttpFront | None) -> tuple[Settings, str | None]:
-    """The shared gateway's part (``server/sharing.py``; ``toolweave.__main__`` took its lock and
+    """The shared gateway's part (``server/fronts/sharing.py``; ``toolweave.__main__`` took its lock and
     announced it): only its own token is accepted, whatever the manifest's ``security`` says, and it
     stops once idle for ``share_idle_s`` after its app has taken over. Returns the settings to serve with
     and the registry directory whose discovery file is removed on the way out (None: not shared)."""
-    from toolweave.server import sharing
+    from toolweave.server.fronts import sharing
 
     if transport != "http" or sharing.SERVING is None or front is None or "://" in str(settings.home):
         return settings, None
@@ -158,7 +158,7 @@ def _name_registry_dir(settings: Settings) -> None:
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     """The front ``toolweave.__main__`` started, told how to answer ``tools/list`` (meta-tools, by the
     settings) until the gateway takes over; None when there is none (in-process runs, other transports)."""
-    from toolweave.server import early
+    from toolweave.server.fronts import early
 
     front = early.claim()
     if front is None:
@@ -175,7 +175,8 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     """The HTTP front ``toolweave.__main__`` started (the port listens already), told what it may
     answer now that the settings are loaded; None when there is none (in-process runs, other
     transports, a port that could not be bound: ``serve`` then reports that)."""
-    from toolweave.server import front_answers, http_front, ready_index
+    from toolweave.server.fronts import front_answers, http_front
+    from toolweave.server.turns import ready_index
 
     front = http_front.claim()
     if front is None:

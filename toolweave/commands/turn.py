@@ -1,6 +1,6 @@
 """`toolweave turn` and `toolweave hook claude-code`: hosts tell a running gateway the user's turn.
 
-See ``toolweave/server/host.py`` for how a stdio gateway is found (a socket named by the host process
+See ``toolweave/server/fronts/host.py`` for how a stdio gateway is found (a socket named by the host process
 that spawned it) and ``docs/clients.md`` for the Claude Code hook configuration.
 """
 
@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import typer
 
 from toolweave.commands.options import user_errors
-from toolweave.server.host import CONNECT_RETRY_S, HOOK_WAIT_S
+from toolweave.server.fronts.host import CONNECT_RETRY_S, HOOK_WAIT_S
 
 __all__ = ["register"]
 
@@ -27,7 +27,7 @@ hook_app = typer.Typer(help="Hooks for hosts that own the conversation (they rep
 
 def _post_turn(url: str, text: str, session: str | None, timeout_s: float) -> dict[str, Any]:
     from toolweave.errors import ServerError
-    from toolweave.server.host import TURN_PATH
+    from toolweave.server.fronts.host import TURN_PATH
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -73,7 +73,7 @@ def turn_command(
     notifies its clients before their next request."""
     with user_errors():
         from toolweave.errors import ServerError
-        from toolweave.server.host import find_host_sockets, send_turn
+        from toolweave.server.fronts.host import find_host_sockets, send_turn
 
         if url is not None:
             answers = [_post_turn(url, text, session, TURN_TIMEOUT_S)]
@@ -114,7 +114,7 @@ def claude_code_hook(
 ) -> None:
     """Claude Code ``UserPromptSubmit`` hook: reads the hook JSON on stdin and hands the prompt to this
     Claude Code session's gateway. Always exits 0 and prints nothing: the prompt goes on regardless."""
-    from toolweave.server.host import run_claude_code_hook
+    from toolweave.server.fronts.host import run_claude_code_hook
 
     raise typer.Exit(run_claude_code_hook(wait))
 

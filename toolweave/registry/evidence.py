@@ -1,6 +1,6 @@
 """Evidence from traffic: what the gateway saw flow between tool calls, and how sure an edge is.
 
-The gateway's traffic observer (``toolweave.server.traffic``) reports **sightings**: in one session, an
+The gateway's traffic observer (``toolweave.server.calls.traffic``) reports **sightings**: in one session, an
 argument of a call of ``consumer`` held a value that an earlier result of ``producer`` held
 (``consumer.parameter ← producer``, a value-flow sighting), or ``consumer`` was called right after
 ``producer`` in the same turn with nothing flowing between them (a sequence sighting, ``parameter``
@@ -75,7 +75,7 @@ def field_name(key: str) -> str:
 
 def abstract_path(path: str) -> str:
     """A dotted field path (``accounts.acct-5521.ids[]``) with every key that is a value abstracted
-    (``accounts.*.ids[]``). Paths are built with keys checked already (``toolweave.server.traffic``);
+    (``accounts.*.ids[]``). Paths are built with keys checked already (``toolweave.server.calls.traffic``);
     this is the last check before a path is stored, and cleans rows written before it existed."""
     if not path:
         return path
@@ -101,7 +101,7 @@ class Sighting:
     field: str
     specificity: float
     session: int
-    """A keyed 63-bit hash of the session (``toolweave.server.traffic``)."""
+    """A keyed 63-bit hash of the session (``toolweave.server.calls.traffic``)."""
     adjacent: bool
     """``consumer`` was called right after ``producer``, in the same turn."""
     at_ns: int

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolweave.errors import GraphError, RegistryError
+from toolweave.inference import propose_by_rules
+from toolweave.inference.producers import ToolProfile
 from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry.commits import Commits
 from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Progress, embed_chunked
 from toolweave.registry.follower import Follower
 from toolweave.registry.graph import DependencyGraph, copied
-from toolweave.registry.inference import ProfileCache, infer_for, propose_by_rules, refresh_inferred_edges
-from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.inferred_edges import ProfileCache, infer_for, refresh_inferred_edges
 from toolweave.registry.lock import LOCK_POLL_MAX_S
 from toolweave.registry.overrides import (
     GraphOverrides,

@@ -1,11 +1,11 @@
 """The learned-edge book: traffic evidence in the ``traffic`` table, and the edges it makes.
 
-The gateway's observer (``toolweave.server.traffic``) reports sightings (``toolweave.registry.evidence``);
-``record`` buffers them in ``Observations`` like a usage example, and the ``Flusher`` hands each batch
-back here (the book is its second ``Sink``): merged into the evidence rows as the registry now is (the
-flush caught up with other replicas' commits under the writer lease, so their batches add up), written
-to the ``traffic`` table, and turned into edges of origin ``learned`` in the graph, all in the flush's
-one commit. Nothing here runs per call.
+The gateway's observer (``toolweave.server.calls.traffic``) reports sightings
+(``toolweave.registry.evidence``); ``record`` buffers them in ``Observations`` like a usage example, and the
+``Flusher`` hands each batch back here (the book is its second ``Sink``): merged into the evidence rows as
+the registry now is (the flush caught up with other replicas' commits under the writer lease, so their
+batches add up), written to the ``traffic`` table, and turned into edges of origin ``learned`` in the graph,
+all in the flush's one commit. Nothing here runs per call.
 
 A learned edge is ``consumer ← producer``: ``PARAMETER_DIRECTLY_DEPENDS_ON`` with the parameter for value
 flow, ``TOOL_DIRECTLY_DEPENDS_ON`` for sequence evidence, confidence ``Evidence.edge_confidence``. Only

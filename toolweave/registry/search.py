@@ -19,6 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from toolweave.errors import RegistryError, ToolNotFound
+from toolweave.inference import walkable
 from toolweave.names import NameVocabulary
 from toolweave.records import (
     CONTEXT_WEIGHT,
@@ -32,7 +33,6 @@ from toolweave.records import (
 )
 from toolweave.registry.database import is_uri
 from toolweave.registry.fleet_fit import FleetMap
-from toolweave.registry.inference import walkable
 from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState

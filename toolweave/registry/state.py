@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import threading
 
+from toolweave.inference import weighed
 from toolweave.records import DependencyEdge
 from toolweave.registry.changes import Changes
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.fleet_fit import FleetMap
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import weighed
 from toolweave.registry.overrides import GraphOverrides, ManifestView
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.sources import SourceSpec

@@ -1,6 +1,6 @@
 """Per-turn ranking decisions: which earlier turns a turn is ranked with, whether the topic moved, and what
 comes next after a call. Pure functions over texts, vectors and tool ids; the server's turn engine
-(``toolweave.server.turns``) embeds, searches, publishes and notifies around them.
+(``toolweave.server.turns.engine``) embeds, searches, publishes and notifies around them.
 
 After a call the gateway publishes a few next steps. The request ranks them first, edge evidence second:
 

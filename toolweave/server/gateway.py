@@ -5,9 +5,9 @@ and dispatches each request to them:
 
 - ``SourceSync`` (``server/sources.py``): the backends and catalogs, kept in sync with the registry;
   availability, first connections, stale sources, re-publishing when an upstream changes.
-- ``TurnEngine`` (``server/turns.py``): what a turn publishes (``find_tools``, host turns, next steps
+- ``TurnEngine`` (``server/turns/engine.py``): what a turn publishes (``find_tools``, host turns, next steps
   after a call), with the ``find_tools`` cache and notify-and-hold.
-- ``CallPath`` (``server/calls.py``): one proxied call, and the one place its success is reported.
+- ``CallPath`` (``server/calls/call_path.py``): one proxied call, and the one place its success is reported.
 
 What stays here: the list and call handlers, meta-tool dispatch, metrics and audit of every turn, and
 the lifetime. ``running()`` owns every background task: one owner task per backend, started in a task
@@ -36,12 +36,18 @@ from toolweave.call_errors import tool_error_result
 from toolweave.manifest import Manifest
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
-from toolweave.server.audit import AuditLog
-from toolweave.server.auth import identity_of_request
-from toolweave.server.calls import CallPath, observe_turn, sampler_for
-from toolweave.server.find_cache import FindCache
-from toolweave.server.handshake import INSTRUCTIONS, SERVER_NAME, server_version
-from toolweave.server.meta_tools import (
+from toolweave.server.calls.audit import AuditLog
+from toolweave.server.calls.call_path import CallPath, observe_turn, sampler_for
+from toolweave.server.calls.metrics import GatewayMetrics
+from toolweave.server.calls.proxy import Proxy, argument_errors
+from toolweave.server.fronts.auth import identity_of_request
+from toolweave.server.fronts.handshake import INSTRUCTIONS, SERVER_NAME, server_version
+from toolweave.server.served import REGISTRY_WAIT_S, Served
+from toolweave.server.sessions.session_book import Session, SessionStore
+from toolweave.server.sources import SourceSync
+from toolweave.server.turns.engine import MAX_QUERY_CHARS, TurnEngine
+from toolweave.server.turns.find_cache import FindCache
+from toolweave.server.turns.meta_tools import (
     ALWAYS_LOAD,
     CALL_TOOL,
     FIND_TOOLS,
@@ -53,21 +59,15 @@ from toolweave.server.meta_tools import (
     plain_find_tools_arguments,
     to_mcp_tool,
 )
-from toolweave.server.metrics import GatewayMetrics
-from toolweave.server.names import NameMap
-from toolweave.server.notify import Notifier
-from toolweave.server.proxy import Proxy, argument_errors
-from toolweave.server.served import REGISTRY_WAIT_S, Served
-from toolweave.server.sessions import Session, SessionStore
-from toolweave.server.sources import SourceSync
-from toolweave.server.turns import MAX_QUERY_CHARS, TurnEngine
+from toolweave.server.turns.names import NameMap
+from toolweave.server.turns.notify import Notifier
 from toolweave.settings import Settings
 from toolweave.tracing import span
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
     from toolweave.registry import Registry
-    from toolweave.server.ready_index import ReadyIndex
-    from toolweave.server.relay import CallRelay
+    from toolweave.server.fronts.relay import CallRelay
+    from toolweave.server.turns.ready_index import ReadyIndex
 
 __all__ = ["Gateway"]
 
@@ -149,8 +149,8 @@ class Gateway:
         self.relay: CallRelay | None = None
         """The stdio relay serving ``tools/call`` lines around the SDK, while one is attached."""
         self.ready_tools: ReadyIndex | Literal[False] | None = None
-        """The ready table ``find_tools`` is answered from while the gateway starts (``server/starting.py``):
-        None until first needed, False when there is none."""
+        """The ready table ``find_tools`` is answered from while the gateway starts
+        (``server/turns/starting.py``): None until first needed, False when there is none."""
         self.settle_error: BaseException | None = None
         """Why the manifest's start-up writes failed last (None: done, or not tried yet)."""
         self.warmed = anyio.Event()
@@ -200,8 +200,9 @@ class Gateway:
             self.served.close()
 
     async def _start(self) -> None:
-        """The background start (``server/starting.py``): serving begins on the last committed registry."""
-        from toolweave.server.starting import start_in_background  # imports the registry's parts
+        """The background start (``server/turns/starting.py``): serving begins on the last committed
+        registry."""
+        from toolweave.server.turns.starting import start_in_background  # imports the registry's parts
 
         await start_in_background(self)
 
@@ -238,7 +239,7 @@ class Gateway:
 
     def _ready_tools(self, session: Session) -> list[types.Tool]:
         """While the registry opens: the session's tools that a ``find_tools`` answered from the ready
-        table published (``server/starting.py``), as that table has them."""
+        table published (``server/turns/starting.py``), as that table has them."""
         if not self.ready_tools or not session.published.ids():
             return []
         published = set(session.published.ids())
@@ -313,8 +314,8 @@ class Gateway:
         arguments: Mapping[str, Any] | None,
         ctx: ServerRequestContext[Any, Any] | None = None,
     ) -> types.CallToolResult:
-        """One ``tools/call`` turn, as the SDK's handler and the stdio relay (``server/relay.py``) serve
-        it: ``find_session`` resolves the caller's session, ``ctx`` (None on the relay, which serves no
+        """One ``tools/call`` turn, as the SDK's handler and the stdio relay (``server/fronts/relay.py``)
+        serve it: ``find_session`` resolves the caller's session, ``ctx`` (None on the relay, which serves no
         client that can be asked for sampling) the request upstream sampling is forwarded to."""
         started = time.perf_counter()
         session: Session | None = None

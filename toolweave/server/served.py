@@ -17,8 +17,8 @@ import anyio
 from toolweave.errors import RegistryError
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
-from toolweave.server.guard import Guard
-from toolweave.server.metrics import GatewayMetrics
+from toolweave.server.calls.guard import Guard
+from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.settings import SecuritySettings
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start

@@ -6,7 +6,7 @@ sources no backend or catalog of this manifest serves (stale: left over from ano
 tool list goes through the manifest's overrides into ``Registry.ingest`` (hash-based, in a worker
 thread), so tools an upstream adds at run time are findable at once; sessions whose published tools
 changed hear ``list_changed``. Other replicas reach this gateway through the same methods
-(``server/replica.py``).
+(``server/sessions/replica.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import anyio
 from toolweave.adapters.backend import Backend
 from toolweave.manifest import Manifest, apply_tool_overrides, graph_overrides
 from toolweave.records import DependencyEdge, ToolRecord
-from toolweave.server.find_cache import FindCache
-from toolweave.server.metrics import GatewayMetrics
-from toolweave.server.notify import Notifier
+from toolweave.server.calls.metrics import GatewayMetrics
+from toolweave.server.fronts.shutdown import STOPPING
 from toolweave.server.served import Served
-from toolweave.server.sessions import SessionStore
-from toolweave.server.shutdown import STOPPING
+from toolweave.server.sessions.session_book import SessionStore
+from toolweave.server.turns.find_cache import FindCache
+from toolweave.server.turns.notify import Notifier
 from toolweave.settings import Settings
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
@@ -198,7 +198,7 @@ class SourceSync:
 
     async def republish(self, *, removed: set[str], changed: set[str], added: set[str]) -> None:
         """Tell sessions whose published set changed: tools removed (dropped from the set), changed, or
-        added where pinned. Also for another replica's commit (``server/replica.py``)."""
+        added where pinned. Also for another replica's commit (``server/sessions/replica.py``)."""
         pinned = set(self.settings.publish.pinned)
         for session in self.sessions:
             ids = set(session.published.ids())
@@ -208,7 +208,8 @@ class SourceSync:
             if dropped.changed or (changed & ids) or (added & pinned):
                 await self.notifier.tools_changed(session)
 
-    # -- sources other replicas share (server/replica.py) ----------------------------------------------
+    # -- sources other replicas share (server/sessions/replica.py)
+    # ----------------------------------------------
     def add_backend(self, backend: Backend) -> None:
         """Serve a source another replica shared: its owner task starts beside the others."""
         if self._tasks is None or backend.name in self.backends:

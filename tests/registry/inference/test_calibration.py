@@ -3,7 +3,7 @@ out of sample uses the same procedure without that graph's source."""
 
 from __future__ import annotations
 
-from toolweave.registry.inference.calibration import NO_EVIDENCE, out_of_sample, pooled, shipped
+from toolweave.inference.calibration import NO_EVIDENCE, out_of_sample, pooled, shipped
 
 BAR = 0.5  # Settings().infer_min_confidence
 FAMILIES = {"a": "a", "b": "b", "c": "c", "twin_1": "twin", "twin_2": "twin"}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from inference_helpers import obj, rec
 
+from toolweave.inference import infer_edges, propose_edges, rule_of
+from toolweave.inference.fields import input_fields, output_fields
+from toolweave.inference.rules.dataflow import MAX_PRODUCERS
 from toolweave.records import DependencyEdge, ToolRecord
-from toolweave.registry.inference import infer_edges, propose_edges, rule_of
-from toolweave.registry.inference.fields import input_fields, output_fields
-from toolweave.registry.inference.rules.dataflow import MAX_PRODUCERS
 
 S = {"type": "string"}
 N = {"type": "number"}

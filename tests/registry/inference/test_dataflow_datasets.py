@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from toolweave.inference import infer_edges, score_edges
+from toolweave.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE, shipped
 from toolweave.records import ToolRecord
-from toolweave.registry.inference import infer_edges, score_edges
-from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE, shipped
 
 DEMO = Path(__file__).with_name("demo_fleet.json")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from inference_helpers import tool
 
 from toolweave.benchmark import load_dataset
+from toolweave.inference import infer_edges, rule_of, walkable
+from toolweave.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.registry.inference import infer_edges, rule_of, walkable
-from toolweave.registry.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
 from toolweave.registry.registry import Registry
 from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize

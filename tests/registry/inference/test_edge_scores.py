@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from toolweave.inference import score_edges
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.registry.inference import score_edges
 
 TD, PD = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from toolweave.inference import infer_edges, score_edges, walkable
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import infer_edges, score_edges, walkable
 from toolweave.settings import Settings
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from inference_helpers import tool
 
+from toolweave.inference import infer_edges
+from toolweave.inference.infer import infer_among
+from toolweave.inference.producers import ToolProfile
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
-from toolweave.registry.inference import ProfileCache, infer_edges, refresh_inferred_edges
-from toolweave.registry.inference.infer import infer_among
-from toolweave.registry.inference.producers import ToolProfile
+from toolweave.registry.inferred_edges import ProfileCache, refresh_inferred_edges
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 
 SHOP = [
@@ -97,8 +98,8 @@ def test_the_focused_similarity_pass_proposes_what_the_full_pass_keeps() -> None
     edges touching the focus must be exactly those a full pass would give (and none other)."""
     import numpy as np
 
-    from toolweave.registry.inference.producers import profile
-    from toolweave.registry.inference.similarity import similarity_edges
+    from toolweave.inference.producers import profile
+    from toolweave.inference.similarity import similarity_edges
 
     rng = np.random.default_rng(7)
     tools = [
@@ -125,8 +126,8 @@ def test_near_identical_input_free_tools_are_linked_to_a_few_utilities_each_not_
     exhausted memory at 10k), and a focused pass still gives exactly the full pass's edges it touches."""
     import numpy as np
 
-    from toolweave.registry.inference.producers import profile
-    from toolweave.registry.inference.similarity import SIMILARITY_MAX_PER_TOOL, similarity_edges
+    from toolweave.inference.producers import profile
+    from toolweave.inference.similarity import SIMILARITY_MAX_PER_TOOL, similarity_edges
 
     rng = np.random.default_rng(3)
     tools = [tool("big", f"big_op{n}", f"Operation {n} of the big service.", {}) for n in range(40)]
@@ -203,8 +204,8 @@ def test_focused_rules_give_the_full_runs_edges_where_the_network_prior_holds() 
 
 def test_a_small_change_runs_the_rules_for_few_tools() -> None:
     """The point of the keys: one new tool is not a reason to run a rule for every tool."""
-    from toolweave.registry.inference.infer import _reaching
-    from toolweave.registry.inference.rules import RULES, Scope
+    from toolweave.inference.infer import _reaching
+    from toolweave.inference.rules import RULES, Scope
 
     fleet = [tool("app", f"do_task_{n}", f"Does task {n}.", {f"thing_{n}_id": ""}) for n in range(200)]
     universe = profiles({t.id: t for t in [*fleet, *SHOP, *UTIL]})
@@ -219,8 +220,8 @@ def test_a_small_change_runs_the_rules_for_few_tools() -> None:
 def test_a_focused_rule_builds_only_edges_touching_its_focus(dataset_dir: Callable[[str], Path]) -> None:
     """The reached tools that keep their old producer cost no edge (most of a 100k-tool ingest's rule
     work was building edges that were then dropped); the full-run equality above says none is missed."""
-    from toolweave.registry.inference.infer import _reaching
-    from toolweave.registry.inference.rules import RULES, Scope
+    from toolweave.inference.infer import _reaching
+    from toolweave.inference.rules import RULES, Scope
 
     tools = load_catalog([dataset_dir("toollinkos")], "toollinkos", require_description=False).tools
     universe = profiles({t.id: t for t in [*tools, *SHOP, *UTIL]})

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from toolweave.inference import infer_edges
 from toolweave.records import ToolRecord
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import infer_edges
 
 
 def test_the_inputs_carry_no_queries_and_no_edges() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from inference_helpers import tool
 
+from toolweave.inference import infer_edges
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
-from toolweave.registry.inference import infer_edges
 
 
 def pairs(edges: list[DependencyEdge]) -> dict[tuple[str, str], DependencyEdge]:

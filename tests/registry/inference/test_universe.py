@@ -8,12 +8,12 @@ from pathlib import Path
 
 from test_inference_incremental import ONLINE, SHOP, UTIL
 
+from toolweave.inference.infer import infer_among
+from toolweave.inference.producers import profile
+from toolweave.inference.universe import Universe, _group, group_by, in_order
 from toolweave.records import ToolRecord
 from toolweave.registry.catalog import load_catalog
-from toolweave.registry.inference import ProfileCache
-from toolweave.registry.inference.infer import infer_among
-from toolweave.registry.inference.producers import profile
-from toolweave.registry.inference.universe import Universe, _group, group_by, in_order
+from toolweave.registry.inferred_edges import ProfileCache
 
 
 def _changed(t: ToolRecord, n: int) -> ToolRecord:

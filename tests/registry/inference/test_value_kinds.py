@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from inference_helpers import tool
 
+from toolweave.inference import infer_edges, propose_edges, rule_of
+from toolweave.inference.rules.value_kinds import param_kind
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.registry.inference import infer_edges, propose_edges, rule_of
-from toolweave.registry.inference.rules.value_kinds import param_kind
 
 
 def producer_edges(tools: list) -> dict[tuple[str, str], DependencyEdge]:  # type: ignore[type-arg]

@@ -1,0 +1,218 @@
+"""The call path: one proxied call, from the name a client used to what follows a success.
+
+``CallPath.call`` resolves the name (published name or full id), answers hidden, stale and unknown
+tools alike, waits out a backend's first connection, proxies through ``Proxy`` (schema check, timeout,
+result limits) and commits the session. A successful call is reported in exactly one place,
+``CallPath._succeeded``, with everything known about it (``ProxiedCall``): the conversation's request
+becomes the tool's usage example, the traffic observer (``traffic.py``) matches its arguments against
+the session's earlier results and holds its result's values (as keyed hashes) for later calls, and the
+likely next tools are published. Whatever else should learn from traffic is added there, not in the
+dispatch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolweave.adapters.backend import Sampler
+from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
+from toolweave.records import ToolRecord
+from toolweave.server.calls.audit import AuditLog
+from toolweave.server.calls.metrics import GatewayMetrics
+from toolweave.server.calls.proxy import Proxy
+from toolweave.server.calls.traffic import TrafficObserver
+from toolweave.server.served import Served
+from toolweave.server.sessions.session_book import Session, SessionStore
+from toolweave.server.sources import SourceSync
+from toolweave.server.turns.engine import TurnEngine
+from toolweave.server.turns.meta_tools import CALL_TOOL, FIND_TOOLS
+from toolweave.server.turns.names import NameMap
+from toolweave.tracing import span
+
+__all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProxiedCall:
+    """A proxied call that succeeded, as ``CallPath._succeeded`` reports it. The arguments live only as
+    long as the report: they may hold secrets, so nothing keeps or logs them."""
+
+    session: Session
+    tool: ToolRecord
+    arguments: Mapping[str, Any]
+    result: types.CallToolResult
+    turn: int
+
+
+class CallPath:
+    """Proxies calls of registry tools for the gateway's sessions (module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        served: Served,
+        sources: SourceSync,
+        turns: TurnEngine,
+        sessions: SessionStore,
+        proxy: Proxy,
+        names: NameMap,
+    ) -> None:
+        self.served = served
+        self.sources = sources
+        self.turns = turns
+        self.sessions = sessions
+        self.proxy = proxy
+        self.names = names
+        self.traffic = TrafficObserver()
+
+    def record_named(self, name: str) -> ToolRecord | None:
+        """The tool a client means by ``name``: its published name or its full id."""
+        registry = self.served.registry
+        record = registry.find(name)
+        if record is None and (tool_id := self.names.tool_id(name)) is not None:
+            record = registry.find(tool_id)
+        return record
+
+    async def call(
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
+    ) -> types.CallToolResult:
+        """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result.
+        ``sampler``: where the upstream's sampling requests go (``sampler_for`` the client's request)."""
+        with span("call", tool=name[:128], identity=session.identity) as current:
+            result = await self._call(session, name, arguments, sampler)
+            if current is not None:
+                current.set_attribute("toolweave.outcome", outcome(result))
+            return result
+
+    async def _call(
+        self, session: Session, name: str, arguments: Any, sampler: Sampler | None
+    ) -> types.CallToolResult:
+        record = self.record_named(name)
+        if record is None:
+            # A client may know the name from an earlier session while its upstream is still connecting.
+            await self.sources.first_connections(for_call=True)
+            record = self.record_named(name)
+        if record is None or not self.served.guard.allows(session.identity, record):
+            # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
+            return tool_error_result(
+                "unknown_tool",
+                f"no tool named {echo_name(name)}; use {FIND_TOOLS} to search for the tool you need",
+                tool=name[:ECHO_NAME_CHARS],
+            )
+        if not self.sources.serves(record.source):
+            return tool_error_result(
+                "unknown_tool",
+                f"{echo_name(name)} belongs to {record.source!r}, which this gateway does not serve",
+                tool=name[:ECHO_NAME_CHARS],
+            )
+        await self.sources.connected_once(record.source)
+        turn = session.next_turn()
+        session.published.touch(record.id, turn)
+        result = await self.proxy.call(record, arguments, sampler=sampler)
+        await self.sessions.commit(session)
+        if not result.is_error:
+            await self._succeeded(ProxiedCall(session, record, arguments, result, turn))
+        return result
+
+    async def _succeeded(self, call: ProxiedCall) -> None:
+        """What follows a successful call, in order (the one place a success is reported)."""
+        session, registry, tool_id = call.session, self.served.registry, call.tool.id
+        if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
+            # an append to an in-memory buffer (the flusher writes it): cheaper than a worker-thread hop
+            registry.record_usage(tool_id, session.queries[-1])
+        # value flow between calls: a few microseconds of hashing, then an append to the registry's buffer
+        private = registry.is_private(tool_id)
+        sightings = self.traffic.observe(
+            session.key, tool_id, call.arguments, call.result, call.turn, private=private
+        )
+        if sightings:
+            registry.record_sightings(sightings)
+        await self.turns.next_steps(session, call.tool, call.turn)
+
+
+def outcome(result: types.CallToolResult) -> str:
+    """How a call ended, for metrics, audit and traces: ``ok`` or the error result's code."""
+    if not result.is_error:
+        return "ok"
+    error = (result.structured_content or {}).get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else "tool_error"
+
+
+def observe_turn(
+    metrics: GatewayMetrics,
+    audit: AuditLog | None,
+    known: Callable[[str], bool],
+    session: Session | None,
+    name: str,
+    arguments: Mapping[str, Any],
+    result: types.CallToolResult | None,
+    elapsed: float,
+) -> None:
+    """Metrics and audit line of one ``tools/call`` turn (``result`` None: cancelled); ``known``: whether
+    a tool name may label a metric. Never raises: observing must not break serving."""
+    try:
+        kind = "find_tools" if name == FIND_TOOLS else "call"
+        tool, args = name, arguments
+        if name == CALL_TOOL and isinstance(arguments.get("name"), str):
+            tool, inner = arguments["name"], arguments.get("arguments")
+            args = inner if isinstance(inner, Mapping) else {}
+        ended = "cancelled" if result is None else outcome(result)
+        metrics.turn_latency.labels(kind).observe(elapsed)
+        metrics.calls.labels(tool if known(tool) else "(unknown)", ended).inc()
+        if kind == "find_tools" and session is not None:
+            metrics.published_size.observe(len(session.published))
+        if audit is not None:
+            if kind == "find_tools":
+                args = {k: (str(v)[:80] if k == "query" else v) for k, v in arguments.items()}
+            audit.record(
+                kind=kind,
+                identity=session.identity if session else "?",
+                session=session.key if session else "?",
+                tool=tool[:128],
+                outcome=ended,
+                latency_s=elapsed,
+                arguments=args,
+            )
+    except Exception:  # bookkeeping must never fail the call
+        log.exception("could not record metrics/audit for %s", name)
+
+
+def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
+    """Forward upstream sampling to this client, when it is a handshake-era client that declared sampling.
+
+    2026-era clients cannot receive server requests (sampling travels as ``InputRequiredResult``
+    there, which the Backend protocol does not carry), so their upstreams see no sampler.
+    """
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    session = ctx.session
+    caps = session.client_capabilities
+    if caps is None or caps.sampling is None:
+        return None
+
+    async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
+        # The upstream's request as it is, minus its `_meta` (meant for the upstream's own link) and tool
+        # use (the client's sampling.tools capability is not checked here).
+        forwarded = params.model_copy(update={"meta": None, "tools": None, "tool_choice": None})
+        try:
+            result = await session.send_request(
+                types.CreateMessageRequest(params=forwarded),
+                types.CreateMessageResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+        except Exception as exc:  # the client refused or failed: tell the upstream, keep going
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")
+        return result
+
+    return sample

@@ -1,0 +1,400 @@
+"""The early front: `toolweave serve` (stdio) answers the handshake before the MCP SDK is imported.
+
+Importing the SDK, typer and the settings model costs well over a second of CPU, many seconds on a busy
+machine, and clients give a server little time: Claude Code 2.1 defers every tool of a server that has
+not answered by its first model request. So ``toolweave.__main__`` starts this front first, standard
+library only: a thread reads the client's JSON-RPC lines from fd 0 and answers, on fd 1, in either era
+(the first request decides, as it does for the SDK):
+
+* handshake era (``initialize`` first): ``initialize``, ``tools/list`` (no cursor) and ``ping``;
+* 2026-07-28 era (a request carrying the ``_meta`` envelope first): ``server/discover``, ``tools/list``
+  (no cursor), ``ping`` (the SDK's "method not found": it left the protocol) and the acknowledgement
+  that opens a ``subscriptions/listen`` stream.
+
+The answers come from ``server/fronts/handshake.py``, which the gateway's SDK server is built from too. The
+tool list is the meta-tools', exactly what the gateway lists before its registry is open; until the
+command has loaded the settings (``offer_tools_list``) it is the one the defaults give.
+
+Everything else (a call, a cursor, anything malformed after the first request) is kept for the SDK, in
+order, and the front goes on reading: a client that calls ``find_tools`` and then lists again is still
+answered at once. A first message that decides no era ends the front's part. ``hand_over`` stops the
+thread and returns what was read: the answered requests, re-numbered with private ids, the rest
+verbatim, in the order they came. The SDK server reads that first (``Handover.reader``) and so builds
+the same session state as if it had answered itself; its replies to the private ids, and its own
+acknowledgement of a listen stream acknowledged here, are compared with what was sent and dropped
+(``server/fronts/transports.py``). A listen request is replayed under its own id: the stream the client
+opened is the one the SDK then serves.
+
+Nothing is answered after the front stopped, and nothing but JSON-RPC is ever written to fd 1. When the
+client closes stdin first, ``client_left`` says so: ``toolweave serve`` then stops without starting the
+gateway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, BinaryIO
+
+from toolweave.server.fronts import handshake
+from toolweave.server.turns import ready_index
+
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "stamped", "start"]
+
+log = logging.getLogger(__name__)
+
+EARLY_ID_PREFIX = "io.toolweave/early-"
+"""Replayed requests carry ids ``io.toolweave/early-<n>``: the SDK's replies to them are recognised by it."""
+
+ARRIVED_META = "io.toolweave/arrived"
+"""``_meta`` key the front adds to a ``tools/call`` it keeps for the SDK: when it came (``time.monotonic``
+of this process). A client counts its timeout from its sending, not from when the SDK took over: the
+start-up bound (``server/turns/starting.py``) counts from here too."""
+
+DEFAULT_K = 10
+"""``retrieval.final_k``'s default: how many tools an answer names before the settings are loaded."""
+
+OFFER_WAIT_S = 10.0
+"""How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
+answers it)."""
+
+MAX_EARLY_LINE = 1 << 20
+"""A line longer than this is not parsed here: the front stops and the SDK's bounded reader deals with it."""
+
+_READ_CHUNK = 1 << 16
+
+
+class Era(Enum):
+    HANDSHAKE = "handshake"
+    MODERN = "2026-07-28"
+
+
+class _Action(Enum):
+    ANSWERED = 1  # replayed under a private id
+    KEPT = 2  # replayed verbatim: the SDK answers it
+    ACKNOWLEDGED = 3  # a listen stream opened here, replayed verbatim: the SDK serves it
+    STOP = 4  # left unread for the SDK, and the front stops
+
+
+@dataclass
+class Handover:
+    """What the front read and answered, for the SDK server to continue from."""
+
+    prefix: bytes
+    """The lines the SDK must read before fd 0, in the order they came: answered requests (private ids),
+    the rest verbatim."""
+    answered: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    """Private id -> (method, reply sent to the client: ``{"result": ...}`` or ``{"error": ...}``)."""
+    listens: dict[str | int, dict[str, Any]] = field(default_factory=dict)
+    """``subscriptions/listen`` request id -> the acknowledgement params sent for it."""
+    era: Era | None = None
+
+    def reader(self, rest: BinaryIO) -> _PrefixedLines:
+        """A line reader over ``prefix`` then ``rest`` (the process's stdin)."""
+        return _PrefixedLines(self.prefix, rest)
+
+
+class _PrefixedLines:
+    """``readline(limit)`` over a byte prefix, then a stream: what ``bounded_stdio_server`` reads."""
+
+    def __init__(self, prefix: bytes, rest: BinaryIO) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readline(self, limit: int = -1) -> bytes:
+        if not self._prefix:
+            return self._rest.readline(limit)
+        end = self._prefix.find(b"\n")
+        size = len(self._prefix) if end < 0 else end + 1
+        if limit >= 0:
+            size = min(size, limit)
+        line, self._prefix = self._prefix[:size], self._prefix[size:]
+        if line.endswith(b"\n") or self._prefix or len(line) == limit:
+            return line
+        # the prefix ended inside a line: the rest of it is still in the pipe
+        return line + self._rest.readline(-1 if limit < 0 else limit - len(line))
+
+
+class EarlyFront:
+    """Answers the first handshake messages on ``stdin_fd``/``stdout_fd`` from a thread (see above)."""
+
+    def __init__(
+        self, stdin_fd: int = 0, stdout_fd: int = 1, *, host_channel: bool = False, prefix: bytes = b""
+    ) -> None:
+        """``host_channel``: also bind this process's host socket (``server/fronts/host.py``) at once.
+        ``prefix``: what was already read of ``stdin_fd``; it is handled first."""
+        self._in = stdin_fd
+        self._out = stdout_fd
+        self._wake_read, self._wake_write = os.pipe()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._client_left = threading.Event()
+        self._always_load = handshake.provisional_always_load()
+        self._replay: list[bytes] = []
+        self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._listens: dict[str | int, dict[str, Any]] = {}
+        self._pending = (
+            prefix  # read but not yet handled: a partial line, or everything after the front stopped
+        )
+        self._era: Era | None = None
+        self._version = ""
+        self._host_channel = host_channel
+        self.host_socket: socket.socket | None = None
+        """The host channel's socket, bound and listening from the start (``server/fronts/host.py``)."""
+        self._host_path: str | None = None
+        self._bound = threading.Event()
+        self._ready_home: str | None = None
+        self._ready_k = 10
+        self._ready: ready_index.ReadyIndex | None = None
+        self._ready_offered = threading.Event()
+        self._ready_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        if self._host_channel:
+            atexit.register(self.close_host_socket)  # a gateway that never served (a bad manifest)
+
+    def offer_tools_list(self, always_load: bool) -> None:
+        """From now on answer ``tools/list`` as the loaded settings say (``publish.always_load``)."""
+        with self._lock:
+            self._always_load = always_load
+
+    def offer_ready_tools(self, home: str | None, k: int) -> None:
+        """From now on answer ``find_tools`` from the ready table of the registry at ``home`` (None: keep
+        it for the SDK), with at most ``k`` tools (``server/turns/ready_index.py``). Until this is called, a
+        ``find_tools`` waits for it (at most ``OFFER_WAIT_S``): the settings name the registry."""
+        with self._ready_lock:
+            if home != self._ready_home:
+                self._ready = None  # another registry than the one named on the command line
+            self._ready_home, self._ready_k = home, k
+        self._ready_offered.set()
+
+    def client_left(self) -> bool:
+        """Whether the client closed stdin while the front was reading."""
+        return self._client_left.is_set()
+
+    def close_host_socket(self) -> None:
+        """Stop listening for host turns and remove the socket (the gateway will not serve)."""
+        self._bound.wait(5)  # the thread binds it first thing
+        listening, self.host_socket = self.host_socket, None
+        if listening is not None:
+            listening.close()
+        if self._host_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._host_path)
+            self._host_path = None
+
+    def hand_over(self) -> Handover:
+        """Stop answering (waits for the thread) and return what the SDK must read first."""
+        self._ready_offered.set()  # a find_tools still waiting for the settings is the SDK's now
+        with self._lock:
+            self._stopping = True
+        os.write(self._wake_write, b"x")
+        self._thread.join()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+        prefix = b"".join(line + b"\n" for line in self._replay) + self._pending
+        return Handover(prefix, dict(self._answered), dict(self._listens), self._era)
+
+    # -- the thread -----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            if self._host_channel:
+                from toolweave.server.fronts.host import listen_now
+
+                self.host_socket = listen_now()
+                self._host_path = self.host_socket.getsockname() if self.host_socket else None
+        except Exception:  # the gateway runs without a host channel then, as host_channel would
+            log.debug("no early host socket", exc_info=True)
+        finally:
+            self._bound.set()
+        try:
+            self._version = handshake.server_version()
+            while True:  # what ``start`` was handed (``prefix``) is answered before anything is read
+                while (end := self._pending.find(b"\n")) >= 0:
+                    line = self._pending[:end]
+                    with self._lock:  # hand_over waits for a line being answered
+                        if self._stopping:
+                            return
+                        action = self._handle(line)
+                    if action is _Action.STOP:
+                        return  # the line stays in _pending: the SDK reads it
+                    if action is _Action.KEPT:
+                        self._replay.append(stamped(line))
+                    elif action is _Action.ACKNOWLEDGED:
+                        self._replay.append(line)
+                    self._pending = self._pending[end + 1 :]
+                if len(self._pending) > MAX_EARLY_LINE or not self._read_more():
+                    return
+        except Exception:  # the SDK takes over from wherever this stopped: never fatal
+            log.debug("the early front stopped", exc_info=True)
+
+    def _read_more(self) -> bool:
+        """Wait for input (or ``hand_over``); false when the front must stop reading."""
+        if self._stopping:
+            return False
+        ready, _, _ = select.select([self._in, self._wake_read], [], [])
+        if self._wake_read in ready or self._stopping:
+            return False
+        chunk = os.read(self._in, _READ_CHUNK)
+        if not chunk:
+            self._client_left.set()
+            return False  # end of input: the SDK sees it too
+        self._pending += chunk
+        return True
+
+    def _handle(self, line: bytes) -> _Action:
+        """Answer, keep or refuse one line (see the module docstring)."""
+        if not line.strip():
+            return _Action.KEPT
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _Action.KEPT if self._era is not None else _Action.STOP
+        if self._era is None:
+            return self._first(message)
+        if self._era is Era.HANDSHAKE:
+            return self._handshake_era(message)
+        return self._modern_era(message)
+
+    def _first(self, message: dict[str, Any]) -> _Action:
+        """The first request decides the era, as it does for the SDK; one that decides none stops here."""
+        params = message.get("params")
+        if (
+            message.get("method") == "initialize"
+            and handshake.is_request_id(message.get("id"))
+            and handshake.initialize_params_ok(params)
+        ):
+            assert isinstance(params, dict)
+            self._era = Era.HANDSHAKE
+            result = handshake.initialize_result(params["protocolVersion"], self._version)
+            return self._answer(message, result)
+        if handshake.envelope_version(params) is not None and handshake.is_request_id(message.get("id")):
+            self._era = Era.MODERN
+            action = self._modern_era(message)
+            if action is _Action.KEPT:  # an enveloped request the front does not answer: the SDK's alone
+                self._era = None
+                return _Action.STOP
+            return action
+        return _Action.STOP
+
+    def _handshake_era(self, message: dict[str, Any]) -> _Action:
+        method, params = message.get("method"), message.get("params")
+        if not handshake.is_request_id(message.get("id")) or handshake.envelope_version(params) is not None:
+            return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
+        if method == "tools/list" and handshake.without_cursor(params):
+            return self._answer(message, handshake.tools_list_result(self._always_load))
+        if method == "ping" and (params is None or isinstance(params, dict)):
+            return self._answer(message, {})
+        if method == "tools/call" and (found := self._find_tools(params)) is not None:
+            return self._answer(message, found)
+        return _Action.KEPT
+
+    def _modern_era(self, message: dict[str, Any]) -> _Action:
+        method, params, request_id = message.get("method"), message.get("params"), message.get("id")
+        if not handshake.is_request_id(request_id) or handshake.envelope_version(params) is None:
+            return _Action.KEPT
+        if method == "server/discover":
+            return self._answer(message, handshake.discover_result(self._version))
+        if method == "tools/list" and handshake.without_cursor(params):
+            return self._answer(message, handshake.modern_tools_list_result(self._always_load, self._version))
+        if method == "ping":
+            return self._answer(message, handshake.modern_ping_error(), key="error")
+        if method == "tools/call" and (found := self._find_tools(params)) is not None:
+            return self._answer(message, handshake.modern_result(found, self._version))
+        if method == "subscriptions/listen" and isinstance(request_id, str | int):
+            if request_id in self._listens:
+                return _Action.KEPT  # the same id twice: the SDK answers the second
+            ack = handshake.listen_acknowledgement(request_id, params)
+            if ack is None:
+                return _Action.KEPT
+            self._write({"jsonrpc": "2.0", "method": handshake.LISTEN_ACKNOWLEDGED, "params": ack})
+            self._listens[request_id] = ack
+            return _Action.ACKNOWLEDGED
+        return _Action.KEPT
+
+    def _find_tools(self, params: object) -> dict[str, Any] | None:
+        """The ``find_tools`` result from the ready table, or None (not a plain ``find_tools``, no table):
+        the SDK answers it. Answered here, it is still replayed: the gateway publishes what it found."""
+        plain = ready_index.plain_find_query(params)
+        if plain is None or not self._ready_offered.wait(OFFER_WAIT_S):
+            return None
+        query, k = plain
+        with self._ready_lock:
+            home, table = self._ready_home, self._ready
+        if home is None:
+            return None
+        if table is None:
+            table = ready_index.load(home)
+            if table is None:
+                return None  # no table: the SDK answers
+            with self._ready_lock:
+                if self._ready_home == home:
+                    self._ready = table
+        doc, _ = table.answer(query, k or self._ready_k)
+        return ready_index.call_result(doc)
+
+    def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
+        self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})
+        private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
+        self._answered[private] = (request["method"], {key: payload})
+        self._replay.append(json.dumps({**request, "id": private}).encode())
+        return _Action.ANSWERED
+
+    def _write(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        while data:
+            data = data[os.write(self._out, data) :]
+
+
+def stamped(line: bytes, at: float | None = None) -> bytes:
+    """``line``, or the ``tools/call`` request it holds with its arrival time in ``_meta`` (``at``, else
+    now; ``time.monotonic``). Also the HTTP front's, for a call that waits for the gateway's app."""
+    if b"tools/call" not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
+        return line
+    params = message.get("params", {})
+    meta = params.get("_meta", {}) if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return line
+    stamped = {
+        **message,
+        "params": {**params, "_meta": {**meta, ARRIVED_META: time.monotonic() if at is None else at}},
+    }
+    return json.dumps(stamped).encode()
+
+
+_started: EarlyFront | None = None
+
+
+def start(prefix: bytes = b"") -> EarlyFront:
+    """Start the process's early front on stdin/stdout (``toolweave.__main__``, before anything heavy).
+    ``prefix``: what was already read of stdin (``server/fronts/bridge.py`` looked at the first line)."""
+    global _started
+    _started = EarlyFront(host_channel=True, prefix=prefix)
+    _started.start()
+    return _started
+
+
+def claim() -> EarlyFront | None:
+    """The early front this process started, once (``toolweave serve`` takes it over)."""
+    global _started
+    front, _started = _started, None
+    return front

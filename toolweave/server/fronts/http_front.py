@@ -1,0 +1,586 @@
+"""The early front for streamable HTTP: the port listens from the process's first moment, and the
+handshake is answered before the MCP SDK is imported.
+
+Without it, ``toolweave serve --transport http`` imported typer, the settings model and the MCP SDK and
+built the gateway before it even bound its port: 0.7 s on a quiet 2-core machine, 3-4 s with its cores
+busy, during which a client's connection was refused. Claude Code 2.1 builds its first model request
+without waiting for its MCP servers, and defers every tool of one that has not answered by then.
+
+So ``toolweave.__main__`` binds and listens on the socket first thing (``start``: a connection made now
+waits in the backlog, never refused) and starts this front in a thread: uvicorn (light to import) serving
+``HttpFront`` as its ASGI app. Once ``toolweave serve`` has loaded the settings (``offer``), the front
+answers, in the era the request names, exactly what ``server/fronts/handshake.py`` says the gateway answers
+before its registry is open:
+
+* handshake era: ``initialize`` (a new ``Mcp-Session-Id``), then on that session
+  ``notifications/initialized``, ``tools/list`` (no cursor) and ``ping``;
+* 2026-07-28 era: ``server/discover``, ``tools/list`` (no cursor), ``ping`` (the SDK's "method not found")
+  and the acknowledgement that opens a ``subscriptions/listen`` stream.
+
+Which requests those are is decided in ``server/fronts/front_answers.py``. Everything else waits, unread past
+its body, for the gateway's own app: a call, a cursor, a GET stream, anything the front does not fully
+understand (headers, body, Host or Origin it would not vouch for) and every request while
+authentication is configured (the front has no credentials to check: it answers only what the full app
+would answer without any). ``attach`` hands the full app over: its lifespan is
+entered here (the gateway starts), the requests the front answered are replayed into it in the order
+they came, so it holds the same sessions as if it had answered them itself (a handshake-era session
+gets its SDK session, and the front's session id is mapped to it on every later request and reply; a
+2026-era ``server/discover`` begins the client process, ``server/fronts/processes.py``, on the same
+connection), and then every waiting request goes on to it. A listen stream the front acknowledged is
+continued by the full app on the same response, minus its second acknowledgement. From then on the front only
+passes requests on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolweave.server.fronts import handshake
+from toolweave.server.fronts.early import stamped
+from toolweave.server.fronts.front_answers import (
+    SESSION_HEADER,
+    FrontPolicy,
+    decide,
+    header_lists,
+    one_header,
+)
+from toolweave.server.fronts.processes import KEEP_ALIVE_S
+from toolweave.server.fronts.shutdown import STOPPING
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start", "started"]
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+GRACEFUL_SHUTDOWN_S = 1
+"""On SIGTERM or Ctrl-C, how long open requests get before they are cancelled. Each handshake-era
+session holds a GET stream that never ends by itself: without a bound, uvicorn waits for every
+client to hang up before it even stops the upstreams."""
+
+MAX_FRONT_BODY = 1 << 20
+"""A longer body is not read here: the full app reads the rest (and applies its own limit)."""
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass
+class _Answered:
+    """A request the front answered, to replay into the full app (``reply``: what the client got)."""
+
+    scope: Scope
+    body: bytes
+    method: str
+    request_id: Any
+    reply: dict[str, Any]
+    session: str | None = None
+    """The front's ``Mcp-Session-Id`` (handshake era)."""
+
+
+def _with_header(scope: Scope, name: bytes, value: bytes) -> Scope:
+    kept = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != name]
+    return {**scope, "headers": [*kept, (name, value)]}
+
+
+def _sse_event(message: dict[str, Any]) -> bytes:
+    return f"event: message\r\ndata: {json.dumps(message, separators=(',', ':'))}\r\n\r\n".encode()
+
+
+def _replies(body: bytes, content_type: str) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a response body (JSON, or the ``data:`` lines of an SSE stream)."""
+    if not content_type.startswith("text/event-stream"):
+        parsed = json.loads(body) if body.strip() else None
+        return [parsed] if isinstance(parsed, dict) else []
+    found = []
+    for line in body.splitlines():
+        if line.startswith(b"data:"):
+            with contextlib.suppress(ValueError):
+                found.append(json.loads(line[5:]))
+    return [m for m in found if isinstance(m, dict)]
+
+
+class _Replayed:
+    """A receive channel that gives ``body`` first (already read by the front), then the real one."""
+
+    def __init__(self, body: bytes, receive: Receive, more: bool = False) -> None:
+        self._first: Message | None = {"type": "http.request", "body": body, "more_body": more}
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        first, self._first = self._first, None
+        return first if first is not None else await self._receive()
+
+
+class HttpFront:
+    """The ASGI app uvicorn serves from the start (see the module docstring)."""
+
+    def __init__(self, listening: socket.socket) -> None:
+        self._socket = listening
+        self._policy: FrontPolicy | None = None
+        self._answered: list[_Answered] = []
+        self._sessions: dict[str, str | None] = {}
+        """The front's handshake-era session ids -> the SDK's (None until replayed)."""
+        self._app: App | None = None
+        self._lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None
+        self._on_stop: Callable[[str], None] | None = None
+        self._handing_over = False
+        self.failed: BaseException | None = None
+        """What stopped the full app from starting (the command reports it)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: Any = None
+        self._running = threading.Event()
+        self.serving = threading.Event()
+        """Set once the full app has taken over (a shared gateway then announces itself)."""
+        self._open_requests = 0
+        self._last_request = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="toolweave-http-front", daemon=True)
+        # created in the loop's thread (``_run``)
+        self._offered: asyncio.Event
+        self._attached: asyncio.Event
+        self._ready: asyncio.Event
+
+    # -- the main thread's side ----------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def offer(self, policy: FrontPolicy | None) -> None:
+        """The settings are loaded: answer as ``policy`` says from now on (None: answer nothing, e.g.
+        authentication is configured)."""
+        self._policy = policy
+        self._call(lambda: self._offered.set())
+
+    def attach(
+        self,
+        app: App,
+        lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]],
+        on_stop: Callable[[str], None] | None = None,
+    ) -> None:
+        """Hand over to the full app: its lifespan is entered in the server's loop, then it takes over."""
+        self._app, self._lifespan, self._on_stop = app, lifespan, on_stop
+        self._call(lambda: self._attached.set())
+
+    def usable(self) -> bool:
+        """Whether the front's server runs (it may have failed to start, e.g. to import uvicorn)."""
+        self._running.wait()  # set once the thread has its server, or has failed to get one
+        return self._loop is not None and self.failed is None
+
+    def release(self) -> None:
+        """Stop the front's server and free the port (the command then serves without a front)."""
+        self._running.wait()
+        if self._server is not None:
+            # not ``handle_exit``: sse-starlette patches it to end every SSE response of the process
+            self._server.should_exit = True
+        self.wait()
+        self._socket.close()
+
+    def stop(self, sig: int) -> None:
+        """Stop serving: signal ``sig`` came (the main thread's handler calls this; a second Ctrl-C
+        stops at once, as uvicorn's own handler would)."""
+        self._running.wait(10)
+        server = self._server
+        if server is not None and self._loop is not None:
+            if self._on_stop is not None:
+                self._on_stop(f"signal {sig}")
+            self._loop.call_soon_threadsafe(server.handle_exit, sig, None)
+
+    def wait(self) -> None:
+        """Until the server stopped (in short joins: the main thread's signal handlers run meanwhile)."""
+        while self._thread.is_alive():
+            self._thread.join(0.25)
+
+    @property
+    def port(self) -> int:
+        """The port the front serves."""
+        return int(self._socket.getsockname()[1])
+
+    def idle_for(self) -> float | None:
+        """Seconds since the last request ended; None while one is open (a session's GET stream too)."""
+        if self._open_requests:
+            return None
+        return time.monotonic() - self._last_request
+
+    def _call(self, callback: Callable[[], None]) -> None:
+        self._running.wait()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(callback)
+
+    # -- the server's thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            import uvicorn
+
+            loop = _new_loop()
+            asyncio.set_event_loop(loop)
+            self._offered, self._attached, self._ready = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            # No access log: uvicorn formats each line's address and path before the logger drops it.
+            config = uvicorn.Config(
+                self,
+                interface="asgi3",
+                ws="none",  # no websockets library to import: MCP needs none
+                log_level="warning",
+                lifespan="on",
+                access_log=False,
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                timeout_keep_alive=int(KEEP_ALIVE_S),  # an idle connection's port names it this long
+            )
+            self._server = uvicorn.Server(config)
+            logging.getLogger("uvicorn.error").addFilter(_ExpectedAtStop())
+            self._loop = loop
+        except BaseException as exc:  # the command then serves without the front
+            self.failed = exc
+            log.warning("no early HTTP front: %s", exc)
+            return
+        finally:
+            self._running.set()
+        try:
+            loop.run_until_complete(self._server.serve(sockets=[self._socket]))
+        except BaseException as exc:
+            self.failed = self.failed or exc
+            log.error("the HTTP server stopped: %s: %s", type(exc).__name__, exc)
+        finally:
+            loop.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._run_lifespan(receive, send)
+            return
+        self._open_requests += 1  # one loop, one thread: no lock needed
+        try:
+            await self._route(scope, receive, send)
+        finally:
+            self._open_requests -= 1
+            self._last_request = time.monotonic()
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._ready.is_set():
+            await self._delegate(scope, receive, send)
+        elif scope["type"] != "http":
+            await self._wait_and_delegate(scope, receive, send)
+        else:
+            await self._early(scope, receive, send)
+
+    async def _run_lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup: serve at once, the full app starts once attached
+        await send({"type": "lifespan.startup.complete"})
+        shutdown = asyncio.ensure_future(receive())
+        attached = asyncio.ensure_future(self._attached.wait())
+        await asyncio.wait({shutdown, attached}, return_when=asyncio.FIRST_COMPLETED)
+        attached.cancel()
+        if self._attached.is_set() and not shutdown.done() and self._lifespan is not None:
+            try:
+                async with self._lifespan():
+                    await self._hand_over()
+                    await shutdown
+            except BaseException as exc:  # a start-up failure: reported by the command, never a hang
+                self.failed = exc
+                self._ready.set()
+                self._server.should_exit = True
+                log.debug("the gateway's app failed", exc_info=True)
+        self._ready.set()  # anything still waiting is answered by whatever the full app is now
+        await shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _hand_over(self) -> None:
+        """Replay what the front answered, in order, then let every waiting request through."""
+        self._handing_over = True
+        log.info(
+            "the gateway takes over from the HTTP front (%d answered requests to replay)", len(self._answered)
+        )
+        for entry in self._answered:
+            try:
+                await self._replay(entry)
+            except Exception:  # one session's replay never keeps the others waiting
+                log.exception("could not hand %s over to the gateway", entry.method)
+        self._answered.clear()
+        self._ready.set()
+        self._last_request = time.monotonic()  # idle counts from here: start-up is not idleness
+        self.serving.set()
+
+    async def _replay(self, entry: _Answered) -> None:
+        scope = entry.scope
+        if entry.session is not None and entry.method != "initialize":
+            sdk = self._sessions.get(entry.session)
+            if sdk is None:
+                return  # its initialize could not be replayed: later requests get the SDK's 404
+            scope = _with_header(scope, SESSION_HEADER, sdk.encode())
+        status, headers, body = await self._exchange(scope, entry.body)
+        if entry.method == "initialize" and entry.session is not None:
+            self._sessions[entry.session] = headers.get("mcp-session-id")
+        if entry.request_id is None:
+            if status != 202:
+                log.error("the gateway refused %s after the front accepted it: HTTP %d", entry.method, status)
+            return
+        got = next(
+            (r for r in _replies(body, headers.get("content-type", "")) if r.get("id") == entry.request_id),
+            {},
+        )
+        reply = {key: got[key] for key in ("result", "error") if key in got}
+        # a find_tools the front answered from the ready table: the gateway's own answer may rank or
+        # publish otherwise (it announces what it published with list_changed)
+        if reply != entry.reply and entry.method != "tools/call":
+            log.error(
+                "the early answer to %s differs from the gateway's: %s != %s",
+                entry.method,
+                entry.reply,
+                reply,
+            )
+
+    async def _exchange(self, scope: Scope, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        """One request through the full app, its response collected (never reaches a client)."""
+        assert self._app is not None
+        answered = asyncio.Event()
+        start: Message = {}
+        chunks: list[bytes] = []
+
+        async def receive() -> Message:
+            await answered.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    answered.set()
+
+        try:
+            await self._app(scope, _Replayed(body, receive), send)
+        finally:
+            answered.set()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in start.get("headers", ())}
+        return int(start.get("status", 0)), headers, b"".join(chunks)
+
+    async def _delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._app is not None
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        if self._sessions:
+            front = one_header(header_lists(scope), SESSION_HEADER)
+            sdk = self._sessions.get(front) if front is not None else None
+            if sdk is not None and front is not None:
+                scope = _with_header(scope, SESSION_HEADER, sdk.encode())
+                send = _renaming(send, sdk.encode(), front.encode())
+        ending = _Ending(send)
+        try:
+            await self._app(scope, receive, ending)
+        except asyncio.CancelledError:
+            if not STOPPING.is_set():
+                raise
+            # uvicorn cancels what is still open once the graceful shutdown is over (GRACEFUL_SHUTDOWN_S):
+            # streams that never end by themselves. Ended here, not logged as an ASGI exception each.
+        await ending.finish()
+
+    async def _wait_and_delegate(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._ready.wait()
+        if self._app is None or self.failed is not None:
+            if scope["type"] == "http":
+                await _respond(send, 503, {"error": "the gateway could not start"})
+            return
+        await self._delegate(scope, receive, send)
+
+    # -- answering before the hand-over ---------------------------------------------------------------
+    async def _early(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = time.monotonic()
+        body, more = b"", True
+        while more and len(body) <= MAX_FRONT_BODY:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left before it finished sending
+            body += message.get("body", b"")
+            more = bool(message.get("more_body"))
+        replay = _Replayed(body, receive, more)
+        if not more:
+            offered = asyncio.ensure_future(self._offered.wait())
+            ready = asyncio.ensure_future(self._ready.wait())
+            await asyncio.wait({offered, ready}, return_when=asyncio.FIRST_COMPLETED)
+            offered.cancel()
+            ready.cancel()
+            if not self._ready.is_set() and await self._answer(scope, body, replay, send):
+                return
+            # a call waits for the gateway's app from here: its start-up bound counts from its arrival
+            # (server/turns/starting.py), or a client's own timeout (5 s in some) would meet both waits
+            call = stamped(body, arrived)
+            if call is not body:
+                scope = _with_header(scope, b"content-length", str(len(call)).encode())
+                replay = _Replayed(call, receive)
+        await self._wait_and_delegate(scope, replay, send)
+
+    async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
+        """Answer the request if the front can (``front_answers.decide``); False leaves it to the full app."""
+        if self._policy is None or self._handing_over:
+            return False
+        decision = decide(scope, body, self._policy, self._sessions)
+        if decision is None:
+            return False
+        message = decision.message
+        if decision.listen is not None:
+            await self._listen(scope, receive, send, decision.listen)
+            return True
+        if decision.session is not None and decision.session not in self._sessions:
+            self._sessions[decision.session] = None  # an initialize: mapped to the SDK's at the hand-over
+        if decision.replay:  # recorded before anything is sent: a hand-over that begins meanwhile replays it
+            reply = decision.reply or {}
+            self._answered.append(
+                _Answered(scope, body, message["method"], message.get("id"), reply, decision.session)
+            )
+        log.debug("the HTTP front answered %s", message.get("method"))
+        payload = (
+            None if decision.reply is None else {"jsonrpc": "2.0", "id": message["id"], **decision.reply}
+        )
+        await _respond(send, decision.status, payload, session=decision.session if payload else None)
+        return True
+
+    async def _listen(self, scope: Scope, receive: Receive, send: Send, ack: dict[str, Any]) -> None:
+        """Open the listen stream now (its acknowledgement), and let the full app serve it from the
+        hand-over on, on this same response."""
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        notice = {"jsonrpc": "2.0", "method": handshake.LISTEN_ACKNOWLEDGED, "params": ack}
+        await send({"type": "http.response.body", "body": _sse_event(notice), "more_body": True})
+        await self._ready.wait()
+        if self._app is None or self.failed is not None:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        await self._delegate(scope, receive, _continuing(send, ack))
+
+
+class _Ending:
+    """``send`` that knows whether the response ended. At shutdown the SDK's SSE streams (a session's GET
+    stream, a call's answer) return once cancelled without their last body message, and uvicorn then
+    logs an ERROR per stream ("ASGI callable returned without completing response"): ``finish`` ends
+    such a response, so that a stop with many sessions open logs nothing but its own line."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._started = False
+        self._ended = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self._ended = True
+        await self._send(message)
+
+    async def finish(self) -> None:
+        if self._started and not self._ended:
+            with contextlib.suppress(Exception):  # the client may be gone: nothing left to tell it
+                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _continuing(send: Send, ack: dict[str, Any]) -> Send:
+    """``send`` for the full app serving a listen stream the front opened: its response start and its
+    own acknowledgement are dropped (compared with the front's); an answer it gives as JSON instead of
+    a stream (an error) goes on the stream as its last event."""
+    seen = {"ack": False, "json": False}
+
+    async def continued(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            kind = dict(message.get("headers", ())).get(b"content-type", b"")
+            seen["json"] = not kind.startswith(b"text/event-stream")
+            return
+        chunk = message.get("body", b"") if message["type"] == "http.response.body" else b""
+        if seen["json"] and chunk:
+            message = {
+                **message,
+                "body": b"".join(_sse_event(r) for r in _replies(chunk, "application/json")),
+            }
+        elif not seen["ack"] and chunk.startswith(b"event: message"):
+            first = _replies(chunk, "text/event-stream")
+            if first and first[0].get("method") == handshake.LISTEN_ACKNOWLEDGED:
+                seen["ack"] = True
+                if first[0].get("params") != ack:
+                    log.error(
+                        "the early listen acknowledgement differs: %s != %s", ack, first[0].get("params")
+                    )
+                return
+        await send(message)
+
+    return continued
+
+
+def _renaming(send: Send, sdk: bytes, front: bytes) -> Send:
+    """``send``, with the SDK's session id in response headers given as the front's."""
+
+    async def renamed(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            swapped = [
+                (k, front if k.lower() == SESSION_HEADER and v == sdk else v)
+                for k, v in message.get("headers", ())
+            ]
+            message = {**message, "headers": swapped}
+        await send(message)
+
+    return renamed
+
+
+async def _respond(
+    send: Send, status: int, payload: dict[str, Any] | None, session: str | None = None
+) -> None:
+    body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+    headers = [(b"content-length", str(len(body)).encode())]
+    if payload is not None:
+        headers.append((b"content-type", b"application/json"))
+    if session is not None:
+        headers.append((SESSION_HEADER, session.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class _ExpectedAtStop(logging.Filter):
+    """Drops uvicorn's error that it cancelled the requests still open after the graceful shutdown: at a
+    stop those are the sessions' streams, which never end by themselves (the stop's own line says it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (STOPPING.is_set() and "graceful shutdown exceeded" in str(record.msg))
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed (a dependency: it roughly halves the event loop's share of a request)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+_started: HttpFront | None = None
+
+
+def start(listening: socket.socket) -> HttpFront:
+    """Start the front on the port ``toolweave.__main__`` bound (``front_answers.bind_now``)."""
+    global _started
+    _started = HttpFront(listening)
+    _started.start()
+    return _started
+
+
+def started() -> HttpFront | None:
+    """The front this process started, if any, without claiming it."""
+    return _started
+
+
+def claim() -> HttpFront | None:
+    """The front this process started, once (``toolweave serve`` takes it over)."""
+    global _started
+    front, _started = _started, None
+    return front

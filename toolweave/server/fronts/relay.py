@@ -1,0 +1,253 @@
+"""A stdio client's ``tools/call`` answered without the SDK's per-request machinery.
+
+Profiles of a proxied call (yappi, CPU clock, every thread) put most of the gateway's CPU in the SDK on
+the client-facing hop: the stdio reader's message model, the dispatcher's task and cancel scope, the
+per-request ``Connection``, runner and session of the 2026 era, the OpenTelemetry middleware, the
+request's surface validation and params model, the result's dump, and three memory-stream relays
+before the writer dumps the response model again. None of it decides anything a call needs.
+
+``CallRelay`` sits on the stdin lines (``limits.bounded_stdio_server``). A line that is a well-formed
+``tools/call`` of a registry tool, from the client the SDK path already served, is parsed once and
+served by ``Gateway.serve_call`` (the same code as the SDK's handler: session, readiness, guard, proxy,
+timeout, result limits, usage, traffic, next steps, metrics, audit); its result is shaped for the wire
+as the SDK's runner shapes it (the era's result surface, ``resultType`` and the ``serverInfo`` stamp of
+the 2026 era) and written to the pipe as one line. ``notifications/cancelled`` for such a call cancels
+it and nothing is answered, as the SDK's dispatcher does; at shutdown an unanswered call gets the
+SDK's "Connection closed" error.
+
+Everything else goes to the SDK unchanged, as do calls the relay cannot judge alone: before the SDK
+path has served this client (era and session unknown), the meta-tools, a request naming a session of
+its own (``_meta["io.toolweave/session"]``), a handshake-era client that declared sampling (the
+upstream may ask it through the request's back channel), an envelope of the other era or malformed
+params (the SDK answers those with its JSON-RPC errors), a registry that is not ready yet.
+
+A call's result may reach the client before a ``list_changed`` the call caused (that notice travels
+the SDK's write stream): JSON-RPC does not order a response against notifications, and no client
+waits on that order (a held ``find_tools`` answer is the SDK path's).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterable, AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+
+import anyio
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.dispatcher import coerce_request_id
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from toolweave.server.sessions.session_book import SESSION_META_KEY, Session
+from toolweave.server.turns.meta_tools import CALL_TOOL, FIND_TOOLS
+from toolweave.wire_meta import SERVER_INFO_META_KEY
+
+if TYPE_CHECKING:
+    from toolweave.server.gateway import Gateway
+
+__all__ = ["CallRelay", "LineWriter"]
+
+log = logging.getLogger(__name__)
+
+_MESSAGE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
+_META_TOOLS = frozenset({FIND_TOOLS, CALL_TOOL})
+_SHUTDOWN_WRITE_S = 1.0
+"""How long a call cut off by shutdown may try to say so (the SDK's bound for the same write)."""
+
+
+class LineWriter(Protocol):
+    """Where answers go: the wire's writer (``stdio_pipes.PipeWriter``), one whole line per write."""
+
+    async def write(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Client:
+    """What the SDK path learned about the stdio client: enough to serve its calls the same way."""
+
+    session: Session
+    modern: bool
+    version: str  # the handshake era's negotiated version (a 2026-era request names its own)
+    can_sample: bool
+
+
+class CallRelay:
+    """Serves a stdio client's ``tools/call`` lines for ``gateway`` (module docstring)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._client: _Client | None = None
+        self._in_flight: dict[types.RequestId, anyio.CancelScope] = {}
+        self._stamp: dict[str, Any] | None = None
+        self.relayed = 0
+        """Calls answered here (tests check that the relay, not the SDK, served them)."""
+
+    def learn(self, ctx: ServerRequestContext[Any, Any], session: Session) -> None:
+        """Note the session the SDK path resolved for this client (``Gateway`` calls it per request)."""
+        if (ctx.meta or {}).get(SESSION_META_KEY):
+            return  # a session named by the request: not the one unnamed calls belong to
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        caps = None if modern else ctx.session.client_capabilities
+        can_sample = caps is not None and caps.sampling is not None
+        known = self._client
+        if known is None or known.session is not session or known.version != ctx.protocol_version:
+            self._client = _Client(session, modern, ctx.protocol_version, can_sample)
+
+    @asynccontextmanager
+    async def serving(self, lines: AsyncIterable[str], out: LineWriter) -> AsyncIterator[AsyncIterator[str]]:
+        """``lines`` without the calls this relay serves (answered on ``out``), while in the context."""
+        self._stamp = dict(self._gateway.server.server_info_stamp)
+        async with anyio.create_task_group() as tg:
+            self._gateway.relay = self
+            try:
+                yield self._others(lines, tg, out)
+            finally:
+                self._gateway.relay = None
+                tg.cancel_scope.cancel()
+
+    async def _others(
+        self, lines: AsyncIterable[str], tg: anyio.abc.TaskGroup, out: LineWriter
+    ) -> AsyncIterator[str]:
+        async for line in lines:
+            # a substring test first: most lines are no call, and parsing them here would be waste
+            if ('"tools/call"' in line or '"notifications/cancelled"' in line) and self._took(line, tg, out):
+                continue
+            yield line
+
+    def _took(self, line: str, tg: anyio.abc.TaskGroup, out: LineWriter) -> bool:
+        """Serve or apply ``line`` here when it is for the relay; False hands it to the SDK."""
+        client = self._client
+        if client is None:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or not message.keys() <= _MESSAGE_KEYS:
+            return False
+        if message.get("jsonrpc") != "2.0":
+            return False
+        method, params = message.get("method"), message.get("params")
+        if method == "notifications/cancelled":
+            return "id" not in message and self._cancel(params)
+        request_id = message.get("id")
+        if method != "tools/call" or not isinstance(params, dict) or not _is_id(request_id):
+            return False
+        version = self._version(client, params)
+        name, arguments = params.get("name"), params.get("arguments")
+        if (
+            version is None
+            or not isinstance(name, str)
+            or name in _META_TOOLS
+            or not (arguments is None or isinstance(arguments, dict))
+            or not self._gateway.served.is_ready()
+            or not self._gateway.sessions.holds(client.session)
+        ):
+            return False
+        scope = anyio.CancelScope()
+        self._in_flight[coerce_request_id(request_id)] = scope
+        log.debug("relaying tools/call %r", request_id)  # which calls took this path (tests read it)
+        tg.start_soon(self._serve, out, scope, request_id, client.session, name, arguments, version)
+        return True
+
+    @staticmethod
+    def _version(client: _Client, params: dict[str, Any]) -> str | None:
+        """The protocol version to answer in, when the request is of the client's era and its params
+        hold nothing the relay does not serve; None hands it to the SDK."""
+        meta = params.get("_meta")
+        if not params.keys() <= _PARAM_KEYS or not (meta is None or isinstance(meta, dict)):
+            return None
+        if not client.modern:
+            if client.can_sample or (meta and types.PROTOCOL_VERSION_META_KEY in meta):
+                return None
+            return client.version
+        if meta is None or meta.get(SESSION_META_KEY):
+            return None
+        info = meta.get(types.CLIENT_INFO_META_KEY)  # optional: the SDK accepts an envelope without it
+        if not isinstance(meta.get(types.CLIENT_CAPABILITIES_META_KEY), dict) or not isinstance(
+            info, dict | None
+        ):
+            return None  # the SDK names what is wrong
+        version = meta.get(types.PROTOCOL_VERSION_META_KEY)
+        return version if version in MODERN_PROTOCOL_VERSIONS else None
+
+    def _cancel(self, params: Any) -> bool:
+        """Cancel a relayed call the client gave up on; other ids are the SDK's."""
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        scope = self._in_flight.get(coerce_request_id(rid)) if _is_id(rid) else None
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    async def _serve(
+        self,
+        out: LineWriter,
+        scope: anyio.CancelScope,
+        request_id: types.RequestId,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        version: str,
+    ) -> None:
+        key = coerce_request_id(request_id)
+        result: types.CallToolResult | None = None
+        answered = False
+
+        async def find_session() -> Session:
+            return session
+
+        try:
+            with scope:
+                try:
+                    result = await self._gateway.serve_call(find_session, name, arguments)
+                finally:
+                    if self._in_flight.get(key) is scope:  # a reused id's newer call stays
+                        del self._in_flight[key]
+            if result is None:  # the client cancelled it: a cancelled request is never answered
+                return
+            answered = True
+            self.relayed += 1
+            await out.write(self._answer(request_id, result, version))
+        except anyio.get_cancelled_exc_class():
+            if not answered:  # shutdown: the client is told, as the SDK tells it
+                closed = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
+                with anyio.move_on_after(_SHUTDOWN_WRITE_S, shield=True), suppress(Exception):
+                    await out.write(_line({"jsonrpc": "2.0", "id": request_id, "error": _error(closed)}))
+            raise
+        except Exception as exc:  # the client left: nobody to answer
+            log.debug("could not answer tools/call %r: %s", request_id, exc)
+
+    def _answer(self, request_id: types.RequestId, result: types.CallToolResult, version: str) -> str:
+        """The response line, shaped as the SDK's runner shapes a handler's result (``_serialize``)."""
+        wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            wire = serialize_server_result("tools/call", version, wire)  # the era's result surface
+        except ValidationError:
+            log.exception("tools/call %r: the result does not fit the %s result surface", request_id, version)
+            invalid = types.ErrorData(code=types.INTERNAL_ERROR, message="Handler returned an invalid result")
+            return _line({"jsonrpc": "2.0", "id": request_id, "error": _error(invalid)})
+        if version in MODERN_PROTOCOL_VERSIONS:
+            wire.setdefault("resultType", "complete")
+            meta = wire.get("_meta")
+            if meta is None or (isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None):
+                wire["_meta"] = {**(meta or {}), SERVER_INFO_META_KEY: self._stamp}
+        return _line({"jsonrpc": "2.0", "id": request_id, "result": wire})
+
+
+def _is_id(value: Any) -> TypeGuard[types.RequestId]:
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+def _error(error: types.ErrorData) -> dict[str, Any]:
+    return error.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _line(message: dict[str, Any]) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"

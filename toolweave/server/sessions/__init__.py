@@ -1,0 +1,3 @@
+"""Sessions: per-client state, shared across replicas through Redis."""
+
+__all__: list[str] = []

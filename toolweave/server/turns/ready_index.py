@@ -1,0 +1,247 @@
+"""What a starting gateway answers ``find_tools`` with: its last tool table, ranked by full text.
+
+A gateway on an existing registry needs seconds before its own search can run: importing LanceDB
+(1-5 s), opening the registry and loading the embedding model (1-2 s more) take far longer than a
+client gives its first request, and a model told "still starting" spends its first steps asking
+again. So each gateway leaves, beside a local registry, the table a first answer needs
+(``READY_FILE``: every tool a session could be shown, with its public name, the entry a
+``find_tools`` answer gives it, and the text the registry indexes for it), rewritten only when that
+changes. Until the registry and the embedding model are up, ``find_tools`` is answered from it by
+BM25 over those texts: by the stdio front (``server/fronts/early.py``) and the HTTP front
+(``server/fronts/http_front.py``) before the MCP SDK is even imported, and by the gateway itself
+(``server/turns/starting.py``) until it is warm. The answer is an ordinary one: nothing in it asks the
+client to call again. The found tools are published by the gateway (a front's answered request is
+replayed into it), and a call of one waits for its upstream within the call's own budget.
+
+Standard library only: the fronts load it before anything heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolweave.names import stem
+from toolweave.server.fronts.handshake import MAX_K
+
+__all__ = [
+    "READY_FILE",
+    "ReadyIndex",
+    "ReadyTool",
+    "answer_document",
+    "call_result",
+    "load",
+    "plain_find_query",
+    "ready_path",
+    "write",
+]
+
+log = logging.getLogger(__name__)
+
+READY_FILE = "ready-tools.json"
+"""Beside the registry's own files (local registries only: an object store has no place for it)."""
+FORMAT = 1
+PUBLISH_SHARE = 0.5
+"""A hit whose BM25 score is at least this share of the best one's is published (offered in ``tools``);
+the rest are named in ``also_found``, as the gateway's relevance floor does."""
+MAX_PUBLISHED = 5
+MAX_QUERY_CHARS = 2000
+"""A longer query is left to the gateway (it searches only the query's head and says so)."""
+_K1, _B = 1.2, 0.75
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "get",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "please",
+        "show",
+        "that",
+        "the",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def terms(text: str) -> list[str]:
+    """The stemmed words of ``text`` that carry meaning (the same on both sides)."""
+    return [stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def ready_path(home: str | os.PathLike[str]) -> Path | None:
+    """Where the ready table of the registry at ``home`` lives; None for an object-store registry."""
+    text = os.fspath(home)
+    return None if "://" in text else Path(text) / READY_FILE
+
+
+@dataclass(frozen=True)
+class ReadyTool:
+    """One tool of the table: its id, the name sessions see, its ``find_tools`` entry, its summary (an
+    ``also_found`` line) and the text searched for it."""
+
+    id: str
+    name: str
+    entry: dict[str, Any]
+    summary: str
+    text: str
+
+
+def write(home: str | os.PathLike[str], tools: list[ReadyTool]) -> bool:
+    """Leave ``tools`` as the ready table of ``home``'s registry; False when nothing changed (the file
+    is rewritten only then, atomically) or there is no place for it."""
+    path = ready_path(home)
+    if path is None or not path.parent.is_dir():
+        return False
+    rows = [
+        {"id": t.id, "name": t.name, "entry": t.entry, "summary": t.summary, "text": t.text} for t in tools
+    ]
+    data = json.dumps({"format": FORMAT, "tools": rows}, ensure_ascii=False, separators=(",", ":")).encode()
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data:
+            return False
+    fd, tmp = tempfile.mkstemp(prefix=".ready-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+class ReadyIndex:
+    """BM25 over a ready table (see the module docstring)."""
+
+    def __init__(self, tools: list[ReadyTool]) -> None:
+        self.tools = tools
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._lengths: list[int] = []
+        for n, tool in enumerate(tools):
+            counts = Counter(terms(tool.text))
+            self._lengths.append(sum(counts.values()))
+            for term, count in counts.items():
+                self._postings.setdefault(term, []).append((n, count))
+        self._mean = (sum(self._lengths) / len(self._lengths)) if self._lengths else 1.0
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def search(self, query: str, k: int) -> list[tuple[ReadyTool, float]]:
+        """The best ``k`` tools for ``query``, best first, with their BM25 scores (none below zero)."""
+        scores: dict[int, float] = {}
+        total = len(self.tools)
+        for term in set(terms(query)):
+            postings = self._postings.get(term)
+            if not postings:
+                continue
+            idf = math.log(1 + (total - len(postings) + 0.5) / (len(postings) + 0.5))
+            for n, count in postings:
+                norm = count + _K1 * (1 - _B + _B * self._lengths[n] / self._mean)
+                scores[n] = scores.get(n, 0.0) + idf * count * (_K1 + 1) / norm
+        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+        return [(self.tools[n], score) for n, score in best if score > 0]
+
+    def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
+        """The ``find_tools`` document for ``query`` (compact form) and the ids it offers in ``tools``
+        (those to publish)."""
+        hits = self.search(query, k)
+        top = hits[0][1] if hits else 0.0
+        chosen = [t for t, s in hits if s >= top * PUBLISH_SHARE][:MAX_PUBLISHED]
+        return answer_document(chosen, [t for t, _ in hits if t not in chosen]), [t.id for t in chosen]
+
+
+def answer_document(chosen: list[ReadyTool], others: list[ReadyTool]) -> dict[str, Any]:
+    """A compact ``find_tools`` document (``meta_tools.find_tools_result``'s shape): ``tools`` are
+    published by the gateway as it takes the request over, so the client hears ``list_changed``."""
+    doc: dict[str, Any] = {"tools": [dict(t.entry) for t in chosen]}
+    if others:
+        doc["also_found"] = {t.name: t.summary for t in others}
+    doc["tool_list_changed"] = False
+    if not chosen:
+        doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"
+    return doc
+
+
+def plain_find_query(params: object) -> tuple[str, int | None] | None:
+    """The query (stripped, not blank) and ``k`` of a plain ``find_tools`` call's params; None for any
+    other call, or a ``find_tools`` with more to it (``detail``, a bad argument): the gateway's."""
+    if not isinstance(params, dict) or params.get("name") != "find_tools":
+        return None
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict) or not arguments.keys() <= {"query", "k"}:
+        return None
+    query, k = arguments.get("query"), arguments.get("k")
+    if type(query) is not str or not query.strip() or len(query) > MAX_QUERY_CHARS:
+        return None
+    if k is not None and not (type(k) is int and 1 <= k <= MAX_K):
+        return None
+    return query.strip(), k
+
+
+def call_result(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as a ``tools/call`` result on the wire (text and structured content, as the gateway's)."""
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return {"content": [{"type": "text", "text": text}], "structuredContent": doc, "isError": False}
+
+
+def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
+    """The ready table of ``home``'s registry, indexed; None when there is none (a first start, an
+    object store) or it cannot be read (the gateway then answers as it did without one)."""
+    path = ready_path(home)
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("format") != FORMAT:
+            return None
+        tools = [
+            ReadyTool(r["id"], r["name"], dict(r["entry"]), str(r["summary"]), str(r["text"]))
+            for r in data["tools"]
+        ]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("could not read %s (the first answers wait for the registry): %s", path, exc)
+        return None
+    return ReadyIndex(tools)

@@ -1,0 +1,327 @@
+"""A ``find_tools`` that comes while the gateway starts is answered at once from the ready table, or
+else within a bound, never when start-up is over.
+
+The gateway answers the handshake and ``tools/list`` at once (``server/fronts/early.py``) and opens its
+registry, loads its embedding model and connects its upstreams in the background: seconds, tens of
+them on a busy machine. On a registry that a gateway served before, the tool table it left beside the
+registry (``server/turns/ready_index.py``) answers ``find_tools`` meanwhile: BM25 over the tools' texts, an
+ordinary answer whose tools are published into the session as any answer's are (``tools/list`` shows
+them from the same table until the registry is open). ``keep_ready_table`` leaves that table, and
+rewrites it when the registry's tools change.
+
+Without a table (a registry's first start, an object store), ``find_tools`` gets
+``startup_call_wait_s``: answered in that time, it is answered as ever; otherwise it is dropped (it was
+still waiting: nothing was searched or published) and answered as when nothing matched, with a note to
+call again, which a model acts on. The bound counts from the request's arrival: one an early front
+(stdio's or HTTP's) kept while the SDK loaded carries that time. Not an error: pydantic-ai counts a
+tool error against its one retry.
+
+Only ``find_tools``: a proxied call may already have reached its upstream when the bound ends, and
+dropping it then could run a side effect twice (the model would call again); it waits for its
+upstream within its own budget. Once start-up is over nothing is answered here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+
+from toolweave.server.calls.call_path import observe_turn
+from toolweave.server.fronts.early import ARRIVED_META
+from toolweave.server.turns import ready_index
+from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+
+    from toolweave.server.gateway import Gateway
+    from toolweave.server.sessions.session_book import Session
+
+__all__ = [
+    "SETTLE_RETRY_S",
+    "STILL_STARTING",
+    "answer_find_tools_while_starting",
+    "keep_ready_table",
+    "ready_table",
+    "start_in_background",
+    "starting",
+    "turn_from_ready_table",
+]
+
+log = logging.getLogger(__name__)
+
+SETTLE_RETRY_S = (1.0, 30.0)
+"""The manifest's start-up writes (``_settle``) are retried after 1 s, then twice as long each time, at
+most 30 s apart, until they succeed."""
+
+READY_TABLE_CHECK_S = 5.0
+"""How often the gateway checks whether its registry's tools changed since it left its ready table."""
+
+STILL_STARTING = (
+    "the gateway is still starting (opening its tool registry, loading its embedding model, connecting "
+    "its upstreams): call find_tools again in a few seconds"
+)
+
+
+def starting(gateway: Gateway) -> bool:
+    """Whether a ``find_tools`` may still wait for start-up: the registry or the embedding model is
+    loading, or an upstream is on its first connection attempt (neither connected nor failed yet). A
+    start that failed is over: every call then answers its error at once."""
+    if not gateway.served.ready.is_set():
+        return True
+    if not gateway.served.is_ready():
+        return False
+    if not gateway.warmed.is_set():
+        return True
+    backends = gateway.sources.backends.values()
+    return any(not b.available and getattr(b, "last_error", None) is None for b in backends)
+
+
+def answer_find_tools_while_starting(gateway: Gateway) -> None:
+    """Bound the gateway server's ``find_tools`` by ``settings.startup_call_wait_s`` while the gateway
+    starts (see the module docstring)."""
+    bound_s = gateway.settings.startup_call_wait_s
+    entry = gateway.server.get_request_handler("tools/call")
+    if bound_s <= 0 or entry is None:
+        return
+    inner = entry.handler
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        if params.name != FIND_TOOLS or not starting(gateway):
+            return await inner(ctx, params)
+        answered = await _from_ready_table(gateway, ctx, params)
+        if answered is not None:
+            return answered
+        arrived = (ctx.meta or {}).get(ARRIVED_META)  # kept by the early front while the SDK loaded
+        waited = time.monotonic() - arrived if isinstance(arrived, float) else 0.0
+        with anyio.move_on_after(min(bound_s, max(0.0, bound_s - waited))):
+            return await inner(ctx, params)
+        query = (params.arguments or {}).get("query")
+        return find_tools_result(str(query or ""), [], list_changed=False, published=(), note=STILL_STARTING)
+
+    gateway.server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+
+
+def _loading(gateway: Gateway) -> bool:
+    """Whether the gateway's own search cannot run yet: the registry or the embedding model is loading
+    (a start that failed is over)."""
+    served = gateway.served
+    return not served.ready.is_set() or (served.error is None and not gateway.warmed.is_set())
+
+
+async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
+    """The gateway's ready table while its own search cannot run; None once it can, or without one, or
+    when clients authenticate as anyone else: the table is what the default identity may see, and an
+    identity's policy may hide some of it (a shared gateway's one token is named as the default identity,
+    ``server/fronts/sharing.py``)."""
+    security = gateway.settings.security
+    only_default = security.auth == "tokens" and set(security.tokens) == {security.default_identity}
+    if not _loading(gateway) or (security.auth != "none" and not only_default):
+        return None
+    if gateway.ready_tools is None:
+        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+    return gateway.ready_tools or None if _loading(gateway) else None
+
+
+async def _publish(gateway: Gateway, session: Session, text: str, ids: list[str]) -> bool:
+    """A turn answered from the ready table: ``ids`` published into ``session`` (as a turn's are);
+    whether its list changed."""
+    change = session.published.select(ids, session.next_turn())
+    session.add_turn(text)
+    await gateway.sessions.commit(session)
+    return change.changed
+
+
+async def _from_ready_table(
+    gateway: Gateway, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult | None:
+    """A plain ``find_tools`` answered from the ready table and published, while the gateway's own search
+    cannot run; None otherwise (no table, or it can)."""
+    plain = ready_index.plain_find_query({"name": params.name, "arguments": params.arguments})
+    table = await _table(gateway) if plain is not None else None
+    if plain is None or table is None:
+        return None
+    query, k = plain
+    started = time.perf_counter()
+    doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
+    session = await gateway.session_for(ctx)
+    changed = await _publish(gateway, session, query, ids)
+    if changed:
+        await gateway.notifier.tools_changed(session)
+    doc["tool_list_changed"] = changed
+    result = ready_index.call_result(doc)
+    answer = types.CallToolResult(
+        content=[types.TextContent(text=result["content"][0]["text"])], structured_content=doc
+    )
+    # an answer from the table is a turn like any other: its metrics and its audit line, in its session
+    elapsed = time.perf_counter() - started
+    observe_turn(
+        gateway.metrics,
+        gateway.audit,
+        lambda _: True,
+        session,
+        FIND_TOOLS,
+        params.arguments or {},
+        answer,
+        elapsed,
+    )
+    return answer
+
+
+async def turn_from_ready_table(
+    gateway: Gateway, text: str, session_key: str | None
+) -> dict[str, Any] | None:
+    """A host's turn (``server/fronts/host.py``) for every session, answered from the ready table while the
+    gateway's own search cannot run: published, announced, and held until each client re-listed
+    (bounded), as ``TurnEngine.hear_turn`` does. None to leave it to ``hear_turn``: the search can run,
+    there is no table, the turn names a session, or no client session exists yet."""
+    text = text.strip()
+    sessions = list(gateway.sessions)
+    table = await _table(gateway) if text and session_key is None and sessions else None
+    if table is None:
+        return None
+    doc, ids = table.answer(text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k)
+    report: dict[str, Any] = {"sessions": []}
+    for session in sessions:
+        changed = await _publish(gateway, session, text, ids)
+        if changed:
+            await gateway.turns.notify_and_hold(session)
+        found = [t["name"] for t in doc["tools"]]
+        report["sessions"].append({"session": session.key, "tool_list_changed": changed, "found": found})
+    return report
+
+
+def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
+    """What the gateway's sessions may be shown (the default identity's view, without stale sources) as
+    a ready table: public names, compact entries, the texts the registry indexes."""
+    from toolweave.registry.documents import tool_document  # with the registry: after the handshake
+
+    registry, guard = gateway.served.registry, gateway.served.guard
+    identity = gateway.settings.security.default_identity
+    rows = []
+    for record in registry.tools():
+        if not gateway.sources.serves(record.source) or not guard.allows(identity, record):
+            continue
+        name = gateway.names.name(record.id)
+        entry = {
+            "name": name,
+            "description": record.description,
+            "input_schema": untitled_schema(record.input_schema),
+        }
+        rows.append(
+            ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
+        )
+    return rows
+
+
+async def keep_ready_table(gateway: Gateway) -> None:
+    """Leave the ready table beside a local registry once the gateway is warm, and again whenever the
+    registry's tools changed (forever: run it in the gateway's task group)."""
+    home = gateway.settings.home
+    if ready_index.ready_path(home) is None:
+        return
+    seen: object = None
+    while True:
+        hashes = gateway.served.registry.content_hashes()  # replaced whole by every write or reload
+        if hashes is not seen and len(hashes):  # an empty registry has nothing to answer with
+            seen = hashes
+            try:
+                rows = await anyio.to_thread.run_sync(ready_table, gateway)
+                if await anyio.to_thread.run_sync(ready_index.write, home, rows):
+                    log.debug("ready table written: %d tools", len(rows))
+            except Exception:  # a first answer then waits for the registry, as without a table
+                log.warning("could not leave the ready table beside the registry", exc_info=True)
+        await anyio.sleep(READY_TABLE_CHECK_S)
+
+
+async def start_in_background(gateway: Gateway) -> None:
+    """The gateway's background start. Serving begins on the last committed registry as soon as it is
+    open: what the manifest writes (``_settle``) never holds it up, since it needs the writer lock (a
+    fleet's, in Redis) and Redis may be down. Only a registry that cannot be opened, or one that lacks a
+    catalog of the manifest when that first attempt fails, makes every later find_tools and call answer
+    with the error."""
+    started = time.perf_counter()
+    from toolweave.server.sessions import replica  # builds backends: not before the handshake
+
+    served, sources = gateway.served, gateway.sources
+    try:
+        await served.open()
+        sources.refresh_stale_sources()  # which sources the registry holds (their tools serve at once)
+    except Exception as exc:  # any start failure is reported, never fatal
+        _start_failed(gateway, "the tool registry could not be opened", exc)
+        return
+    async with anyio.create_task_group() as tg:
+        tried = anyio.Event()
+        tg.start_soon(_settle, gateway, replica, tried)
+        if sources.catalogs_missing():  # nothing to serve them from yet: wait for the first try
+            await tried.wait()
+            if sources.catalogs_missing() and gateway.settle_error is not None:
+                _start_failed(gateway, "the manifest's catalogs could not be ingested", gateway.settle_error)
+                tg.cancel_scope.cancel()
+                return
+        served.ready.set()
+        log.info(
+            "gateway ready in %.2f s: %d tools in registry, %d backends",
+            time.perf_counter() - started,
+            len(served.registry),
+            len(sources.backends),
+        )
+        await sources.registry_opened()
+        tg.start_soon(served.guard.watch, served.quarantine_changed)
+        tg.start_soon(replica.follow_registry, sources)  # commits of other replicas on this registry
+        await gateway.warm_up()
+        gateway.warmed.set()
+        tg.start_soon(keep_ready_table, gateway)
+
+
+def _start_failed(gateway: Gateway, stage: str, exc: BaseException) -> None:
+    gateway.served.error = f"{stage}: {type(exc).__name__}: {exc}"
+    log.error("%s; find_tools and calls will answer with this error", gateway.served.error)
+    log.debug("background start failed", exc_info=exc)
+    gateway.served.ready.set()
+
+
+async def _settle(gateway: Gateway, replica: ModuleType, tried: anyio.Event) -> None:
+    """What the manifest writes into the registry at start: its catalogs, dependency overrides, private
+    tools and the sources shared with other replicas, each a write only when something changed. Retried
+    with backoff (``SETTLE_RETRY_S``) until it succeeds, without a restart: while the writer lock cannot
+    be had (Redis down) the gateway serves the last committed registry."""
+    sources = gateway.sources
+    delay, failing = SETTLE_RETRY_S[0], False
+    while True:
+        stage = "the manifest's catalogs could not be ingested"
+        try:
+            await sources.ingest_catalogs()
+            stage = "the manifest's dependency overrides could not be applied"
+            await sources.apply_overrides()
+            stage = "the manifest's sources could not be shared with other replicas"
+            await replica.share_sources(sources)
+        except Exception as exc:  # never fatal: serving goes on, and this is tried again
+            gateway.settle_error = exc
+            tried.set()
+            if not failing:
+                log.warning(
+                    "%s: %s: %s; serving the last committed registry, retrying every %.0f s at most",
+                    stage,
+                    type(exc).__name__,
+                    exc,
+                    SETTLE_RETRY_S[1],
+                )
+                log.debug("start-up write failed", exc_info=True)
+            failing = True
+            await anyio.sleep(delay)
+            delay = min(delay * 2, SETTLE_RETRY_S[1])
+            continue
+        gateway.settle_error = None
+        tried.set()
+        if failing:
+            log.info("the manifest's catalogs, overrides and sources are in the registry now")
+        gateway.find_cache.clear()  # what the catalogs or overrides changed is searched from now on
+        sources.refresh_stale_sources()
+        sources.warn_if_empty()
+        return
