@@ -73,6 +73,18 @@ def upstream(tmp_path: Path) -> Iterator[Upstream]:
     up.kill()
 
 
+@pytest.fixture
+def time_manifest(tmp_path: Path) -> Path:
+    """A manifest of the real time server alone (``mcp_server_time``, UTC)."""
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        f"servers:\n  time:\n    command: {sys.executable}\n"
+        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
+        encoding="utf-8",
+    )
+    return manifest
+
+
 def write_manifest(path: Path, dyn_url: str, **extra: str) -> Path:
     """time (PyPI, stdio) + dyn (test upstream, HTTP) + two broken upstreams that must not matter."""
     py = sys.executable

@@ -74,17 +74,6 @@ class Gated:
 
 
 @pytest.fixture
-def time_manifest(tmp_path: Path) -> Path:
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        f"servers:\n  time:\n    command: {sys.executable}\n"
-        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-        encoding="utf-8",
-    )
-    return manifest
-
-
-@pytest.fixture
 def gated(time_manifest: Path, registry_copy: Path, tmp_path: Path) -> Iterator[Gated]:
     gateway = Gated(tmp_path, time_manifest, registry_copy)
     yield gateway

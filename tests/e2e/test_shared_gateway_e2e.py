@@ -11,7 +11,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,17 +29,6 @@ TOKYO = "what time is it in Tokyo"
 TIME_TOOL = "time__get_current_time"
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 IDLE_S = 20
-
-
-@pytest.fixture
-def time_manifest(tmp_path: Path) -> Path:
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        f"servers:\n  time:\n    command: {sys.executable}\n"
-        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-        encoding="utf-8",
-    )
-    return manifest
 
 
 class Launch:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +23,6 @@ from .test_http_front_e2e import ACCEPT, TIME_TOOL, TOKYO
 pytestmark = [pytest.mark.integration]
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-
-
-@pytest.fixture
-def time_manifest(tmp_path: Path) -> Path:
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(
-        f"servers:\n  time:\n    command: {sys.executable}\n"
-        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-        encoding="utf-8",
-    )
-    return manifest
 
 
 def serve_args(manifest: Path, registry: Path, *extra: str) -> list[str]:
