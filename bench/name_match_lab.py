@@ -75,7 +75,7 @@ def folds(rows: list[dict[str, object]]) -> None:
             unit = (f"{r['set']}/{r['split']}", str(r["graph"]))
             deltas[f"name_match {r['name_match']}"][str(r["dataset"])][unit] = float(r["map@10"]) - float(
                 base[key]
-            )  # type: ignore[arg-type]
+            )
     datasets = sorted({u[0] for u in UNITS})
     for held_out in [*datasets, None]:
         chosen, score = _fold_choice(deltas, [n for n in datasets if n != held_out])

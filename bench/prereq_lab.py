@@ -76,7 +76,7 @@ def main() -> None:
     import __main__
 
     # the recordings were pickled by walk_lab run as a script: their classes are ``__main__``'s there
-    __main__.Query, __main__.Recording = walk_lab.Query, walk_lab.Recording  # type: ignore[attr-defined]
+    __main__.Query, __main__.Recording = walk_lab.Query, walk_lab.Recording
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="ToolLinkOS test split too (judge only)")

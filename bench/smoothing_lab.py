@@ -222,7 +222,7 @@ def replay(fleet: Fleet, matrix: np.ndarray, method: str, walk: str | None) -> S
     """Every query of every set in ``toolweave bench`` order through ``retrieve`` on one index."""
     index = fleet.index.view(matrix)
     deps = fleet.walk[walk] if walk else RecordedGraph({})
-    params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+    params = RetrievalSettings(method=method)
     units = units_of(fleet.data)
     scores: Scores = {}
     for set_name, qs in fleet.data.query_sets.items():

@@ -175,7 +175,7 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
     )
 
 
-def _lab_walk(  # type: ignore[no-untyped-def]
+def _lab_walk(
     hits: list[Hit], edges: list[DependencyEdge], policy: object, records=(), request=""
 ) -> list[str]:
     from dataclasses import replace
@@ -186,7 +186,7 @@ def _lab_walk(  # type: ignore[no-untyped-def]
     if hasattr(policy, "describe"):  # a lab policy reads the records itself
         policy = replace(policy, describe=described.get)  # type: ignore[type-var]
     schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
-    return walk(hits, edges, policy, request=request, schema_of=schema_of)  # type: ignore[no-any-return]
+    return walk(hits, edges, policy, request=request, schema_of=schema_of)
 
 
 def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:

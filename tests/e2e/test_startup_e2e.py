@@ -13,20 +13,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from tests.results import text
 
 from .conftest import TOOLWEAVE, gateway_env
 from .test_turnloop_e2e import time_manifest
 from .watch import names
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -119,7 +116,7 @@ MODERN_META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-FIRST_CONTACT = {
+FIRST_CONTACT: dict[str, list[dict[str, Any]]] = {
     # what a handshake-era client sends first, and what Claude Code 2.1 (2026-07-28 era) sends first
     "handshake": [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},

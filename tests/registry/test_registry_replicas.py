@@ -228,7 +228,7 @@ def test_a_fenced_writer_rolls_back_nothing_of_the_new_holders(
         writer._state.write_lock,
         writer._commits.writer(),
     ):
-        registry_lock.client().delete(db.lock._key)  # type: ignore[attr-defined]  # it expired ...
+        registry_lock.client().delete(db.lock._key)  # it expired ...
         assert rival.try_acquire()  # ... and another writer took it and is writing
         rivals_table.delete("id = 'demo__get_stock_price'")
         writer.ingest("demo", TOOLS)  # refused: neither its catch-up's rollback nor its rows happen

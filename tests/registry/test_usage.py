@@ -22,7 +22,7 @@ VECTOR = RetrievalSettings(method="vector", final_k=5, top_k=5)
 
 
 def tool(name: str, description: str, source: str = "demo", **kw: object) -> ToolRecord:
-    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)  # type: ignore[arg-type]
+    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)
 
 
 # ``ledger_post`` says what it does in accountant's words; users ask in their own.

@@ -124,7 +124,7 @@ def test_max_takes_each_tools_best_normalised_score() -> None:
 
 def test_one_list_is_returned_as_it_is() -> None:
     for method in ("rrf", "interleave", "max"):
-        assert fuse_variants([WHOLE], method, 2) == WHOLE[:2]  # type: ignore[arg-type]
+        assert fuse_variants([WHOLE], method, 2) == WHOLE[:2]
 
 
 def test_list_confidence_reads_the_best_cosine_or_the_leaders_gap() -> None:
@@ -197,7 +197,7 @@ def counting_index() -> tuple[WordIndex, list[int]]:
     calls: list[int] = []
     search = index.search
 
-    def counting_search(queries, k, scope=None):  # type: ignore[no-untyped-def]
+    def counting_search(queries, k, scope=None):
         calls.append(len(queries))
         return search(queries, k, scope)
 

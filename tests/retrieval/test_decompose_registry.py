@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 def test_two_part_request_retrieves_both_tools(
     dataset_dir: Callable[[str], Path],
-    shared_embedder,  # type: ignore[no-untyped-def]
+    shared_embedder,
     tmp_path: Path,
 ) -> None:
     from toolweave.benchmark import load_dataset

@@ -9,7 +9,6 @@ from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
 from toolweave.retrieval.fusion import (
     EQUAL_WEIGHTS,
-    FleetCalibration,
     calibrate,
     fuse,
     turn_relevance,
@@ -77,7 +76,8 @@ def test_fleet_calibration_weight_is_the_ratio_of_mean_peaks_to_the_power() -> N
     calibration = calibrate(turns, top_n=1, power=2.0)
     mean_v = (_z_of_leader(turns[0][0]) + _z_of_leader(turns[1][0])) / 2
     mean_t = (_z_of_leader(turns[0][1]) + _z_of_leader(turns[1][1])) / 2
-    assert calibration == FleetCalibration(pytest.approx(mean_v), pytest.approx(mean_t), 2.0)
+    assert calibration.vector_peak == pytest.approx(mean_v) and calibration.text_peak == pytest.approx(mean_t)
+    assert calibration.power == 2.0
     assert calibration.text_weight == pytest.approx((mean_t / mean_v) ** 2)
 
 

@@ -12,7 +12,7 @@ from toolweave.retrieval.walk import WalkPolicy, expand_with_dependencies
 T, P = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
 
-def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):  # type: ignore[no-untyped-def]
+def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):
     def deps(tool: str, kinds: Sequence[EdgeKind] | None) -> list[DependencyEdge]:
         return [
             DependencyEdge(tool=tool, depends_on=t, kind=k, parameter_name="p" if k == P else None)
@@ -23,7 +23,7 @@ def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):  # type: ignore[no-unt
     return deps
 
 
-def ids(ranked) -> list[str]:  # type: ignore[no-untyped-def]
+def ids(ranked) -> list[str]:
     return [r.tool_id for r in ranked]
 
 
@@ -82,7 +82,7 @@ def test_final_k_cuts_and_later_hits_fill_without_walk() -> None:
 PD, PI = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
 
-def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):  # type: ignore[no-untyped-def]
+def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):
     """A declared edge, or an inferred one when it is less than sure."""
     kind = kind or (PD if param else T)
     origin = "declared" if confidence == 1.0 else "inferred"
@@ -96,7 +96,7 @@ def edge(consumer: str, producer: str, param: str | None = None, confidence: flo
     )
 
 
-def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):  # type: ignore[no-untyped-def]
+def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):
     """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1]); ``request``
     and ``schema_of`` as the pipeline gives them."""
     by_tool: dict[str, list[DependencyEdge]] = {}
@@ -219,7 +219,7 @@ def test_the_producer_of_a_content_parameter_is_not_walked() -> None:
     assert walk(hits, [learned]) == ["reviews", "book_search", "z"]
 
 
-def _supplied_walk(hits, edges, schemas, request, policy):  # type: ignore[no-untyped-def]
+def _supplied_walk(hits, edges, schemas, request, policy):
     return walk(
         hits,
         edges,

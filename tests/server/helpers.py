@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import mcp_types as types
 
 from tests.e2e.watch import ListChanged, names, watching
 from tests.edges import edge
-from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.backend import CallOptions, ToolsCallback
 from toolweave.records import DependencyEdge, ToolRecord, make_tool_id
 
 __all__ = ["FakeBackend", "ListChanged", "names", "notes_tools", "time_tools", "tool", "watching"]
@@ -114,9 +114,10 @@ class FakeBackend:
         await self._on_tools(self.name, self.tools, self.edges)
 
     async def call(
-        self, tool: ToolRecord, arguments: dict[str, Any], *, timeout_s: float, sampler: Sampler | None = None
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         self.calls.append((tool.name, arguments))
+        sampler = options.get("sampler")
         if self.behaviour == "hang":
             await anyio.sleep(3600)
         if self.behaviour == "raise":
@@ -130,7 +131,11 @@ class FakeBackend:
                     max_tokens=5,
                 )
             )
-            text = got.content.text if isinstance(got, types.CreateMessageResult) else f"error {got.message}"
+            if isinstance(got, types.ErrorData):
+                text = f"error {got.message}"
+            else:
+                assert isinstance(got.content, types.TextContent), got
+                text = got.content.text
             return types.CallToolResult(content=[types.TextContent(text=f"sampled: {text}")])
         return types.CallToolResult(
             content=[types.TextContent(text=f"{tool.name} {arguments}")],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
+from tests.results import text, text_part
 from toolweave.call_errors import tool_error_result
 from toolweave.server.proxy import argument_errors
 
@@ -50,7 +51,7 @@ def test_not_an_object_and_invalid_schema_are_reported() -> None:
 def test_error_payload_shape() -> None:
     err = tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
     assert err.is_error
-    assert err.content[0].text == "timeout: slow upstream"
+    assert text(err) == "timeout: slow upstream"
     assert err.structured_content == {
         "error": {"code": "timeout", "message": "slow upstream", "tool": "t__x", "details": {"after_s": 2}}
     }
@@ -71,7 +72,7 @@ def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> Non
         "ticket": 7,
         "error": {"code": "tool_error", "message": "ticket 7 is closed", "tool": "desk__close_ticket"},
     }
-    assert coded.content[-1].text.startswith("tool_error: ")  # type: ignore[union-attr]
+    assert text_part(coded, -1).startswith("tool_error: ")
     assert coded.content[:-1] == own.content  # the tool's own words come first
     ok = types.CallToolResult(content=[types.TextContent(text="done")])
     assert with_error_code(ok, "desk__close_ticket") is ok
@@ -103,7 +104,7 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
     assert (await proxy.call(before, {"word": 3})).is_error
     assert not (await proxy.call(after, {"word": 3})).is_error
     rejected = await proxy.call(after, {"word": "tea"})
-    assert rejected.is_error and "'tea' is not of type 'integer'" in rejected.content[0].text
+    assert rejected.is_error and "'tea' is not of type 'integer'" in text(rejected)
     assert not (await proxy.call(before, {"word": "tea"})).is_error  # and back
 
 

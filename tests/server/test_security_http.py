@@ -233,17 +233,17 @@ async def test_oauth_jwt_identity_and_policy(
             }
             other.close()
             for why, token in bad_tokens.items():
-                auth = {"authorization": f"Bearer {token}"} if token else {}
+                bearer = {"authorization": f"Bearer {token}"} if token else {}
                 target = "/mcp" if transport == "http" else "/sse"
                 method = http.post if transport == "http" else http.get
                 kwargs: dict[str, Any] = {"json": call} if transport == "http" else {}
-                response = await method(target, headers={**hdrs, **auth}, **kwargs)
+                response = await method(target, headers={**hdrs, **bearer}, **kwargs)
                 assert response.status_code == 401, why
                 challenge = response.headers["www-authenticate"]
                 assert (
                     challenge.startswith("Bearer ") and f'resource_metadata="{base}/.well-known/' in challenge
                 )
-                metrics = await http.get("/metrics", headers=auth)
+                metrics = await http.get("/metrics", headers=bearer)
                 assert metrics.status_code == 401, why
             assert notes.calls == []  # nothing ran
 

@@ -18,6 +18,7 @@ from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
 from toolweave.manifest import graph_overrides, load_manifest
 from toolweave.registry import Registry
+from toolweave.registry.embeddings import Embedder
 from toolweave.server.gateway import Gateway
 from toolweave.settings import Settings
 
@@ -95,7 +96,7 @@ async def found(client: Client) -> list[str]:
 
 
 async def test_a_replica_started_with_redis_down_serves_and_writes_once_it_is_back(
-    s3: dict[str, str], registry_lock: RedisServer, shared_embedder: Any, tmp_path: Path
+    s3: dict[str, str], registry_lock: RedisServer, shared_embedder: Embedder, tmp_path: Path
 ) -> None:
     seed(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "seeded"))
     generation, reasons = committed(s3, shared_embedder)
@@ -130,7 +131,7 @@ async def start_once(s3: dict[str, str], embedder: Any, path: Path) -> None:
 
 
 async def test_restarts_on_an_unchanged_manifest_commit_nothing(
-    s3: dict[str, str], shared_embedder: Any, tmp_path: Path
+    s3: dict[str, str], shared_embedder: Embedder, tmp_path: Path
 ) -> None:
     path = manifest(tmp_path / "gw.yaml", "unchanged")
     seed(s3, shared_embedder, path)

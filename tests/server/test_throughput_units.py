@@ -10,6 +10,7 @@ import anyio
 import numpy as np
 import pytest
 
+from tests.results import text_part
 from toolweave.registry.batching import QueryBatcher
 from toolweave.server.find_cache import FindCache
 
@@ -187,7 +188,7 @@ def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
                 query, tools, list_changed=changed, published=published, name_of=str.upper, detail=detail
             )
             wanted = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
-            assert result.content[0].text == wanted  # type: ignore[union-attr]
+            assert text_part(result) == wanted
 
 
 def test_an_embedder_shares_its_query_runs_once_asked() -> None:

@@ -123,7 +123,7 @@ def _call(request_id: Any, params: dict[str, Any], emit: Callable[[bytes], None]
         )
         piece = b"x" * (1024 * 1024)
         parts = [head.encode(), *([piece] * (size // len(piece))), b'"}],"isError":false}}']
-        yield b"".join(parts) if size <= 8 * 1024 * 1024 else _Chunked(parts)  # type: ignore[misc]
+        yield b"".join(parts) if size <= 8 * 1024 * 1024 else _Chunked(parts)
     elif name == "hang":
         time.sleep(3600)
     elif name == "freeze":

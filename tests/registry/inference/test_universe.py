@@ -6,8 +6,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from test_inference_incremental import ONLINE, SHOP, UTIL
-
+from tests.registry.inference.test_inference_incremental import ONLINE, SHOP, UTIL
 from toolweave.records import ToolRecord
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.inference import ProfileCache

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from inference_helpers import tool
-
-from toolweave.records import DependencyEdge, EdgeKind
+from tests.registry.inference.inference_helpers import tool
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.inference import infer_edges, propose_edges, rule_of
 from toolweave.registry.inference.rules.value_kinds import param_kind
 
 
-def producer_edges(tools: list) -> dict[tuple[str, str], DependencyEdge]:  # type: ignore[type-arg]
+def producer_edges(tools: list[ToolRecord]) -> dict[tuple[str, str], DependencyEdge]:
     return {(e.tool, e.depends_on): e for e in propose_edges(tools) if rule_of(e) == "producer_rule"}
 
 
