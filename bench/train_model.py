@@ -158,7 +158,7 @@ def fleets_of(queries: list[TrainingQuery], device: str) -> dict[int, Fleet]:
     out: dict[int, Fleet] = {}
     for q in queries:
         if id(q.documents) not in out:
-            vectors = first_pass_vectors(q.registry_documents)
+            vectors = first_pass_vectors(q.documents)
             out[id(q.documents)] = Fleet(q.dataset, list(q.names), torch.tensor(vectors, device=device))
     return out
 
