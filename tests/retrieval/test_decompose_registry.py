@@ -42,7 +42,7 @@ def test_two_part_request_retrieves_both_tools(
             )
             return [r.tool_id for r in ranked]
 
-        whole, split = top(None), top(Decomposition(level="clauses", min_content_words=3, weighting="flat"))
+        whole, split = top(None), top(Decomposition(level="clauses", min_content_words=3))
     finally:
         reg.close()
     assert "metatool__FinanceTool" in whole
