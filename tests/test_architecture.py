@@ -6,6 +6,7 @@ import ast
 import inspect
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import toolweave.errors as errors
@@ -255,7 +256,11 @@ def test_cli_commands_are_registered_explicitly() -> None:
 
 def test_the_package_says_it_is_typed() -> None:
     """PEP 561: ``py.typed`` ships in the package (hatch includes package data), so users' type checkers
-    read our annotations; ``make test`` keeps them honest with ``mypy --strict``."""
+    read our annotations; ``make test`` and ``make lint`` keep them honest with ``mypy --strict``, which
+    checks the tests and the bench beside the package (the tests under relaxed rules)."""
     assert (PACKAGE / "py.typed").is_file()
     makefile = (PACKAGE.parent / "Makefile").read_text(encoding="utf-8")
-    assert "$(BIN)/mypy toolweave" in makefile.split("\ntest:")[1].split("\n\n")[0]
+    for target in ("test", "lint"):
+        assert "$(BIN)/mypy" in makefile.split(f"\n{target}:")[1].split("\n\n")[0], target
+    mypy = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert mypy["strict"] and mypy["files"] == ["toolweave", "tests", "bench"]

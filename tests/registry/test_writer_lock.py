@@ -138,7 +138,9 @@ def test_a_writer_waiting_for_a_local_registry_says_which_process_holds_it(
     assert "waiting for the registry writer lock" in caplog.text
 
 
-def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_embedder: Embedder) -> None:
+def test_an_ingest_embeds_before_it_takes_the_writer_lock(
+    tmp_path: Any, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another writer (a replica's flush) can take the lock while an ingest embeds: the ingest holds it
     only to write and commit. With the embedding under the lock, every probe here found it held."""
     registry = Registry.open(tmp_path, embedder=shared_embedder)
@@ -153,7 +155,7 @@ def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_
         free_while_embedding.append(free)
         return real_embed(documents, progress)
 
-    registry._ingest._embed = embed  # type: ignore[method-assign]
+    monkeypatch.setattr(registry._ingest, "_embed", embed)
     tools = [
         ToolRecord(id=f"bulk__op_{i}", source="bulk", name=f"op_{i}", description=f"Operation number {i}.")
         for i in range(40)

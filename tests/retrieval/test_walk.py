@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit
+from toolweave.retrieval.supplied import NumberRule
 from toolweave.retrieval.walk import WalkPolicy, expand_with_dependencies
 
 T, P = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
@@ -106,7 +107,7 @@ def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=
     return ids(
         expand_with_dependencies(
             hits,
-            lambda t, _k=None: by_tool.get(t, []),
+            lambda t, _k: by_tool.get(t, []),
             top_k=top_k,
             final_k=final_k,
             relevance=relevance,
@@ -300,8 +301,13 @@ def test_a_number_spares_its_producer_as_the_number_rule_says() -> None:
     hits = [Hit("interest", 1.0)]
     named = "the interest on a principal of 5000"
     unnamed = "the interest on it, then add 5"
-    for rule, on_named, on_unnamed in (("off", True, True), ("named", False, True), ("any", False, False)):
-        policy = WalkPolicy(supplied=0.0, supplied_numbers=rule)  # type: ignore[arg-type]
+    rules: tuple[tuple[NumberRule, bool, bool], ...] = (
+        ("off", True, True),
+        ("named", False, True),
+        ("any", False, False),
+    )
+    for rule, on_named, on_unnamed in rules:
+        policy = WalkPolicy(supplied=0.0, supplied_numbers=rule)
         walked = [
             "balance" in _supplied_walk(hits, EDGES, SCHEMAS, text, policy) for text in (named, unnamed)
         ]

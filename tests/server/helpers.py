@@ -12,8 +12,18 @@ from tests.e2e.watch import ListChanged, names, watching
 from tests.edges import edge
 from toolweave.adapters.backend import CallOptions, ToolsCallback
 from toolweave.records import DependencyEdge, ToolRecord, make_tool_id
+from toolweave.server.gateway import Gateway
 
-__all__ = ["FakeBackend", "ListChanged", "names", "notes_tools", "time_tools", "tool", "watching"]
+__all__ = [
+    "FakeBackend",
+    "ListChanged",
+    "fake_backends",
+    "names",
+    "notes_tools",
+    "time_tools",
+    "tool",
+    "watching",
+]
 
 
 def tool(
@@ -141,3 +151,10 @@ class FakeBackend:
             content=[types.TextContent(text=f"{tool.name} {arguments}")],
             _meta={"io.modelcontextprotocol/serverInfo": {"name": "upstream"}},
         )
+
+
+def fake_backends(gateway: Gateway) -> list[FakeBackend]:
+    """The gateway's backends, which a test built from ``FakeBackend``s."""
+    backends = list(gateway.sources.backends.values())
+    assert all(isinstance(b, FakeBackend) for b in backends), backends
+    return [b for b in backends if isinstance(b, FakeBackend)]

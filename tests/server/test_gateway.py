@@ -18,7 +18,16 @@ from tests.results import text
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
 
-from .helpers import NOTE_EDGE, FakeBackend, ListChanged, names, notes_tools, time_tools, watching
+from .helpers import (
+    NOTE_EDGE,
+    FakeBackend,
+    ListChanged,
+    fake_backends,
+    names,
+    notes_tools,
+    time_tools,
+    watching,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -33,9 +42,9 @@ def make_gateway(registry: Any, *backends: FakeBackend, **publish: Any) -> Gatew
 @asynccontextmanager
 async def connected(gateway: Gateway, mode: str, watch: ListChanged) -> AsyncIterator[Client]:
     async with Client(gateway.server, mode=mode, message_handler=watch.on_message) as client:
-        for backend in gateway.sources.backends.values():
+        for backend in fake_backends(gateway):
             with anyio.fail_after(20):
-                await backend.reported.wait()  # type: ignore[attr-defined]
+                await backend.reported.wait()
         async with watching(client, watch):
             yield client
 

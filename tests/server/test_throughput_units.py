@@ -62,8 +62,9 @@ def test_known_queries_do_not_wait_for_a_model_run() -> None:
             self.known = {"known": np.full(3, 7.0, dtype=np.float32)}
 
         def cached_queries(self, texts: Sequence[str]) -> list[np.ndarray] | None:
-            vectors = [self.known.get(t) for t in texts]
-            return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
+            if not all(t in self.known for t in texts):
+                return None
+            return [self.known[t] for t in texts]
 
     inner = Cached()
     released = threading.Event()

@@ -140,9 +140,11 @@ def _call(request_id: Any, params: dict[str, Any], emit: Callable[[bytes], None]
 class _Chunked(bytes):
     """A frame too big to join: written piece by piece (the upstream's own memory is not under test)."""
 
+    parts: list[bytes]
+
     def __new__(cls, parts: list[bytes]) -> _Chunked:
         obj = super().__new__(cls, b"")
-        obj.parts = parts  # type: ignore[attr-defined]
+        obj.parts = parts
         return obj
 
 
