@@ -14,7 +14,7 @@ from mcp import Client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from tests.registry.demo import stored_examples
-from tests.results import text
+from tests.results import text_part
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
 
@@ -87,7 +87,7 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
 
         called = await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
         assert not called.is_error
-        assert text(called) == "get_current_time {'timezone': 'Asia/Tokyo'}"
+        assert text_part(called) == "get_current_time {'timezone': 'Asia/Tokyo'}"
         # The upstream's identity stamp is gone (a 2026-era response carries the gateway's own).
         assert (called.meta or {}).get("io.modelcontextprotocol/serverInfo", {}).get("name") != "upstream"
         assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
@@ -164,9 +164,9 @@ async def test_invalid_arguments_name_the_field(registry: Any, backends: Any) ->
         fields = {e["field"]: e for e in err["details"]["errors"]}
         assert fields["time"]["keyword"] == "pattern"
         assert "'target_timezone' is a required property" in fields["(arguments)"]["problem"]
-        assert "time: '25h' does not match" in text(bad)
+        assert "time: '25h' does not match" in text_part(bad)
         wrong_type = await client.call_tool("clock__get_current_time", {"timezone": 9})
-        assert "timezone: 9 is not of type 'string'" in text(wrong_type)
+        assert "timezone: 9 is not of type 'string'" in text_part(wrong_type)
         missing_query = await client.call_tool("find_tools", {"k": 2})
         assert structured(missing_query)["error"]["code"] == "invalid_arguments"
         unknown = await client.call_tool("nope__nothing", {})
@@ -188,7 +188,7 @@ async def test_unavailable_backend_is_hidden_and_calls_fail_clearly(registry: An
         assert all(not t["name"].startswith("clock__") for t in doc["tools"])
         down = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
         assert down.is_error and structured(down)["error"]["code"] == "unavailable"
-        assert "'clock' is not connected" in text(down)
+        assert "'clock' is not connected" in text_part(down)
         clock.up = True
         await watch.wait()
         assert "clock__get_current_time" in names(await client.list_tools())
@@ -204,7 +204,7 @@ async def test_backend_failures_become_error_results(registry: Any, backends: An
         clock.behaviour = "raise"
         crashed = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
         assert structured(crashed)["error"]["code"] == "upstream_error"
-        assert "backend exploded" in text(crashed)
+        assert "backend exploded" in text_part(crashed)
         clock.behaviour = "hang"
         old_margin = proxy_module._TIMEOUT_MARGIN_S
         proxy_module._TIMEOUT_MARGIN_S = 0.1
@@ -249,11 +249,11 @@ async def test_sampling_is_forwarded_to_a_handshake_client(registry: Any, backen
     async with Client(gateway.server, mode="legacy", sampling_callback=sampling) as client:
         await clock.reported.wait()
         result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
-        assert text(result) == "sampled: from-client"
+        assert text_part(result) == "sampled: from-client"
     async with Client(gateway.server, mode="legacy") as client:  # no sampling capability declared
         await clock.reported.wait()
         result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
-        assert result.is_error and text(result) == "no sampler"
+        assert result.is_error and text_part(result) == "no sampler"
 
 
 async def test_manifest_overrides_catalogs_and_stale_sources(

@@ -7,7 +7,7 @@ from typing import Any, Unpack
 import mcp_types as types
 import pytest
 
-from tests.results import text, text_part
+from tests.results import text_part
 from tests.server.helpers import FakeBackend
 from toolweave.adapters.backend import CallOptions
 from toolweave.call_errors import tool_error_result
@@ -56,7 +56,7 @@ def test_not_an_object_and_invalid_schema_are_reported() -> None:
 def test_error_payload_shape() -> None:
     err = tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
     assert err.is_error
-    assert text(err) == "timeout: slow upstream"
+    assert text_part(err) == "timeout: slow upstream"
     assert err.structured_content == {
         "error": {"code": "timeout", "message": "slow upstream", "tool": "t__x", "details": {"after_s": 2}}
     }
@@ -113,7 +113,7 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
     assert (await proxy.call(before, {"word": 3})).is_error
     assert not (await proxy.call(after, {"word": 3})).is_error
     rejected = await proxy.call(after, {"word": "tea"})
-    assert rejected.is_error and "'tea' is not of type 'integer'" in text(rejected)
+    assert rejected.is_error and "'tea' is not of type 'integer'" in text_part(rejected)
     assert not (await proxy.call(before, {"word": "tea"})).is_error  # and back
 
 
