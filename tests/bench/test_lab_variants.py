@@ -3,20 +3,15 @@ but the figures in bench/HISTORY.md rest on them, so they must compute what they
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from fusion_variants import RRF_K, convex_fusion, peak_fusion, rrf_fusion, weighted_zscore_fusion
+from walk_orderings import expand_with_ordering
 
 from tests.retrieval.test_walk import GRAPH, T, ids, lookup
 from toolweave.records import DependencyEdge
 from toolweave.retrieval.fusion import zscore_fusion
 from toolweave.retrieval.results import Hit
 from toolweave.retrieval.walk import WalkPolicy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from fusion_variants import RRF_K, convex_fusion, peak_fusion, rrf_fusion, weighted_zscore_fusion
-from walk_orderings import expand_with_ordering
 
 
 def test_convex_fusion_at_the_papers_alpha_buries_a_clear_bm25_winner_zscores_find() -> None:

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from toolweave.benchmark.datasets import BenchQuery, load_dataset
-from toolweave.benchmark.training_pairs import (
+from training_pairs import (
     OUT_OF_POOL,
     POOL,
     base_name,
     pool_split,
     training_queries,
 )
+
+from toolweave.benchmark.datasets import BenchQuery, load_dataset
 from toolweave.errors import CatalogError
 from toolweave.registry.documents import tool_document
 

@@ -11,7 +11,8 @@ a sibling in training; Seal-Tools keeps its own ``test_in_domain`` as the test s
 
 Each pair is a request and the indices of the tools it needs in its catalogue; the catalogue's
 ``documents`` are its tools as the registry embeds them (``tool_document``), which the query-tower recipe
-scores against. Pure data: no model, no torch (``bench/train_model.py`` trains on it).
+scores against. Pure data: no model, no torch (``train_model.py`` beside it trains on it); the product
+never reads it.
 """
 
 from __future__ import annotations
