@@ -143,13 +143,14 @@ def test_first_contact_is_answered_before_the_sdk_is_imported(tmp_path: Path, er
     manifest.write_text("servers: {}\n")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "gateway.log").open("wb"),
-        env=gateway_env(),
-    )
+    with (tmp_path / "gateway.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=gateway_env(),
+        )
     client = RawClient(proc)
     try:
         messages = FIRST_CONTACT[era]
@@ -214,13 +215,14 @@ def test_the_hook_hands_its_prompt_to_a_gateway_still_starting_and_returns(
     manifest = time_manifest(tmp_path / "m.yaml")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "gateway.log").open("wb"),
-        env=env,
-    )
+    with (tmp_path / "gateway.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
     client = RawClient(proc)
     try:
         client.send(*FIRST_CONTACT["handshake"][:3])

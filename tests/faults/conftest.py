@@ -65,6 +65,8 @@ class Upstream:
     def start(self) -> None:
         if self.transport == "stdio":
             return  # the backend spawns (and respawns) it
+        if self.proc is not None:
+            self.proc.wait(10)  # the one that crashed: reaped here, not left running to the collector
         self.proc = subprocess.Popen(
             [sys.executable, FAULTY, "http", str(self.port)], env={**os.environ, **self.env}
         )

@@ -77,6 +77,8 @@ def test_the_file_lock_admits_one_holder_until_released_or_its_process_dies(tmp_
     finally:
         holder.kill()
         holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
     assert first.try_acquire()
 
 

@@ -94,6 +94,8 @@ def test_a_holder_killed_with_minus_9_frees_the_lock_within_its_lease(registry_l
     finally:
         holder.kill()
         holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
     # the lease is a few seconds and nobody renews it now: the next writer gets it within 10 s (the
     # issue's bound); with the old 60 s TTL this raised
     waiter.acquire(timeout_s=10)

@@ -248,7 +248,7 @@ async def _replying(sdk_read: Any, write: Any, max_bytes: int) -> AsyncGenerator
     relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
 
     async def relay() -> None:
-        async with relay_send:
+        async with relay_send, sdk_read:  # the SDK hands its read stream to the reader to close
             async for item in sdk_read:
                 if isinstance(item, Exception):
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -262,4 +262,5 @@ async def _replying(sdk_read: Any, write: Any, max_bytes: int) -> AsyncGenerator
             yield relay_receive
         finally:
             tg.cancel_scope.cancel()
+            relay_receive.close()
             await write.aclose()  # the SDK's writer task ends only when its stream is closed
