@@ -13,7 +13,7 @@ import typer
 
 from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
 from toolweave.server.front_answers import DEFAULT_HOST, DEFAULT_PORT
-from toolweave.settings import Settings
+from toolweave.settings import REGISTRY_DIR_VAR, Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
@@ -105,12 +105,6 @@ def serve_command(
                 on_stop=deadline.start,
             )
         exit_now()  # upstreams are stopped, the registry closed: the interpreter's teardown helps no one
-
-
-REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
-"""Set by ``toolweave serve`` to the registry's local directory, for ``${TOOLWEAVE_REGISTRY_DIR}`` in the
-manifest: an upstream's state then lives with the registry it serves (the demo's memory file), not in
-one fixed file that every run on the machine shares. Not set for an object-store registry."""
 
 
 def _name_registry_dir(settings: Settings) -> None:
