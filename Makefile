@@ -21,13 +21,13 @@ run: install
 
 test: install
 	$(BIN)/ruff check toolweave tests bench
-	$(BIN)/mypy toolweave
+	$(BIN)/mypy  # toolweave, tests and bench (pyproject.toml: [tool.mypy] files)
 	$(BIN)/python -m pytest -q
 
 lint: install
 	$(BIN)/ruff check toolweave tests bench
 	$(BIN)/ruff format --check toolweave tests bench
-	$(BIN)/mypy toolweave
+	$(BIN)/mypy  # toolweave, tests and bench (pyproject.toml: [tool.mypy] files)
 
 # `make bench SCALE_SIZE=10000` runs bench/scale.py at that fleet size only (default: 10k, 50k, 100k)
 bench: install

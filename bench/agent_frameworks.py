@@ -111,7 +111,7 @@ async def drive_langchain(mode: str, connection: dict[str, Any]) -> dict[str, An
                 )
             return ChatResult(generations=[ChatGeneration(message=message)])
 
-    client = MultiServerMCPClient({"toolweave": connection})  # type: ignore[dict-item]
+    client = MultiServerMCPClient({"toolweave": connection})
 
     async def run(tools: list[Any]) -> None:
         agent = create_agent(ScriptedChatModel(), tools)

@@ -37,6 +37,15 @@ from toolweave.settings import RetrievalSettings, Settings
 Rule = Callable[[Registry, str, list[str]], list[str]]
 
 
+def context_below(words: int) -> Callable[[str, list[str]], list[str]]:
+    """Keeps the context only for a request shorter than ``words`` words."""
+
+    def keep(text: str, context: list[str]) -> list[str]:
+        return context if len(text.split()) < words else []
+
+    return keep
+
+
 def topic_rule(bar: float, keep: Callable[[str, list[str]], list[str]] | None = None) -> Rule:
     """The gateway's topic-shift test at ``bar``, then ``keep`` narrows what stays context."""
 
@@ -66,10 +75,7 @@ RULES: dict[str, Rule] = {
     "topic 0.08 (main)": topic_rule(0.08),
     "shipped": shipped,
     "latest turn only": topic_rule(0.08, lambda text, c: c[-1:]),
-    **{
-        f"context below {n} words": topic_rule(0.08, lambda text, c, n=n: c if len(text.split()) < n else [])
-        for n in (8, 12, 16, 24)
-    },
+    **{f"context below {n} words": topic_rule(0.08, context_below(n)) for n in (8, 12, 16, 24)},
 }
 
 

@@ -592,7 +592,7 @@ def run_offline(methods: Sequence[str], graphs: Sequence[str], numbers: set[int]
         for method in methods:
             # One run (and registry) per method: fleet fusion keeps a running record per registry, and a
             # second method run on the same one would start from the first one's record.
-            params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+            params = RetrievalSettings(method=method)
             [result] = run_benchmark(
                 dataset, params, graph="none" if graph == "none" else "inferred", ks=(5, 10)
             )

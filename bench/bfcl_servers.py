@@ -140,7 +140,7 @@ def structured(value: Any, output_schema: Mapping[str, Any] | None) -> dict[str,
 
 
 def served_output_schema(tool: Mapping[str, Any]) -> dict[str, Any] | None:
-    schema = tool.get("output_schema")
+    schema: dict[str, Any] | None = tool.get("output_schema")
     fixes = OUTPUT_SCHEMA_FIXES.get(tool["name"])
     if not schema or not fixes:
         return schema

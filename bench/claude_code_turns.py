@@ -447,8 +447,8 @@ def write_trace(path: Path, work: Path, model: ScriptedModel) -> None:
     log = work / "gateway.log"
     for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
         if any(k in line for k in TRACED) and " t=" in line:
-            stamp = float(line.split(" t=", 1)[1].split()[0])
-            entries.append((stamp, f"gateway {line.split(': ', 1)[-1][:220]}"))
+            at = float(line.split(" t=", 1)[1].split()[0])
+            entries.append((at, f"gateway {line.split(': ', 1)[-1][:220]}"))
     for n, request in enumerate(model.requests, 1):
         tools = [t.removeprefix(prefixed("")) for t in request["tools"] if t.startswith(prefixed(""))]
         entries.append((request["wall"], f"MODEL   request {n}: {', '.join(tools)[:220]}"))

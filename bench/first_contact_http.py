@@ -61,7 +61,12 @@ def _meta(era: str) -> dict[str, Any]:
 def opening(era: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The era's first request and its headers."""
     if era == "2026-07-28":
-        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": _meta(era)}}
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "server/discover",
+            "params": {"_meta": _meta(era)},
+        }
         return body, {"MCP-Protocol-Version": era, "Mcp-Method": body["method"]}
     params = {"protocolVersion": era, "capabilities": {}, "clientInfo": CLIENT}
     return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, {}
@@ -69,7 +74,12 @@ def opening(era: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 def listing(era: str, session: str | None) -> tuple[dict[str, Any], dict[str, str]]:
     if era == "2026-07-28":
-        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": _meta(era)}}
+        body: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/list",
+            "params": {"_meta": _meta(era)},
+        }
         return body, {"MCP-Protocol-Version": era, "Mcp-Method": body["method"]}
     headers = {"MCP-Protocol-Version": era}
     if session:
@@ -109,7 +119,7 @@ def post(
     kind = response.getheader("content-type", "")
     if kind.startswith("text/event-stream"):  # a POST's stream ends with its reply
         replies = [json.loads(line[5:]) for line in response.read().splitlines() if line.startswith(b"data:")]
-        reply = next((r for r in replies if r.get("id") == body["id"]), {})
+        reply: dict[str, Any] = next((r for r in replies if r.get("id") == body["id"]), {})
     else:
         reply = json.loads(response.read())
     if response.status != 200 or "result" not in reply:

@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "measured": measured,
         "untrained": [q for q in measured if not set(q.gold) & trained],
     }
-    params = RetrievalSettings(method=args.method)  # type: ignore[arg-type]
+    params = RetrievalSettings(method=args.method)
     embedder = CachedEmbedder(Embedder())
     report: dict[str, Any] = {
         "method": args.method,

@@ -13,9 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from toolweave.records import Hit
-from toolweave.retrieval.fusion import RRF_K, peak, ranked_by_score, weighted_fusion, z_scores
+from toolweave.retrieval.fusion import peak, ranked_by_score, weighted_fusion, z_scores
 
-__all__ = ["PEAK_POWER", "PEAK_TOP_N", "convex_fusion", "peak_fusion", "rrf_fusion", "weighted_zscore_fusion"]
+__all__ = [
+    "PEAK_POWER",
+    "PEAK_TOP_N",
+    "RRF_K",
+    "convex_fusion",
+    "peak_fusion",
+    "rrf_fusion",
+    "weighted_zscore_fusion",
+]
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion (Cormack et al. 2009)."""
 
 PEAK_TOP_N = 3
 """``peak_fusion`` reads a list's confidence from the mean z-score of its first this many hits."""

@@ -177,7 +177,7 @@ OBJECTS = [
 
 def synthetic_tools(n: int) -> list[dict[str, Any]]:
     """``n`` distinct tools in the normalized ``tools.jsonl`` shape (domain x action x object)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for domain in DOMAINS:
         for verb, phrase in ACTIONS:
             for obj in OBJECTS:

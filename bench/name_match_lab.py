@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from typing import Any
 
 from ranking_lab import DO_NO_HARM, Recording, _fold_choice, evaluate, load
 
@@ -35,14 +36,14 @@ UNITS: list[tuple[str, str, str | None, str]] = [  # dataset, query set, split (
     ("metatool", "queries_multi", None, "declared"),
     ("metatool", "queries_single", None, "declared"),
 ]
-TEST_UNITS = [
+TEST_UNITS: list[tuple[str, str, str | None, str]] = [
     ("toollinkos", "instances", "test", "declared"),
     ("toollinkos", "instances", "test", "inferred"),
 ]
 
 
-def grid(units: list[tuple[str, str, str | None, str]]) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
+def grid(units: list[tuple[str, str, str | None, str]]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     for dataset in dict.fromkeys(u[0] for u in units):
         rec = load(dataset)
         for weight in WEIGHTS:
@@ -63,7 +64,7 @@ def grid(units: list[tuple[str, str, str | None, str]]) -> list[dict[str, object
     return rows
 
 
-def folds(rows: list[dict[str, object]]) -> None:
+def folds(rows: list[dict[str, Any]]) -> None:
     """Each dataset left out in turn: the weight the others choose, and what it does to the one left out."""
     base = {
         (r["dataset"], r["set"], r["split"], r["graph"]): r["map@10"] for r in rows if r["name_match"] == 0
@@ -73,9 +74,7 @@ def folds(rows: list[dict[str, object]]) -> None:
         key = (r["dataset"], r["set"], r["split"], r["graph"])
         if r["name_match"] != 0 and key in base:
             unit = (f"{r['set']}/{r['split']}", str(r["graph"]))
-            deltas[f"name_match {r['name_match']}"][str(r["dataset"])][unit] = float(r["map@10"]) - float(
-                base[key]
-            )  # type: ignore[arg-type]
+            deltas[f"name_match {r['name_match']}"][str(r["dataset"])][unit] = r["map@10"] - base[key]
     datasets = sorted({u[0] for u in UNITS})
     for held_out in [*datasets, None]:
         chosen, score = _fold_choice(deltas, [n for n in datasets if n != held_out])

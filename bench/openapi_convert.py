@@ -135,7 +135,7 @@ def main() -> int:
     if not SPECS.is_dir() or not LINKS.is_dir():
         print(f"skipped: {SPECS} or {LINKS} is absent (../shared/datasets beside the repository)")
         return 0
-    report = {
+    report: dict[str, Any] = {
         "machine": _machine(),
         "specs": convert_specs(),
         "github": time_github(args.repeat),

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from walk_lab import DATASETS, Recording, hybrid, load, per_set, scores
-from walk_variants import PAPER, SHIPPED, LabPolicy, _LabChooser, walker
+from walk_variants import PAPER, SHIPPED, LabChooser, LabPolicy, walker
 
 from toolweave.records import DependencyEdge
 from toolweave.retrieval.walk import Choice, Supplied
@@ -36,12 +36,12 @@ class TrustPolicy(LabPolicy):
 
     sure: LabPolicy | None = None
 
-    def _chooser(
+    def chooser(
         self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
     ) -> Choice:
         base = LabPolicy(**{k: v for k, v in self.knobs().items() if k != "sure"})
-        inferred = _LabChooser(base, seen, relevance, request)
-        sure = _LabChooser(self.sure or base, seen, relevance, request)
+        inferred = LabChooser(base, seen, relevance, request)
+        sure = LabChooser(self.sure or base, seen, relevance, request)
         sure.path_confidence = inferred.path_confidence  # one walk: one record of how each tool was reached
 
         def choose(
@@ -76,7 +76,7 @@ def main() -> None:
     import __main__
 
     # the recordings were pickled by walk_lab run as a script: their classes are ``__main__``'s there
-    __main__.Query, __main__.Recording = walk_lab.Query, walk_lab.Recording  # type: ignore[attr-defined]
+    __main__.Query, __main__.Recording = walk_lab.Query, walk_lab.Recording
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("datasets", nargs="*", default=DATASETS)
     parser.add_argument("--with-test", action="store_true", help="ToolLinkOS test split too (judge only)")

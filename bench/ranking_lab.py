@@ -34,14 +34,15 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from statistics import fmean
+from typing import Any
 
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.recorded import RecordedGraph, RecordedIndex
-from toolweave.records import DependencyEdge
+from toolweave.records import DependencyEdge, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve, retrieve_tools
-from toolweave.retrieval.decompose import Decomposition, decompose_query
+from toolweave.retrieval.decompose import Decomposition
 from toolweave.retrieval.fusion import (
     EQUAL_WEIGHTS,
     FLEET_POWER,
@@ -61,6 +62,7 @@ from toolweave.settings import RetrievalSettings, Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fusion_variants import peak_fusion, rrf_fusion, weighted_zscore_fusion
+from labs.decompose_variants import LabDecomposition, PartWeighting, VariantFusion
 from walk_orderings import expand_with_ordering
 
 OUT = Path(__file__).parent / "out" / "lab"
@@ -75,7 +77,7 @@ class Recording:
     """Query set → (text, gold names, split)."""
     hits: dict[tuple[str, ...], tuple[list[Hit], list[Hit]]]
     names: dict[str, str]
-    records: dict[str, object]
+    records: dict[str, ToolRecord]
     graphs: dict[str, dict[str, list[DependencyEdge]]]
     """``declared`` / ``inferred`` → tool id → edges."""
 
@@ -121,7 +123,8 @@ def record(name: str, embedder: Embedder, every: int = 1) -> Recording:
 
 def load(name: str) -> Recording:
     with (OUT / f"{name}.pkl").open("rb") as f:
-        return pickle.load(f)
+        recording: Recording = pickle.load(f)
+    return recording
 
 
 def evaluate(
@@ -130,7 +133,7 @@ def evaluate(
     graph: str,
     *,
     split: str | None = None,
-    ks=(5, 10),
+    ks: tuple[int, ...] = (5, 10),
     decomposition: Decomposition | None = None,
 ) -> dict[str, dict[str, float]]:
     """Metrics per query set (``split`` None = all queries) of ``params`` on the recording; without a
@@ -176,7 +179,7 @@ EXPERIMENTS: dict[str, list[tuple[str, dict[str, object]]]] = {
 def run(names: list[str], experiment: str, base: dict[str, object]) -> None:
     for name in names:
         rec = load(name)
-        splits = [None, DESIGN[name]] if name in DESIGN else [None]
+        splits: list[str | None] = [None, DESIGN[name]] if name in DESIGN else [None]
         if name == "toollinkos":
             splits.append("test")
         if name == "seal_tools":
@@ -218,6 +221,16 @@ def combmnz(vector: Sequence[Hit], text: Sequence[Hit]) -> list[Hit]:
     return [Hit(i, fused[i] * seen[i]) for i in ranked]
 
 
+def _same(fusion: Fusion) -> Callable[[], Fusion]:
+    """A stateless fusion: every run gets the same one."""
+    return lambda: fusion
+
+
+def _running_fleet(top_n: int, power: float) -> Fusion:
+    """A fresh running record per run (it learns from the turns it fuses)."""
+    return RunningFleet(top_n=top_n, power=power).fuse
+
+
 CANDIDATES: dict[str, list[tuple[str, Callable[[], Fusion]]]] = {
     # family → (label, a fresh fusion per dataset: ``fleet`` learns from the turns it has seen); a
     # family's constants are chosen by the protocol (``lodo``), never per dataset
@@ -225,21 +238,17 @@ CANDIDATES: dict[str, list[tuple[str, Callable[[], Fusion]]]] = {
     "vector": [("vector", lambda: lambda v, t: list(v))],
     "zscore": [("zscore", lambda: zscore_fusion)],
     "combmnz": [("combmnz", lambda: combmnz)],
-    "rrf": [(f"rrf k={k}", lambda k=k: partial(rrf_fusion, k=k)) for k in (1, 3, 10, 30, 60)],
+    "rrf": [(f"rrf k={k}", _same(partial(rrf_fusion, k=k))) for k in (1, 3, 10, 30, 60)],
     "text weight": [
-        (f"zscore, bm25 weight {w}", lambda w=w: partial(weighted_zscore_fusion, text_weight=w))
+        (f"zscore, bm25 weight {w}", _same(partial(weighted_zscore_fusion, text_weight=w)))
         for w in (0.8, 1.2, 1.5)
     ],
     "peak": [
-        (f"peak n={n} p={p}", lambda n=n, p=p: partial(peak_fusion, top_n=n, power=p))
+        (f"peak n={n} p={p}", _same(partial(peak_fusion, top_n=n, power=p)))
         for n in (1, 3, 5)
         for p in (0.5, 1.0, 1.5, 2.0)
     ],
-    "fleet": [
-        (f"fleet n={n} p={p}", lambda n=n, p=p: RunningFleet(top_n=n, power=p).fuse)
-        for n in (1, 3)
-        for p in (1.0, 2.0, 3.0)
-    ],
+    "fleet": [(f"fleet n={n} p={p}", partial(_running_fleet, n, p)) for n in (1, 3) for p in (1.0, 2.0, 3.0)],
 }
 SINGLE_RETRIEVERS = ("bm25", "vector")
 
@@ -360,7 +369,7 @@ def lodo(names: list[str]) -> None:
 
 # -- walk orderings --------------------------------------------------------------------------------------
 
-WalkVariant = tuple[str, dict[str, object], float | None]
+WalkVariant = tuple[str, dict[str, Any], float | None]
 """(label, ``expand_with_ordering`` keywords, every edge's confidence replaced by this or None)."""
 
 WALK_VARIANTS: list[WalkVariant] = [
@@ -435,7 +444,7 @@ def walk(names: list[str], with_test: bool = False) -> None:
                 scored: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
                 for set_name, split, hits, gold in passes:
                     options = {"top_k": params.top_k, "final_k": params.final_k, **kwargs}
-                    ranked = expand_with_ordering(hits, lookup, **options)  # type: ignore[arg-type]
+                    ranked = expand_with_ordering(hits, lookup, **options)
                     names_ = [rec.names[r.tool_id] for r in ranked]
                     m = (
                         average_precision(names_, gold, 10),
@@ -490,12 +499,28 @@ def _check_walk_replay(
 DECOMPOSE_DESIGN = ("metatool", "queries_multi")
 """The design set of ``decompose``: every other set (and split) confirms."""
 
-DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
+FUSIONS: tuple[tuple[VariantFusion, float], ...] = (
+    ("interleave", 1.0),
+    ("max", 1.0),
+    ("max", 0.9),
+    ("max", 0.8),
+)
+"""The first grid's fusions, each with the parts' weight against the whole query's."""
+WEIGHTINGS: tuple[tuple[PartWeighting, float], ...] = (
+    ("cosine", 1.0),
+    ("cosine", 2.0),
+    ("cosine", 4.0),
+    ("gap", 1.0),
+    ("gap", 2.0),
+)
+"""The second grid's part weightings, each with the power of its confidence ratio."""
+
+DECOMPOSITIONS: list[tuple[str, LabDecomposition | None]] = [
     ("whole query (today)", None),
     *[
         (
             f"{level} w>={w} rrf",
-            Decomposition(fusion="rrf", level=level, min_content_words=w, weighting="flat"),
+            LabDecomposition(fusion="rrf", level=level, min_content_words=w, weighting="flat"),
         )
         for level in ("sentences", "clauses")
         for w in (3,)
@@ -503,21 +528,23 @@ DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
     *[
         (
             f"{level} w>={w} {fusion}{'' if pw == 1 else f' parts x{pw}'}",
-            Decomposition(fusion=fusion, level=level, min_content_words=w, part_weight=pw, weighting="flat"),
+            LabDecomposition(
+                fusion=fusion, level=level, min_content_words=w, part_weight=pw, weighting="flat"
+            ),
         )
         for level in ("sentences", "clauses", "and")
         for w in (2, 3, 4)
-        for fusion, pw in (("interleave", 1.0), ("max", 1.0), ("max", 0.9), ("max", 0.8))
+        for fusion, pw in FUSIONS
     ],
 ]
 """The grid: where a request may be cut, how many content words each part needs, how the lists fuse."""
 
-WEIGHTED_DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
+WEIGHTED_DECOMPOSITIONS: list[tuple[str, LabDecomposition | None]] = [
     ("whole query (today)", None),
     *[
         (
             f"{level} w>={w} max",
-            Decomposition(fusion="max", level=level, min_content_words=w, weighting="flat"),
+            LabDecomposition(fusion="max", level=level, min_content_words=w, weighting="flat"),
         )
         for level in ("sentences", "clauses", "and")
         for w in (3, 4)
@@ -525,11 +552,13 @@ WEIGHTED_DECOMPOSITIONS: list[tuple[str, Decomposition | None]] = [
     *[
         (
             f"{level} w>={w} max {how}^{p:g}",
-            Decomposition(fusion="max", level=level, min_content_words=w, weighting=how, weighting_power=p),
+            LabDecomposition(
+                fusion="max", level=level, min_content_words=w, weighting=how, weighting_power=p
+            ),
         )
         for level in ("sentences", "clauses", "and")
         for w in (3, 4)
-        for how, p in (("cosine", 1.0), ("cosine", 2.0), ("cosine", 4.0), ("gap", 1.0), ("gap", 2.0))
+        for how, p in WEIGHTINGS
     ],
 ]
 """The second grid (branch ``decomp2``): each part's list weighted by its confidence against
@@ -540,19 +569,13 @@ GRIDS = {"flat": DECOMPOSITIONS, "weighted": WEIGHTED_DECOMPOSITIONS}
 
 
 def record_parts(
-    name: str, embedder: Embedder, grid: Sequence[tuple[str, Decomposition | None]] = DECOMPOSITIONS
+    name: str, embedder: Embedder, grid: Sequence[tuple[str, LabDecomposition | None]] = DECOMPOSITIONS
 ) -> Recording:
     """The recording of ``name`` with every sub-query of the grid searched too, on a live registry
     rebuilt from the dataset (same tool ids and documents; no edges: they do not change search)."""
     rec = load(name)
     texts = [q[0] for qs in rec.queries.values() for q in qs]
-    parts = {
-        (p,)
-        for _label, d in grid
-        if d is not None
-        for t in texts
-        for p in decompose_query(t, **d.split_options())[1:]
-    }
+    parts = {(p,) for _label, d in grid if d is not None for t in texts for p in d.split(t)[1:]}
     todo = [p for p in parts if p not in rec.hits]
     if not todo:
         return rec
@@ -584,8 +607,8 @@ def decompose(names: list[str], with_test: bool = False, grid: str = "flat") -> 
     rows = []
     for name in names:
         rec = record_parts(name, embedder, variants)
-        splits: list[str | None] = sorted({q[2] for qs in rec.queries.values() for q in qs if q[2]})
-        splits = [None, *splits] if len(splits) > 1 else [None]
+        named = sorted({q[2] for qs in rec.queries.values() for q in qs if q[2]})
+        splits: list[str | None] = [None, *named] if len(named) > 1 else [None]
         if name == "toollinkos" and not with_test:
             splits = ["examples"]
         for graph, method in (("none", "hybrid"), ("declared", "grtf"), ("inferred", "grtf")):
@@ -601,11 +624,7 @@ def decompose(names: list[str], with_test: bool = False, grid: str = "flat") -> 
                     )
                     for set_name, m in figures.items():
                         chosen = [q[0] for q in rec.queries[set_name] if split is None or q[2] == split]
-                        share = (
-                            0.0
-                            if d is None
-                            else fmean(len(decompose_query(t, **d.split_options())) > 1 for t in chosen)
-                        )
+                        share = 0.0 if d is None else fmean(len(d.split(t)) > 1 for t in chosen)
                         row = {
                             "dataset": name,
                             "set": set_name,
@@ -750,7 +769,7 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
     for label, d in conditions:
         wall = sorted(t[0] for t in times[label])
         cpu = sorted(t[1] for t in times[label])
-        share = 0.0 if d is None else fmean(len(decompose_query(t, **d.split_options())) > 1 for t in chosen)
+        share = 0.0 if d is None else fmean(len(d.split(t)) > 1 for t in chosen)
         row = {
             "dataset": name,
             "split": split,
@@ -759,7 +778,7 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
             "split_share": round(share, 4),
             "extra_variants_per_query": 0.0
             if d is None
-            else round(fmean(len(decompose_query(t, **d.split_options())) - 1 for t in chosen), 4),
+            else round(fmean(len(d.split(t)) - 1 for t in chosen), 4),
             "wall_ms_p50": round(wall[len(wall) // 2], 2),
             "wall_ms_p95": round(wall[int(len(wall) * 0.95)], 2),
             "cpu_ms_p50": round(cpu[len(cpu) // 2], 2),
@@ -767,7 +786,7 @@ def decompose_latency(name: str, labels: list[str], split: str = "examples") -> 
             "load_1min": f"{load_before} -> {load_after}",
         }
         if d is not None:  # the split queries alone: their extra cost over the same queries whole
-            split_at = [n for n, t in enumerate(chosen) if len(decompose_query(t, **d.split_options())) > 1]
+            split_at = [n for n, t in enumerate(chosen) if len(d.split(t)) > 1]
             whole = times["whole query (today)"]
             for i, what in ((0, "wall"), (1, "cpu")):
                 extra = sorted(times[label][n][i] - whole[n][i] for n in split_at)

@@ -297,7 +297,7 @@ def new_sources(size: int, count: int, how_many: int = 2) -> list[tuple[str, Pat
     """Sources the ``size``-tool fleet lacks: the first ``count`` variants of each of the next groups of
     domains (one domain's copy of the datasets' tools while ``count`` is at most ~4.3k)."""
     used = {source for source, _ in fleet_folders(size) if source.startswith("variants-")}
-    out = []
+    out: list[tuple[str, Path]] = []
     for group in range(0, len(DOMAINS), DOMAINS_PER_SOURCE):
         domains = DOMAINS[group : group + DOMAINS_PER_SOURCE]
         source = f"variants-{domains[0]}"

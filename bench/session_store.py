@@ -43,9 +43,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the loopback hel
 from gateway_bench import TOOLLINKOS, TOOLWEAVE, catalog_manifest, machine, pct
 from load_bench import all_queries, cpu_seconds
 
+from tests.meta import session_meta
 from tests.net import free_port, wait_port
-
-SESSION_META_KEY = "io.toolweave/session"
 
 
 def start_gateway(manifest: Path, registry: Path, log: Path, store_url: str | None) -> tuple[Any, str]:
@@ -84,7 +83,7 @@ async def run_load(urls: list[str], sessions: int, turns: int, seed: int, tag: s
 
     async def session(index: int) -> None:
         nonlocal errors
-        meta = {SESSION_META_KEY: f"{tag}-{index}"}
+        meta = session_meta(f"{tag}-{index}")
         async with AsyncExitStack() as stack:  # entered and left in this task, as the SDK requires
             clients = [await stack.enter_async_context(Client(url)) for url in urls]
             for turn, query in enumerate(plans[index]):

@@ -34,11 +34,11 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from ranking_lab import DO_NO_HARM, OUT, _cpu_ms, _fold_choice
@@ -47,7 +47,8 @@ from toolweave.benchmark import load_dataset
 from toolweave.benchmark.datasets import BenchDataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.recorded import RecordedGraph
-from toolweave.records import DependencyEdge, SearchResults, SearchScope
+from toolweave.names import NameVocabulary
+from toolweave.records import DependencyEdge, SearchResults, SearchScope, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve
 from toolweave.retrieval.metrics import average_precision, recall
@@ -98,6 +99,9 @@ def smooth(
     mixed = matrix[touched] + beta * sums[touched] / counts[touched, None]
     out[touched] = mixed / np.linalg.norm(mixed, axis=1, keepdims=True)
     return out
+
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -157,8 +161,17 @@ class SmoothedIndex:
             for q in queries
         ]
 
-    def find(self, tool_id: str) -> object | None:
+    def find(self, tool_id: str) -> ToolRecord | None:
         return self.live.find(tool_id)
+
+    def is_destructive(self, tool_id: str) -> bool:
+        return self.live.is_destructive(tool_id)
+
+    def name_vocabulary(self) -> NameVocabulary:
+        return self.live.name_vocabulary()
+
+    def calibration(self, key: str, compute: Callable[[Sequence[str]], T]) -> T:
+        return self.live.calibration(key, compute)
 
 
 @dataclass
@@ -222,7 +235,7 @@ def replay(fleet: Fleet, matrix: np.ndarray, method: str, walk: str | None) -> S
     """Every query of every set in ``toolweave bench`` order through ``retrieve`` on one index."""
     index = fleet.index.view(matrix)
     deps = fleet.walk[walk] if walk else RecordedGraph({})
-    params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+    params = RetrievalSettings(method=method)
     units = units_of(fleet.data)
     scores: Scores = {}
     for set_name, qs in fleet.data.query_sets.items():

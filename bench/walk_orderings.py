@@ -23,7 +23,7 @@ from typing import Literal
 from toolweave.records import EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.retrieval.walk import DependencyLookup, _walk, dependency_entry
+from toolweave.retrieval.walk import DependencyLookup, dependency_entry, walk_edges
 
 __all__ = ["expand_with_ordering"]
 
@@ -74,7 +74,7 @@ def expand_with_ordering(
         if n > 0 and own < walk_gate:
             continue
         path_weight = {hit.tool_id: own}
-        for edge, depth, _w in _walk(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
+        for edge, depth, _w in walk_edges(hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep):
             if order == "weighted":
                 weight = path_weight.get(edge.tool, 0.0) * edge.confidence
                 path_weight[edge.depends_on] = weight

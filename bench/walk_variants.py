@@ -30,11 +30,11 @@ from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import RankedTool
 from toolweave.retrieval.supplied import ValueKind, parameter_shape
 from toolweave.retrieval.walk import (
-    _CUT_ORIGINS,
+    CUT_ORIGINS,
     Choice,
+    Chooser,
     Supplied,
     WalkPolicy,
-    _Chooser,
     expand_with_dependencies,
     is_content_edge,
 )
@@ -65,16 +65,16 @@ class LabPolicy(WalkPolicy):
     placement: Literal["after_parent", "by_weight"] = "by_weight"
     describe: Callable[[str], object | None] | None = field(default=None, compare=False)
 
-    def _chooser(
+    def chooser(
         self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
     ) -> Choice:
-        return _LabChooser(self, seen, relevance, request)
+        return LabChooser(self, seen, relevance, request)
 
-    def knobs(self) -> dict[str, object]:
+    def knobs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
 
 
-class _LabChooser(_Chooser):
+class LabChooser(Chooser):
     policy: LabPolicy
 
     def __init__(
@@ -132,7 +132,7 @@ class _LabChooser(_Chooser):
             w = gate * edge.confidence**policy.confidence_power * share.get(n, 1.0)
             if n in spared:
                 w *= policy.supplied or 1.0
-            guessed = edge.origin in _CUT_ORIGINS
+            guessed = edge.origin in CUT_ORIGINS
             path = sure * (edge.confidence if guessed else 1.0)
             floor = policy.inferred_min_weight if guessed else policy.min_weight
             if w >= floor and path >= policy.min_confidence:
@@ -371,7 +371,7 @@ def _deltas(rows: list[dict[str, Any]]) -> tuple[dict[str, Units], dict[str, Uni
     return deltas, absolute, walked
 
 
-_choice_graphs = CHOICE_GRAPHS
+_choice_graphs: tuple[str, ...] = CHOICE_GRAPHS
 
 
 def _in_choice(dataset: str, unit: tuple[str, str]) -> bool:

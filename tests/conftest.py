@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from toolweave.registry.embeddings import Embedder
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO / ".." / "shared" / "datasets"
@@ -24,7 +28,7 @@ def _private_embedding_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 
 
 @pytest.fixture(scope="session")
-def shared_embedder():  # type: ignore[no-untyped-def]
+def shared_embedder() -> Embedder:
     """The real all-MiniLM-L6-v2 int8 embedder; loading it once keeps the suite fast."""
     from toolweave.registry.embeddings import Embedder
 
@@ -45,7 +49,7 @@ def dataset_dir() -> Callable[[str], Path]:
 
 
 @pytest.fixture
-def registry_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def registry_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A real ``redis-server`` as the writer lock of object-store registries (``registry_lock_url``, set in
     the environment so that every ``Settings`` and every child process uses it). Yields the server."""
     from tests.redis_server import running_redis

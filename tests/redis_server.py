@@ -50,7 +50,7 @@ class RedisServer(Pausable):
             )  # fmt: skip
         wait_port(self.port, self.proc, timeout=20)
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self):
         """A synchronous client for the test's own checks."""
         import redis
 

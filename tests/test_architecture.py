@@ -6,6 +6,7 @@ import ast
 import inspect
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import toolweave.errors as errors
@@ -256,7 +257,82 @@ def test_cli_commands_are_registered_explicitly() -> None:
 
 def test_the_package_says_it_is_typed() -> None:
     """PEP 561: ``py.typed`` ships in the package (hatch includes package data), so users' type checkers
-    read our annotations; ``make test`` keeps them honest with ``mypy --strict``."""
+    read our annotations; ``make test`` and ``make lint`` keep them honest with ``mypy --strict``, which
+    checks the tests and the bench beside the package (the tests under relaxed rules)."""
     assert (PACKAGE / "py.typed").is_file()
     makefile = (PACKAGE.parent / "Makefile").read_text(encoding="utf-8")
-    assert "$(BIN)/mypy toolweave" in makefile.split("\ntest:")[1].split("\n\n")[0]
+    for target in ("test", "lint"):
+        assert "$(BIN)/mypy" in makefile.split(f"\n{target}:")[1].split("\n\n")[0], target
+    mypy = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert mypy["strict"] and mypy["files"] == ["toolweave", "tests", "bench"]
+
+
+def _package_imports(path: Path, module: str) -> set[str]:
+    """The package's modules ``path`` (module ``module``) imports, at any depth of its code (lazy
+    imports inside functions count), relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_every_module_is_reachable_from_the_command() -> None:
+    """The product holds what it runs: every module of the package is imported, directly or through
+    others, from the ``toolweave`` command. What only the bench or a lab test reads lives in bench/."""
+    paths = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
+
+    def known(name: str) -> set[str]:
+        """``name`` and the packages above it, those that are modules of ours."""
+        parts = name.split(".")
+        return {".".join(parts[:n]) for n in range(1, len(parts) + 1)} & paths.keys()
+
+    seen: set[str] = set()
+    todo = ["toolweave", "toolweave.__main__"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for name in _package_imports(paths[module], module):
+            todo.extend(known(name) - seen)
+    assert sorted(paths.keys() - seen) == []
+
+
+def test_the_bench_uses_no_private_name_of_the_product() -> None:
+    """The lab measures the product through public names (a lab that needs more asks for a seam):
+    no ``from toolweave... import _name``, no ``module._name`` on a module of the package."""
+    bad = []
+    for path in sorted((PACKAGE.parent / "bench").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules: set[str] = set()  # local names bound to modules of the package
+        for node in ast.walk(tree):
+            source = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            if isinstance(node, ast.ImportFrom) and source.startswith("toolweave"):
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        bad.append(f"{path.name}: imports {alias.name}")
+                    elif (PACKAGE.parent / source.replace(".", "/") / f"{alias.name}.py").is_file():
+                        modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules.update(a.asname for a in node.names if a.name.startswith("toolweave.") and a.asname)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+            ):
+                bad.append(f"{path.name}: {node.value.id}.{node.attr}")
+    assert bad == []

@@ -19,7 +19,8 @@ DEMO = Path(__file__).resolve().parent.parent / "manifests" / "demo.yaml"
 def test_serve_names_a_local_registry_directory_and_not_an_object_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(REGISTRY_DIR_VAR, raising=False)
+    monkeypatch.setenv(REGISTRY_DIR_VAR, "")  # so that the test's end restores whatever was there
+    monkeypatch.delenv(REGISTRY_DIR_VAR)
     _name_registry_dir(Settings(home="s3://bucket/registry"))
     assert REGISTRY_DIR_VAR not in os.environ
     _name_registry_dir(Settings(home=tmp_path / "registry"))

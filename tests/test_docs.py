@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from toolweave.cli import app
+from toolweave.registry.database import table_names
+from toolweave.registry.embeddings import Embedder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,7 +45,9 @@ def test_architecture_page_names_only_paths_that_exist() -> None:
 
 
 @pytest.mark.integration
-def test_the_registry_page_lists_every_table_a_registry_holds(tmp_path: Path, shared_embedder: Any) -> None:
+def test_the_registry_page_lists_every_table_a_registry_holds(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
     """Every table a registry writes, found by using one (ingest with edges, overrides, a usage example,
     source specs, the quarantine, a reindex) and listing its database, is a row of docs/registry.md's
     table, and every row is a table that exists."""
@@ -65,7 +68,7 @@ def test_the_registry_page_lists_every_table_a_registry_holds(tmp_path: Path, sh
     reg.close()
     QuarantineStore(path).review("demo", TOOLS)
     Registry.reindex(path, embedder=shared_embedder)
-    written = {re.sub(r"_g\d+$", "", name) for name in lancedb.connect(str(path)).table_names()}
+    written = {re.sub(r"_g\d+$", "", name) for name in table_names(lancedb.connect(str(path)))}
 
     page = (REPO / "docs" / "registry.md").read_text(encoding="utf-8")
     section = page.split("## What a registry holds", 1)[1].split("\n## ", 1)[0]

@@ -121,7 +121,7 @@ class Runner:
                 time.sleep(0.003)
             start = time.monotonic()
         proc.join(timeout=kill_after)
-        if proc.is_alive():
+        if proc.pid is not None and proc.is_alive():
             os.kill(proc.pid, signal.SIGKILL)
             proc.join()
             self.killed += proc.exitcode == -signal.SIGKILL

@@ -17,13 +17,14 @@ from toolweave.cli import app
 from toolweave.inference import infer_edges
 from toolweave.records import EdgeKind
 from toolweave.registry.catalog import load_catalog
+from toolweave.registry.embeddings import Embedder
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def registry_dir(
-    tmp_path_factory: pytest.TempPathFactory, dataset_dir: Callable[[str], Path], shared_embedder: Any
+    tmp_path_factory: pytest.TempPathFactory, dataset_dir: Callable[[str], Path], shared_embedder: Embedder
 ) -> Path:
     """Built once for the module: every test here only reads it."""
     from toolweave.registry import Registry

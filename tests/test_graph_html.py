@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from toolweave.inference import infer_edges
+from toolweave.records import ToolRecord
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
 from toolweave.views.graph_page import export_html
@@ -48,7 +49,7 @@ def _dump_dom(page: Path, tmp_path: Path) -> str:
     return done.stdout
 
 
-def _graph(dataset: Path, source: str) -> tuple[DependencyGraph, dict]:
+def _graph(dataset: Path, source: str) -> tuple[DependencyGraph, dict[str, ToolRecord]]:
     cat = load_catalog([dataset], source, require_description=False)
     g = DependencyGraph()
     for t in cat.tools:

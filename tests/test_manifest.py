@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from toolweave.adapters.kinds import MCP, OPENAPI
 from toolweave.errors import ConfigError
 from toolweave.manifest import (
     HttpServer,
@@ -61,7 +62,7 @@ def test_full_manifest_loads(tmp_path: Path) -> None:
     m = load_manifest(path, environ={"API_TOKEN": "s3cret"})
     assert m.source_path == path.resolve()
     assert m.registry == (tmp_path / ".toolweave").resolve()
-    time, remote, legacy, local = (m.servers[k] for k in ("time", "remote", "legacy", "local"))
+    time, remote, legacy, local = (m.section(MCP)[k] for k in ("time", "remote", "legacy", "local"))
     assert (
         isinstance(time, StdioServer) and time.args == ["-m", "mcp_server_time"] and time.env == {"TZ": "UTC"}
     )
@@ -93,7 +94,7 @@ def test_settings_for_applies_only_what_the_manifest_sets(tmp_path: Path) -> Non
 
 def test_secrets_stay_raw_until_interpolated(tmp_path: Path) -> None:
     m = load_manifest(write(tmp_path, FULL), environ={"API_TOKEN": "s3cret"})
-    remote = m.servers["remote"]
+    remote = m.section(MCP)["remote"]
     assert "s3cret" not in repr(m) and "s3cret" not in m.describe() and "s3cret" not in remote.describe()
     assert "Bearer ${API_TOKEN}" in m.describe()
     assert remote.interpolated({"API_TOKEN": "s3cret"}).headers["Authorization"] == "Bearer s3cret"
@@ -243,7 +244,7 @@ def test_yaml_syntax_and_duplicate_keys(tmp_path: Path) -> None:
 
 def test_empty_manifest_is_valid(tmp_path: Path) -> None:
     m = load_manifest(write(tmp_path, ""), environ={})
-    assert m.servers == {} and m.catalogs == [] and m.registry is None
+    assert m.section(MCP) == {} and m.catalogs == [] and m.registry is None
 
 
 def test_edges_and_removals(tmp_path: Path) -> None:
@@ -327,7 +328,7 @@ def test_import_claude_config_writes_a_manifest_without_secrets(tmp_path: Path) 
         assert f"export {var}=" in result.stderr
     env = {"GITHUB_PERSONAL_ACCESS_TOKEN": "g", "MY_REMOTE_TOKEN": "t", "OPENAI": "o", "MY_KEY": "k"}
     m = load_manifest(out, environ=env)
-    github, remote, legacy, shaped = (m.servers[k] for k in ("github", "my_remote", "legacy", "shaped"))
+    github, remote, legacy, shaped = (m.section(MCP)[k] for k in ("github", "my_remote", "legacy", "shaped"))
     assert isinstance(github, StdioServer) and github.command == "npx"
     assert github.args == ["-y", "@modelcontextprotocol/server-github"]
     assert github.env == {
@@ -380,7 +381,7 @@ def test_openapi_section(tmp_path: Path) -> None:
         """,
     )
     m = load_manifest(path, environ={})
-    pets = m.openapi["pets"]
+    pets = m.section(OPENAPI)["pets"]
     assert pets.name == "pets" and pets.spec == str((tmp_path / "pets.yaml").resolve())
     assert pets.arazzo == [str((tmp_path / "flows/a.yaml").resolve())]
     assert (
@@ -388,7 +389,7 @@ def test_openapi_section(tmp_path: Path) -> None:
         and pets.auth is not None
         and pets.auth.token_env == "PET_TOKEN"
     )
-    assert m.openapi["remote"].spec == "https://example.com/openapi.json"
+    assert m.section(OPENAPI)["remote"].spec == "https://example.com/openapi.json"
     assert m.sources == ["pets", "remote"]
     bad = write(tmp_path, "openapi:\n  pets: {spec: x.yaml, auth: {type: bearer}, bogus: 1}\n", "bad.yaml")
     msg = error_of(bad)

@@ -34,3 +34,12 @@ def test_known_names_and_sections_are_not_reported() -> None:
         "OTHER": "1",
     }
     assert unknown_environment_keys(environ) == ["TOOLWEAVE_NOPE__X", "TOOLWEAVE_TYPO"]
+
+
+def test_the_registry_directory_that_serve_sets_is_no_unknown_setting() -> None:
+    """``toolweave serve`` sets ``TOOLWEAVE_REGISTRY_DIR`` for manifests: the settings read after it (and
+    by the ``toolweave`` processes it starts) must not warn about it."""
+    from toolweave.settings import REGISTRY_DIR_VAR, unknown_environment_keys
+
+    environ = {REGISTRY_DIR_VAR: "/tmp/registry", "TOOLWEAVE_CALL_TIMEOUT": "1"}
+    assert unknown_environment_keys(environ) == ["TOOLWEAVE_CALL_TIMEOUT"]

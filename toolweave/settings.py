@@ -22,6 +22,7 @@ from toolweave.records import EdgeKind
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
     "MINILM_MODEL",
+    "REGISTRY_DIR_VAR",
     "REMOVED_RETRIEVAL_SETTINGS",
     "PublishSettings",
     "RetrievalMethod",
@@ -239,13 +240,23 @@ class SecuritySettings(BaseModel):
     )
 
 
+REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
+"""Set by ``toolweave serve`` to the registry's local directory, for ``${TOOLWEAVE_REGISTRY_DIR}`` in the
+manifest: an upstream's state then lives with the registry it serves (the demo's memory file), not in
+one fixed file that every run on the machine shares. Not set for an object-store registry. No setting:
+the settings read after it is set, and those of the ``toolweave`` processes it starts, pass it over."""
+
+
 def unknown_environment_keys(environ: Mapping[str, str]) -> list[str]:
-    """The ``TOOLWEAVE_*`` names in ``environ`` whose first part names no ``Settings`` field."""
+    """The ``TOOLWEAVE_*`` names in ``environ`` whose first part names no ``Settings`` field (besides
+    ``REGISTRY_DIR_VAR``, which toolweave sets itself)."""
     prefix = "TOOLWEAVE_"
     return sorted(
         key
         for key in environ
-        if key.startswith(prefix) and key[len(prefix) :].split("__")[0].lower() not in Settings.model_fields
+        if key.startswith(prefix)
+        and key != REGISTRY_DIR_VAR
+        and key[len(prefix) :].split("__")[0].lower() not in Settings.model_fields
     )
 
 

@@ -3,19 +3,15 @@ but the figures in bench/HISTORY.md rest on them, so they must compute what they
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from fusion_variants import RRF_K, convex_fusion, peak_fusion, rrf_fusion, weighted_zscore_fusion
+from walk_orderings import expand_with_ordering
 
 from tests.retrieval.test_walk import GRAPH, T, ids, lookup
 from toolweave.records import DependencyEdge
-from toolweave.retrieval.fusion import RRF_K, zscore_fusion
+from toolweave.retrieval.fusion import zscore_fusion
 from toolweave.retrieval.results import Hit
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from fusion_variants import convex_fusion, peak_fusion, rrf_fusion, weighted_zscore_fusion
-from walk_orderings import expand_with_ordering
+from toolweave.retrieval.walk import WalkPolicy
 
 
 def test_convex_fusion_at_the_papers_alpha_buries_a_clear_bm25_winner_zscores_find() -> None:
@@ -160,33 +156,35 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
     doubtful = {"alarm": [DependencyEdge(tool="alarm", depends_on="net", kind=T, confidence=0.2)]}
     sure = {"alarm": [DependencyEdge(tool="alarm", depends_on="net", kind=T)]}
     hits = [Hit("alarm", 1.0), Hit("price", 0.9), Hit("x", 0.0)]
-    dfs = expand_with_ordering(hits, lambda t, _k=None: doubtful.get(t, []), top_k=1, final_k=4)
+    dfs = expand_with_ordering(hits, lambda t, _k: doubtful.get(t, []), top_k=1, final_k=4)
     weighted = expand_with_ordering(
-        hits, lambda t, _k=None: doubtful.get(t, []), top_k=1, final_k=4, order="weighted"
+        hits, lambda t, _k: doubtful.get(t, []), top_k=1, final_k=4, order="weighted"
     )
     assert ids(dfs) == ["alarm", "net", "price", "x"]
     assert ids(weighted) == ["alarm", "price", "net", "x"]
     assert [r.rank for r in weighted] == [1, 2, 3, 4]
     # declared edges (confidence 1) keep the paper's order exactly
-    paper = expand_with_ordering(hits, lambda t, _k=None: sure.get(t, []), top_k=1, final_k=4)
+    paper = expand_with_ordering(hits, lambda t, _k: sure.get(t, []), top_k=1, final_k=4)
     assert (
-        expand_with_ordering(hits, lambda t, _k=None: sure.get(t, []), top_k=1, final_k=4, order="weighted")
+        expand_with_ordering(hits, lambda t, _k: sure.get(t, []), top_k=1, final_k=4, order="weighted")
         == paper
     )
 
 
-def _lab_walk(  # type: ignore[no-untyped-def]
-    hits: list[Hit], edges: list[DependencyEdge], policy: object, records=(), request=""
+def _lab_walk(
+    hits: list[Hit], edges: list[DependencyEdge], policy: WalkPolicy, records=(), request=""
 ) -> list[str]:
     from dataclasses import replace
+
+    from walk_variants import LabPolicy
 
     from tests.retrieval.test_walk import walk
 
     described = {r.id: r for r in records}
-    if hasattr(policy, "describe"):  # a lab policy reads the records itself
-        policy = replace(policy, describe=described.get)  # type: ignore[type-var]
+    if isinstance(policy, LabPolicy):  # a lab policy reads the records itself
+        policy = replace(policy, describe=described.get)
     schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
-    return walk(hits, edges, policy, request=request, schema_of=schema_of)  # type: ignore[no-any-return]
+    return walk(hits, edges, policy, request=request, schema_of=schema_of)
 
 
 def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:

@@ -203,7 +203,7 @@ async def test_pydantic_ai_agent_answers_through_the_gateway(
 async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> Script:
     pytest.importorskip("agents.testing", reason="openai-agents is not installed (pip install -e '.[dev]')")
     from agents import Agent, RunConfig, Runner
-    from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
+    from agents.mcp import MCPServer, MCPServerStdio, MCPServerStdioParams, MCPServerStreamableHttp
     from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
     script = Script()
@@ -226,7 +226,11 @@ async def run_openai_agents(target: str | list[str], keeps_first_list: bool) -> 
     server: MCPServer
     # cache_tools_list=False is the SDK's default: it lists the tools again before every model request.
     if isinstance(target, list):
-        params = {"command": target[0], "args": target[1:], "env": gateway_env(patient=False)}
+        params: MCPServerStdioParams = {
+            "command": target[0],
+            "args": target[1:],
+            "env": gateway_env(patient=False),
+        }
         server = MCPServerStdio(params, cache_tools_list=keeps_first_list)
     else:
         server = MCPServerStreamableHttp({"url": target}, cache_tools_list=keeps_first_list)

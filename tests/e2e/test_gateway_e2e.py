@@ -16,6 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 
 from tests.registry.demo import stored_examples
+from tests.results import text
 
 from .conftest import TOOLWEAVE, Upstream, gateway_env, start_http_gateway, stop, write_manifest
 from .watch import ListChanged, names, watching
@@ -29,10 +30,6 @@ LONG_NAME = "fetch_the_quarterly_financial_statements_for_every_registered_subsi
 def doc(result: types.CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None, result
     return result.structured_content
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def scenario(client: Client, watch: ListChanged) -> None:

@@ -20,10 +20,11 @@ from typing import Any
 
 import anyio
 import httpx
+import mcp_types as types
 import pytest
 from mcp import Client
 
-from toolweave.server.sessions.session_book import SESSION_META_KEY
+from tests.meta import session_meta
 
 from .conftest import HttpGateway, gateway_env, start_http_gateway, stop
 
@@ -47,11 +48,11 @@ def gateway(registry_copy: Path, tmp_path: Path) -> Iterator[HttpGateway]:
     stop(gw.proc)
 
 
-async def listed(client: Client, meta: dict[str, Any] | None = None) -> list[str]:
+async def listed(client: Client, meta: types.RequestParamsMeta | None = None) -> list[str]:
     return [t.name for t in (await client.list_tools(cache_mode="bypass", meta=meta)).tools]
 
 
-async def find(client: Client, query: str, meta: dict[str, Any] | None = None) -> list[str]:
+async def find(client: Client, query: str, meta: types.RequestParamsMeta | None = None) -> list[str]:
     result = await client.call_tool("find_tools", {"query": query}, meta=meta)
     assert result.structured_content is not None, result
     return [t["name"] for t in result.structured_content["tools"]]  # compact: every one published
@@ -102,7 +103,7 @@ async def test_2026_a_reconnect_of_the_same_process_resumes_its_set(gateway: Htt
         async with Client(gateway.url, mode="2026-07-28") as again:
             assert TIME_TOOL in await listed(again)
         # ... and one that names its session resumes it whatever came in between
-        tab = {SESSION_META_KEY: "e2e-process"}
+        tab = session_meta("e2e-process")
         async with Client(gateway.url) as named:
             assert TIME_TOOL in await find(named, TOKYO, meta=tab)
         async with Client(gateway.url) as other:

@@ -25,6 +25,7 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from toolweave.registry.database import table_names
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
 
@@ -81,6 +82,7 @@ def spec_server() -> Iterator[int]:
         yield server.server_address[1]
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def manifest(path: Path, spec_port: int) -> Path:
@@ -111,7 +113,7 @@ def registry_dump(registry: Path) -> str:
     """Every row of every table of the registry at every version, as text."""
     db = lancedb.connect(str(registry))
     out = []
-    for name in db.table_names():
+    for name in sorted(table_names(db)):
         table = db.open_table(name)
         for version in table.list_versions():
             table.checkout(version["version"])

@@ -24,6 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.e2e.conftest import TOOLWEAVE, UPSTREAMS
+from tests.results import text_part
 
 pytestmark = pytest.mark.anyio
 
@@ -117,9 +118,9 @@ async def test_relayed_results_equal_the_sdk_path(mode: str, tmp_path: Path) -> 
         picture = await gw.client.call_tool("shapes__picture", {})
         assert [c.type for c in picture.content] == ["image", "text"]
         wrong = await gw.client.call_tool("shapes__echo", {"text": 42})
-        assert wrong.is_error and "text: 42 is not of type 'string'" in wrong.content[0].text  # type: ignore[union-attr]
+        assert wrong.is_error and "text: 42 is not of type 'string'" in text_part(wrong)
         big = await gw.client.call_tool("shapes__big", {"size": 200_000})
-        assert "result truncated to 5,000 of" in big.content[-1].text  # type: ignore[union-attr]
+        assert "result truncated to 5,000 of" in text_part(big, -1)
         if mode == "auto":  # the 2026 era's results carry the gateway's own server stamp
             assert (weather.meta or {})["io.modelcontextprotocol/serverInfo"]["name"] == "toolweave"
         # 5 of the cases reach the upstream, twice each; the warm-up and 3 more above: all of them raw
@@ -146,7 +147,7 @@ async def test_raw_upstream_results_equal_the_sdk_clients(mode: str, tmp_path: P
             assert through.model_dump(exclude={"meta"}) == reference.model_dump(exclude={"meta"}), name
         lie = await gw.client.call_tool("shapes__liar", {})  # garbage from the upstream: a clear error
         assert lie.is_error
-        assert "Invalid structured content returned by tool liar" in lie.content[0].text  # type: ignore[union-attr]
+        assert "Invalid structured content returned by tool liar" in text_part(lie)
         assert gw.raw() == 2 + len(cases)
 
 
@@ -159,7 +160,7 @@ async def test_concurrent_calls_get_their_own_answers(mode: str, tmp_path: Path)
             result = await gw.client.call_tool(
                 "shapes__slow", {"seconds": (n * 7 % 10) / 40, "text": f"n{n}"}
             )
-            answers[n] = result.content[0].text  # type: ignore[union-attr]
+            answers[n] = text_part(result)
 
         async with anyio.create_task_group() as tg:
             for n in range(24):
@@ -178,7 +179,7 @@ async def test_a_cancelled_call_stops_and_the_gateway_serves_on(mode: str, tmp_p
                 await anyio.sleep(0.1)
         assert [a["tool"] for a in gw.audited() if a["outcome"] == "cancelled"] == ["shapes__slow"]
         after = await gw.client.call_tool("shapes__echo", {"text": "still here"})
-        assert after.content[0].text == "echo:still here"  # type: ignore[union-attr]
+        assert text_part(after) == "echo:still here"
         assert gw.relayed() == 2
 
 
@@ -187,7 +188,7 @@ async def test_a_call_timeout_is_a_tool_error(mode: str, tmp_path: Path) -> None
     async with gateway(tmp_path, mode, timeout_s=1) as gw:
         relayed = await gw.client.call_tool("shapes__slow", {"seconds": 30})
         reference = await through_sdk(gw.client, "shapes__slow", {"seconds": 30})
-        assert relayed.is_error and "no answer within 1 s (call timeout)" in relayed.content[0].text  # type: ignore[union-attr]
+        assert relayed.is_error and "no answer within 1 s (call timeout)" in text_part(relayed)
         assert same(relayed) == same(reference)
         assert gw.relayed() == 1
 
@@ -210,7 +211,7 @@ async def test_a_handshake_client_that_samples_keeps_the_sdk_path(tmp_path: Path
 
     async with gateway(tmp_path, "legacy", sampling_callback=sampling) as gw:
         result = await gw.client.call_tool("shapes__echo", {"text": "x"})
-        assert result.content[0].text == "echo:x"  # type: ignore[union-attr]
+        assert text_part(result) == "echo:x"
         assert gw.relayed() == 0  # its upstream may ask it through the request: only the SDK can
         assert gw.raw() == 0  # ... and only the SDK client drives an upstream's sampling request
 

@@ -16,8 +16,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.meta import session_meta
 from tests.redis_server import PASSWORD, RedisServer, running_redis
-from toolweave.server.sessions.session_book import SESSION_META_KEY
 
 from .conftest import Upstream, start_http_gateway, stop
 
@@ -50,7 +50,7 @@ def doc(result: types.CallToolResult) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def listening_for_list_changed(url: str, meta: dict[str, str]) -> AsyncIterator[anyio.Event]:
+async def listening_for_list_changed(url: str, meta: types.RequestParamsMeta) -> AsyncIterator[anyio.Event]:
     """A 2026-era ``subscriptions/listen`` stream that names its session in ``_meta`` (the SDK's
     ``Client.listen`` sends no ``_meta`` of the caller's): the event is set on ``list_changed``."""
     envelope = {
@@ -107,12 +107,12 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 ) -> None:
     a = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
     b = start_http_gateway(spec, registry_copy, tmp_path / "b.log")
-    tab = {SESSION_META_KEY: "e2e-tab"}
+    tab = session_meta("e2e-tab")
     try:
         async with Client(a.url) as on_a, Client(b.url) as on_b:
             assert on_a.protocol_version == on_b.protocol_version == "2026-07-28"
             for client in (on_a, on_b):  # both replicas ready (a find_tools waits for the registry)
-                await client.call_tool("find_tools", {"query": "warm up"}, meta={SESSION_META_KEY: "warm-up"})
+                await client.call_tool("find_tools", {"query": "warm up"}, meta=session_meta("warm-up"))
             first = doc(await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))
             assert first["tool_list_changed"]
             published = [t["name"] for t in first["tools"]]
@@ -129,7 +129,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
             # for a session without that context
             follow_up = {"query": "and what about in Paris", "detail": True}  # every tool, with its score
             carried = doc(await on_b.call_tool("find_tools", follow_up, meta=tab))
-            fresh = doc(await on_b.call_tool("find_tools", follow_up, meta={SESSION_META_KEY: "other"}))
+            fresh = doc(await on_b.call_tool("find_tools", follow_up, meta=session_meta("other")))
             assert score_of(carried, "time__get_current_time") > score_of(fresh, "time__get_current_time")
 
             # and back on A (which held an older copy): B's additions are listed there too
@@ -140,7 +140,7 @@ async def test_a_session_moves_between_replicas_with_its_set_and_context(
 
             # a 2026 client listening on B hears a change its session got through A (pub/sub -> notice);
             # the session moves between replicas because it is named (an unnamed one is per process)
-            listener = {SESSION_META_KEY: "e2e-listener"}
+            listener = session_meta("e2e-listener")
             async with listening_for_list_changed(b.url, listener) as heard:
                 await on_a.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=listener)
                 with anyio.fail_after(15):
@@ -158,7 +158,7 @@ async def test_a_gateway_keeps_answering_while_redis_is_down_and_writes_back_whe
     from toolweave.server.sessions.shared import NAMESPACE
 
     gateway = start_http_gateway(spec, registry_copy, tmp_path / "a.log")
-    tab = {SESSION_META_KEY: "e2e-outage"}
+    tab = session_meta("e2e-outage")
     try:
         async with Client(gateway.url) as client:
             first = doc(await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=tab))

@@ -23,6 +23,7 @@ from mcp import Client
 from tests.net import free_port, wait_port
 from tests.redis_server import RedisServer
 from tests.s3 import MotoS3, moto_bucket
+from toolweave.registry.embeddings import Embedder
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
 
@@ -308,7 +309,7 @@ async def serves_base(replica: Replica) -> bool:
 
 
 async def test_a_replica_serves_its_snapshot_while_the_object_store_is_down_and_follows_it_again(
-    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Any
+    s3: dict[str, str], moto: MotoS3, tmp_path: Path, shared_embedder: Embedder
 ) -> None:
     replica = base_replica(tmp_path, s3)
     with serving(replica):

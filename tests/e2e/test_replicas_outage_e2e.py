@@ -14,15 +14,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
+from tests.meta import session_meta
 from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
-from toolweave.server.sessions.session_book import SESSION_META_KEY
+from toolweave.registry.embeddings import Embedder
 
 from .test_replicas_e2e import REGISTRY, base_replica, called, found, poll, poll_async, serves_base, serving
 
@@ -65,7 +65,7 @@ def report(what: str, seconds: list[float]) -> None:
 
 
 async def test_a_hung_object_store_leaves_the_replica_serving_and_it_recovers_by_itself(
-    s3: dict[str, str], moto: MotoProcess, tmp_path: Path, shared_embedder: Any
+    s3: dict[str, str], moto: MotoProcess, tmp_path: Path, shared_embedder: Embedder
 ) -> None:
     replica = base_replica(tmp_path, s3)
     with serving(replica):
@@ -128,7 +128,7 @@ async def test_a_hung_object_store_leaves_the_replica_serving_and_it_recovers_by
 async def session_found(client: Client, query: str) -> list[str]:
     """``find_tools`` in a session the client names: the kind Redis keeps (an unnamed one is per process)."""
     with anyio.fail_after(HUNG_S):
-        result = await client.call_tool("find_tools", {"query": query}, meta={SESSION_META_KEY: "e2e-outage"})
+        result = await client.call_tool("find_tools", {"query": query}, meta=session_meta("e2e-outage"))
     assert result.structured_content is not None, result
     return [t["name"] for t in result.structured_content.get("tools", [])]
 

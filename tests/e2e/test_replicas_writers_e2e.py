@@ -51,23 +51,24 @@ def s3(monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer) -> Iterator[
 
 def ingest(path: Path, source: str, s3: dict[str, str], log: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, TOOLWEAVE_REGISTRY_STORAGE_OPTIONS=json.dumps(s3))
-    return subprocess.Popen(
-        [
-            TOOLWEAVE,
-            "ingest-catalog",
-            str(path),
-            "--source",
-            source,
-            "--registry",
-            REGISTRY,
-            "--serve",
-            "--json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log.open("ab"),
-        text=True,
-        env=env,
-    )
+    with log.open("ab") as err:  # the child keeps its own handle
+        return subprocess.Popen(
+            [
+                TOOLWEAVE,
+                "ingest-catalog",
+                str(path),
+                "--source",
+                source,
+                "--registry",
+                REGISTRY,
+                "--serve",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+        )
 
 
 def ingest_until_committed(

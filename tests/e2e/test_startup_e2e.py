@@ -13,20 +13,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from tests.results import text
 
 from .conftest import TOOLWEAVE, gateway_env
 from .test_turnloop_e2e import time_manifest
 from .watch import names
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -119,7 +116,7 @@ MODERN_META = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 HELLO = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-FIRST_CONTACT = {
+FIRST_CONTACT: dict[str, list[dict[str, Any]]] = {
     # what a handshake-era client sends first, and what Claude Code 2.1 (2026-07-28 era) sends first
     "handshake": [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
@@ -146,13 +143,14 @@ def test_first_contact_is_answered_before_the_sdk_is_imported(tmp_path: Path, er
     manifest.write_text("servers: {}\n")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "gateway.log").open("wb"),
-        env=gateway_env(),
-    )
+    with (tmp_path / "gateway.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=gateway_env(),
+        )
     client = RawClient(proc)
     try:
         messages = FIRST_CONTACT[era]
@@ -217,13 +215,14 @@ def test_the_hook_hands_its_prompt_to_a_gateway_still_starting_and_returns(
     manifest = time_manifest(tmp_path / "m.yaml")
     gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=(tmp_path / "gateway.log").open("wb"),
-        env=env,
-    )
+    with (tmp_path / "gateway.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
     client = RawClient(proc)
     try:
         client.send(*FIRST_CONTACT["handshake"][:3])

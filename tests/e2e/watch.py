@@ -86,8 +86,11 @@ class Relister:
             self.notice()
 
     def notice(self) -> None:
+        try:
+            self._send.send_nowait(None)
+        except anyio.ClosedResourceError:  # a notice after the session's relisting ended: nobody re-lists
+            return
         self.pending += 1
-        self._send.send_nowait(None)
 
     async def run(self) -> None:
         async for _ in self._receive:
@@ -107,18 +110,19 @@ class Relister:
 async def relisting(client: Client, relister: Relister) -> AsyncIterator[None]:
     """Run ``relister`` for ``client``; in the 2026 era it is fed from a listen stream."""
     relister.client = client
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(relister.run)
-        if client.protocol_version == "2026-07-28":
-            relister.from_handler = False
-            async with client.listen(tools_list_changed=True) as sub:
+    with relister._send, relister._receive:  # closed with the client's session: one relister a session
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relister.run)
+            if client.protocol_version == "2026-07-28":
+                relister.from_handler = False
+                async with client.listen(tools_list_changed=True) as sub:
 
-                async def drain() -> None:
-                    async for _event in sub:
-                        relister.notice()
+                    async def drain() -> None:
+                        async for _event in sub:
+                            relister.notice()
 
-                tg.start_soon(drain)
+                    tg.start_soon(drain)
+                    yield
+            else:
                 yield
-        else:
-            yield
-        tg.cancel_scope.cancel()
+            tg.cancel_scope.cancel()

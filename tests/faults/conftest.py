@@ -18,9 +18,11 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from tests.results import text_part
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.adapters.mcp.config import HttpServer, StdioServer
 from toolweave.registry import Registry
+from toolweave.registry.embeddings import Embedder
 from toolweave.server.gateway import Gateway
 from toolweave.settings import Settings
 
@@ -63,6 +65,8 @@ class Upstream:
     def start(self) -> None:
         if self.transport == "stdio":
             return  # the backend spawns (and respawns) it
+        if self.proc is not None:
+            self.proc.wait(10)  # the one that crashed: reaped here, not left running to the collector
         self.proc = subprocess.Popen(
             [sys.executable, FAULTY, "http", str(self.port)], env={**os.environ, **self.env}
         )
@@ -85,7 +89,7 @@ def upstream(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Upstrea
 
 
 @pytest.fixture
-def registry(tmp_path: Path, shared_embedder: Any) -> Iterator[Registry]:
+def registry(tmp_path: Path, shared_embedder: Embedder) -> Iterator[Registry]:
     home = tmp_path / "registry"
     reg = Registry.open(home, embedder=shared_embedder, settings=Settings(home=home))
     yield reg
@@ -127,7 +131,7 @@ async def gateway_link(registry: Registry, upstream: Upstream, **backend_options
 def error_code(result: types.CallToolResult) -> str:
     """The documented error code, checked in both places the gateway promises it."""
     assert result.is_error, result
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = text_part(result)
     structured = result.structured_content or {}
     code = structured["error"]["code"]
     assert text.startswith(f"{code}: "), text

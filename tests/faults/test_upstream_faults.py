@@ -10,19 +10,20 @@ import anyio
 import pytest
 
 from tests.faults.conftest import Upstream, error_code, gateway_link, until
+from tests.results import text_part
 
 pytestmark = pytest.mark.anyio
 
 
 def text(result: Any) -> str:
-    return str(result.content[0].text)
+    return text_part(result)
 
 
 async def test_crash_is_an_upstream_error_and_the_link_comes_back(registry: Any, upstream: Upstream) -> None:
     async with gateway_link(registry, upstream) as link:
         crashed = await link.call("faulty__crash")
         assert error_code(crashed) == "upstream_error"
-        assert crashed.structured_content["error"]["tool"] == "faulty__crash"  # type: ignore[index]
+        assert crashed.structured_content["error"]["tool"] == "faulty__crash"
         if upstream.transport == "http":
             await until(lambda: not link.backend.available)
             down = await link.call("faulty__echo", {"text": "x"})

@@ -136,7 +136,7 @@ def test_bad_catalogs_name_file_and_tool(tmp_path: Path, content: str, message: 
     assert str(path) in str(err.value) and message in str(err.value)
 
 
-def test_real_toollinkos_folder_loads_every_tool_and_edge(dataset_dir) -> None:  # type: ignore[no-untyped-def]
+def test_real_toollinkos_folder_loads_every_tool_and_edge(dataset_dir) -> None:
     path = dataset_dir("toollinkos")
     raw = json.loads((path / "core_tools.json").read_text()) + json.loads(
         (path / "regular_tools.json").read_text()

@@ -63,7 +63,7 @@ def rank_of(reg: Registry, tool_id: str, query: str = QUERY) -> int:
 def with_traffic(path: Path, embedder: Embedder, **settings: object) -> Registry:
     """A registry holding ``TOOLS`` and the recorded ``CALLS``; searches then leave usage vectors out
     (``usage_weight`` 0), so what moves a rank is the map alone."""
-    base = Settings(**{"fleet_map_min_examples": 10, **settings})  # type: ignore[arg-type]
+    base = Settings.model_validate({"fleet_map_min_examples": 10, **settings})
     reg = Registry.open(path, embedder=embedder, settings=base)
     reg.ingest("demo", TOOLS)
     for tool_id, requests in CALLS.items():

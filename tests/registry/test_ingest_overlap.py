@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.registry.demo import BANK, demo_registry
 from toolweave.errors import RegistryError
+from toolweave.inference import propose_by_rules
 from toolweave.records import DependencyEdge
 from toolweave.registry import Embedder, Registry
 from toolweave.registry import ingest as ingest_module
@@ -34,11 +36,11 @@ class Watched:
         self.fail_index = False
         self.fail_rules = False
         real_embed, real_index = reg._ingest._embed, reg._state.table.rebuild_text_index
-        real_rules = ingest_module.propose_by_rules
+        real_rules = propose_by_rules
 
-        def embed(*args: object, **kwargs: object) -> list[np.ndarray]:
+        def embed(*args: Any, **kwargs: Any) -> list[np.ndarray]:
             try:
-                return real_embed(*args, **kwargs)  # type: ignore[arg-type]
+                return real_embed(*args, **kwargs)
             finally:
                 self.embedded.set()
 
@@ -54,12 +56,12 @@ class Watched:
             finally:
                 self.indexed.set()
 
-        def rules(*args: object, **kwargs: object) -> list[DependencyEdge]:
+        def rules(*args: Any, **kwargs: Any) -> list[DependencyEdge]:
             self.rules_saw.append((self.embedded.is_set(), self.indexed.is_set()))
             self.ruled.set()
             if self.fail_rules:
                 raise RuntimeError("a rule broke")
-            return real_rules(*args, **kwargs)  # type: ignore[arg-type]
+            return real_rules(*args, **kwargs)
 
         monkeypatch.setattr(reg._ingest, "_embed", embed)
         monkeypatch.setattr(reg._state.table, "rebuild_text_index", index)

@@ -184,5 +184,5 @@ def test_values_reach_no_table_file_and_no_log(
     files = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
     assert files and not [p for p in files if needle in p.read_bytes()]
     assert secret not in caplog.text
-    for session in (b"alice", b"bob"):  # session keys are hashed too
-        assert not [p for p in files if session in p.read_bytes()]
+    for key in (b"alice", b"bob"):  # session keys are hashed too
+        assert not [p for p in files if key in p.read_bytes()]

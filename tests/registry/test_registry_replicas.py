@@ -15,6 +15,7 @@ from tests.redis_server import RedisServer
 from toolweave.errors import ConfigError, RegistryBusyError
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
+from toolweave.registry.database import RegistryDatabase
 from toolweave.registry.lock import FileLock, RedisLock, writer_lock
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
 from toolweave.registry.sources import SourceSpec
@@ -41,10 +42,16 @@ EDGE = DependencyEdge(
 )
 
 
+def tools_table(db: RegistryDatabase) -> str:
+    """The committed tool table's name (the test's registry has committed one)."""
+    assert db.head is not None
+    return db.head.tools_table
+
+
 def committed_ids(path: Path) -> Counter[str]:
     """Tool ids as the committed tool table holds them (duplicates would count twice)."""
     registry = Registry.open(path)
-    table = lancedb.connect(str(path)).open_table(registry._state.db.head.tools_table)  # type: ignore[union-attr]
+    table = lancedb.connect(str(path)).open_table(tools_table(registry._state.db))
     return Counter(table.to_arrow().column("id").to_pylist())
 
 
@@ -70,6 +77,8 @@ def test_the_file_lock_admits_one_holder_until_released_or_its_process_dies(tmp_
     finally:
         holder.kill()
         holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
     assert first.try_acquire()
 
 
@@ -81,7 +90,8 @@ def test_the_redis_lock_fences_a_holder_that_lost_it(registry_lock: RedisServer)
     assert not second.try_acquire()
     first.check()
     first._stop.set()  # as if the renewer starved ...
-    first._renewer.join()  # type: ignore[union-attr]
+    assert first._renewer is not None
+    first._renewer.join()
     registry_lock.client().delete(first._key)  # ... until the lock expired
     first.check()  # nobody took it meanwhile: taken back, still the same token
     token = first.token
@@ -199,7 +209,7 @@ def test_a_writer_whose_table_another_wrote_cannot_commit(tmp_path: Path, shared
     catches: a table whose latest version is not this writer's is never named."""
     writer = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     writer.ingest("demo", TOOLS[:1])
-    intruder = lancedb.connect(str(tmp_path / "reg")).open_table(writer._state.db.head.tools_table)  # type: ignore[union-attr]
+    intruder = lancedb.connect(str(tmp_path / "reg")).open_table(tools_table(writer._state.db))
     with (
         pytest.raises(RegistryBusyError, match="written by another writer"),
         writer._state.write_lock,
@@ -222,13 +232,13 @@ def test_a_fenced_writer_rolls_back_nothing_of_the_new_holders(
     db = writer._state.db
     db.lock = RedisLock(registry_lock.url, str(tmp_path / "reg"), ttl_s=5.0)
     rival = RedisLock(registry_lock.url, str(tmp_path / "reg"), ttl_s=5.0)
-    rivals_table = lancedb.connect(str(tmp_path / "reg")).open_table(db.head.tools_table)  # type: ignore[union-attr]
+    rivals_table = lancedb.connect(str(tmp_path / "reg")).open_table(tools_table(db))
     with (
         pytest.raises(RegistryBusyError, match="fenced"),
         writer._state.write_lock,
         writer._commits.writer(),
     ):
-        registry_lock.client().delete(db.lock._key)  # type: ignore[attr-defined]  # it expired ...
+        registry_lock.client().delete(db.lock._key)  # it expired ...
         assert rival.try_acquire()  # ... and another writer took it and is writing
         rivals_table.delete("id = 'demo__get_stock_price'")
         writer.ingest("demo", TOOLS)  # refused: neither its catch-up's rollback nor its rows happen

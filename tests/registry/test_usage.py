@@ -14,7 +14,14 @@ from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.documents import tool_document
 from toolweave.registry.observations import Observations, UsageCall
-from toolweave.registry.usage import UsageExample, UsageTable, abstract_values, fuse_usage, merge_examples
+from toolweave.registry.usage import (
+    Origin,
+    UsageExample,
+    UsageTable,
+    abstract_values,
+    fuse_usage,
+    merge_examples,
+)
 from toolweave.retrieval import retrieve_tools
 from toolweave.settings import RetrievalSettings, Settings
 
@@ -22,7 +29,7 @@ VECTOR = RetrievalSettings(method="vector", final_k=5, top_k=5)
 
 
 def tool(name: str, description: str, source: str = "demo", **kw: object) -> ToolRecord:
-    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)  # type: ignore[arg-type]
+    return ToolRecord(id=f"{source}__{name}", source=source, name=name, description=description, **kw)
 
 
 # ``ledger_post`` says what it does in accountant's words; users ask in their own.
@@ -47,8 +54,8 @@ def word(n: int) -> str:
     return chr(ord("a") + n) * 3
 
 
-def ex(query: str, at: int, origin: str = "call") -> UsageExample:
-    return UsageExample("t", query, origin, at, np.zeros(2, dtype=np.float32))  # type: ignore[arg-type]
+def ex(query: str, at: int, origin: Origin = "call") -> UsageExample:
+    return UsageExample("t", query, origin, at, np.zeros(2, dtype=np.float32))
 
 
 def test_merge_keeps_one_example_per_text_and_the_newest_up_to_the_cap() -> None:

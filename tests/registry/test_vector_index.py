@@ -13,6 +13,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,10 +83,10 @@ def exact(tmp_path: Path) -> Registry:
 
 
 @pytest.fixture
-def large(tmp_path: Path) -> Registry:
+def large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
     reg = open_registry(tmp_path / "large", threshold=100)
     # refreshed here, not in the background: a late background refresh would race the tests
-    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
     reg.ingest("a", tools("a", TOOLS // 2))
     reg.ingest("b", tools("b", TOOLS // 2))
     assert reg.vector_index.refresh() == "built"
@@ -98,9 +99,9 @@ def test_above_the_threshold_search_uses_the_ann_index_and_finds_what_exact_sear
     calls: list[int] = []
     real = vector_index_module.ann_search
 
-    def counted(*args: object, **kwargs: object) -> object:
+    def counted(*args: Any, **kwargs: Any) -> object:
         calls.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(vector_index_module, "ann_search", counted)
     assert large.vector_index.in_use and not exact.vector_index.in_use
@@ -163,10 +164,10 @@ def test_an_index_build_that_is_not_committed_is_rolled_back(
     expected = {q: vector_ids(reg, q) for q in QUERIES[:5]}
     real_commit = reg._state.db.commit
 
-    def crash(*args: object, action: str = "", **kwargs: object) -> object:
+    def crash(*args: Any, action: str = "", **kwargs: Any) -> object:
         if action.startswith("vector index"):
             raise RegistryError("simulated crash between the index build and its commit")
-        return real_commit(*args, action=action, **kwargs)  # type: ignore[arg-type]
+        return real_commit(*args, action=action, **kwargs)
 
     monkeypatch.setattr(reg._state.db, "commit", crash)
     with pytest.raises(RegistryError, match="simulated crash"):
@@ -245,12 +246,14 @@ def test_the_index_is_of_the_configured_kind_and_a_quantised_one_is_refined(
     same_as_exact(large)
     assert large.vector_index.refresh() == "current"
     # a handle opened on the same registry later reads the kind from the index itself
-    reopened = open_registry(large.path, threshold=100)  # type: ignore[arg-type]
+    reopened = open_registry(large.path, threshold=100)
     assert reopened._state.snap.ann_refine
     reopened.close()
 
 
-def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: Path) -> None:
+def test_destructive_marks_are_read_without_decoding_every_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The relevance floor asks every candidate whether it is destructive: a large registry answers
     from the stored JSON and decodes only the records that may be (confirming them)."""
     plain = tools("a", 150)
@@ -268,7 +271,7 @@ def test_destructive_marks_are_read_without_decoding_every_candidate(tmp_path: P
     quoted = ToolRecord(id="a__quote", source="a", name="quote", description='"destructive_hint": true')
     settings = Settings(home=tmp_path, vector_index_threshold=100, infer_dependencies=False)
     reg = Registry.open(tmp_path, embedder=HashEmbedder(), settings=settings)
-    reg.vector_index.refresh_later = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(reg.vector_index, "refresh_later", lambda: None)
     reg.ingest("a", [*plain, marked, elsewhere, quoted])
     records = reg._state.snap.records
     assert isinstance(records, CompactRecords)
@@ -289,9 +292,9 @@ def test_ann_hits_are_named_from_row_addresses_and_a_moved_table_falls_back(
     used: list[bool] = []
     real = vector_index_module.ann_search
 
-    def spy(*args: object, rows: object = None, **kwargs: object) -> object:
+    def spy(*args: Any, rows: Any = None, **kwargs: Any) -> object:
         used.append(rows is not None)
-        return real(*args, rows=rows, **kwargs)  # type: ignore[arg-type]
+        return real(*args, rows=rows, **kwargs)
 
     monkeypatch.setattr(vector_index_module, "ann_search", spy)
     want = {q: vector_ids(exact, q) for q in QUERIES[:6]}
@@ -337,7 +340,7 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
     rolled-back write, another process's commit loaded by ``refresh``, and at open."""
     reg: Registry = request.getfixturevalue(size)
     threshold = reg.settings.vector_index_threshold
-    follower = open_registry(reg.path, threshold)  # type: ignore[arg-type]
+    follower = open_registry(Path(reg.path), threshold)
     follower.vector_index._pool.submit(lambda: None).result()  # its index check at open is over: no race
     taken: set[str] = set()
     named = []
@@ -355,7 +358,7 @@ def test_the_name_vocabulary_counts_the_tools_own_names_on_every_path_to_a_snaps
         assert "tool" not in vocab.counts and vocab == counted_afresh(reg)
         assert vocab.match(text_terms("which tool tells the weather?"), "zh__tool") == 0.0
         assert follower.refresh() and follower.name_vocabulary() == vocab
-        reopened = open_registry(reg.path, threshold)  # type: ignore[arg-type]
+        reopened = open_registry(Path(reg.path), threshold)
         assert reopened.name_vocabulary() == vocab
         reopened.close()
 
@@ -389,8 +392,8 @@ def test_a_long_index_build_keeps_its_right_to_write_when_its_lock_renewals_star
     reg._state.db.lock = lock
     build = vector_index_module.refresh
 
-    def starved_build(*args: object, **kwargs: object) -> str:
-        done = build(*args, **kwargs)  # type: ignore[arg-type]
+    def starved_build(*args: Any, **kwargs: Any) -> str:
+        done = build(*args, **kwargs)
         lock._stop.set()  # the renewer never runs again ...
         registry_lock.client().delete(lock._key)  # ... and the lock expired
         return done
@@ -453,8 +456,8 @@ def test_a_long_local_index_build_holds_the_lock_against_another_handle_of_the_s
     order: list[str] = []
     build = vector_index_module.refresh
 
-    def long_build(*args: object, **kwargs: object) -> str:
-        done = build(*args, **kwargs)  # type: ignore[arg-type]
+    def long_build(*args: Any, **kwargs: Any) -> str:
+        done = build(*args, **kwargs)
         building.set()
         ingest_tried.wait(30)  # the other handle's write is under way while this build holds the lock
         time.sleep(0.5)  # ... and would have written by now, had it got the lock

@@ -94,6 +94,8 @@ def test_a_holder_killed_with_minus_9_frees_the_lock_within_its_lease(registry_l
     finally:
         holder.kill()
         holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
     # the lease is a few seconds and nobody renews it now: the next writer gets it within 10 s (the
     # issue's bound); with the old 60 s TTL this raised
     waiter.acquire(timeout_s=10)
@@ -138,7 +140,9 @@ def test_a_writer_waiting_for_a_local_registry_says_which_process_holds_it(
     assert "waiting for the registry writer lock" in caplog.text
 
 
-def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_embedder: Embedder) -> None:
+def test_an_ingest_embeds_before_it_takes_the_writer_lock(
+    tmp_path: Any, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another writer (a replica's flush) can take the lock while an ingest embeds: the ingest holds it
     only to write and commit. With the embedding under the lock, every probe here found it held."""
     registry = Registry.open(tmp_path, embedder=shared_embedder)
@@ -153,7 +157,7 @@ def test_an_ingest_embeds_before_it_takes_the_writer_lock(tmp_path: Any, shared_
         free_while_embedding.append(free)
         return real_embed(documents, progress)
 
-    registry._ingest._embed = embed  # type: ignore[method-assign]
+    monkeypatch.setattr(registry._ingest, "_embed", embed)
     tools = [
         ToolRecord(id=f"bulk__op_{i}", source="bulk", name=f"op_{i}", description=f"Operation number {i}.")
         for i in range(40)
@@ -233,7 +237,7 @@ def test_a_large_ingest_writes_in_chunks_and_another_writer_commits_between_them
     other = Registry.open(path, embedder=shared_embedder)  # another writer of the same registry
     probe = FileLock(path)
     free_while_inferring: list[bool] = []
-    real_infer_for = ingest_module.infer_for
+    from toolweave.registry.inferred_edges import infer_for as real_infer_for
 
     def infer_for(*args: Any, **kwargs: Any) -> Any:
         free = probe.try_acquire()
@@ -255,7 +259,7 @@ def test_a_large_ingest_writes_in_chunks_and_another_writer_commits_between_them
         writes.append(registry._state.loaded_generation)
         return real_write(*args, **kwargs)
 
-    registry._ingest._write = write  # type: ignore[method-assign]
+    monkeypatch.setattr(registry._ingest, "_write", write)
     inferred_under_the_lock: list[bool] = []
     real_infer = registry._ingest._infer
 

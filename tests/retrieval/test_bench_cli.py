@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from tests.test_cli_core import run, tiny_dataset  # noqa: F401 - the fixture is
 pytestmark = pytest.mark.integration
 
 
-def rows(out: str) -> list[dict[str, object]]:
+def rows(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.strip().splitlines()]
 
 
@@ -59,13 +60,13 @@ def test_bench_walks_the_graph_another_folder_declares_for_the_same_tools(
     # default model's request encoder it finds everything, and no graph could show
     monkeypatch.setenv("TOOLWEAVE_EMBEDDING_MODEL", MINILM_MODEL)
 
-    def folder(name: str, tools: list[dict[str, object]]) -> str:
+    def folder(name: str, tools: list[dict[str, Any]]) -> str:
         path = tmp_path / name
         path.mkdir()
         (path / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools))
         return str(path)
 
-    def scored(*options: str) -> dict[str, object]:
+    def scored(*options: str) -> dict[str, Any]:
         code, out, err = run(
             "bench", str(tiny_dataset), "--json", "--no-floor", "--final-k", "2", "--at", "2", *options
         )

@@ -67,7 +67,7 @@ def test_default_cache_lives_under_xdg_cache_home(monkeypatch: pytest.MonkeyPatc
     assert default_cache_path() == tmp_path / "toolweave" / "embeddings.sqlite"
 
 
-def test_cached_vectors_equal_fresh_ones_with_the_real_model(shared_embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_cached_vectors_equal_fresh_ones_with_the_real_model(shared_embedder, tmp_path: Path) -> None:
     texts = ["what time is it in Tokyo", "create a git branch"]
     fresh = shared_embedder.embed_documents(texts)
     cached = CachedEmbedder(shared_embedder, tmp_path / "c.sqlite")

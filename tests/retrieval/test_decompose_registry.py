@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 def test_two_part_request_retrieves_both_tools(
     dataset_dir: Callable[[str], Path],
-    shared_embedder,  # type: ignore[no-untyped-def]
+    shared_embedder,
     tmp_path: Path,
 ) -> None:
     from toolweave.benchmark import load_dataset
@@ -42,7 +42,7 @@ def test_two_part_request_retrieves_both_tools(
             )
             return [r.tool_id for r in ranked]
 
-        whole, split = top(None), top(Decomposition(level="clauses", min_content_words=3, weighting="flat"))
+        whole, split = top(None), top(Decomposition(level="clauses", min_content_words=3))
     finally:
         reg.close()
     assert "metatool__FinanceTool" in whole

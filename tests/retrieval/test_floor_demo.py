@@ -37,7 +37,7 @@ def demo_tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]
     return anyio.run(collect)
 
 
-def test_tokyo_time_publishes_no_git_tool(demo_tools, shared_embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_tokyo_time_publishes_no_git_tool(demo_tools, shared_embedder, tmp_path: Path) -> None:
     from toolweave.registry import Registry
     from toolweave.retrieval import retrieve_tools
     from toolweave.settings import RetrievalSettings, Settings

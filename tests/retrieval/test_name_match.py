@@ -80,7 +80,7 @@ def test_scores_near_the_float_limit_leave_the_list_as_fused() -> None:
 @pytest.mark.integration
 def test_a_registry_counts_its_names_and_retrieval_reads_them(
     dataset_dir: Callable[[str], Path],
-    shared_embedder,  # type: ignore[no-untyped-def]
+    shared_embedder,
     tmp_path: Path,
 ) -> None:
     """On a real registry (MetaTool's 199 tools, LanceDB, the real embedder): the vocabulary follows

@@ -103,7 +103,7 @@ def test_grtf_walks_dependencies_of_first_pass_hits() -> None:
 def test_plain_methods_do_not_walk() -> None:
     index = WordIndex(DOCS, SOURCES)
     for method in ("vector", "bm25", "hybrid"):
-        out = retrieve("stock price", index, deps, RetrievalSettings(method=method, final_k=5))  # type: ignore[arg-type]
+        out = retrieve("stock price", index, deps, RetrievalSettings(method=method, final_k=5))
         assert [r.tool_id for r in out] == ["a__get_price"]
         assert out[0].reason == "first_pass"
 
@@ -171,7 +171,7 @@ def test_destructive_tools_face_a_higher_floor() -> None:
     floor = {"floor_relative": 0.3, "floor_absolute": 0.0, "method": "vector", "final_k": 6}
     published = {}
     for extra in (0.0, 0.6):
-        params = RetrievalSettings(**floor, floor_destructive=extra)  # type: ignore[arg-type]
+        params = RetrievalSettings(**floor, floor_destructive=extra)
         out = retrieve("stock ticker price", AskingIndex(docs, sources), deps, params)
         published[extra] = {r.tool_id for r in out if r.publish}
     assert "a__get_ticker" in published[0.0]

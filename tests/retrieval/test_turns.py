@@ -161,7 +161,7 @@ def test_evidence_is_above_the_bar_and_learned_edges_speak_through_traffic() -> 
 
 
 @pytest.mark.integration
-def test_remember_after_the_git_call_ranks_a_memory_write_first(shared_embedder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_remember_after_the_git_call_ranks_a_memory_write_first(shared_embedder, tmp_path: Path) -> None:
     from toolweave.registry import Registry
     from toolweave.retrieval import retrieve_tools
     from toolweave.settings import RetrievalSettings, Settings

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit
+from toolweave.retrieval.supplied import NumberRule
 from toolweave.retrieval.walk import WalkPolicy, expand_with_dependencies
 
 T, P = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
 
-def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):  # type: ignore[no-untyped-def]
+def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):
     def deps(tool: str, kinds: Sequence[EdgeKind] | None) -> list[DependencyEdge]:
         return [
             DependencyEdge(tool=tool, depends_on=t, kind=k, parameter_name="p" if k == P else None)
@@ -23,7 +24,7 @@ def lookup(graph: dict[str, list[tuple[str, EdgeKind]]]):  # type: ignore[no-unt
     return deps
 
 
-def ids(ranked) -> list[str]:  # type: ignore[no-untyped-def]
+def ids(ranked) -> list[str]:
     return [r.tool_id for r in ranked]
 
 
@@ -82,7 +83,7 @@ def test_final_k_cuts_and_later_hits_fill_without_walk() -> None:
 PD, PI = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
 
 
-def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):  # type: ignore[no-untyped-def]
+def edge(consumer: str, producer: str, param: str | None = None, confidence: float = 1.0, kind=None):
     """A declared edge, or an inferred one when it is less than sure."""
     kind = kind or (PD if param else T)
     origin = "declared" if confidence == 1.0 else "inferred"
@@ -96,7 +97,7 @@ def edge(consumer: str, producer: str, param: str | None = None, confidence: flo
     )
 
 
-def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):  # type: ignore[no-untyped-def]
+def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):
     """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1]); ``request``
     and ``schema_of`` as the pipeline gives them."""
     by_tool: dict[str, list[DependencyEdge]] = {}
@@ -106,7 +107,7 @@ def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=
     return ids(
         expand_with_dependencies(
             hits,
-            lambda t, _k=None: by_tool.get(t, []),
+            lambda t, _k: by_tool.get(t, []),
             top_k=top_k,
             final_k=final_k,
             relevance=relevance,
@@ -219,7 +220,7 @@ def test_the_producer_of_a_content_parameter_is_not_walked() -> None:
     assert walk(hits, [learned]) == ["reviews", "book_search", "z"]
 
 
-def _supplied_walk(hits, edges, schemas, request, policy):  # type: ignore[no-untyped-def]
+def _supplied_walk(hits, edges, schemas, request, policy):
     return walk(
         hits,
         edges,
@@ -300,8 +301,13 @@ def test_a_number_spares_its_producer_as_the_number_rule_says() -> None:
     hits = [Hit("interest", 1.0)]
     named = "the interest on a principal of 5000"
     unnamed = "the interest on it, then add 5"
-    for rule, on_named, on_unnamed in (("off", True, True), ("named", False, True), ("any", False, False)):
-        policy = WalkPolicy(supplied=0.0, supplied_numbers=rule)  # type: ignore[arg-type]
+    rules: tuple[tuple[NumberRule, bool, bool], ...] = (
+        ("off", True, True),
+        ("named", False, True),
+        ("any", False, False),
+    )
+    for rule, on_named, on_unnamed in rules:
+        policy = WalkPolicy(supplied=0.0, supplied_numbers=rule)
         walked = [
             "balance" in _supplied_walk(hits, EDGES, SCHEMAS, text, policy) for text in (named, unnamed)
         ]

@@ -9,7 +9,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def embedder():  # type: ignore[no-untyped-def]
+def embedder():
     """The real offline embedder, loaded once (~1 s) for every test that builds a registry."""
     from toolweave.registry.embeddings import Embedder
     from toolweave.settings import Settings
@@ -18,7 +18,7 @@ def embedder():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def registry(tmp_path: Path, embedder) -> Iterator[object]:  # type: ignore[no-untyped-def]
+def registry(tmp_path: Path, embedder) -> Iterator[object]:
     from toolweave.registry import Registry
     from toolweave.settings import Settings
 

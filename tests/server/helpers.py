@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import mcp_types as types
 
 from tests.e2e.watch import ListChanged, names, watching
 from tests.edges import edge
-from toolweave.adapters.backend import Sampler, ToolsCallback
+from toolweave.adapters.backend import CallOptions, ToolsCallback
 from toolweave.records import DependencyEdge, ToolRecord, make_tool_id
+from toolweave.server.gateway import Gateway
 
-__all__ = ["FakeBackend", "ListChanged", "names", "notes_tools", "time_tools", "tool", "watching"]
+__all__ = [
+    "FakeBackend",
+    "ListChanged",
+    "fake_backends",
+    "names",
+    "notes_tools",
+    "time_tools",
+    "tool",
+    "watching",
+]
 
 
 def tool(
@@ -114,9 +124,10 @@ class FakeBackend:
         await self._on_tools(self.name, self.tools, self.edges)
 
     async def call(
-        self, tool: ToolRecord, arguments: dict[str, Any], *, timeout_s: float, sampler: Sampler | None = None
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         self.calls.append((tool.name, arguments))
+        sampler = options.get("sampler")
         if self.behaviour == "hang":
             await anyio.sleep(3600)
         if self.behaviour == "raise":
@@ -130,9 +141,20 @@ class FakeBackend:
                     max_tokens=5,
                 )
             )
-            text = got.content.text if isinstance(got, types.CreateMessageResult) else f"error {got.message}"
+            if isinstance(got, types.ErrorData):
+                text = f"error {got.message}"
+            else:
+                assert isinstance(got.content, types.TextContent), got
+                text = got.content.text
             return types.CallToolResult(content=[types.TextContent(text=f"sampled: {text}")])
         return types.CallToolResult(
             content=[types.TextContent(text=f"{tool.name} {arguments}")],
             _meta={"io.modelcontextprotocol/serverInfo": {"name": "upstream"}},
         )
+
+
+def fake_backends(gateway: Gateway) -> list[FakeBackend]:
+    """The gateway's backends, which a test built from ``FakeBackend``s."""
+    backends = list(gateway.sources.backends.values())
+    assert all(isinstance(b, FakeBackend) for b in backends), backends
+    return [b for b in backends if isinstance(b, FakeBackend)]

@@ -329,7 +329,7 @@ async def test_the_front_keeps_what_it_does_not_answer_and_goes_on(
     client, server = pipes
     front = EarlyFront(server.stdin_fd, server.stdout_fd)
     front.start()
-    call = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
+    call: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
     client.send(
         modern(1, "server/discover"), modern(2, "tools/call", **call), modern(3, "tools/list"), {"bad": 1}
     )

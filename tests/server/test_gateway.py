@@ -14,10 +14,20 @@ from mcp import Client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from tests.registry.demo import stored_examples
+from tests.results import text_part
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings
 
-from .helpers import NOTE_EDGE, FakeBackend, ListChanged, names, notes_tools, time_tools, watching
+from .helpers import (
+    NOTE_EDGE,
+    FakeBackend,
+    ListChanged,
+    fake_backends,
+    names,
+    notes_tools,
+    time_tools,
+    watching,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -32,9 +42,9 @@ def make_gateway(registry: Any, *backends: FakeBackend, **publish: Any) -> Gatew
 @asynccontextmanager
 async def connected(gateway: Gateway, mode: str, watch: ListChanged) -> AsyncIterator[Client]:
     async with Client(gateway.server, mode=mode, message_handler=watch.on_message) as client:
-        for backend in gateway.sources.backends.values():
+        for backend in fake_backends(gateway):
             with anyio.fail_after(20):
-                await backend.reported.wait()  # type: ignore[attr-defined]
+                await backend.reported.wait()
         async with watching(client, watch):
             yield client
 
@@ -77,7 +87,7 @@ async def test_find_publish_call_in_both_eras(registry: Any, backends: Any, mode
 
         called = await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
         assert not called.is_error
-        assert called.content[0].text == "get_current_time {'timezone': 'Asia/Tokyo'}"
+        assert text_part(called) == "get_current_time {'timezone': 'Asia/Tokyo'}"
         # The upstream's identity stamp is gone (a 2026-era response carries the gateway's own).
         assert (called.meta or {}).get("io.modelcontextprotocol/serverInfo", {}).get("name") != "upstream"
         assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
@@ -154,9 +164,9 @@ async def test_invalid_arguments_name_the_field(registry: Any, backends: Any) ->
         fields = {e["field"]: e for e in err["details"]["errors"]}
         assert fields["time"]["keyword"] == "pattern"
         assert "'target_timezone' is a required property" in fields["(arguments)"]["problem"]
-        assert "time: '25h' does not match" in bad.content[0].text
+        assert "time: '25h' does not match" in text_part(bad)
         wrong_type = await client.call_tool("clock__get_current_time", {"timezone": 9})
-        assert "timezone: 9 is not of type 'string'" in wrong_type.content[0].text
+        assert "timezone: 9 is not of type 'string'" in text_part(wrong_type)
         missing_query = await client.call_tool("find_tools", {"k": 2})
         assert structured(missing_query)["error"]["code"] == "invalid_arguments"
         unknown = await client.call_tool("nope__nothing", {})
@@ -178,7 +188,7 @@ async def test_unavailable_backend_is_hidden_and_calls_fail_clearly(registry: An
         assert all(not t["name"].startswith("clock__") for t in doc["tools"])
         down = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
         assert down.is_error and structured(down)["error"]["code"] == "unavailable"
-        assert "'clock' is not connected" in down.content[0].text
+        assert "'clock' is not connected" in text_part(down)
         clock.up = True
         await watch.wait()
         assert "clock__get_current_time" in names(await client.list_tools())
@@ -194,7 +204,7 @@ async def test_backend_failures_become_error_results(registry: Any, backends: An
         clock.behaviour = "raise"
         crashed = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
         assert structured(crashed)["error"]["code"] == "upstream_error"
-        assert "backend exploded" in crashed.content[0].text
+        assert "backend exploded" in text_part(crashed)
         clock.behaviour = "hang"
         old_margin = proxy_module._TIMEOUT_MARGIN_S
         proxy_module._TIMEOUT_MARGIN_S = 0.1
@@ -231,7 +241,7 @@ async def test_sampling_is_forwarded_to_a_handshake_client(registry: Any, backen
     gateway = make_gateway(registry, *backends)
     clock.behaviour = "sample"
 
-    async def sampling(_ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(
             role="assistant", model="test", content=types.TextContent(text="from-client")
         )
@@ -239,11 +249,11 @@ async def test_sampling_is_forwarded_to_a_handshake_client(registry: Any, backen
     async with Client(gateway.server, mode="legacy", sampling_callback=sampling) as client:
         await clock.reported.wait()
         result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
-        assert result.content[0].text == "sampled: from-client"
+        assert text_part(result) == "sampled: from-client"
     async with Client(gateway.server, mode="legacy") as client:  # no sampling capability declared
         await clock.reported.wait()
         result = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
-        assert result.is_error and result.content[0].text == "no sampler"
+        assert result.is_error and text_part(result) == "no sampler"
 
 
 async def test_manifest_overrides_catalogs_and_stale_sources(
@@ -346,7 +356,9 @@ async def test_published_tools_ask_claude_code_not_to_defer_them(
     assert all(bool((t.meta or {}).get("anthropic/alwaysLoad")) is always_load for t in listed), listed
 
 
-async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: Any) -> None:
+async def test_a_busy_gateway_searches_whole_queries(
+    registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Query decomposition costs a split request ~7 ms more CPU. With ``shed_decomposition_at`` searches
     computing, a new one searches the whole query alone; an answer already cached is given as it is."""
     settings = make_gateway(registry).settings.model_copy(update={"shed_decomposition_at": 2})
@@ -358,7 +370,7 @@ async def test_a_busy_gateway_searches_whole_queries(registry: Any, backends: An
         asked.append(params.decompose)
         return retrieve(text, params, *args)
 
-    gateway.turns._retrieve = recording  # type: ignore[method-assign]
+    monkeypatch.setattr(gateway.turns, "_retrieve", recording)
     split = "What time is it in Tokyo right now? Then write a note to call Kenji tomorrow."
     async with connected(gateway, "legacy", ListChanged()) as client:
 

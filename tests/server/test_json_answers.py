@@ -15,6 +15,7 @@ from mcp import Client
 
 from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port
+from tests.results import text_part
 from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
 from tests.server.test_security_http import serving
 from toolweave.server.fronts.json_answers import answers_as_json
@@ -149,7 +150,7 @@ async def test_sdk_client_keeps_sampling_and_list_changed(registry: Any) -> None
     gateway, _ = _gateway(registry)
     port = free_port()
 
-    async def sampling(_ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(role="assistant", model="t", content=types.TextContent(text="hi"))
 
     watch = ListChanged()
@@ -171,4 +172,4 @@ async def test_sdk_client_keeps_sampling_and_list_changed(registry: Any) -> None
             assert "clock__get_current_time" in names
             # a proxied call still has its request stream: the upstream's sampling reaches the client
             called = await client.call_tool("clock__get_current_time", {"timezone": "UTC"})
-            assert called.content[0].text == "sampled: hi"  # type: ignore[union-attr]
+            assert text_part(called) == "sampled: hi"

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from tests.server.helpers import notes_tools, time_tools
+from toolweave.records import EdgeKind
 from toolweave.retrieval.results import RankedTool
 from toolweave.server.turns.meta_tools import SUMMARY_CHARS, FoundTool, find_tools_result, untitled_schema
 
@@ -24,7 +25,7 @@ FOUND = [
             "dependency",
             0.0,
             via=CONVERT.id,
-            edge_kind="parameter_directly_depends_on",
+            edge_kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
             parameter_name="time",
             depth=1,
         ),

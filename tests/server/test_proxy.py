@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any, Unpack
+
 import mcp_types as types
 import pytest
 
+from tests.results import text_part
+from tests.server.helpers import FakeBackend
+from toolweave.adapters.backend import CallOptions
 from toolweave.call_errors import tool_error_result
+from toolweave.records import ToolRecord
 from toolweave.server.calls.proxy import argument_errors
 
 SCHEMA = {
@@ -50,7 +56,7 @@ def test_not_an_object_and_invalid_schema_are_reported() -> None:
 def test_error_payload_shape() -> None:
     err = tool_error_result("timeout", "slow upstream", tool="t__x", details={"after_s": 2})
     assert err.is_error
-    assert err.content[0].text == "timeout: slow upstream"
+    assert text_part(err) == "timeout: slow upstream"
     assert err.structured_content == {
         "error": {"code": "timeout", "message": "slow upstream", "tool": "t__x", "details": {"after_s": 2}}
     }
@@ -71,20 +77,24 @@ def test_a_tools_own_error_answer_carries_a_code_like_every_failed_call() -> Non
         "ticket": 7,
         "error": {"code": "tool_error", "message": "ticket 7 is closed", "tool": "desk__close_ticket"},
     }
-    assert coded.content[-1].text.startswith("tool_error: ")  # type: ignore[union-attr]
+    assert text_part(coded, -1).startswith("tool_error: ")
     assert coded.content[:-1] == own.content  # the tool's own words come first
     ok = types.CallToolResult(content=[types.TextContent(text="done")])
     assert with_error_code(ok, "desk__close_ticket") is ok
 
 
-class _Echo:
-    """A backend that answers every call with its arguments."""
+class _Echo(FakeBackend):
+    """A backend that answers every call with its arguments (connected: the proxy needs no ``run``)."""
 
-    available = True
-    call_timeout_s = None
+    def __init__(self) -> None:
+        super().__init__("svc", [])
+
+    @property
+    def available(self) -> bool:
+        return True
 
     async def call(
-        self, tool: object, arguments: dict[str, object], **options: object
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         return types.CallToolResult(content=[types.TextContent(text=str(arguments))])
 
@@ -98,26 +108,24 @@ async def test_a_tool_whose_schema_changed_is_checked_against_the_new_one() -> N
 
     before = tool("svc", "lookup", "Look a word up.", {"word": {"type": "string"}}, ["word"])
     after = tool("svc", "lookup", "Look a word up.", {"word": {"type": "integer"}}, ["word"])
-    proxy = Proxy({"svc": _Echo()}, timeout_s=5, max_result_chars=10_000)  # type: ignore[dict-item]
+    proxy = Proxy({"svc": _Echo()}, timeout_s=5, max_result_chars=10_000)
     assert not (await proxy.call(before, {"word": "tea"})).is_error
     assert (await proxy.call(before, {"word": 3})).is_error
     assert not (await proxy.call(after, {"word": 3})).is_error
     rejected = await proxy.call(after, {"word": "tea"})
-    assert rejected.is_error and "'tea' is not of type 'integer'" in rejected.content[0].text
+    assert rejected.is_error and "'tea' is not of type 'integer'" in text_part(rejected)
     assert not (await proxy.call(before, {"word": "tea"})).is_error  # and back
 
 
-class _Big:
+class _Big(_Echo):
     """A backend whose answer is stamped by its server and larger than the gateway shows."""
 
-    available = True
-    call_timeout_s = None
-
     def __init__(self) -> None:
-        self.budgets: list[object] = []
+        super().__init__()
+        self.budgets: list[float | None] = []
 
     async def call(
-        self, tool: object, arguments: dict[str, object], **options: object
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
     ) -> types.CallToolResult:
         self.budgets.append(options.get("timeout_s"))
         return types.CallToolResult(
@@ -132,7 +140,7 @@ async def test_every_result_is_finished_once_and_every_call_gets_the_resolved_bu
     from toolweave.server.calls.proxy import Proxy
 
     backend = _Big()
-    proxy = Proxy({"svc": backend}, timeout_s=7, max_result_chars=1_000)  # type: ignore[dict-item]
+    proxy = Proxy({"svc": backend}, timeout_s=7, max_result_chars=1_000)
     result = await proxy.call(tool("svc", "dump", "Dump it.", {}, []), {})
     texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
     assert texts[0] == "x" * 1_000 and len(texts) == 2  # one cut, one note

@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client as SdkClient
 
+from tests.results import text
 from toolweave.registry import Registry
 from toolweave.server.fronts.early import EARLY_ID_PREFIX, EarlyFront
 from toolweave.server.gateway import Gateway
@@ -125,10 +126,6 @@ async def test_without_a_table_the_front_leaves_find_tools_to_the_sdk(
     replay = await anyio.to_thread.run_sync(front.hand_over)
     last = json.loads(replay.prefix.splitlines()[-1])
     assert last["id"] == 2  # verbatim: the SDK answers it
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def warm_table(registry: Registry) -> None:

@@ -21,7 +21,7 @@ from mcp import Client
 
 from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port, wait_port
-from tests.server.helpers import NOTE_EDGE, FakeBackend, notes_tools, time_tools
+from tests.server.helpers import NOTE_EDGE, FakeBackend, fake_backends, notes_tools, time_tools
 from toolweave.errors import ConfigError
 from toolweave.server.fronts.transports import check_exposure, http_app, sse_app
 from toolweave.server.gateway import Gateway
@@ -112,8 +112,8 @@ def serving(app: Any, port: int, gateway: Gateway | None = None) -> Iterator[Non
     try:
         wait_port(port)
         deadline = time.monotonic() + 30
-        backends = list(gateway.sources.backends.values()) if gateway else []
-        while not all(b.reported.is_set() for b in backends):  # type: ignore[attr-defined]
+        backends = fake_backends(gateway) if gateway else []
+        while not all(b.reported.is_set() for b in backends):
             assert time.monotonic() < deadline, "backends did not report their tools"
             time.sleep(0.02)
         yield
@@ -233,17 +233,17 @@ async def test_oauth_jwt_identity_and_policy(
             }
             other.close()
             for why, token in bad_tokens.items():
-                auth = {"authorization": f"Bearer {token}"} if token else {}
+                bearer = {"authorization": f"Bearer {token}"} if token else {}
                 target = "/mcp" if transport == "http" else "/sse"
                 method = http.post if transport == "http" else http.get
                 kwargs: dict[str, Any] = {"json": call} if transport == "http" else {}
-                response = await method(target, headers={**hdrs, **auth}, **kwargs)
+                response = await method(target, headers={**hdrs, **bearer}, **kwargs)
                 assert response.status_code == 401, why
                 challenge = response.headers["www-authenticate"]
                 assert (
                     challenge.startswith("Bearer ") and f'resource_metadata="{base}/.well-known/' in challenge
                 )
-                metrics = await http.get("/metrics", headers=auth)
+                metrics = await http.get("/metrics", headers=bearer)
                 assert metrics.status_code == 401, why
             assert notes.calls == []  # nothing ran
 
@@ -364,10 +364,12 @@ async def test_the_oauth_clock_leeway_is_a_setting(issuer: Issuer) -> None:
 
     expired = issuer.token("k1", aud="http://r/mcp", exp_in=-60)  # expired a minute ago
     strict = SecuritySettings(auth="oauth", oauth_issuer=issuer.url, oauth_jwks_url=f"{issuer.url}/jwks")
+    leeway = strict.model_copy(update={"oauth_leeway_s": 120.0})
+    checking, lenient = (authenticator_for(s, "http://r/mcp") for s in (strict, leeway))
+    assert checking is not None and lenient is not None  # auth is on
     with pytest.raises(AuthError, match="expired"):
-        await authenticator_for(strict, "http://r/mcp").authenticate(expired)  # type: ignore[union-attr]
-    lenient = strict.model_copy(update={"oauth_leeway_s": 120.0})
-    assert (await authenticator_for(lenient, "http://r/mcp").authenticate(expired)).name == "alice"  # type: ignore[union-attr]
+        await checking.authenticate(expired)
+    assert (await lenient.authenticate(expired)).name == "alice"
 
 
 async def test_stdio_clients_get_the_default_identity_policy(registry: Any) -> None:

@@ -173,8 +173,8 @@ def test_a_gateway_with_a_differing_upstream_holds_the_tool_itself_and_reports_i
     assert a.review("time", [paris]) == frozenset() and a.review("time", [tool]) == frozenset()
 
     # C's manifest: its view shows its pin and hides the edge it removes ...
-    report = reg_c.set_overrides(GraphOverrides(pin=[PIN], remove=[EdgeSelector(CONVERT.id, ZONES.id)]))
-    assert report.pinned == 1 and not report.problems
+    applied = reg_c.set_overrides(GraphOverrides(pin=[PIN], remove=[EdgeSelector(CONVERT.id, ZONES.id)]))
+    assert applied.pinned == 1 and not applied.problems
     assert PIN in reg_c.dependencies(CONVERT.id) and DECLARED not in reg_c.dependencies(CONVERT.id)
     reg_c.add_edges([GUESS])  # ... and C commits the graph (before: with its pin in, its removal applied)
     for reg in (reg_a, reg_b):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,18 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     yield from running_redis(tmp_path)
 
 
-def replica(url: str) -> SessionStore:
-    return SessionStore(max_tools=5, pinned=(), shared=RedisSessions(url, TTL_S))
+@pytest.fixture
+async def replica(redis_server: RedisServer) -> AsyncIterator[Callable[[], SessionStore]]:
+    """Makes a replica's session store on the test's Redis; their connections are closed at the end."""
+    opened: list[RedisSessions] = []
+
+    def make() -> SessionStore:
+        opened.append(RedisSessions(redis_server.url, TTL_S))
+        return SessionStore(max_tools=5, pinned=(), shared=opened[-1])
+
+    yield make
+    for shared in opened:
+        await shared.aclose()
 
 
 def tab(name: str = "tab-1") -> Any:
@@ -62,8 +72,9 @@ def test_a_url_that_is_not_redis_stops_the_start_without_showing_its_password() 
 
 async def test_set_and_context_published_on_one_replica_are_served_by_another(
     redis_server: RedisServer,
+    replica: Callable[[], SessionStore],
 ) -> None:
-    a, b = replica(redis_server.url), replica(redis_server.url)
+    a, b = replica(), replica()
     session = await a.for_request(tab())
     find_turn(session, ["time__get_current_time", "time__convert_time"], "what time is it in Tokyo")
     await a.commit(session)
@@ -80,8 +91,10 @@ async def test_set_and_context_published_on_one_replica_are_served_by_another(
     assert 0 < redis_server.client().pttl(keys[0]) <= TTL_S * 1000  # and expiring
 
 
-async def test_a_change_made_elsewhere_reaches_the_copy_held_here(redis_server: RedisServer) -> None:
-    a, b = replica(redis_server.url), replica(redis_server.url)
+async def test_a_change_made_elsewhere_reaches_the_copy_held_here(
+    redis_server: RedisServer, replica: Callable[[], SessionStore]
+) -> None:
+    a, b = replica(), replica()
     heard: list[Session] = []
 
     async def on_changed(session: Session) -> None:
@@ -105,8 +118,10 @@ async def test_a_change_made_elsewhere_reaches_the_copy_held_here(redis_server: 
     assert held_by_b.context()[0] == "weather in Paris"
 
 
-async def test_handshake_era_sessions_stay_in_their_process(redis_server: RedisServer) -> None:
-    a = replica(redis_server.url)
+async def test_handshake_era_sessions_stay_in_their_process(
+    redis_server: RedisServer, replica: Callable[[], SessionStore]
+) -> None:
+    a = replica()
     conn = connection()
     conn.exit_stack = ExitStack()
     session = await a.for_request(ctx("2025-11-25", conn))
@@ -117,7 +132,7 @@ async def test_handshake_era_sessions_stay_in_their_process(redis_server: RedisS
 
 
 async def test_redis_down_at_start_and_mid_run_degrades_then_reconnects(
-    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+    redis_server: RedisServer, replica: Callable[[], SessionStore], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="toolweave")
     shared = RedisSessions(redis_server.url, TTL_S)
@@ -143,7 +158,7 @@ async def test_redis_down_at_start_and_mid_run_degrades_then_reconnects(
         await eventually(lambda: not session.dirty)
         tg.cancel_scope.cancel()
 
-    other = await replica(redis_server.url).for_request(tab())
+    other = await replica().for_request(tab())
     assert other.published.ids() == ["time__get_current_time", "time__convert_time"]
     assert other.context() == ["what time is it in Tokyo", "convert it to Paris time"]
 

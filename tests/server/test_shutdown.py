@@ -31,14 +31,16 @@ time.sleep(600)
 
 
 def test_the_deadline_stops_every_child_tree_and_ends_a_stuck_process() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    try:
-        seen = json.loads(proc.stdout.readline())
-        assert proc.wait(30) == 0  # os._exit(0): the stuck main thread did not hold it
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with subprocess.Popen(
+        [sys.executable, "-c", STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None
+        try:
+            seen = json.loads(proc.stdout.readline())
+            assert proc.wait(30) == 0  # os._exit(0): the stuck main thread did not hold it
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert sorted(seen["children"]) == sorted(seen["groups"])
     # every member of both groups is gone: the grandchild too, and the child that ignored SIGTERM
     for pgid in seen["groups"]:

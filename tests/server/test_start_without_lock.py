@@ -19,6 +19,7 @@ from tests.redis_server import RedisServer
 from tests.s3 import MotoProcess, moto_bucket
 from toolweave.manifest import load_manifest
 from toolweave.registry import Registry
+from toolweave.registry.embeddings import Embedder
 from toolweave.server.gateway import Gateway
 from toolweave.settings import Settings
 
@@ -89,7 +90,7 @@ async def found(client: Client) -> list[str]:
 
 
 async def test_a_replica_started_with_redis_down_serves_and_writes_once_it_is_back(
-    s3: dict[str, str], registry_lock: RedisServer, shared_embedder: Any, tmp_path: Path
+    s3: dict[str, str], registry_lock: RedisServer, shared_embedder: Embedder, tmp_path: Path
 ) -> None:
     await start_once(s3, shared_embedder, manifest(tmp_path / "gw.yaml", "seeded"))
     generation, spec = committed(s3, shared_embedder)
@@ -129,7 +130,7 @@ async def start_once(s3: dict[str, str], embedder: Any, path: Path) -> None:
 
 
 async def test_restarts_on_an_unchanged_manifest_commit_nothing(
-    s3: dict[str, str], shared_embedder: Any, tmp_path: Path
+    s3: dict[str, str], shared_embedder: Embedder, tmp_path: Path
 ) -> None:
     path = manifest(tmp_path / "gw.yaml", "unchanged")
     await start_once(s3, shared_embedder, path)  # records the manifest's sources for other replicas

@@ -12,6 +12,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.meta import request_meta
+from tests.results import text
 from toolweave.registry import Registry
 from toolweave.server.fronts.early import ARRIVED_META
 from toolweave.server.gateway import Gateway
@@ -22,10 +24,6 @@ from .helpers import FakeBackend, time_tools
 from .test_startup import held_opener
 
 pytestmark = pytest.mark.anyio
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -106,7 +104,7 @@ async def test_the_bound_counts_from_the_arrival_the_early_front_stamped(registr
     try:
         async with Client(gateway.server, mode="legacy") as client:
             began = time.monotonic()
-            waited = {ARRIVED_META: time.monotonic() - 29.5}  # kept 29.5 s of the 30 s bound
+            waited = request_meta({ARRIVED_META: time.monotonic() - 29.5})  # kept 29.5 s of the 30 s bound
             early = await client.call_tool("find_tools", {"query": "what time is it in Tokyo"}, meta=waited)
             took = time.monotonic() - began
         assert early.structured_content is not None and early.structured_content["tools"] == []

@@ -61,7 +61,7 @@ def error_text(result: types.CallToolResult) -> str:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_handshake_and_list_do_not_wait_for_the_registry_or_upstreams(
-    registry: Registry, mode: str
+    registry: Registry, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened = threading.Event()
     clock = HeldBackend("clock", time_tools())
@@ -77,7 +77,7 @@ async def test_handshake_and_list_do_not_wait_for_the_registry_or_upstreams(
         gated.set()  # the request reached the gateway's wait for the registry
         return await wait_ready(tool)
 
-    gateway._wait_ready = spy  # type: ignore[method-assign]
+    monkeypatch.setattr(gateway, "_wait_ready", spy)
     watch = ListChanged()
     try:
         client = Client(gateway.server, mode=mode, message_handler=watch.on_message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -24,13 +25,13 @@ pytestmark = pytest.mark.anyio
 async def test_lines_come_in_order_and_the_reader_stays_a_few_lines_ahead() -> None:
     produced: list[int] = []
 
-    def lines() -> object:
+    def lines() -> Iterator[str]:
         for n in range(50):
             produced.append(n)
             yield f"line {n}\n"
 
     got = []
-    async for line in read_ahead(iter(lines())):  # type: ignore[call-overload]
+    async for line in read_ahead(lines()):
         got.append(line)
         if len(got) == 1:
             await anyio.sleep(0.2)  # the server is busy: the reader may not run away with the input
@@ -39,13 +40,13 @@ async def test_lines_come_in_order_and_the_reader_stays_a_few_lines_ahead() -> N
 
 
 async def test_a_reader_error_is_raised_where_the_lines_are_read() -> None:
-    def lines() -> object:
+    def lines() -> Iterator[str]:
         yield "first\n"
         raise OSError("stdin broke")
 
     got = []
     with pytest.raises(OSError, match="stdin broke"):
-        async for line in read_ahead(iter(lines())):  # type: ignore[call-overload]
+        async for line in read_ahead(lines()):
             got.append(line)
     assert got == ["first\n"]
 

@@ -10,6 +10,7 @@ import anyio
 import numpy as np
 import pytest
 
+from tests.results import text_part
 from toolweave.registry.batching import QueryBatcher
 from toolweave.server.turns.find_cache import FindCache
 
@@ -61,8 +62,9 @@ def test_known_queries_do_not_wait_for_a_model_run() -> None:
             self.known = {"known": np.full(3, 7.0, dtype=np.float32)}
 
         def cached_queries(self, texts: Sequence[str]) -> list[np.ndarray] | None:
-            vectors = [self.known.get(t) for t in texts]
-            return None if any(v is None for v in vectors) else vectors  # type: ignore[return-value]
+            if not all(t in self.known for t in texts):
+                return None
+            return [self.known[t] for t in texts]
 
     inner = Cached()
     released = threading.Event()
@@ -187,7 +189,7 @@ def test_find_tools_text_is_exactly_the_json_of_its_document() -> None:
                 query, tools, list_changed=changed, published=published, name_of=str.upper, detail=detail
             )
             wanted = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
-            assert result.content[0].text == wanted  # type: ignore[union-attr]
+            assert text_part(result) == wanted
 
 
 def test_an_embedder_shares_its_query_runs_once_asked() -> None:

@@ -18,7 +18,7 @@ from toolweave.retrieval.turns import FOLLOW_UP_WORDS, conversation_context, too
 from toolweave.server.gateway import Gateway
 from toolweave.server.turns.names import NameMap
 
-from .helpers import NOTE_EDGE, FakeBackend, names, notes_tools, time_tools, tool
+from .helpers import NOTE_EDGE, FakeBackend, fake_backends, names, notes_tools, time_tools, tool
 from .test_gateway import make_gateway, structured
 
 pytestmark = pytest.mark.anyio
@@ -30,9 +30,9 @@ MODES = ["legacy", "auto"]
 async def relisting_gateway(gateway: Gateway, mode: str) -> AsyncIterator[tuple[Client, Relister]]:
     relister = Relister()
     async with Client(gateway.server, mode=mode, message_handler=relister.on_message) as client:
-        for backend in gateway.sources.backends.values():
+        for backend in fake_backends(gateway):
             with anyio.fail_after(20):
-                await backend.reported.wait()  # type: ignore[attr-defined]
+                await backend.reported.wait()
         async with relisting(client, relister):
             yield client, relister
 
@@ -189,9 +189,9 @@ async def test_a_host_turn_that_comes_before_the_clients_session_is_in_its_first
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     reports: list[dict[str, Any]] = []
     async with Client(gateway.server, mode="legacy") as client:
-        for backend in gateway.sources.backends.values():
+        for backend in fake_backends(gateway):
             with anyio.fail_after(20):
-                await backend.reported.wait()  # type: ignore[attr-defined]
+                await backend.reported.wait()
         assert not list(gateway.sessions)  # no request yet: the turn has nobody to publish to
         async with anyio.create_task_group() as tg:
 
@@ -212,9 +212,9 @@ async def test_a_turn_for_nobody_is_not_given_to_whoever_connects_next(registry:
     # client that happens to connect (that could be somebody else's conversation).
     gateway = make_gateway(registry, *backends, relist_wait_ms=5000, relist_probe_ms=5000)
     async with Client(gateway.server, mode="legacy") as client:
-        for backend in gateway.sources.backends.values():
+        for backend in fake_backends(gateway):
             with anyio.fail_after(20):
-                await backend.reported.wait()  # type: ignore[attr-defined]
+                await backend.reported.wait()
         report = await gateway.turns.hear_turn("what time is it in Tokyo")
         assert report == {"sessions": []}
         assert "clock__get_current_time" not in names(await client.list_tools(cache_mode="bypass"))

@@ -139,6 +139,7 @@ class DynamicServer:
         msgs = [types.SamplingMessage(role="user", content=types.TextContent(text=q))]
         if ctx.protocol_version != MODERN:
             res = await ctx.session.create_message(msgs, max_tokens=50, related_request_id=ctx.request_id)
+            assert isinstance(res.content, types.TextContent), res.content
             return types.CallToolResult(content=[types.TextContent(text=f"llm said: {res.content.text}")])
         answer = (params.input_responses or {}).get("q")
         if answer is None:
@@ -146,7 +147,9 @@ class DynamicServer:
                 params=types.CreateMessageRequestParams(messages=msgs, max_tokens=50)
             )
             return types.InputRequiredResult(input_requests={"q": req}, request_state="asked")
-        content = answer.content  # type: ignore[union-attr]
+        assert isinstance(answer, types.CreateMessageResult), answer
+        content = answer.content
+        assert isinstance(content, types.TextContent), content
         return types.CallToolResult(content=[types.TextContent(text=f"llm said: {content.text}")])
 
 

@@ -123,7 +123,7 @@ def _call(request_id: Any, params: dict[str, Any], emit: Callable[[bytes], None]
         )
         piece = b"x" * (1024 * 1024)
         parts = [head.encode(), *([piece] * (size // len(piece))), b'"}],"isError":false}}']
-        yield b"".join(parts) if size <= 8 * 1024 * 1024 else _Chunked(parts)  # type: ignore[misc]
+        yield b"".join(parts) if size <= 8 * 1024 * 1024 else _Chunked(parts)
     elif name == "hang":
         time.sleep(3600)
     elif name == "freeze":
@@ -140,9 +140,11 @@ def _call(request_id: Any, params: dict[str, Any], emit: Callable[[bytes], None]
 class _Chunked(bytes):
     """A frame too big to join: written piece by piece (the upstream's own memory is not under test)."""
 
+    parts: list[bytes]
+
     def __new__(cls, parts: list[bytes]) -> _Chunked:
         obj = super().__new__(cls, b"")
-        obj.parts = parts  # type: ignore[attr-defined]
+        obj.parts = parts
         return obj
 
 

@@ -16,7 +16,7 @@ import typer
 
 from toolweave.commands.options import RegistryOption, settings_for, setup_logging, user_errors
 from toolweave.server.fronts.front_answers import DEFAULT_HOST, DEFAULT_PORT
-from toolweave.settings import Settings
+from toolweave.settings import REGISTRY_DIR_VAR, Settings
 
 if TYPE_CHECKING:
     from toolweave.registry import Registry
@@ -141,12 +141,6 @@ def _share(transport: str, settings: Settings, front: HttpFront | None) -> tuple
 
     threading.Thread(target=watch, name="toolweave-shared-idle-start", daemon=True).start()
     return settings, str(settings.home)
-
-
-REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
-"""Set by ``toolweave serve`` to the registry's local directory, for ``${TOOLWEAVE_REGISTRY_DIR}`` in the
-manifest: an upstream's state then lives with the registry it serves (the demo's memory file), not in
-one fixed file that every run on the machine shares. Not set for an object-store registry."""
 
 
 def _name_registry_dir(settings: Settings) -> None:

@@ -51,6 +51,7 @@ __all__ = [
     "RegistryDatabase",
     "RegistryLocation",
     "is_uri",
+    "table_names",
 ]
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class RegistryDatabase:
                 return True
         with lance_errors(f"opening {location}", "registry"):
             db = lancedb.connect(str(location), storage_options=dict(storage_options or {}) or None)
-        return COMMIT_TABLE in _table_names(db)
+        return COMMIT_TABLE in table_names(db)
 
     @classmethod
     def open(
@@ -183,7 +184,7 @@ class RegistryDatabase:
         return self.head
 
     def _table_names(self) -> set[str]:
-        return _table_names(self._db)
+        return table_names(self._db)
 
     def _recover(self) -> CommitRecord | None:
         self.side.clear()
@@ -449,7 +450,8 @@ def _check_version(location: RegistryLocation, name: str, latest: int, version: 
         )
 
 
-def _table_names(db: Any) -> set[str]:
+def table_names(db: Any) -> set[str]:
+    """Every table of the LanceDB database ``db`` (read page by page)."""
     with lance_errors("listing tables", "registry"):
         names: set[str] = set()
         token = None

@@ -31,6 +31,7 @@ __all__ = [
     "ToolTable",
     "lance_errors",
     "no_guard",
+    "open_table_at",
     "sql_in",
     "sql_string",
     "store_problem",
@@ -71,6 +72,19 @@ def lance_errors(action: str, what: str = "tool table") -> Iterator[None]:
         raise
     except (RuntimeError, ValueError, OSError, pa.ArrowException) as exc:
         raise RegistryError(f"{what}: {action} failed: {store_problem(str(exc))}") from exc
+
+
+def open_table_at(db: Any, name: str, schema: pa.Schema, version: int | None, what: str) -> Any:
+    """The LanceDB table ``name`` (created empty with ``schema`` when missing), at ``version`` (the
+    committed one) where another process has written a newer one since: a reader sees only commits."""
+    with lance_errors(f"opening table {name}", what):
+        try:
+            table = db.open_table(name)
+        except ValueError:  # LanceDB's "table not found"
+            table = db.create_table(name, schema=schema)
+        if version is not None and int(table.version) != version:
+            table.checkout(version)
+    return table
 
 
 _S3_CODE = re.compile(r"<Code>(\w+)</Code>")
@@ -157,14 +171,7 @@ class ToolTable:
         self._dim = dim
         self._schema = tool_schema(dim)
         self.guard = guard
-        with lance_errors(f"opening table {name}"):
-            try:
-                self._table = db.open_table(name)
-            except ValueError:  # LanceDB's "table not found"
-                self._table = db.create_table(name, schema=self._schema)
-            if version is not None and int(self._table.version) != version:
-                # another process is writing a newer version: read the committed one
-                self._table.checkout(version)
+        self._table = open_table_at(db, name, self._schema, version, "tool table")
         self._fts_ready = self._has_fts_index()
 
     def writable(self) -> None:

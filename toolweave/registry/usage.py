@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from toolweave.registry.store import Guard, lance_errors, no_guard, sql_in, sql_string
+from toolweave.registry.store import Guard, lance_errors, no_guard, open_table_at, sql_in, sql_string
 
 __all__ = [
     "USAGE_TABLE",
@@ -150,13 +150,7 @@ class UsageTable:
         self._dim = dim
         self._schema = usage_schema(dim)
         self.guard = guard
-        with lance_errors(f"opening table {name}", "usage table"):
-            try:
-                self._table = db.open_table(name)
-            except ValueError:  # LanceDB's "table not found"
-                self._table = db.create_table(name, schema=self._schema)
-            if version is not None and int(self._table.version) != version:
-                self._table.checkout(version)  # another process is writing: read the committed version
+        self._table = open_table_at(db, name, self._schema, version, "usage table")
 
     def writable(self) -> None:
         """Back to the latest version (see ``ToolTable.writable``)."""

@@ -6,12 +6,15 @@ queries, so ``decompose_query`` is a cheap heuristic: it cuts at sentence bounda
 coordinators (", and ", " and then ", " also ", "Additionally," ...), and only where every part keeps
 enough content words to be a request of its own (a false split of a single request is the risk: "a
 course that covers Python and Java" must stay whole). The whole query is always the first variant.
-``fuse_variants`` merges the per-variant first-pass lists into one candidate list (reciprocal rank,
-round-robin from the whole query's list, or the best per-list relevance). ``part_weights`` weighs each
-part's list by how strongly its leader matches compared with the whole query's (``max`` fusion): a
-sentence that asks for nothing ("It is a multistep process that requires multiple API calls") finds no
-tool as well as the whole request does, so its leader cannot rise above the request's own first hits.
-Pure text and list functions.
+``fuse_max`` merges the per-variant first-pass lists into one candidate list (each tool's best
+relevance over the lists). ``part_weights`` weighs each part's list by how strongly its leader matches
+compared with the whole query's: a sentence that asks for nothing ("It is a multistep process that
+requires multiple API calls") finds no tool as well as the whole request does, so its leader cannot rise
+above the request's own first hits. Pure text and list functions.
+
+``Decomposition`` is the seam: ``retrieve`` calls its ``split`` and ``fuse``. The alternatives the lab
+measured and did not ship (reciprocal-rank and round-robin fusion, other part weightings) subclass it in
+``bench/labs/decompose_variants.py``.
 """
 
 from __future__ import annotations
@@ -19,22 +22,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import median
-from typing import Any, Literal
+from typing import Literal
 
-from toolweave.retrieval.fusion import RRF_K, turn_relevance
+from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import Hit
 
 __all__ = [
     "MAX_PARTS",
     "MIN_CONTENT_WORDS",
     "Decomposition",
-    "PartWeighting",
+    "Pass",
     "SplitLevel",
-    "VariantFusion",
     "decompose_query",
-    "fuse_variants",
-    "list_confidence",
+    "fuse_max",
     "part_weights",
 ]
 
@@ -42,12 +42,8 @@ SplitLevel = Literal["sentences", "clauses", "and"]
 """Where ``decompose_query`` may cut: sentence boundaries and "; " only; also clause coordinators;
 also a bare " and " (the riskiest: "restaurants and career opportunities", but "Python and Java")."""
 
-VariantFusion = Literal["rrf", "interleave", "max"]
-
-PartWeighting = Literal["flat", "cosine", "gap"]
-"""How ``max`` fusion weighs a part's list against the whole query's (``part_weights``): ``flat`` = all
-alike; ``cosine`` = by its best cosine similarity (how well its leader matches in absolute terms);
-``gap`` = by how far its leader stands above the median of its own fused list (how sure it is)."""
+Pass = tuple[Sequence[Hit], Mapping[str, float]]
+"""One variant's first pass: its ranked hits and each hit's cosine similarity (vector side only)."""
 
 MIN_CONTENT_WORDS = 4
 """A part must hold at least this many content words (not filler like "can you tell me"); chosen with
@@ -125,35 +121,15 @@ def decompose_query(
     return [query, *unique] if len(unique) >= 2 else [query]
 
 
-def list_confidence(hits: Sequence[Hit], cosine: Mapping[str, float], how: PartWeighting) -> float | None:
-    """How strongly one variant's first pass found something, on a scale shared by every variant of the
-    turn (None = no evidence: ``flat``, or no vector side for ``cosine``, or fewer than two distinct scores
-    for ``gap``).
+def part_weights(confidences: Sequence[float | None]) -> list[float]:
+    """Each variant's weight in ``fuse_max``: 1 for the whole query (``confidences[0]``); for a part,
+    ``min(1, its confidence / the whole query's)``.
 
-    ``cosine``: the best cosine similarity of the variant's vector hits; the same model and tools for
-    every variant, so it compares parts with the whole in absolute terms. ``gap``: ``(best - median) /
-    (best - worst)`` of the fused scores, in [0, 1]: a leader far above a list that is otherwise flat is
-    a confident one; a leader barely above the median (a vague text matching many tools a little) is not.
-    """
-    if how == "cosine":
-        return max(cosine.values(), default=None)
-    if how == "gap":
-        scores = [h.score for h in hits]
-        if len(scores) < 2 or max(scores) - min(scores) <= 1e-12:
-            return None
-        best = max(scores)
-        return (best - median(scores)) / (best - min(scores))
-    return None
-
-
-def part_weights(confidences: Sequence[float | None], power: float = 1.0) -> list[float]:
-    """Each variant's weight for ``max`` fusion: 1 for the whole query (``confidences[0]``); for a part,
-    ``min(1, its confidence / the whole query's) ** power``.
-
-    A part that matches as well as the whole request, or better, keeps weight 1 (its leader may take the
-    top: the whole request's single vector blurred it); one that matches less can only add tools below
-    the whole query's best. Without evidence on either side (None, or a whole query at or below 0) a
-    part weighs 1, as with ``flat``.
+    A confidence is the best cosine similarity of the variant's vector hits: the same model and tools for
+    every variant, so it compares parts with the whole in absolute terms. A part that matches as well as
+    the whole request, or better, keeps weight 1 (its leader may take the top: the whole request's single
+    vector blurred it); one that matches less can only add tools below the whole query's best. Without
+    evidence on either side (None, or a whole query at or below 0) a part weighs 1.
     """
     if not confidences:
         return []
@@ -163,75 +139,54 @@ def part_weights(confidences: Sequence[float | None], power: float = 1.0) -> lis
         if whole is None or part is None or whole <= 1e-12:
             weights.append(1.0)
         else:
-            weights.append(min(1.0, max(part, 0.0) / whole) ** power)
+            weights.append(min(1.0, max(part, 0.0) / whole))
     return weights
 
 
-def fuse_variants(
-    lists: Sequence[Sequence[Hit]],
-    method: VariantFusion,
-    k: int,
-    part_weight: float = 1.0,
-    weights: Sequence[float] | None = None,
-) -> list[Hit]:
+def fuse_max(lists: Sequence[Sequence[Hit]], k: int, weights: Sequence[float] | None = None) -> list[Hit]:
     """The first ``k`` of one candidate list made from the whole query's list (``lists[0]``) and its
-    parts' lists.
-
-    ``rrf``: ``sum 1 / (RRF_K + rank)`` over the lists (a tool several parts find rises; the whole
-    query's list counts as one of them). ``interleave``: round robin, the whole query's list first, each
-    tool once (every part gets its best tools near the top, whatever the score scales). ``max``: each
-    list's scores mapped onto [0, 1] within the list (best 1, weakest 0) and the parts' lists weighted
-    ``part_weight``, times the list's own weight in ``weights`` (``part_weights``; None = 1 each), a
-    tool's best over the lists (below 1, a part's leader outranks only the whole query's weaker hits: a
-    false split of a single request moves little). A single list is returned as it is.
+    parts' lists: each list's scores mapped onto [0, 1] within the list (best 1, weakest 0), times the
+    list's weight in ``weights`` (``part_weights``; None = 1 each), and a tool's best over the lists
+    (below 1, a part's leader outranks only the whole query's weaker hits: a false split of a single
+    request moves little). Ties keep the order a tool was first seen in. A single list is returned as it is.
     """
     if len(lists) == 1:
         return list(lists[0][:k])
-    order: dict[str, int] = {}  # tie-break: first seen, in list order
+    order: dict[str, int] = {}
     for hits in lists:
         for h in hits:
             order.setdefault(h.tool_id, len(order))
     fused: dict[str, float] = {}
-    if method == "rrf":
-        for hits in lists:
-            for rank, h in enumerate(hits, 1):
-                fused[h.tool_id] = fused.get(h.tool_id, 0.0) + 1.0 / (RRF_K + rank)
-    elif method == "interleave":
-        longest = max(len(hits) for hits in lists)
-        for rank in range(longest):
-            for hits in lists:
-                if rank < len(hits) and hits[rank].tool_id not in fused:
-                    # scores fall with the position: the relevance floor and the walk read an order
-                    fused[hits[rank].tool_id] = 1.0 / (RRF_K + len(fused) + 1)
-    else:
-        for n, hits in enumerate(lists):
-            weight = (1.0 if n == 0 else part_weight) * (1.0 if weights is None else weights[n])
-            for tool_id, relevance in turn_relevance(hits).items():
-                fused[tool_id] = max(fused.get(tool_id, 0.0), weight * relevance)
+    for n, hits in enumerate(lists):
+        weight = 1.0 if weights is None else weights[n]
+        for tool_id, relevance in turn_relevance(hits).items():
+            fused[tool_id] = max(fused.get(tool_id, 0.0), weight * relevance)
     ranked = sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
     return [Hit(i, s) for i, s in ranked[:k]]
 
 
 @dataclass(frozen=True)
 class Decomposition:
-    """How ``retrieve`` splits a request (``decompose_query``'s options) and fuses the variants' lists.
+    """How ``retrieve`` splits a request (``split``) and fuses the variants' lists (``fuse``).
 
-    The defaults are what the gateway uses (``retrieval.decompose`` picks the level); the other values
-    are the alternatives the lab measured (``bench/ranking_lab.py decompose``)."""
+    The gateway's: ``retrieval.decompose`` picks the level; each part's list is weighted by its
+    confidence against the whole query's (``part_weights``), so a sentence that asks for nothing matches
+    every tool worse than the request does and cannot bring its best match to the top. Unweighted,
+    decomposition cost OpenAPI-links' workflow descriptions 0.014 / 0.028 mAP@10 (bench/HISTORY.md,
+    "Query decomposition that does no harm")."""
 
-    fusion: VariantFusion = "max"
     level: SplitLevel = "sentences"
     min_content_words: int = MIN_CONTENT_WORDS
     max_parts: int = MAX_PARTS
-    part_weight: float = 1.0
-    """``max`` fusion: the parts' relevance against the whole query's 1."""
-    weighting: PartWeighting = "cosine"
-    """``max`` fusion: each part's list also weighted by its confidence against the whole query's: a
-    sentence that asks for nothing matches every tool worse than the request does and cannot bring its
-    best match to the top. Unweighted (``flat``), decomposition cost OpenAPI-links' workflow
-    descriptions 0.014 / 0.028 mAP@10 (bench/HISTORY.md, "Query decomposition that does no harm")."""
-    weighting_power: float = 1.0
-    """The power of that confidence ratio (``part_weights``)."""
 
-    def split_options(self) -> dict[str, Any]:
-        return {"level": self.level, "min_content_words": self.min_content_words, "max_parts": self.max_parts}
+    def split(self, query: str) -> list[str]:
+        """``decompose_query`` with these options: the whole query first, then its parts, if any."""
+        return decompose_query(
+            query, level=self.level, min_content_words=self.min_content_words, max_parts=self.max_parts
+        )
+
+    def fuse(self, passes: Sequence[Pass], k: int) -> list[Hit]:
+        """The first ``k`` of one candidate list from the variants' first passes (the whole query's
+        first, as ``split`` ordered them)."""
+        weights = part_weights([max(cosine.values(), default=None) for _, cosine in passes])
+        return fuse_max([hits for hits, _ in passes], k, weights)

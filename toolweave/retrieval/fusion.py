@@ -23,7 +23,6 @@ __all__ = [
     "EQUAL_WEIGHTS",
     "FLEET_POWER",
     "FLEET_TOP_N",
-    "RRF_K",
     "FleetCalibration",
     "ZScores",
     "calibrate",
@@ -37,9 +36,6 @@ __all__ = [
     "z_scores",
     "zscore_fusion",
 ]
-
-RRF_K = 60
-"""The constant of reciprocal rank fusion (Cormack et al. 2009)."""
 
 FLEET_TOP_N = 1
 """A turn's confidence of a retriever: the mean z-score of its first this many hits (its peak)."""

@@ -13,13 +13,7 @@ from typing import Any, Protocol, TypeVar
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
-from toolweave.retrieval.decompose import (
-    Decomposition,
-    decompose_query,
-    fuse_variants,
-    list_confidence,
-    part_weights,
-)
+from toolweave.retrieval.decompose import Decomposition
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import FleetCalibration, calibrate, fixed_weight, fuse, turn_relevance
 from toolweave.retrieval.name_match import match_names
@@ -221,7 +215,7 @@ def candidates(
 ) -> tuple[list[Hit], dict[str, float]]:
     """The first pass of the whole query, or of it and its parts fused: ranked candidates and each
     one's best cosine similarity over the variants."""
-    texts = [text] if decomposition is None else decompose_query(text, **decomposition.split_options())
+    texts = [text] if decomposition is None else decomposition.split(text)
     variants = [contextual_query(t, context) for t in texts]
     passes = scored_first_pass(
         variants,
@@ -236,13 +230,7 @@ def candidates(
     if decomposition is None or len(passes) == 1:
         return passes[0]
     depth = max(len(hits) for hits, _ in passes)  # as deep as one variant's list: the floor's scale
-    weights = None
-    if decomposition.weighting != "flat":
-        confidences = [list_confidence(h, c, decomposition.weighting) for h, c in passes]
-        weights = part_weights(confidences, decomposition.weighting_power)
-    hits = fuse_variants(
-        [hits for hits, _ in passes], decomposition.fusion, depth, decomposition.part_weight, weights
-    )
+    hits = decomposition.fuse(passes, depth)
     cosine: dict[str, float] = {}
     for _, part_cosine in passes:
         for tool_id, score in part_cosine.items():

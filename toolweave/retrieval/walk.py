@@ -57,15 +57,20 @@ from toolweave.retrieval.supplied import (
 
 __all__ = [
     "CONTENT_WORDS",
+    "CUT_ORIGINS",
+    "Choice",
+    "Chooser",
     "DependencyLookup",
     "SchemaLookup",
+    "Supplied",
     "WalkPolicy",
     "dependency_entry",
     "expand_with_dependencies",
     "is_content_edge",
+    "walk_edges",
 ]
 
-_CUT_ORIGINS = frozenset({"inferred"})
+CUT_ORIGINS = frozenset({"inferred"})
 """The edges ``min_confidence`` and ``inferred_min_weight`` apply to: those inferred from names and schemas,
 where they were chosen.
 Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
@@ -112,7 +117,7 @@ class WalkPolicy:
     edge (bench/RESULTS.md, "Prerequisites without traffic"); every fold but ToolLinkOS's picks 0.2."""
     min_confidence: float = 0.0
     """A dependency reached through inferred edges whose confidences multiply to less is not walked
-    (``_CUT_ORIGINS``). Off: the weight already carries every confidence of the path (it was 0.9, with
+    (``CUT_ORIGINS``). Off: the weight already carries every confidence of the path (it was 0.9, with
     weak inferred edges never given to the walk; walking them by weight is as harmless on every dataset
     and finds ToolLinkOS's prerequisites)."""
     skip_fed: bool = True
@@ -132,11 +137,12 @@ class WalkPolicy:
     """The rule applies to learned edges too (traffic saw the value come from the producer in other
     sessions; this request may hold it)."""
 
-    def _chooser(
+    def chooser(
         self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
     ) -> Choice:
-        """The edges a turn's walk follows out of each tool (the lab's variants override this)."""
-        return _Chooser(self, seen, relevance, request)
+        """The edges a turn's walk follows out of each tool: the seam the lab's variants override
+        (``bench/walk_variants.py``) to walk with another rule."""
+        return Chooser(self, seen, relevance, request)
 
     @classmethod
     def everything(cls) -> WalkPolicy:
@@ -183,7 +189,7 @@ def expand_with_dependencies(
     given = None
     if policy.supplied is not None and request and schema_of is not None:
         given = Supplied(request_values(request), schema_of, policy)
-    choose = policy._chooser(seen, relevance, given)
+    choose = policy.chooser(seen, relevance, given)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
@@ -194,7 +200,7 @@ def expand_with_dependencies(
     for hit in hits[:top_k]:
         emit_hit(hit)
         root = relevance.get(hit.tool_id, 1.0)
-        for edge, depth, weight in _walk(
+        for edge, depth, weight in walk_edges(
             hit.tool_id, dependencies, d_limit, edge_kinds, seen, keep, root, choose
         ):
             seen.add(edge.depends_on)
@@ -240,7 +246,7 @@ def dependency_entry(edge: DependencyEdge, rank: int, depth: int) -> RankedTool:
     )
 
 
-def _walk(
+def walk_edges(
     root: str,
     dependencies: DependencyLookup,
     d_limit: int,
@@ -304,7 +310,7 @@ class Supplied:
         return True
 
 
-class _Chooser:
+class Chooser:
     """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
 
     def __init__(
@@ -352,7 +358,7 @@ class _Chooser:
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
             if id(edge) in spared:
                 w *= policy.supplied or 1.0
-            guessed = edge.origin in _CUT_ORIGINS
+            guessed = edge.origin in CUT_ORIGINS
             path = sure * (edge.confidence if guessed else 1.0)
             floor = policy.inferred_min_weight if guessed else policy.min_weight
             if w >= floor and path >= policy.min_confidence:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from mcp_harness import HttpUpstream
+
+from tests.adapters.mcp.mcp_harness import HttpUpstream
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from tests.results import text_part
 from toolweave.adapters.backend import Backend, call_budget
 from toolweave.adapters.factory import build_backends
 from toolweave.adapters.mcp import MCPBackend
@@ -76,6 +77,7 @@ def test_build_backends_from_a_manifest(manifest_dir: Path) -> None:
     assert isinstance(time, MCPBackend) and isinstance(web, MCPBackend)
     # the entry's own budget where it sets one, else the gateway's: one rule for every kind
     assert call_budget(time.call_timeout_s, 11) == 7 and call_budget(web.call_timeout_s, 11) == 11
+    assert isinstance(pets, OpenAPIBackend)
     assert pets.call_timeout_s is None and pets._default_call_s == 11  # OpenAPI too (was 30 s x 3 tries)
     assert time.connect_timeout_s == 3
     assert time.probe_interval_s is None and web.probe_interval_s == 15.0
@@ -144,5 +146,5 @@ async def test_openapi_adapter_loads_reports_and_calls(manifest_dir: Path, pet_a
         assert any(isinstance(c, types.TextContent) and "pet 7" in c.text for c in result.content)
         assert not broken.available
         result = await broken.call(tool, {"petId": 7}, timeout_s=5)  # not its tool: refused, clearly
-        assert result.is_error and "'broken'" in result.content[0].text  # type: ignore[union-attr]
+        assert result.is_error and "'broken'" in text_part(result)
         tg.cancel_scope.cancel()

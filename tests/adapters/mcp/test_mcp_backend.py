@@ -12,8 +12,8 @@ import sys
 import anyio
 import mcp_types as types
 import pytest
-from mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
 
+from tests.adapters.mcp.mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend
 from toolweave.adapters.mcp.backend import stdio_environment
@@ -26,7 +26,7 @@ DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "crash", "echo", "fail", "pid", "
 
 
 def stdio(*args: str, protocol: str = "auto", command: str = sys.executable) -> StdioServer:
-    return StdioServer(transport="stdio", command=command, args=list(args), protocol=protocol)  # type: ignore[arg-type]
+    return StdioServer(transport="stdio", command=command, args=list(args), protocol=protocol)
 
 
 def text(result: types.CallToolResult) -> str:
@@ -176,6 +176,7 @@ async def test_command_not_found_is_reported_and_retried() -> None:
     )
     async with running(backend) as h:
         await h.wait(lambda: backend.last_error is not None)
+        assert backend.last_error is not None
         assert "command 'toolweave-no-such-command' not found" in backend.last_error
         assert not backend.available and h.reports == [] and h.statuses == []
         result = await backend.call(ToolRecord(id="ghost__x", source="ghost", name="x"), {}, timeout_s=0.3)
@@ -186,6 +187,7 @@ async def test_initialize_that_never_answers_times_out(caplog: pytest.LogCapture
     backend = MCPBackend("mute", stdio(SILENT), connect_timeout_s=1.0, backoff_initial_s=0.1)
     async with running(backend) as h:
         await h.wait(lambda: backend.last_error is not None, timeout=15)
+        assert backend.last_error is not None
         assert "no answer to initialize" in backend.last_error and "1 s" in backend.last_error
         assert not backend.available
     assert any("'mute'" in r.getMessage() and "retrying" in r.getMessage() for r in caplog.records)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["json_body", "ok", "param"]
+from toolweave.records import ToolRecord
+
+__all__ = ["json_body", "ok", "output_schema", "param"]
 
 
 def ok(schema: dict[str, Any] | None = None, code: str = "200") -> dict[str, Any]:
@@ -27,3 +29,9 @@ def json_body(properties: dict[str, Any], *, optional: bool = False, **schema: A
         "content": {"application/json": {"schema": {"type": "object", **schema, "properties": properties}}}
     }
     return body if optional else {"required": True, **body}
+
+
+def output_schema(tool: ToolRecord) -> dict[str, Any]:
+    """The tool's output schema, which the test expects the parser to have written."""
+    assert tool.output_schema is not None, tool.name
+    return tool.output_schema

@@ -10,8 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from openapi_spec_helpers import ok
 
+from tests.adapters.openapi.openapi_spec_helpers import ok
+from tests.results import text_part
 from toolweave.adapters.openapi import OpenAPIBackend, OpenAPISourceConfig
 from toolweave.adapters.openapi.calls import Credentials, build_request, resolve_credentials
 from toolweave.adapters.openapi.config import AuthConfig
@@ -165,7 +166,7 @@ def test_missing_path_parameter_is_an_error_result_not_a_crash(tools):
         build_request(tools["getFile"].backend, {"path": "x"})
     seen: list[httpx.Request] = []
     result = _run(tools["getFile"], {"path": "x"}, _json_handler(seen))
-    assert result.is_error and "missing required path parameter 'ids'" in result.content[0].text
+    assert result.is_error and "missing required path parameter 'ids'" in text_part(result)
     assert seen == []
 
 
@@ -177,7 +178,7 @@ def test_json_body_and_structured_content(tools):
     assert json.loads(seen[0].content) == {"name": "Rex", "tags": ["a"]}
     assert seen[0].headers["Content-Type"] == "application/json"
     assert not result.is_error
-    assert result.content[0].text == json.dumps({"id": 7}, indent=2)
+    assert text_part(result) == json.dumps({"id": 7}, indent=2)
     assert result.structured_content == {"id": 7}
 
 
@@ -255,7 +256,7 @@ def test_missing_secret_environment_variable_is_a_clear_error(tools):
     result = _run(
         tools["listPets"], {}, _json_handler([]), auth={"type": "bearer", "token_env": "NOT_SET_ANYWHERE"}
     )
-    assert result.is_error and "environment variable NOT_SET_ANYWHERE" in result.content[0].text
+    assert result.is_error and "environment variable NOT_SET_ANYWHERE" in text_part(result)
     # An anonymous operation (the login issuing the token) works before the secret exists.
     login = _run(
         tools["login"], {}, _json_handler([]), auth={"type": "bearer", "token_env": "NOT_SET_ANYWHERE"}
@@ -280,14 +281,14 @@ def test_non_2xx_becomes_error_with_status_reason_and_excerpt(tools):
         tools["addPet"], {"body": {}}, _json_handler([], status=404, body={"message": "no such pet"})
     )
     assert result.is_error
-    text = result.content[0].text
+    text = text_part(result)
     assert text.startswith("upstream_error: HTTP 404 Not Found from POST https://api.example.com/v1/pets")
     assert result.structured_content["error"]["code"] == "upstream_error"
     assert "no such pet" in text
 
 
 def test_large_bodies_are_truncated_with_the_full_size(tools):
-    def serve(body: bytes):  # type: ignore[no-untyped-def]
+    def serve(body: bytes):
         def handler(request: httpx.Request) -> httpx.Response:
             return httpx.Response(200, content=body, headers={"content-type": "application/json"})
 
@@ -297,7 +298,7 @@ def test_large_bodies_are_truncated_with_the_full_size(tools):
     big = {"data": "x" * 3000}
     raw = json.dumps(big).encode()
     result = _run(tools["addPet"], {"body": {}}, serve(raw), max_response_bytes=1000)
-    text = result.content[0].text
+    text = text_part(result)
     full = len(json.dumps(big, indent=2).encode())
     assert text.endswith(
         f"\n\n[truncated: showing the first 1,000 of {full:,} bytes ({len(raw):,} bytes as received)]"
@@ -307,7 +308,7 @@ def test_large_bodies_are_truncated_with_the_full_size(tools):
     # far over the limit: never held whole in memory; the note still gives the full size
     huge = json.dumps({"data": "y" * 3_000_000}).encode()
     result = _run(tools["addPet"], {"body": {}}, serve(huge), max_response_bytes=1000)
-    text = result.content[0].text
+    text = text_part(result)
     assert text.endswith(f"\n\n[truncated: showing the first 1,000 of {len(huge):,} bytes as received]")
     assert len(text) < 1200 and result.structured_content is None
 
@@ -326,16 +327,19 @@ def test_retries_only_idempotent_methods_on_5xx_and_connect_errors(tools):
     result = _run(tools["listPets"], {}, flaky)
     assert attempts == ["GET", "GET", "GET"] and not result.is_error
 
-    attempts.clear()
-    result = _run(
-        tools["addPet"], {"body": {}}, lambda r: (attempts.append(r.method), httpx.Response(503))[1]
-    )
-    assert attempts == ["POST"] and result.is_error and "HTTP 503" in result.content[0].text
+    def answering(status: int) -> Callable[[httpx.Request], httpx.Response]:
+        def answer(request: httpx.Request) -> httpx.Response:
+            attempts.append(request.method)
+            return httpx.Response(status)
+
+        return answer
 
     attempts.clear()
-    result = _run(
-        tools["listPets"], {}, lambda r: (attempts.append(r.method), httpx.Response(500))[1], retries=1
-    )
+    result = _run(tools["addPet"], {"body": {}}, answering(503))
+    assert attempts == ["POST"] and result.is_error and "HTTP 503" in text_part(result)
+
+    attempts.clear()
+    result = _run(tools["listPets"], {}, answering(500), retries=1)
     assert attempts == ["GET", "GET"] and result.is_error
 
 
@@ -344,13 +348,13 @@ def test_timeouts_and_connection_failures_are_error_results(tools):
         raise httpx.ReadTimeout("too slow", request=request)
 
     result = _run(tools["listPets"], {}, slow, timeout_s=1.5)
-    assert result.is_error and "no answer within 1.5 s (call timeout)" in result.content[0].text
+    assert result.is_error and "no answer within 1.5 s (call timeout)" in text_part(result)
 
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
     result = _run(tools["addPet"], {"body": {}}, down)
-    assert result.is_error and "ConnectError" in result.content[0].text
+    assert result.is_error and "ConnectError" in text_part(result)
 
 
 def test_one_budget_covers_every_attempt_and_defaults_to_the_gateways(tools):
@@ -371,7 +375,7 @@ def test_one_budget_covers_every_attempt_and_defaults_to_the_gateways(tools):
             return await backend.call(tools["listPets"], {})
 
     result = asyncio.run(go())
-    assert result.is_error and "no answer within 0.3 s (call timeout)" in result.content[0].text
+    assert result.is_error and "no answer within 0.3 s (call timeout)" in text_part(result)
     assert len(attempts) == 1
 
 
@@ -381,23 +385,21 @@ def test_text_and_binary_responses(tools):
         {},
         lambda r: httpx.Response(200, text="plain", headers={"content-type": "text/plain"}),
     )
-    assert result.content[0].text == "plain"
+    assert text_part(result) == "plain"
     result = _run(
         tools["listPets"],
         {},
         lambda r: httpx.Response(200, content=b"\x89PNG", headers={"content-type": "image/png"}),
     )
-    assert result.content[0].text == "binary response: 4 bytes of image/png (not shown)"
+    assert text_part(result) == "binary response: 4 bytes of image/png (not shown)"
     result = _run(tools["listPets"], {}, lambda r: httpx.Response(204))
-    assert result.content[0].text == "HTTP 204 No Content (empty body)" and not result.is_error
+    assert text_part(result) == "HTTP 204 No Content (empty body)" and not result.is_error
 
 
 def test_unencodable_header_value_is_an_error_result(tools):
     seen: list[httpx.Request] = []
     result = _run(tools["getFile"], {"path": "p", "ids": [1], "X-Req": "naïve ☃"}, _json_handler(seen))
-    assert (
-        result.is_error and "cannot build the request for GET /files/{path}/{ids}" in result.content[0].text
-    )
+    assert result.is_error and "cannot build the request for GET /files/{path}/{ids}" in text_part(result)
     assert seen == []
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import jsonschema
-from openapi_spec_helpers import param
 from typer.testing import CliRunner
 
+from tests.adapters.openapi.openapi_spec_helpers import param
 from toolweave.cli import app
 
 

@@ -18,13 +18,14 @@ import httpx
 import pytest
 import uvicorn
 import yaml
-from openapi_spec_helpers import json_body
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.adapters.openapi.openapi_spec_helpers import json_body
 from tests.net import free_port
+from tests.results import text_part
 from toolweave.adapters.openapi import OpenAPIBackend, OpenAPISourceConfig
 from toolweave.records import EdgeKind, ToolRecord
 
@@ -270,7 +271,7 @@ def test_calls_reach_the_server_with_path_query_body_and_auth(petstore, loaded):
 
     listed = _call(config, tools["findPets"], {"status": "available", "limit": 5}, environ)
     assert listed.structured_content == {"result": [PETS[0]]}
-    assert json.loads(listed.content[0].text) == [PETS[0]]
+    assert json.loads(text_part(listed)) == [PETS[0]]
 
     pet = _call(config, tools["getPetById"], {"petId": "1"}, environ)
     assert pet.structured_content == PETS[0]
@@ -299,7 +300,7 @@ def test_path_parameters_are_percent_encoded_on_the_wire(petstore, loaded):
     store.requests.clear()
     result = _call(config, tools["getPetById"], {"petId": "a/b c"}, {"PETSTORE_TOKEN": TOKEN})
     assert store.requests[0]["raw_path"] == "/api/pets/a%2Fb%20c"
-    assert result.is_error and "HTTP 404 Not Found" in result.content[0].text
+    assert result.is_error and "HTTP 404 Not Found" in text_part(result)
 
 
 def test_errors_come_back_as_clear_error_results(petstore, loaded):
@@ -309,26 +310,24 @@ def test_errors_come_back_as_clear_error_results(petstore, loaded):
 
     missing = _call(config, tools["getPetById"], {"petId": "404"}, environ)
     assert missing.is_error
-    assert missing.content[0].text.startswith("upstream_error: HTTP 404 Not Found from GET http://127.0.0.1:")
-    assert "pet 404 not found" in missing.content[0].text
+    assert text_part(missing).startswith("upstream_error: HTTP 404 Not Found from GET http://127.0.0.1:")
+    assert "pet 404 not found" in text_part(missing)
 
     store.requests.clear()
     boom = _call(config, tools["boom"], {}, environ)
-    assert boom.is_error and "HTTP 500 Internal Server Error" in boom.content[0].text
-    assert "database on fire" in boom.content[0].text
+    assert boom.is_error and "HTTP 500 Internal Server Error" in text_part(boom)
+    assert "database on fire" in text_part(boom)
     assert len(store.requests) == 2  # GET is idempotent: retried once (retries=1), then reported
 
     unauthorized = _call(config, tools["placeOrder"], {"body": {"petId": 1}}, {"PETSTORE_TOKEN": "wrong"})
-    assert unauthorized.is_error and "HTTP 401" in unauthorized.content[0].text
+    assert unauthorized.is_error and "HTTP 401" in text_part(unauthorized)
 
     no_path_param = _call(config, tools["getPetById"], {}, environ)
-    assert (
-        no_path_param.is_error and "missing required path parameter 'petId'" in no_path_param.content[0].text
-    )
+    assert no_path_param.is_error and "missing required path parameter 'petId'" in text_part(no_path_param)
 
     store.requests.clear()
     slow = _call(config, tools["slow"], {}, environ, timeout_s=0.3)
-    assert slow.is_error and "no answer within 0.3 s (call timeout)" in slow.content[0].text
+    assert slow.is_error and "no answer within 0.3 s (call timeout)" in text_part(slow)
     assert slow.structured_content["error"]["code"] == "timeout"
     assert len(store.requests) == 1  # read timeouts are not retried (a GET that errored is, see above)
 

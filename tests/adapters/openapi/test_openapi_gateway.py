@@ -15,9 +15,10 @@ import mcp_types as types
 import pytest
 import yaml
 from mcp import Client
-from test_openapi_e2e import TOKEN, _spec, petstore  # noqa: F401  (petstore is the server fixture)
 
+from tests.adapters.openapi.test_openapi_e2e import TOKEN, _spec, petstore  # noqa: F401  (petstore is the server fixture)
 from tests.e2e.watch import ListChanged, names, watching
+from tests.results import text_part
 from toolweave.adapters.openapi import OpenAPIBackend, OpenAPISourceConfig
 from toolweave.registry import Embedder, Registry
 from toolweave.server.gateway import Gateway
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 def found_names(result: types.CallToolResult) -> list[str]:
     assert not result.is_error, result
-    payload = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
+    payload = result.structured_content or json.loads(text_part(result))
     return [t["name"] for t in payload["tools"]] + list(payload.get("also_found", {}))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from openapi_spec_helpers import json_body, ok
 
+from tests.adapters.openapi.openapi_spec_helpers import json_body, ok
 from toolweave.adapters.openapi.links import arazzo_edges, infer_edges, link_edges
 from toolweave.adapters.openapi.parser import parse_spec_file
 from toolweave.benchmark.openapi_links import found_edges, gold_edges

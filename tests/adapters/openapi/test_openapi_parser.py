@@ -7,8 +7,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from openapi_spec_helpers import ok, param
 
+from tests.adapters.openapi.openapi_spec_helpers import ok, output_schema, param
 from toolweave.adapters.openapi.loader import SpecLoader
 from toolweave.adapters.openapi.parser import parse_spec_file
 from toolweave.errors import OpenAPISpecError
@@ -54,7 +54,7 @@ def test_one_tool_per_operation_with_names_descriptions_and_ids(write_spec):
     assert listed.backend["operation_id"] == "list.pets!"
     assert all(len(t.id) <= 64 for t in parsed.tools)
     # Array responses are wrapped: MCP output schemas describe objects.
-    assert listed.output_schema["properties"]["result"]["type"] == "array"
+    assert output_schema(listed)["properties"]["result"]["type"] == "array"
     assert listed.backend["output_wrapped"] is True
 
 
@@ -384,7 +384,7 @@ def test_json_specs_and_yaml_quirks(write_spec):
     )
     tool = parse_spec_file(str(write_spec(yaml_text, name="y.yaml")), source="s").tools[0]
     # Unquoted int response codes and dates: still plain JSON data.
-    assert tool.output_schema["properties"]["d"]["example"] == "2024-01-02"
+    assert output_schema(tool)["properties"]["d"]["example"] == "2024-01-02"
     json.dumps(tool.model_dump(mode="json"))
 
 

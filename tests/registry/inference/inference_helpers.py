@@ -33,7 +33,7 @@ def rec(
         description=description or name.replace("_", " "),
         input_schema=schema,
         output_schema=output,
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
     )
 
 

@@ -9,19 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from inference_helpers import tool
-
+from tests.registry.inference.inference_helpers import tool
 from toolweave.benchmark import load_dataset
 from toolweave.inference import infer_edges, rule_of, walkable
 from toolweave.inference.calibration import NO_EVIDENCE, RULE_CONFIDENCE
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
+from toolweave.registry.embeddings import Embedder
 from toolweave.registry.registry import Registry
 from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.settings import RetrievalSettings, Settings
 
 
-def _fleet() -> list:  # type: ignore[type-arg]
+def _fleet() -> list[ToolRecord]:
     return [
         tool(
             "k",
@@ -62,9 +62,9 @@ def test_walkable_drops_only_weak_inferred_edges() -> None:
 
 
 def test_a_weak_inferred_edge_is_walked_by_weight_but_never_published_after_a_call(
-    tmp_path: Path, shared_embedder: object
+    tmp_path: Path, shared_embedder: Embedder
 ) -> None:
-    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)  # type: ignore[arg-type]
+    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     reg.ingest("k", _fleet(), [])
     stored = {(e.tool, e.depends_on): e for e in reg.edges()}
     weak = stored[("k__schedule_reminder", "k__make_timestamp")]  # shown by `toolweave graph`
@@ -113,17 +113,17 @@ def test_the_connectivity_prior_holds_where_most_of_the_fleet_mentions_the_netwo
 
 
 def test_api_bank_inferred_graph_is_not_worse_than_no_graph(
-    dataset_dir: Callable[[str], Path], tmp_path: Path, shared_embedder: object
+    dataset_dir: Callable[[str], Path], tmp_path: Path, shared_embedder: Embedder
 ) -> None:
     data = load_dataset(str(dataset_dir("api_bank")))
-    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)  # type: ignore[arg-type]
+    reg = Registry.open(tmp_path / "reg", embedder=shared_embedder)
     reg.ingest(data.name, data.tools, [])  # the product path: edges inferred at ingest
     assert any(e.origin == "inferred" for e in reg.edges())
     names = {t.id: t.name for t in reg.tools()}
     queries = data.query_sets["queries"]
 
     def score(method: str) -> float:
-        params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+        params = RetrievalSettings(method=method)
         runs = [([names[r.tool_id] for r in retrieve_tools(reg, q.text, params)], q.gold) for q in queries]
         return summarize(runs, (10,))["map@10"]
 

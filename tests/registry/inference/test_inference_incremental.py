@@ -7,11 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from inference_helpers import tool
-
+from tests.registry.inference.inference_helpers import tool
 from toolweave.inference import infer_edges
 from toolweave.inference.infer import infer_among
-from toolweave.inference.producers import ToolProfile
+from toolweave.inference.universe import Universe
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.graph import DependencyGraph
@@ -29,7 +28,7 @@ UTIL = [
 ]
 
 
-def profiles(by_id: dict[str, ToolRecord]) -> list[ToolProfile]:
+def profiles(by_id: dict[str, ToolRecord]) -> Universe:
     return ProfileCache().universe(by_id, {i: t.content_hash for i, t in by_id.items()})
 
 
@@ -181,8 +180,7 @@ def _check_focused_runs(tools: list[ToolRecord], focuses: list[set[str]]) -> lis
 
 
 def test_focused_rules_give_the_full_runs_edges_on_the_datasets(dataset_dir: Callable[[str], Path]) -> None:
-    from test_dataflow_datasets import demo_fleet
-
+    from tests.registry.inference.test_dataflow_datasets import demo_fleet
     from toolweave.benchmark.gold_graphs import gold_graph
 
     names = ("toollinkos", "api_bank", "openapi_links", "nestful_graph", "taskbench_multimedia")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from inference_helpers import tool
-
+from tests.registry.inference.inference_helpers import tool
 from toolweave.inference import infer_edges
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 
@@ -97,7 +96,7 @@ def test_validator_and_unit_conversion() -> None:
     assert got[("u__send_sms", "u__validate_phone_number")].parameter_name == "phone_number"
     conv = got[("u__plan_hike", "u__convert_units")]
     assert conv.kind == EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
-    assert set(conv.parameter_name.split(",")) == {"distance_km", "elevation_m"}
+    assert set((conv.parameter_name or "").split(",")) == {"distance_km", "elevation_m"}
     assert ("u__send_sms", "u__convert_units") not in got
 
 

@@ -27,7 +27,7 @@ T = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON
 def edge(
     a: str, b: str, origin: str = "inferred", kind: EdgeKind = T, param: str | None = None
 ) -> DependencyEdge:
-    return DependencyEdge(tool=a, depends_on=b, kind=kind, origin=origin, parameter_name=param)  # type: ignore[arg-type]
+    return DependencyEdge(tool=a, depends_on=b, kind=kind, origin=origin, parameter_name=param)
 
 
 def from_manifest(tmp_path: Path, dependencies: Any, name: str = "gw.yaml") -> GraphOverrides:
@@ -137,7 +137,7 @@ def test_unknown_tools_are_reported_not_dropped_silently(tmp_path: Path, graph: 
         ({"remove": {"tool": "a"}}, "dependencies.remove"),
     ],
 )
-def test_bad_entries_name_the_field(tmp_path: Path, doc: dict, message: str) -> None:
+def test_bad_entries_name_the_field(tmp_path: Path, doc: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         from_manifest(tmp_path, doc, name="m.yaml")
 

@@ -6,10 +6,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from test_inference_incremental import ONLINE, SHOP, UTIL
-
+from tests.registry.inference.test_inference_incremental import ONLINE, SHOP, UTIL
 from toolweave.inference.infer import infer_among
-from toolweave.inference.producers import profile
+from toolweave.inference.producers import ToolProfile, profile
 from toolweave.inference.universe import Universe, _group, group_by, in_order
 from toolweave.records import ToolRecord
 from toolweave.registry.catalog import load_catalog
@@ -75,8 +74,8 @@ def test_a_plain_sequence_is_grouped_afresh_and_in_order_finds_ids() -> None:
     profiles = [profile(t) for t in sorted(SHOP + UTIL, key=lambda t: t.id)]
     universe = Universe(profiles)
 
-    def verb(p: object) -> tuple[str, ...]:
-        return (p.verb,)  # type: ignore[attr-defined]
+    def verb(p: ToolProfile) -> tuple[str, ...]:
+        return (p.verb,)
 
     assert group_by(universe, verb) is group_by(universe, verb)  # kept
     assert group_by(profiles, verb) is not group_by(profiles, verb)  # a list keeps nothing

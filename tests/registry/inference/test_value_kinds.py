@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from inference_helpers import tool
-
+from tests.registry.inference.inference_helpers import tool
 from toolweave.inference import infer_edges, propose_edges, rule_of
 from toolweave.inference.rules.value_kinds import param_kind
-from toolweave.records import DependencyEdge, EdgeKind
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 
 
-def producer_edges(tools: list) -> dict[tuple[str, str], DependencyEdge]:  # type: ignore[type-arg]
+def producer_edges(tools: list[ToolRecord]) -> dict[tuple[str, str], DependencyEdge]:
     return {(e.tool, e.depends_on): e for e in propose_edges(tools) if rule_of(e) == "producer_rule"}
 
 
@@ -92,11 +91,16 @@ def test_many_equally_good_producers_name_none() -> None:
     assert ("z__log_event", "s0__get_timestamp") in producer_edges([makers[0], needs])
 
 
+def kind_name(name: str, fmt: str | None = None) -> str | None:
+    kind = param_kind(name, fmt)
+    return kind.name if kind is not None else None
+
+
 def test_parameter_kinds_from_names_and_formats() -> None:
-    assert param_kind("remind_at").name == "timestamp"  # type: ignore[union-attr]
-    assert param_kind("when", "date-time").name == "timestamp"  # type: ignore[union-attr]
-    assert param_kind("contact", "email").name == "email"  # type: ignore[union-attr]
-    assert param_kind("user_email_address").name == "email"  # type: ignore[union-attr]
+    assert kind_name("remind_at") == "timestamp"
+    assert kind_name("when", "date-time") == "timestamp"
+    assert kind_name("contact", "email") == "email"
+    assert kind_name("user_email_address") == "email"
     assert param_kind("email_notifications") is None
-    assert param_kind("lng").name == "coordinates"  # type: ignore[union-attr]
+    assert kind_name("lng") == "coordinates"
     assert param_kind("status") is None and param_kind("at") is None

@@ -212,7 +212,8 @@ class MCPBackend:
         # Client's task groups (entered inside it) are still open, so `fail_after` around
         # `__aenter__` alone is not possible.
         with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout_s) as scope:
-            async with http, client, send, receive:
+            # the streams first: a connection that fails to open must still close them
+            async with send, receive, http, client:
                 tools = await self._list(client)
                 scope.deadline = math.inf
                 self.protocol_version = client.protocol_version

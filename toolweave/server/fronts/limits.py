@@ -27,6 +27,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolweave.adapters.mcp.links import find_id
 from toolweave.server.fronts.stdio_pipes import PipeWriter, ThreadWriter, open_writer, read_ahead
@@ -73,11 +74,11 @@ class RequestSizeLimit:
     """ASGI middleware: POST bodies over ``max_bytes`` get ``413`` with a JSON-RPC error (-32600); bodies
     nested deeper than ``MAX_JSON_DEPTH`` get ``400`` with a parse error (-32700)."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -88,6 +89,7 @@ class RequestSizeLimit:
         # Read the body here (at most max_bytes), then replay it: the app must never see half a body.
         chunks: list[bytes] = []
         size = 0
+        message: Message
         while True:
             message = await receive()
             if message["type"] != "http.request":
@@ -102,14 +104,15 @@ class RequestSizeLimit:
                 break
         data = b"".join(chunks)
         if json_too_deep(data):
-            message = f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels"
-            await self._reject(send, 400, types.PARSE_ERROR, message)
+            await self._reject(
+                send, 400, types.PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            )
             return
-        body = {"type": "http.request", "body": data, "more_body": False}
+        body: Message = {"type": "http.request", "body": data, "more_body": False}
         await self.app(scope, _replay([body], receive), send)
 
     async def _reject(
-        self, send: Any, status: int = 413, code: int = types.INVALID_REQUEST, message: str = ""
+        self, send: Send, status: int = 413, code: int = types.INVALID_REQUEST, message: str = ""
     ) -> None:
         message = message or _too_large(self.max_bytes)
         body = _error_body(code, message)
@@ -119,10 +122,10 @@ class RequestSizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+def _replay(messages: list[Message], receive: Receive) -> Receive:
     pending = list(messages)
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> Message:
         return pending.pop(0) if pending else await receive()
 
     return replay
@@ -245,7 +248,7 @@ async def _replying(sdk_read: Any, write: Any, max_bytes: int) -> AsyncGenerator
     relay_send, relay_receive = create_context_streams[SessionMessage | Exception](0)
 
     async def relay() -> None:
-        async with relay_send:
+        async with relay_send, sdk_read:  # the SDK hands its read stream to the reader to close
             async for item in sdk_read:
                 if isinstance(item, Exception):
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -259,4 +262,5 @@ async def _replying(sdk_read: Any, write: Any, max_bytes: int) -> AsyncGenerator
             yield relay_receive
         finally:
             tg.cancel_scope.cancel()
+            relay_receive.close()
             await write.aclose()  # the SDK's writer task ends only when its stream is closed

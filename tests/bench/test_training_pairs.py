@@ -1,31 +1,27 @@
 """Training pairs for the project's retrieval model: the pool and its fixed split, capped per tool, the
-out-of-pool sets never trained on (not even their tools), negatives never a gold tool or a paraphrase."""
+out-of-pool sets never trained on (not even their tools)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
-
-from toolweave.benchmark.datasets import BenchQuery, load_dataset
-from toolweave.benchmark.training_pairs import (
+from training_pairs import (
     OUT_OF_POOL,
     POOL,
     base_name,
-    hard_negative_indices,
     pool_split,
-    short_document,
-    sibling_indices,
     training_queries,
 )
+
+from toolweave.benchmark.datasets import BenchQuery, load_dataset
 from toolweave.errors import CatalogError
-from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
 
-def _write(folder: Path, tools: list[dict[str, object]], sets: dict[str, list[dict[str, object]]]) -> Path:
+def _write(folder: Path, tools: list[dict[str, Any]], sets: dict[str, list[dict[str, Any]]]) -> Path:
     folder.mkdir()
     (folder / "tools.jsonl").write_text("\n".join(json.dumps(t) for t in tools), encoding="utf-8")
     for stem, queries in sets.items():
@@ -57,9 +53,8 @@ def test_single_tool_requests_are_capped_per_tool_and_multi_tool_ones_kept(tmp_p
     assert len([p for p in pairs if p.positives == (0,)]) == 3  # dozens of requests for the tool, capped
     multi = [p for p in pairs if len(p.positives) == 2]
     assert multi and all(p.text.startswith("mail the forecast") for p in multi)
-    # training reads the short form; the registry's own text rides along for the first pass
-    assert pairs[0].documents[2] == short_document(data.tools[2])
-    assert pairs[0].registry_documents[2] == tool_document(data.tools[2], with_examples=False)
+    # the catalogue as the registry embeds it: what the first pass ranks
+    assert pairs[0].documents[2] == tool_document(data.tools[2], with_examples=False)
     again = training_queries(["api_bank"], cap_per_tool=3, seed=1, loaded=loaded)
     assert [p.text for p in again] == [p.text for p in pairs]  # fixed seed, same sample
 
@@ -126,28 +121,5 @@ def test_a_tool_only_live_multiple_needs_is_never_a_training_document(tmp_path: 
     assert set(pairs[0].names) == {"shared", "pool_only"}  # nor a tool only live_multiple needs
 
 
-def test_hard_negatives_skip_gold_tools_and_their_paraphrased_variants() -> None:
-    names = ["get_weather", "get_weather#2", "send_mail", "read_mail"]
-    scores = np.array([0.9, 0.95, 0.5, 0.7])
-    assert base_name("get_weather#2") == "get_weather"
-    assert hard_negative_indices(scores, [0], names, 2) == [3, 2]
-    assert hard_negative_indices(scores, [2], names, 1) == [1]
-
-
-def test_verb_siblings_are_the_same_object_with_another_verb() -> None:
-    names = ["get_status", "set_status", "set_status#2", "get_stats", "getaway_plan", "delete_status"]
-    assert sibling_indices([1], names) == [0, 5]  # not its own paraphrase, not another object
-    assert sibling_indices([4], names) == []  # "getaway" is no verb
-
-
-def test_the_short_document_leads_with_name_and_arguments() -> None:
-    tool = ToolRecord(
-        id="s__get_stock_price",
-        source="s",
-        name="get_stock_price",
-        description="This tool belongs to the trading system. Returns the price.",
-        input_schema={"type": "object", "properties": {"ticker": {"type": "string"}}},
-    )
-    assert short_document(tool) == (
-        "get stock price (ticker): This tool belongs to the trading system. Returns the price."
-    )
+def test_paraphrased_variants_are_one_function() -> None:
+    assert base_name("get_weather#2") == base_name("get_weather") == "get_weather"

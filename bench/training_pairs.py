@@ -9,11 +9,10 @@ hyperparameters and the stopping epoch are chosen on) and ``test`` (reported as 
 Requests of one dialogue (BFCL multi-turn) or one API (ToolAlpaca) share a split, so no test request has
 a sibling in training; Seal-Tools keeps its own ``test_in_domain`` as the test split.
 
-Each pair is a request and the indices of the tools it needs in its catalogue; ``registry_documents`` are
-the catalogue as the registry embeds it (``tool_document``), which the query-tower recipe scores against.
-``short_document``, ``hard_negative_indices`` and ``sibling_indices`` served the two-tower recipe that the
-query tower replaced (bench/HISTORY.md); nothing in training reads them today. Pure data: no model, no
-torch (``bench/train_model.py`` trains on it).
+Each pair is a request and the indices of the tools it needs in its catalogue; the catalogue's
+``documents`` are its tools as the registry embeds them (``tool_document``), which the query-tower recipe
+scores against. Pure data: no model, no torch (``train_model.py`` beside it trains on it); the product
+never reads it.
 """
 
 from __future__ import annotations
@@ -26,11 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from toolweave.benchmark.datasets import BenchDataset, BenchQuery, load_dataset
 from toolweave.errors import CatalogError
-from toolweave.names import name_words
 from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
@@ -40,10 +36,7 @@ __all__ = [
     "PoolSplit",
     "TrainingQuery",
     "base_name",
-    "hard_negative_indices",
     "pool_split",
-    "short_document",
-    "sibling_indices",
     "training_queries",
 ]
 
@@ -112,27 +105,16 @@ class TrainingQuery:
     positives: tuple[int, ...]
     """Indices into the dataset's ``documents`` of every tool the request needs."""
     documents: tuple[str, ...]
-    """The trainable part of the request's catalogue, as training reads it (shared, not copied)."""
+    """The trainable part of the request's catalogue as the registry embeds it (``tool_document``): what
+    the first pass ranks (one tuple per catalogue, shared by its requests, not copied)."""
     names: tuple[str, ...]
     """Tool names, parallel to ``documents``."""
-    registry_documents: tuple[str, ...]
-    """The same tools as the registry embeds them (``tool_document``): what today's first pass ranks."""
 
 
 def base_name(name: str) -> str:
     """BFCL names paraphrased variants of one function ``name#2``, ``name#3``: they are one function,
     so neither a hard negative nor an in-batch negative of each other."""
     return name.split("#", 1)[0]
-
-
-def short_document(tool: ToolRecord) -> str:
-    """Name as words, the argument names, then the description: what a tool is in its first ~60 tokens
-    (a training step's cost grows with its documents' length, so training truncates them there; the
-    description comes last because its opening is often boilerplate, "This tool belongs to ...")."""
-    props = tool.input_schema.get("properties") if isinstance(tool.input_schema, dict) else None
-    args = [name_words(p) for p in props][:8] if isinstance(props, dict) else []
-    head = f"{name_words(tool.name)} ({', '.join(args)})" if args else name_words(tool.name)
-    return f"{head}: {tool.description.strip()[:400]}"
 
 
 def _trainable_tools(data: BenchDataset) -> list[ToolRecord]:
@@ -152,7 +134,6 @@ def training_queries(
     cap_per_tool: int = 16,
     seed: int = 0,
     loaded: dict[str, BenchDataset] | None = None,
-    short: bool = True,
 ) -> list[TrainingQuery]:
     """The pool requests of ``datasets`` in ``splits``, each with its gold tools' documents.
 
@@ -167,8 +148,7 @@ def training_queries(
             raise CatalogError(f"{name}: not in the training pool (its figures stay out of sample)")
         data = (loaded or {}).get(name) or load_dataset(name)
         tools = _trainable_tools(data)
-        full = tuple(tool_document(t, with_examples=False) for t in tools)
-        documents = tuple(short_document(t) for t in tools) if short else full
+        documents = tuple(tool_document(t, with_examples=False) for t in tools)
         names = tuple(t.name for t in tools)
         index = {n: i for i, n in enumerate(names)}
         for set_name, queries in sorted(data.query_sets.items()):
@@ -186,44 +166,10 @@ def training_queries(
                 seen.add((text, gold))
                 by_tool[gold if len(gold) == 1 else ()].append(text)
                 if len(gold) > 1:
-                    out.append(TrainingQuery(name, set_name, text, gold, documents, names, full))
+                    out.append(TrainingQuery(name, set_name, text, gold, documents, names))
             for gold, texts in sorted(by_tool.items()):
                 if not gold:
                     continue
                 chosen = rng.sample(texts, cap_per_tool) if len(texts) > cap_per_tool else texts
-                out.extend(TrainingQuery(name, set_name, t, gold, documents, names, full) for t in chosen)
-    return out
-
-
-def hard_negative_indices(
-    scores: np.ndarray, positives: Sequence[int], names: Sequence[str], k: int
-) -> list[int]:
-    """The ``k`` best-scored tools of a request's first pass that are not gold (nor a paraphrased
-    variant of a gold function): the negatives the model gets wrong today."""
-    gold = {base_name(names[i]) for i in positives}
-    out: list[int] = []
-    for i in np.argsort(-scores, kind="stable"):
-        if base_name(names[int(i)]) not in gold:
-            out.append(int(i))
-            if len(out) == k:
-                break
-    return out
-
-
-_VERB = re.compile(r"^(get|set|add|create|delete|remove|update|list|read|write|fetch|post|put|find|search)\b")
-
-
-def sibling_indices(positives: Sequence[int], names: Sequence[str]) -> list[int]:
-    """Tools that differ from a gold tool only in their verb (``get_status`` vs ``set_status``,
-    ``read_file`` vs ``write_file``): the confusion a general embedder makes most, kept as negatives."""
-    gold = {base_name(names[i]) for i in positives}
-    objects = {_VERB.sub("", name_words(base_name(names[i])).lower()).strip() for i in positives}
-    objects.discard("")
-    out = []
-    for i, name in enumerate(names):
-        words = name_words(base_name(name)).lower()
-        if base_name(name) in gold or not _VERB.match(words):
-            continue
-        if _VERB.sub("", words).strip() in objects:
-            out.append(i)
+                out.extend(TrainingQuery(name, set_name, t, gold, documents, names) for t in chosen)
     return out

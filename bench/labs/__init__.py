@@ -1,0 +1,1 @@
+"""Variants the lab measured against the product and did not ship, behind the product's public seams."""
