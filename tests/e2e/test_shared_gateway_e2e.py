@@ -70,9 +70,10 @@ class Launch:
         return [t["name"] for t in (result.get("structuredContent") or {}).get("tools", [])]
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(60)
+        self.proc.stdout.close()  # warnings are errors: an unclosed pipe would fail a later test
 
 
 def wait_for(check: Any, timeout: float, what: str) -> Any:

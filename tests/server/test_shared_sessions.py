@@ -113,7 +113,9 @@ async def test_a_change_made_elsewhere_reaches_the_copy_held_here(
             if heard:
                 break
         tg.cancel_scope.cancel()
-    assert heard == [held_by_b]  # the replica holding it was told, so it can notify its listen streams
+    # the replica holding it was told, so it can notify its listen streams (on a busy machine a repeat
+    # of the change may be heard too: each time it is the copy b holds)
+    assert heard and all(s is held_by_b for s in heard), heard
     assert held_by_b.published.ids() == ["weather__forecast"]
     assert held_by_b.context()[0] == "weather in Paris"
 

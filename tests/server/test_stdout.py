@@ -19,7 +19,7 @@ def prints_in(path: Path) -> list[int]:
 
 def test_server_code_never_prints() -> None:
     """Anything else written to stdout breaks a stdio client; logs go to stderr."""
-    modules = sorted(SERVER.glob("*.py"))
+    modules = sorted(SERVER.rglob("*.py"))
     assert len(modules) > 10
     printing = [f"{path.name}:{line}" for path in modules for line in prints_in(path)]
     assert not printing, f"print() in server code: {printing}"
