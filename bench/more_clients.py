@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from per_call_clients import build_registry
+from per_call_clients import build_registry, ensure_venv
 from ports import free_port, wait_port
 
 TOKYO = "what time is it in Tokyo"
@@ -81,14 +81,6 @@ def driver_main(client: str, spec: str) -> None:
 # --- the runner half: runs in toolweave's venv ------------------------------------------------------
 
 
-def ensure_venv(venv: Path) -> Path:
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run(["nice", "-n", "10", sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(["nice", "-n", "10", str(python), "-m", "pip", "install", "-q", *PACKAGES], check=True)
-    return python
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "tw-more-venv")
@@ -98,7 +90,7 @@ def main() -> None:
     if ns.driver:
         driver_main(*ns.driver)
         return
-    python = ensure_venv(ns.venv)
+    python = ensure_venv(ns.venv, PACKAGES)
     toolweave = str(Path(sys.executable).with_name("toolweave"))
     report: dict[str, Any] = {"load_1min": round(os.getloadavg()[0], 2), "runs": []}
     with tempfile.TemporaryDirectory(prefix="toolweave-more-clients-") as tmp:

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,12 @@ def driver_main(client: str, spec: str) -> None:
 # --- the runner half: runs in toolweave's venv ------------------------------------------------------
 
 
-def ensure_venv(venv: Path) -> Path:
+def ensure_venv(venv: Path, packages: Sequence[str] = PACKAGES) -> Path:
+    """The Python of a venv at ``venv`` holding ``packages`` (made on first use, niced)."""
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run(["nice", "-n", "10", sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(["nice", "-n", "10", str(python), "-m", "pip", "install", "-q", *PACKAGES], check=True)
+        subprocess.run(["nice", "-n", "10", str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return python
 
 
