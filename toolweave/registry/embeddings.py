@@ -24,9 +24,9 @@ from toolweave.errors import EmbeddingError
 from toolweave.registry.models import (
     OFFLINE_MODELS,
     QUERY_ADAPTERS,
-    QUERY_ENCODERS,
     load_query_adapter,
     register_offline_model,
+    request_model_of,
     vector_model_of,
 )
 from toolweave.settings import DEFAULT_EMBEDDING_MODEL
@@ -73,11 +73,10 @@ class Embedder:
         self.model_name = model_name
         self._adapter = QUERY_ADAPTERS.get(model_name)
         self._adapter_matrix: np.ndarray | None = None
-        encoder = QUERY_ENCODERS.get(model_name)
         self.vector_model = vector_model_of(model_name)
         """The model whose ONNX run makes the tool vectors (an adapter's or a query encoder's base, else
         the model itself)."""
-        self.query_model = encoder.queries if encoder is not None else self.vector_model
+        self.query_model = request_model_of(model_name)
         """The model whose ONNX run embeds requests (a query encoder's own, else ``vector_model``)."""
         self._cache_dir = cache_dir or Path(tempfile.gettempdir()) / "toolweave-fastembed"
         self._threads = threads
