@@ -1,14 +1,16 @@
-"""The fleet map offline on BFCL multi-turn: learn on one half of the dialogues, measure the other.
+"""The fleet map offline: learn on one half of a dataset's requests, measure the other.
 
 The quick lab beside ``bench/bfcl_replay.py --phases cold,warm,adapted`` (the real gateways): one registry
-built from ``tools.jsonl``; each learning-half turn's text is recorded as a usage example of each of its gold
+built from the dataset's tools; each learning-half request is recorded as a usage example of each of its gold
 tools (what a gateway records after the calls succeed), flushed, then ``Registry.fleet_map.refit`` with each
-fit setting asked for. The measured half (odd dialogue numbers) is ranked by ``retrieve_tools``: cold (no
-usage), warm (Tool2Vec usage, no map) and warm + map, mAP@10 / Recall@5, on every measured turn and on the
-turns whose gold tools no learning turn reached ("untrained": the map must not cost them).
+fit setting asked for. The measured half is ranked by ``retrieve_tools``: cold (no usage), warm (Tool2Vec
+usage, no map) and warm + map, mAP@10 / Recall@5, on every measured request, on those whose gold tools no
+learning request reached ("untrained": the map must not cost them) and on those the default model never
+trained on ("model_unseen"). BFCL multi-turn halves by dialogue number (even learns), other datasets by a
+hash of the request id.
 
-    nice -n 10 .venv/bin/python bench/fleet_map_lab.py [--method grtf] [--grid l2=0.01,steps=200 ...]
-        [--untrained-share 0.3] [--json]
+    nice -n 10 .venv/bin/python bench/fleet_map_lab.py [--dataset metatool --query-set queries_single]
+        [--measure-cap 2000] [--method grtf] [--grid l2=0.01,steps=200 ...] [--untrained-share 0.3] [--json]
 
 ``--untrained-share``: a share of the tools gets no recorded call at all (a stricter check of "no loss on
 tools without traffic" than the replay's measured half, where nearly every tool served the learning half).
@@ -28,6 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from training_pairs import POOL, pool_split
+
 from toolweave.benchmark.datasets import BenchQuery, load_dataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.registry import Embedder, Registry
@@ -36,7 +40,7 @@ from toolweave.retrieval import retrieve_tools
 from toolweave.retrieval.metrics import summarize
 from toolweave.settings import RetrievalSettings, Settings
 
-DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "bfcl_multi_turn"
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
 def number_of(query_id: str) -> int:
@@ -52,6 +56,21 @@ def figures(reg: Registry, queries: Sequence[BenchQuery], params: RetrievalSetti
 
 def measure(reg: Registry, parts: dict[str, list[BenchQuery]], params: RetrievalSettings) -> dict[str, Any]:
     return {part: figures(reg, qs, params) for part, qs in parts.items()}
+
+
+def half_of(dataset: str, query_id: str) -> int:
+    """0: the learning half, 1: the measured half. A BFCL dialogue's turns stay in one half."""
+    if dataset == "bfcl_multi_turn":
+        return number_of(query_id) % 2
+    return int.from_bytes(hashlib.sha256(query_id.encode()).digest()[4:8], "big") % 2
+
+
+def unseen_by_model(dataset: str, query_set: str | None, query: BenchQuery) -> bool:
+    """A request the default model never trained on: out of its pool, or in the pool's test split."""
+    sets = POOL.get(dataset, ())
+    if dataset not in POOL or (sets is not None and query_set is not None and query_set not in sets):
+        return True
+    return pool_split(dataset, query) == "test"
 
 
 def _bucket(name: str) -> int:
@@ -79,17 +98,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="share of the tools (by a hash of the name) given no recorded call",
     )
+    parser.add_argument(
+        "--dataset",
+        default="bfcl_multi_turn",
+        help="a folder of ../shared/datasets; BFCL multi-turn halves by dialogue, others by a hash of the id",
+    )
+    parser.add_argument("--query-set", help="only this query set of the dataset (e.g. queries_single)")
+    parser.add_argument("--measure-cap", type=int, default=0, help="measure at most this many (by hash)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    data = load_dataset(str(DATASET))
-    queries = [q for qs in data.query_sets.values() for q in qs if q.gold]
-    learning = [q for q in queries if number_of(q.id) % 2 == 0]
-    measured = [q for q in queries if number_of(q.id) % 2 == 1]
+    folder = DATASETS / args.dataset
+    if not folder.is_dir():
+        print(f"fleet_map_lab: {folder} is absent (../shared beside the repository)", file=sys.stderr)
+        return 2
+    data = load_dataset(str(folder))
+    queries = [
+        q for name, qs in data.query_sets.items() if args.query_set in (None, name) for q in qs if q.gold
+    ]
+    learning = [q for q in queries if half_of(args.dataset, q.id) == 0]
+    measured = [q for q in queries if half_of(args.dataset, q.id) == 1]
+    if args.measure_cap:
+        measured = sorted(measured, key=lambda q: _bucket(q.id) * 1e9 + len(q.id))[: args.measure_cap]
     silent = {t.name for t in data.tools if _bucket(t.name) < args.untrained_share * 100}
     trained = {g for q in learning for g in q.gold} - silent
     parts = {
         "measured": measured,
         "untrained": [q for q in measured if not set(q.gold) & trained],
+        # The default model trained on the pool's train split of this dataset: its test split is the part
+        # of the measured half that the model never saw, where cold is not in sample.
+        "model_unseen": [q for q in measured if unseen_by_model(args.dataset, args.query_set, q)],
     }
     params = RetrievalSettings(method=args.method)
     embedder = CachedEmbedder(Embedder())
@@ -126,10 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
         reg.close()
     for row in report["rows"]:
-        m, u = row["measured"], row["untrained"]
+        m, u, s = row["measured"], row["untrained"], row["model_unseen"]
         print(
             f"{row['variant']:<48} measured mAP@10 {m['map@10']:.4f} R@5 {m['recall@5']:.4f} ({m['queries']})"
-            f" | untrained {u['map@10']:.4f} / {u['recall@5']:.4f} ({u['queries']})",
+            f" | untrained {u['map@10']:.4f} / {u['recall@5']:.4f} ({u['queries']})"
+            f" | model unseen {s['map@10']:.4f} / {s['recall@5']:.4f} ({s['queries']})",
             file=sys.stderr,
         )
     if args.json:
