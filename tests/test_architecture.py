@@ -7,6 +7,7 @@ import inspect
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import toolweave.errors as errors
@@ -285,12 +286,12 @@ def _package_imports(path: Path, module: str) -> set[str]:
     return names
 
 
-def test_every_module_is_reachable_from_the_command() -> None:
-    """The product holds what it runs: every module of the package is imported, directly or through
-    others, from the ``toolweave`` command. What only the bench or a lab test reads lives in bench/."""
+def unreached_modules(package: Path, roots: Sequence[str]) -> list[str]:
+    """The modules of ``package`` that no import chain from ``roots`` reaches (lazy imports inside
+    functions and ``TYPE_CHECKING`` blocks count: they are still the product's code paths)."""
     paths = {
-        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in PACKAGE.rglob("*.py")
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
     }
 
     def known(name: str) -> set[str]:
@@ -299,7 +300,7 @@ def test_every_module_is_reachable_from_the_command() -> None:
         return {".".join(parts[:n]) for n in range(1, len(parts) + 1)} & paths.keys()
 
     seen: set[str] = set()
-    todo = ["toolweave", "toolweave.__main__"]
+    todo = list(roots)
     while todo:
         module = todo.pop()
         if module in seen:
@@ -307,7 +308,38 @@ def test_every_module_is_reachable_from_the_command() -> None:
         seen.add(module)
         for name in _package_imports(paths[module], module):
             todo.extend(known(name) - seen)
-    assert sorted(paths.keys() - seen) == []
+    return sorted(paths.keys() - seen)
+
+
+ENTRY_POINTS = ("toolweave", "toolweave.__main__")
+"""The ``toolweave`` command (pyproject's ``[project.scripts]``: ``toolweave.__main__:main``, which reaches
+the CLI, its commands and the server) and the package's public facade (``import toolweave``)."""
+
+
+def test_every_module_is_reachable_from_the_command() -> None:
+    """The product holds what it runs: every module of the package is imported, directly or through
+    others, from the ``toolweave`` command. What only the bench or a lab test reads lives in bench/."""
+    scripts = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert scripts["scripts"] == {"toolweave": "toolweave.__main__:main"}  # the roots below are these
+    assert unreached_modules(PACKAGE, ENTRY_POINTS) == []
+
+
+def test_the_reach_check_finds_a_module_only_a_lab_imports(tmp_path: Path) -> None:
+    """The negative case: a module no entry point imports (a lab's helper left in the package) is
+    reported; one imported lazily inside a function is not."""
+    package = tmp_path / "toolweave"
+    (package / "retrieval").mkdir(parents=True)
+    (package / "__init__.py").write_text("from toolweave import cli\n", encoding="utf-8")
+    (package / "__main__.py").write_text("", encoding="utf-8")
+    (package / "cli.py").write_text(
+        "def main() -> None:\n    from toolweave.retrieval.walk import walk\n", encoding="utf-8"
+    )
+    (package / "retrieval" / "__init__.py").write_text("", encoding="utf-8")
+    (package / "retrieval" / "walk.py").write_text("def walk() -> None: ...\n", encoding="utf-8")
+    (package / "retrieval" / "supplied.py").write_text(
+        "from toolweave.retrieval import walk\n", encoding="utf-8"
+    )
+    assert unreached_modules(package, ENTRY_POINTS) == ["toolweave.retrieval.supplied"]
 
 
 def test_the_bench_uses_no_private_name_of_the_product() -> None:

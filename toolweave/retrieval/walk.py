@@ -22,18 +22,14 @@ step the conversation already took at rank 2. So each dependency weighs what the
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
-  translator: NESTFUL's graph holds such chains) is not needed;
-- with ``supplied`` set (off by default), nor is, or only down-weighted, the producer of a parameter
-  whose value the request already holds (``toolweave.retrieval.supplied``: an id next to its name, a
-  named quantity, a complete date, an email, an enum member...), unless it takes that value itself (a
-  converter, a validator). Measured and left off: it lifts NESTFUL's gold graph above hybrid in sample,
-  but costs ToolLinkOS's declared graph, and neither holds out of sample (bench/RESULTS.md, "The
-  request supplies it").
+  translator: NESTFUL's graph holds such chains) is not needed.
 
 Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
 it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
 ``WalkPolicy.everything()`` is the paper's walk. Orderings and filters measured and not shipped live
-in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``).
+in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``, ``bench/labs/supplied.py``), which
+walks with its own rules through one public seam: a ``WalkPolicy`` subclass whose ``chooser`` returns
+another ``Choice``.
 """
 
 from __future__ import annotations
@@ -41,19 +37,10 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.retrieval.supplied import (
-    NumberRule,
-    RequestValues,
-    parameter_shape,
-    request_values,
-    supplies,
-    takes_value,
-)
 
 __all__ = [
     "CONTENT_WORDS",
@@ -61,8 +48,6 @@ __all__ = [
     "Choice",
     "Chooser",
     "DependencyLookup",
-    "SchemaLookup",
-    "Supplied",
     "WalkPolicy",
     "dependency_entry",
     "expand_with_dependencies",
@@ -86,10 +71,6 @@ CONTENT_WORDS = frozenset(
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
-
-
-SchemaLookup = Callable[[str], Mapping[str, Any] | None]
-"""``schema_of(tool_id)`` → the tool's input JSON Schema (None when unknown)."""
 
 
 Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyEdge, float]]]
@@ -124,25 +105,12 @@ class WalkPolicy:
     """No other producer is walked for a parameter that a tool already listed gives."""
     skip_content: bool = True
     """The producer of a content parameter is not walked (``is_content_edge``)."""
-    supplied: float | None = None
-    """The producer of a parameter whose value the request already holds (``supplied.supplies``): None,
-    walked like any other; else its weight × this (0: not walked)."""
-    supplied_numbers: NumberRule = "named"
-    """When a request's number supplies a number parameter (``supplied.NumberRule``)."""
-    supplied_converters: bool = True
-    """A producer that takes the value itself (a parameter of its kind or of its name: a unit converter,
-    an email validator, a file search) is walked even when the request holds the value: it converts or
-    checks it (``supplied.takes_value``)."""
-    supplied_learned: bool = True
-    """The rule applies to learned edges too (traffic saw the value come from the producer in other
-    sessions; this request may hold it)."""
 
-    def chooser(
-        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
-    ) -> Choice:
-        """The edges a turn's walk follows out of each tool: the seam the lab's variants override
-        (``bench/walk_variants.py``) to walk with another rule."""
-        return Chooser(self, seen, relevance, request)
+    def chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        """The edges one turn's walk follows out of each tool (``seen``: the tools listed so far, which
+        the walk updates; ``relevance``: each candidate's in the turn). The lab's one seam: a subclass
+        returns another ``Choice`` to walk with a rule not shipped (``bench/walk_variants.py``)."""
+        return Chooser(self, seen, relevance)
 
     @classmethod
     def everything(cls) -> WalkPolicy:
@@ -169,27 +137,20 @@ def expand_with_dependencies(
     keep: Callable[[str], bool] | None = None,
     relevance: Mapping[str, float] | None = None,
     policy: WalkPolicy | None = None,
-    request: str | None = None,
-    schema_of: SchemaLookup | None = None,
 ) -> list[RankedTool]:
     """``hits[:top_k]`` with the dependencies ``policy`` walks from them, and the later hits, ranked by
     weight (ties in the paper's order: a hit, then its walk), cut to ``final_k``.
 
     ``keep`` filters tools that must not be returned (e.g. of an unreachable upstream): they are
     neither listed nor walked through. ``relevance`` is each candidate's relevance within the turn
-    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1. ``request`` (the turn's
-    text) and ``schema_of`` (tool id → input schema) let ``policy.supplied`` see which parameters the
-    request already gives a value of.
+    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1.
     """
     policy = policy or WalkPolicy()
     relevance = relevance or {}
     out: list[RankedTool] = []
     weights: list[float] = []
     seen: set[str] = set()
-    given = None
-    if policy.supplied is not None and request and schema_of is not None:
-        given = Supplied(request_values(request), schema_of, policy)
-    choose = policy.chooser(seen, relevance, given)
+    choose = policy.chooser(seen, relevance)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
@@ -282,45 +243,11 @@ def walk_edges(
             stack.append((out_of(target, w), depth + 1))
 
 
-class Supplied:
-    """Which parameters one request already gives a value of, and which producers that spares."""
-
-    def __init__(self, values: RequestValues, schema_of: SchemaLookup, policy: WalkPolicy) -> None:
-        self.values, self.schema_of, self.policy = values, schema_of, policy
-        self._answers: dict[tuple[str, str, str], bool] = {}
-
-    def spares(self, edge: DependencyEdge) -> bool:
-        """Whether the request holds the value ``edge`` would produce, so its producer is not needed."""
-        param = edge.parameter_name
-        if param is None or (edge.origin == "learned" and not self.policy.supplied_learned):
-            return False
-        key = (edge.tool, param, edge.depends_on)
-        if key not in self._answers:
-            self._answers[key] = self._spares(edge.tool, param, edge.depends_on)
-        return self._answers[key]
-
-    def _spares(self, tool: str, param: str, producer: str) -> bool:
-        props = (self.schema_of(tool) or {}).get("properties")
-        spec = props.get(param) if isinstance(props, Mapping) else None
-        shape = parameter_shape(param, spec if isinstance(spec, Mapping) else None)
-        if not supplies(self.values, shape, self.policy.supplied_numbers):
-            return False
-        if self.policy.supplied_converters:
-            return not takes_value(self.schema_of(producer), param, shape)
-        return True
-
-
 class Chooser:
     """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
 
-    def __init__(
-        self,
-        policy: WalkPolicy,
-        seen: set[str],
-        relevance: Mapping[str, float],
-        request: Supplied | None = None,
-    ) -> None:
-        self.policy, self.seen, self.relevance, self.request = policy, seen, relevance, request
+    def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
+        self.policy, self.seen, self.relevance = policy, seen, relevance
         self.path_confidence: dict[str, float] = {}
         """Tool → the product of the confidences of the edges the walk reached it by."""
 
@@ -334,14 +261,9 @@ class Chooser:
         # dependency of one parameter play different parts (where the value comes from; what converts
         # or checks it), so they are no alternatives. An edge without a parameter stands alone.
         groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
-        spared: set[int] = set()
         for n, edge in enumerate(edges):
             if policy.skip_content and is_content_edge(edge):
                 continue
-            if self.request is not None and self.request.spares(edge):
-                if not policy.supplied:
-                    continue  # the request holds the value: not walked
-                spared.add(id(edge))
             key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
             groups.setdefault(key, []).append(edge)
         share: dict[int, float] = {}
@@ -356,8 +278,6 @@ class Chooser:
             if id(edge) not in share:
                 continue
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
-            if id(edge) in spared:
-                w *= policy.supplied or 1.0
             guessed = edge.origin in CUT_ORIGINS
             path = sure * (edge.confidence if guessed else 1.0)
             floor = policy.inferred_min_weight if guessed else policy.min_weight
