@@ -54,6 +54,10 @@ class LabPolicy(WalkPolicy):
       in the turn, then confidence);
     - ``placement="after_parent"``: each dependency right after the tool that needs it (the paper's
       order), its weight used only to decide whether it is walked;
+    - ``min_confidence``: a dependency reached through inferred edges (``CUT_ORIGINS``) whose confidences
+      multiply to less is not walked. The gateway's walk has no such cut: the weight already carries
+      every confidence of the path (it was 0.9, with weak inferred edges never given to the walk; walking
+      them by weight is as harmless on every dataset and finds ToolLinkOS's prerequisites);
     - ``supplied`` (the request-value rule, ``labs.supplied``): the producer of a parameter whose value
       the request already holds is not walked (0) or weighs that much of its weight; ``supplied_numbers``,
       ``supplied_converters`` and ``supplied_learned`` are ``Supplied``'s ``numbers``, ``converters``
@@ -64,6 +68,7 @@ class LabPolicy(WalkPolicy):
     kinded_only: bool = False
     producers_per_parameter: int | None = None
     placement: Literal["after_parent", "by_weight"] = "by_weight"
+    min_confidence: float = 0.0
     supplied: float | None = None
     supplied_numbers: NumberRule = "named"
     supplied_converters: bool = True
@@ -98,6 +103,8 @@ class LabChooser(Chooser):
     def __init__(self, policy: LabPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
         super().__init__(policy, seen, relevance)
         self.request = policy.supplied_by()
+        self.path_confidence: dict[str, float] = {}
+        """Tool → the product of the confidences of the edges the walk reached it by."""
         self.gate_weight: dict[str, float] = {}
         """``after_parent``: tool → the weight its walk is gated by (the list keeps its parent's)."""
 
@@ -166,6 +173,7 @@ class LabChooser(Chooser):
 
 
 PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in fields(WalkPolicy)})
+"""The paper's walk (``min_confidence`` off, as in ``LabPolicy``'s default)."""
 SHIPPED = LabPolicy()
 SUPPLIED = replace(SHIPPED, supplied=0.5, supplied_numbers="named")
 """The request-value rule in the form the leave-one-dataset-out choice picks on every dataset

@@ -356,3 +356,13 @@ def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_wa
     assert _lab_walk(hits, edges, best) == ["total", "f1", "x"]  # the surest: nothing else tells them apart
     hits = [Hit("total", 1.0), Hit("f2", 0.2), Hit("x", 0.1)]
     assert _lab_walk(hits, edges, best) == ["total", "f2", "x"]  # the one the request matches comes first
+
+
+def test_lab_variant_of_a_path_cut_stops_a_chain_of_inferred_edges() -> None:
+    # 0.97, 0.94, 0.91, 0.885: the product walks the whole chain; a path cut of 0.9 stops before the last
+    from walk_variants import LabPolicy
+
+    chain = [edge(a, b, "x", 0.97) for a, b in ("ab", "bc", "cd", "de")]
+    assert walk([Hit("a", 1.0)], chain) == ["a", "b", "c", "d", "e"]
+    assert walk([Hit("a", 1.0)], chain, LabPolicy()) == ["a", "b", "c", "d", "e"]
+    assert walk([Hit("a", 1.0)], chain, LabPolicy(min_confidence=0.9)) == ["a", "b", "c", "d"]

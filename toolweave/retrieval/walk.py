@@ -16,8 +16,7 @@ step the conversation already took at rank 2. So each dependency weighs what the
   weighs at least its own relevance;
 - a dependency weighing less than ``min_weight`` (``inferred_min_weight`` when reached through an
   inferred edge: its weight already carries the rule's calibrated confidence, so a guess no second gold
-  source confirmed is walked from a clear hit only), or reached through inferred edges whose confidences
-  multiply to less than ``min_confidence`` (off by default), is not walked; nor is another producer of a
+  source confirmed is walked from a clear hit only), is not walked; nor is another producer of a
   parameter a listed tool already gives;
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
@@ -56,8 +55,8 @@ __all__ = [
 ]
 
 CUT_ORIGINS = frozenset({"inferred"})
-"""The edges ``min_confidence`` and ``inferred_min_weight`` apply to: those inferred from names and schemas,
-where they were chosen.
+"""The edges ``inferred_min_weight`` applies to: those inferred from names and schemas, where it was
+chosen.
 Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
 their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
 0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
@@ -96,11 +95,6 @@ class WalkPolicy:
     on the edge but on the edge and the hit together: a guess is walked from a clear hit (relevance ≥ 0.6
     at 1/3), placed after the hits above it. Chosen leave-one-dataset-out over every stored inferred
     edge (bench/RESULTS.md, "Prerequisites without traffic"); every fold but ToolLinkOS's picks 0.2."""
-    min_confidence: float = 0.0
-    """A dependency reached through inferred edges whose confidences multiply to less is not walked
-    (``CUT_ORIGINS``). Off: the weight already carries every confidence of the path (it was 0.9, with
-    weak inferred edges never given to the walk; walking them by weight is as harmless on every dataset
-    and finds ToolLinkOS's prerequisites)."""
     skip_fed: bool = True
     """No other producer is walked for a parameter that a tool already listed gives."""
     skip_content: bool = True
@@ -120,7 +114,6 @@ class WalkPolicy:
             alternatives_power=0.0,
             min_weight=0.0,
             inferred_min_weight=0.0,
-            min_confidence=0.0,
             skip_fed=False,
             skip_content=False,
         )
@@ -248,8 +241,6 @@ class Chooser:
 
     def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
         self.policy, self.seen, self.relevance = policy, seen, relevance
-        self.path_confidence: dict[str, float] = {}
-        """Tool → the product of the confidences of the edges the walk reached it by."""
 
     def __call__(
         self, tool: str, edges: Sequence[DependencyEdge], weight: float
@@ -272,16 +263,12 @@ class Chooser:
                 continue  # a producer of this parameter is already listed: it needs no other
             for e in members:
                 share[id(e)] = len(members) ** -policy.alternatives_power
-        sure = self.path_confidence.get(tool, 1.0)
         out = []
         for edge in edges:
             if id(edge) not in share:
                 continue
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
-            guessed = edge.origin in CUT_ORIGINS
-            path = sure * (edge.confidence if guessed else 1.0)
-            floor = policy.inferred_min_weight if guessed else policy.min_weight
-            if w >= floor and path >= policy.min_confidence:
+            floor = policy.inferred_min_weight if edge.origin in CUT_ORIGINS else policy.min_weight
+            if w >= floor:
                 out.append((edge, w))
-                self.path_confidence.setdefault(edge.depends_on, path)
         return out
