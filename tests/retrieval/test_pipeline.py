@@ -9,7 +9,7 @@ import pytest
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
@@ -51,12 +51,6 @@ class WordIndex:
             )
             for q in queries
         ]
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        if tool_id not in self.docs:
-            return None
-        source, name = tool_id.split("__", 1)
-        return ToolRecord(id=tool_id, source=source, name=name, description=self.docs[tool_id])
 
     def is_destructive(self, tool_id: str) -> bool:
         return False
@@ -149,13 +143,10 @@ def test_floor_marks_weak_hits_unpublished_but_keeps_dependencies_of_kept_ones()
 
 
 class AskingIndex(WordIndex):
-    """Answers ``is_destructive`` itself (as a registry does): ``find`` must not be needed."""
+    """Answers ``is_destructive`` itself, as a registry does."""
 
     def is_destructive(self, tool_id: str) -> bool:
         return tool_id == "a__get_ticker"
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        raise AssertionError("the floor decoded a record the index could answer for")
 
 
 def test_destructive_tools_face_a_higher_floor() -> None:
