@@ -25,6 +25,7 @@ import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from tests.results import call_through
 from toolweave.registry.database import table_names
 
 from .conftest import TOOLWEAVE, UPSTREAMS, stop
@@ -121,13 +122,6 @@ def registry_dump(registry: Path) -> str:
     return "\n".join(out)
 
 
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
-    assert not answer.is_error, answer.content
-    assert isinstance(answer.structured_content, dict), answer.content
-    return answer.structured_content
-
-
 async def listed(url: str, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     async with Client(url, mode="legacy") as client:
@@ -174,10 +168,10 @@ async def test_no_secret_and_no_observed_value_reaches_the_registry_or_the_debug
             async with Client(url, mode="legacy") as client:
                 query = f"my user id is '{USER_ID}', mail {EMAIL}: the balance of my account {session}?"
                 await client.call_tool("find_tools", {"query": query})
-                accounts = await call(client, LIST, {})
+                accounts = await call_through(client, LIST, {})
                 assert accounts["access_token"] == OBSERVED["VAULT_RESULT_TOKEN"]
                 account = accounts["accounts"][OBSERVED["VAULT_ACCOUNT_KEY"]]["account_id"]
-                await call(client, BALANCE, {"account_id": account})
+                await call_through(client, BALANCE, {"account_id": account})
         deadline = time.monotonic() + 90
         while not (edges := await anyio.to_thread.run_sync(learned, registry)):
             assert time.monotonic() < deadline, "no learned edge was committed"

@@ -16,6 +16,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from tests.results import call_through
+
 from .conftest import TOOLWEAVE, UPSTREAMS, start_http_gateway, stop
 from .watch import Relister, relisting
 from .watch import names as listed_names
@@ -36,13 +38,6 @@ def learned_edges(registry: Path) -> list[dict[str, Any]]:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return [e for e in json.loads(done.stdout)["depends_on"] if e["origin"] == "learned"]
-
-
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
-    assert not answer.is_error, answer.content
-    assert isinstance(answer.structured_content, dict)
-    return answer.structured_content
 
 
 async def tools_known(url: str, timeout: float = 60) -> None:
@@ -75,8 +70,8 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
         for item in ("lamp", "chair"):  # two sessions, each its own order id
             async with Client(gateway.url, mode="legacy") as client:
                 await client.call_tool("find_tools", {"query": f"order a {item} and show me the order"})
-                placed = await call(client, PLACE, {"item": item})
-                details = await call(client, DETAILS, {"order_id": placed["order_id"]})
+                placed = await call_through(client, PLACE, {"item": item})
+                details = await call_through(client, DETAILS, {"order_id": placed["order_id"]})
                 assert details["item"] == item
         deadline = time.monotonic() + 60
         while not (edges := await anyio.to_thread.run_sync(learned_edges, registry)):
@@ -99,7 +94,7 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
         ):
             before = listed_names(await client.list_tools(cache_mode="bypass"))
             assert DETAILS not in before
-            await call(client, PLACE, {"item": "desk"})
+            await call_through(client, PLACE, {"item": "desk"})
             await relister.settled()
             assert relister.lists and DETAILS in relister.lists[-1]
     finally:
