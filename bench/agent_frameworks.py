@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from per_call_clients import time_manifest
 from ports import free_port, wait_port
 
 TOKYO = "what time is it in Tokyo"
@@ -245,12 +246,7 @@ def main() -> None:
     python = ensure_venv(args.venv)
     failures = 0
     with tempfile.TemporaryDirectory(prefix="toolweave-agent-frameworks-") as tmp:
-        manifest = Path(tmp) / "m.yaml"
-        manifest.write_text(
-            f"servers:\n  time:\n    command: {sys.executable}\n"
-            "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-            encoding="utf-8",
-        )
+        manifest = time_manifest(Path(tmp))
         registry, log = Path(tmp) / "registry", Path(tmp) / "runs.log"
         print(f"loadavg {Path('/proc/loadavg').read_text().split()[0]}", file=sys.stderr)
         for transport in TRANSPORTS:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from per_call_clients import build_registry, ensure_venv
+from per_call_clients import build_registry, ensure_venv, time_manifest
 from ports import free_port, wait_port
 
 TOKYO = "what time is it in Tokyo"
@@ -94,12 +94,7 @@ def main() -> None:
     toolweave = str(Path(sys.executable).with_name("toolweave"))
     report: dict[str, Any] = {"load_1min": round(os.getloadavg()[0], 2), "runs": []}
     with tempfile.TemporaryDirectory(prefix="toolweave-more-clients-") as tmp:
-        manifest = Path(tmp) / "m.yaml"
-        manifest.write_text(
-            f"servers:\n  time:\n    command: {sys.executable}\n"
-            "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-            encoding="utf-8",
-        )
+        manifest = time_manifest(Path(tmp))
         env = {**os.environ, "TOOLWEAVE_LOG_LEVEL": "WARNING"}
         serve = [toolweave, "serve", "--manifest", str(manifest), "--registry", str(Path(tmp) / "registry")]
         build_registry(serve, env)

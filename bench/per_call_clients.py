@@ -108,6 +108,17 @@ def ensure_venv(venv: Path, packages: Sequence[str] = PACKAGES) -> Path:
     return python
 
 
+def time_manifest(folder: Path) -> Path:
+    """A manifest in ``folder`` with one upstream: mcp-server-time, on UTC (the clients' runs call it)."""
+    manifest = folder / "m.yaml"
+    manifest.write_text(
+        f"servers:\n  time:\n    command: {sys.executable}\n"
+        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
+        encoding="utf-8",
+    )
+    return manifest
+
+
 def build_registry(serve: list[str], env: dict[str, str]) -> None:
     """One stdio start with sharing off: ingests the upstream's tools and stays until it has left its
     ready table (a registry served before; per-call launches alone may never stay that long)."""
@@ -167,12 +178,7 @@ def main() -> None:
     toolweave = str(Path(sys.executable).with_name("toolweave"))
     report: dict[str, Any] = {"load_1min": [round(os.getloadavg()[0], 2)], "runs": []}
     with tempfile.TemporaryDirectory(prefix="toolweave-per-call-") as tmp:
-        manifest = Path(tmp) / "m.yaml"
-        manifest.write_text(
-            f"servers:\n  time:\n    command: {sys.executable}\n"
-            "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-            encoding="utf-8",
-        )
+        manifest = time_manifest(Path(tmp))
         base_env = {**os.environ, "TOOLWEAVE_LOG_LEVEL": "WARNING"}
         built = Path(tmp) / "built"
         build_registry([toolweave, "serve", "--manifest", str(manifest), "--registry", str(built)], base_env)

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,7 +25,7 @@ from walk_lab import DATASETS, Recording, hybrid, load, per_set, scores
 from walk_variants import PAPER, SHIPPED, LabChooser, LabPolicy, walker
 
 from toolweave.records import DependencyEdge
-from toolweave.retrieval.walk import Choice, Supplied
+from toolweave.retrieval.walk import Choice
 
 SURE_ORIGINS = frozenset({"declared", "manifest", "learned"})
 
@@ -36,12 +36,10 @@ class TrustPolicy(LabPolicy):
 
     sure: LabPolicy | None = None
 
-    def chooser(
-        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
-    ) -> Choice:
-        base = LabPolicy(**{k: v for k, v in self.knobs().items() if k != "sure"})
-        inferred = LabChooser(base, seen, relevance, request)
-        sure = LabChooser(self.sure or base, seen, relevance, request)
+    def chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        base = LabPolicy(**{f.name: getattr(self, f.name) for f in fields(LabPolicy)})
+        inferred = LabChooser(base, seen, relevance)
+        sure = LabChooser(self.sure or base, seen, relevance)
         sure.path_confidence = inferred.path_confidence  # one walk: one record of how each tool was reached
 
         def choose(

@@ -48,7 +48,7 @@ from toolweave.benchmark.datasets import BenchDataset
 from toolweave.benchmark.embedding_cache import CachedEmbedder
 from toolweave.benchmark.recorded import RecordedGraph
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, SearchResults, SearchScope
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve
 from toolweave.retrieval.metrics import average_precision, recall
@@ -160,9 +160,6 @@ class SmoothedIndex:
             )
             for q in queries
         ]
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        return self.live.find(tool_id)
 
     def is_destructive(self, tool_id: str) -> bool:
         return self.live.is_destructive(tool_id)

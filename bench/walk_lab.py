@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 
+from labs.supplied import request_values
+
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.datasets import edges_from
 from toolweave.benchmark.embedding_cache import CachedEmbedder
@@ -44,7 +46,6 @@ from toolweave.retrieval.metrics import average_precision, complete, recall
 from toolweave.retrieval.pipeline import candidates, decomposition_of, retrieve
 from toolweave.retrieval.query import clean_query
 from toolweave.retrieval.results import RankedTool
-from toolweave.retrieval.supplied import request_values
 from toolweave.settings import RetrievalSettings, Settings
 
 OUT = Path(__file__).parent / "out" / "walk"

@@ -22,18 +22,17 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
+from labs.supplied import NumberRule, SchemaLookup, Supplied, ValueKind, parameter_shape
 from walk_lab import OUT, Query, Recording, hybrid, load, per_set, scores
 
 from toolweave.benchmark.recorded import RecordedGraph
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.fusion import turn_relevance
 from toolweave.retrieval.results import RankedTool
-from toolweave.retrieval.supplied import ValueKind, parameter_shape
 from toolweave.retrieval.walk import (
     CUT_ORIGINS,
     Choice,
     Chooser,
-    Supplied,
     WalkPolicy,
     expand_with_dependencies,
     is_content_edge,
@@ -48,27 +47,51 @@ class LabPolicy(WalkPolicy):
     """The product's ``WalkPolicy`` and the variants measured beside it (not shipped):
 
     - ``kinded_only``: a parameter edge is walked only when the parameter takes a kind of value a user
-      rarely types (``supplied.parameter_shape``: ids, dates, times, tokens, paths, URLs, emails,
+      rarely types (``labs.supplied.parameter_shape``: ids, dates, times, tokens, paths, URLs, emails,
       coordinates; not numbers); a city, a keyword or a message comes with the request. Learned edges
       are exempt;
     - ``producers_per_parameter``: of a parameter's producers, only the best few (by their own relevance
       in the turn, then confidence);
     - ``placement="after_parent"``: each dependency right after the tool that needs it (the paper's
-      order), its weight used only to decide whether it is walked.
-
-    The request-value rule is the product's own (``WalkPolicy.supplied``): ``walker`` gives every walk
-    the query and the recorded tools' schemas, as the pipeline does.
+      order), its weight used only to decide whether it is walked;
+    - ``min_confidence``: a dependency reached through inferred edges (``CUT_ORIGINS``) whose confidences
+      multiply to less is not walked. The gateway's walk has no such cut: the weight already carries
+      every confidence of the path (it was 0.9, with weak inferred edges never given to the walk; walking
+      them by weight is as harmless on every dataset and finds ToolLinkOS's prerequisites);
+    - ``supplied`` (the request-value rule, ``labs.supplied``): the producer of a parameter whose value
+      the request already holds is not walked (0) or weighs that much of its weight; ``supplied_numbers``,
+      ``supplied_converters`` and ``supplied_learned`` are ``Supplied``'s ``numbers``, ``converters``
+      and ``learned``. ``walker`` gives every walk the query and the recorded tools' schemas
+      (``request``, ``schema_of``).
     """
 
     kinded_only: bool = False
     producers_per_parameter: int | None = None
     placement: Literal["after_parent", "by_weight"] = "by_weight"
+    min_confidence: float = 0.0
+    supplied: float | None = None
+    supplied_numbers: NumberRule = "named"
+    supplied_converters: bool = True
+    supplied_learned: bool = True
     describe: Callable[[str], object | None] | None = field(default=None, compare=False)
+    request: str = field(default="", compare=False)
+    """The turn's text (the request-value rule reads it)."""
+    schema_of: SchemaLookup | None = field(default=None, compare=False)
 
-    def chooser(
-        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
-    ) -> Choice:
-        return LabChooser(self, seen, relevance, request)
+    def chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        return LabChooser(self, seen, relevance)
+
+    def supplied_by(self) -> Supplied | None:
+        """What this turn's request supplies, when the request-value rule is on and the turn is known."""
+        if self.supplied is None or not self.request or self.schema_of is None:
+            return None
+        return Supplied(
+            self.request,
+            self.schema_of,
+            numbers=self.supplied_numbers,
+            converters=self.supplied_converters,
+            learned=self.supplied_learned,
+        )
 
     def knobs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
@@ -77,14 +100,11 @@ class LabPolicy(WalkPolicy):
 class LabChooser(Chooser):
     policy: LabPolicy
 
-    def __init__(
-        self,
-        policy: LabPolicy,
-        seen: set[str],
-        relevance: Mapping[str, float],
-        request: Supplied | None = None,
-    ) -> None:
-        super().__init__(policy, seen, relevance, request)
+    def __init__(self, policy: LabPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
+        super().__init__(policy, seen, relevance)
+        self.request = policy.supplied_by()
+        self.path_confidence: dict[str, float] = {}
+        """Tool → the product of the confidences of the edges the walk reached it by."""
         self.gate_weight: dict[str, float] = {}
         """``after_parent``: tool → the weight its walk is gated by (the list keeps its parent's)."""
 
@@ -153,6 +173,7 @@ class LabChooser(Chooser):
 
 
 PAPER = LabPolicy(**{f.name: getattr(WalkPolicy.everything(), f.name) for f in fields(WalkPolicy)})
+"""The paper's walk (``min_confidence`` off, as in ``LabPolicy``'s default)."""
 SHIPPED = LabPolicy()
 SUPPLIED = replace(SHIPPED, supplied=0.5, supplied_numbers="named")
 """The request-value rule in the form the leave-one-dataset-out choice picks on every dataset
@@ -185,12 +206,15 @@ _relevance: dict[int, tuple[Query, dict[str, float]]] = {}
 def _expand(
     q: Query, deps: RecordedGraph, relevance: dict[str, float], policy: WalkPolicy | None, rec: Recording
 ) -> list[RankedTool]:
-    """The product's walk as the pipeline calls it: the request and the tools' schemas given."""
+    """The product's walk as the pipeline calls it; a lab policy with the request-value rule on is
+    given the request and the tools' schemas."""
 
     def schema_of(tool_id: str) -> dict[str, object] | None:
         record = rec.records.get(tool_id)
         return record.input_schema if record is not None else None
 
+    if isinstance(policy, LabPolicy) and policy.supplied is not None:
+        policy = replace(policy, request=q.text, schema_of=schema_of)
     return expand_with_dependencies(
         q.candidates,
         deps,
@@ -200,8 +224,6 @@ def _expand(
         edge_kinds=tuple(PARAMS.edge_kinds),
         relevance=relevance,
         policy=policy,
-        request=q.text,
-        schema_of=schema_of,
     )
 
 

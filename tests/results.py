@@ -1,8 +1,12 @@
-"""Reading a tool result in a test: its text parts, typed (a result's content is a union of five kinds)."""
+"""Reading a tool result in a test: its text parts, typed (a result's content is a union of five kinds),
+and the structured answer of a call made through the gateway's ``call_tool``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mcp_types as types
+from mcp import Client
 
 
 def text(result: types.CallToolResult) -> str:
@@ -15,3 +19,12 @@ def text_part(result: types.CallToolResult, index: int = 0) -> str:
     part = result.content[index]
     assert isinstance(part, types.TextContent), part
     return part.text
+
+
+async def call_through(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call tool ``name`` through the gateway's ``call_tool`` meta-tool; its structured answer, which must
+    be no error."""
+    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
+    assert not answer.is_error, answer.content
+    assert isinstance(answer.structured_content, dict), answer.content
+    return answer.structured_content

@@ -7,6 +7,7 @@ import inspect
 import subprocess
 import sys
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import toolweave.errors as errors
@@ -285,12 +286,12 @@ def _package_imports(path: Path, module: str) -> set[str]:
     return names
 
 
-def test_every_module_is_reachable_from_the_command() -> None:
-    """The product holds what it runs: every module of the package is imported, directly or through
-    others, from the ``toolweave`` command. What only the bench or a lab test reads lives in bench/."""
+def unreached_modules(package: Path, roots: Sequence[str]) -> list[str]:
+    """The modules of ``package`` that no import chain from ``roots`` reaches (lazy imports inside
+    functions and ``TYPE_CHECKING`` blocks count: they are still the product's code paths)."""
     paths = {
-        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in PACKAGE.rglob("*.py")
+        ".".join(p.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
     }
 
     def known(name: str) -> set[str]:
@@ -299,7 +300,7 @@ def test_every_module_is_reachable_from_the_command() -> None:
         return {".".join(parts[:n]) for n in range(1, len(parts) + 1)} & paths.keys()
 
     seen: set[str] = set()
-    todo = ["toolweave", "toolweave.__main__"]
+    todo = list(roots)
     while todo:
         module = todo.pop()
         if module in seen:
@@ -307,7 +308,38 @@ def test_every_module_is_reachable_from_the_command() -> None:
         seen.add(module)
         for name in _package_imports(paths[module], module):
             todo.extend(known(name) - seen)
-    assert sorted(paths.keys() - seen) == []
+    return sorted(paths.keys() - seen)
+
+
+ENTRY_POINTS = ("toolweave", "toolweave.__main__")
+"""The ``toolweave`` command (pyproject's ``[project.scripts]``: ``toolweave.__main__:main``, which reaches
+the CLI, its commands and the server) and the package's public facade (``import toolweave``)."""
+
+
+def test_every_module_is_reachable_from_the_command() -> None:
+    """The product holds what it runs: every module of the package is imported, directly or through
+    others, from the ``toolweave`` command. What only the bench or a lab test reads lives in bench/."""
+    scripts = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert scripts["scripts"] == {"toolweave": "toolweave.__main__:main"}  # the roots below are these
+    assert unreached_modules(PACKAGE, ENTRY_POINTS) == []
+
+
+def test_the_reach_check_finds_a_module_only_a_lab_imports(tmp_path: Path) -> None:
+    """The negative case: a module no entry point imports (a lab's helper left in the package) is
+    reported; one imported lazily inside a function is not."""
+    package = tmp_path / "toolweave"
+    (package / "retrieval").mkdir(parents=True)
+    (package / "__init__.py").write_text("from toolweave import cli\n", encoding="utf-8")
+    (package / "__main__.py").write_text("", encoding="utf-8")
+    (package / "cli.py").write_text(
+        "def main() -> None:\n    from toolweave.retrieval.walk import walk\n", encoding="utf-8"
+    )
+    (package / "retrieval" / "__init__.py").write_text("", encoding="utf-8")
+    (package / "retrieval" / "walk.py").write_text("def walk() -> None: ...\n", encoding="utf-8")
+    (package / "retrieval" / "supplied.py").write_text(
+        "from toolweave.retrieval import walk\n", encoding="utf-8"
+    )
+    assert unreached_modules(package, ENTRY_POINTS) == ["toolweave.retrieval.supplied"]
 
 
 def test_the_bench_uses_no_private_name_of_the_product() -> None:
@@ -336,3 +368,87 @@ def test_the_bench_uses_no_private_name_of_the_product() -> None:
             ):
                 bad.append(f"{path.name}: {node.value.id}.{node.attr}")
     assert bad == []
+
+
+_WRITING_MODE = frozenset("wax+")
+
+
+def writes_into_the_package(source: str) -> list[str]:
+    """Writes in ``source`` to a path into the package: a name bound to an expression that holds a
+    ``toolweave/...`` path string (or ``toolweave.__file__``), written with ``write_text``,
+    ``write_bytes``, or opened in a writing mode."""
+    tree = ast.parse(source)
+
+    def names(node: ast.AST) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def into_package(node: ast.AST) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("toolweave/"):
+                return True
+            if isinstance(n, ast.Attribute) and n.attr == "__file__" and names(n.value) == {"toolweave"}:
+                return True
+        return False
+
+    product = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and into_package(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def writing(call: ast.Call, mode_at: int) -> bool:
+        modes = [*call.args[mode_at : mode_at + 1], *(k.value for k in call.keywords if k.arg == "mode")]
+        return any(isinstance(m, ast.Constant) and _WRITING_MODE & set(str(m.value)) for m in modes)
+
+    def written(call: ast.Call) -> ast.AST | None:
+        """The path ``call`` writes to, if it writes."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in ("write_text", "write_bytes") or (func.attr == "open" and writing(call, 0)):
+                return func.value
+        elif isinstance(func, ast.Name) and func.id == "open" and call.args and writing(call, 1):
+            return call.args[0]
+        return None
+
+    bad = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        target = written(call)
+        if target is not None and (names(target) & product or into_package(target)):
+            bad.append(f"line {call.lineno}: writes {ast.unparse(target)}")
+    return bad
+
+
+def test_the_bench_never_writes_the_packages_source() -> None:
+    """A runner prints what to change (``bench/inference.py calibrate --table``); a person pastes it."""
+    bad = {
+        path.name: found
+        for path in sorted((PACKAGE.parent / "bench").rglob("*.py"))
+        if (found := writes_into_the_package(path.read_text(encoding="utf-8")))
+    }
+    assert bad == {}
+
+
+def test_the_write_check_finds_a_runner_that_rewrites_a_module() -> None:
+    """The negative case: what ``calibrate --write`` did (and the plain forms of it) is found; reading
+    the module and writing under bench/out are not."""
+    rewrites = """
+CALIBRATION = Path(__file__).resolve().parents[1] / "toolweave/inference/calibration.py"
+text = CALIBRATION.read_text(encoding="utf-8")
+CALIBRATION.write_text(text.replace("a", "b"), encoding="utf-8")
+with open(CALIBRATION, "w") as f:
+    f.write(text)
+with CALIBRATION.open(mode="a") as f:
+    f.write(text)
+"""
+    assert len(writes_into_the_package(rewrites)) == 3
+    reads = """
+CALIBRATION = Path(__file__).resolve().parents[1] / "toolweave/inference/calibration.py"
+OUT = Path(__file__).parent / "out"
+text = CALIBRATION.read_text(encoding="utf-8")
+with open(CALIBRATION) as f:
+    f.read()
+(OUT / "table.json").write_text(text)
+"""
+    assert writes_into_the_package(reads) == []

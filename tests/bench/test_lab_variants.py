@@ -3,11 +3,13 @@ but the figures in bench/HISTORY.md rest on them, so they must compute what they
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from fusion_variants import RRF_K, convex_fusion, peak_fusion, rrf_fusion, weighted_zscore_fusion
 from walk_orderings import expand_with_ordering
 
-from tests.retrieval.test_walk import GRAPH, T, ids, lookup
+from tests.retrieval.test_walk import GRAPH, T, edge, ids, lookup, walk
 from toolweave.records import DependencyEdge
 from toolweave.retrieval.fusion import zscore_fusion
 from toolweave.retrieval.results import Hit
@@ -174,26 +176,143 @@ def test_weighted_walk_order_sinks_doubtful_dependencies_only() -> None:
 def _lab_walk(
     hits: list[Hit], edges: list[DependencyEdge], policy: WalkPolicy, records=(), request=""
 ) -> list[str]:
-    from dataclasses import replace
-
+    """The product's walk with a lab policy, given the turn as ``walk_variants.walker`` gives it."""
     from walk_variants import LabPolicy
 
     from tests.retrieval.test_walk import walk
 
     described = {r.id: r for r in records}
-    if isinstance(policy, LabPolicy):  # a lab policy reads the records itself
-        policy = replace(policy, describe=described.get)
-    schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
-    return walk(hits, edges, policy, request=request, schema_of=schema_of)
+    if isinstance(policy, LabPolicy):  # a lab policy reads the records and the request itself
+        schema_of = lambda t: described[t].input_schema if t in described else None  # noqa: E731
+        policy = replace(policy, describe=described.get, request=request, schema_of=schema_of)
+    return walk(hits, edges, policy)
 
 
-def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:
-    # the lab's chooser (placements, producers per parameter) must walk what the product's walks when
-    # only the request-value rule is on, or the grid's rows are not the product's
+def _supplied_walk(hits, edges, schemas, request, policy):
+    from walk_variants import LabPolicy
+
+    from tests.retrieval.test_walk import walk
+
+    schema_of = lambda t: {"type": "object", "properties": schemas.get(t, {})}  # noqa: E731
+    assert isinstance(policy, LabPolicy)
+    return walk(hits, edges, replace(policy, request=request, schema_of=schema_of))
+
+
+SCHEMAS = {
+    "details": {
+        "order_id": {"type": "string"},
+        "region": {"type": "string", "enum": ["eu", "north_america"]},
+    },
+    "place_order": {"item": {"type": "string"}},
+    "regions": {},
+    "send": {"to": {"type": "string", "format": "email"}},
+    "validate_email": {"email": {"type": "string"}},
+    "interest": {"principal": {"type": "number"}},
+    "balance": {"account": {"type": "string"}},
+}
+EDGES = [
+    edge("details", "place_order", "order_id"),
+    edge("details", "regions", "region"),
+    edge("send", "validate_email", "to"),
+    edge("interest", "balance", "principal"),
+]
+
+
+def test_the_producer_of_a_value_the_request_holds_is_not_walked_one_it_lacks_is() -> None:
+    from walk_variants import LabPolicy
+
+    skip = LabPolicy(supplied=0.0)
+    hits = [Hit("details", 1.0), Hit("z", 0.0)]
+    # "my last order" holds no id: the tool that gives one is needed; "ORD-1193" is one
+    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of my last order", skip) == [
+        "details",
+        "place_order",
+        "regions",
+        "z",
+    ]
+    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193 in North America", skip) == [
+        "details",
+        "z",
+    ]
+    # off (the lab's default, the product's walk) or without the request, the walk is the shipped one
+    shipped = ["details", "place_order", "regions", "z"]
+    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193", LabPolicy()) == shipped
+    assert walk(hits, EDGES) == shipped
+    assert _supplied_walk(hits, EDGES, SCHEMAS, "", skip) == shipped
+
+
+def test_a_supplied_producer_down_weighted_goes_below_the_hits_that_stand_above_it() -> None:
+    from walk_variants import LabPolicy
+
+    half = LabPolicy(supplied=0.5)
+    hits = [Hit("details", 1.0), Hit("near", 0.8), Hit("far", 0.3)]
+    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193", half) == [
+        "details",
+        "regions",
+        "near",
+        "place_order",
+        "far",
+    ]
+
+
+def test_a_converter_or_validator_of_the_value_is_walked_even_when_the_request_holds_it() -> None:
+    from walk_variants import LabPolicy
+
+    hits = [Hit("send", 1.0)]
+    request = "mail bob@example.com the minutes"
+    assert _supplied_walk(hits, EDGES, SCHEMAS, request, LabPolicy(supplied=0.0)) == [
+        "send",
+        "validate_email",
+    ]
+    no_exemption = LabPolicy(supplied=0.0, supplied_converters=False)
+    assert _supplied_walk(hits, EDGES, SCHEMAS, request, no_exemption) == ["send"]
+
+
+def test_a_number_spares_its_producer_as_the_number_rule_says() -> None:
+    from labs.supplied import NumberRule
+    from walk_variants import LabPolicy
+
+    hits = [Hit("interest", 1.0)]
+    named = "the interest on a principal of 5000"
+    unnamed = "the interest on it, then add 5"
+    rules: tuple[tuple[NumberRule, bool, bool], ...] = (
+        ("off", True, True),
+        ("named", False, True),
+        ("any", False, False),
+    )
+    for rule, on_named, on_unnamed in rules:
+        policy = LabPolicy(supplied=0.0, supplied_numbers=rule)
+        walked = [
+            "balance" in _supplied_walk(hits, EDGES, SCHEMAS, text, policy) for text in (named, unnamed)
+        ]
+        assert walked == [on_named, on_unnamed], rule
+
+
+def test_learned_edges_and_tool_level_edges_under_the_request_value_rule() -> None:
+    from walk_variants import LabPolicy
+
+    learned = EDGES[0].model_copy(update={"origin": "learned", "confidence": 0.95})
+    tool_level = edge("details", "login")
+    hits = [Hit("details", 1.0)]
+    text = "details of order ORD-1193"
+    assert _supplied_walk(hits, [learned, tool_level], SCHEMAS, text, LabPolicy(supplied=0.0)) == [
+        "details",
+        "login",
+    ]
+    keep_learned = LabPolicy(supplied=0.0, supplied_learned=False)
+    assert _supplied_walk(hits, [learned, tool_level], SCHEMAS, text, keep_learned) == [
+        "details",
+        "login",
+        "place_order",  # weighs its confidence, 0.95
+    ]
+
+
+def test_the_request_value_rule_reads_each_tools_schema_from_the_records() -> None:
+    # the grid's walker gives the rule the recorded tools' schemas: an email the request holds spares
+    # the tool that would give one, a validator of it is still walked
     from walk_variants import LabPolicy
 
     from toolweave.records import EdgeKind, ToolRecord
-    from toolweave.retrieval.walk import WalkPolicy
 
     def tool(tool_id: str, **params: dict[str, str]) -> ToolRecord:
         schema = {"type": "object", "properties": params}
@@ -204,25 +323,22 @@ def test_the_lab_chooser_applies_the_products_request_value_rule() -> None:
         tool("place_order", item={"type": "string"}),
         tool("send", to={"type": "string", "format": "email"}),
         tool("validate_email", email={"type": "string"}),
+        tool("contacts", name={"type": "string"}),
     ]
     d = EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON
     edges = [
         DependencyEdge(tool="details", depends_on="place_order", kind=d, parameter_name="order_id"),
         DependencyEdge(tool="send", depends_on="validate_email", kind=d, parameter_name="to"),
+        DependencyEdge(tool="send", depends_on="contacts", kind=d, parameter_name="to"),
     ]
-    for factor in (0.0, 0.5):
-        lab, product = LabPolicy(supplied=factor), WalkPolicy(supplied=factor)
-        for hit, text in (
-            ("details", "details of my last order"),
-            ("details", "details of order ORD-1193"),
-            ("send", "mail bob@example.com the minutes"),
-        ):
-            hits = [Hit(hit, 1.0), Hit("near", 0.8), Hit("z", 0.0)]
-            assert _lab_walk(hits, edges, lab, records, text) == _lab_walk(
-                hits, edges, product, records, text
-            )
     skip = LabPolicy(supplied=0.0)
-    assert _lab_walk([Hit("details", 1.0)], edges, skip, records, "details of order ORD-1193") == ["details"]
+    hits = [Hit("details", 1.0)]
+    assert _lab_walk(hits, edges, skip, records, "details of my last order") == ["details", "place_order"]
+    assert _lab_walk(hits, edges, skip, records, "details of order ORD-1193") == ["details"]
+    mail = "mail bob@example.com the minutes"
+    assert _lab_walk([Hit("send", 1.0)], edges, skip, records, mail) == ["send", "validate_email"]
+    off = _lab_walk([Hit("send", 1.0)], edges, LabPolicy(), records, mail)
+    assert off == ["send", "validate_email", "contacts"]  # the rule off: the shipped walk, 1/2 each
 
 
 def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_walked() -> None:
@@ -240,3 +356,13 @@ def test_lab_variant_of_many_producers_of_one_parameter_only_the_best_few_are_wa
     assert _lab_walk(hits, edges, best) == ["total", "f1", "x"]  # the surest: nothing else tells them apart
     hits = [Hit("total", 1.0), Hit("f2", 0.2), Hit("x", 0.1)]
     assert _lab_walk(hits, edges, best) == ["total", "f2", "x"]  # the one the request matches comes first
+
+
+def test_lab_variant_of_a_path_cut_stops_a_chain_of_inferred_edges() -> None:
+    # 0.97, 0.94, 0.91, 0.885: the product walks the whole chain; a path cut of 0.9 stops before the last
+    from walk_variants import LabPolicy
+
+    chain = [edge(a, b, "x", 0.97) for a, b in ("ab", "bc", "cd", "de")]
+    assert walk([Hit("a", 1.0)], chain) == ["a", "b", "c", "d", "e"]
+    assert walk([Hit("a", 1.0)], chain, LabPolicy()) == ["a", "b", "c", "d", "e"]
+    assert walk([Hit("a", 1.0)], chain, LabPolicy(min_confidence=0.9)) == ["a", "b", "c", "d"]

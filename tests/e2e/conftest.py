@@ -7,16 +7,19 @@ nothing, and gateways never share a LanceDB directory.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from tests.busy import cpu_hogs
 from tests.net import free_port, wait_port
@@ -253,3 +256,41 @@ def ts_client() -> Path:
     script = cache / "ts_client.mjs"
     shutil.copyfile(Path(__file__).with_name("ts_client.mjs"), script)
     return script
+
+
+def learned_edges(registry: Path, tool: str) -> list[dict[str, Any]]:
+    """What `toolweave graph show` says ``tool`` depends on through traffic (a second process reading the
+    committed registry, as an operator would)."""
+    done = subprocess.run(
+        [TOOLWEAVE, "graph", "show", tool, "--json", "--registry", str(registry)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [e for e in json.loads(done.stdout)["depends_on"] if e["origin"] == "learned"]
+
+
+async def committed_learned_edges(registry: Path, tool: str, timeout: float) -> list[dict[str, Any]]:
+    """``learned_edges``, polled until the gateway has committed at least one (within ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while not (edges := await anyio.to_thread.run_sync(learned_edges, registry, tool)):
+        assert time.monotonic() < deadline, "no learned edge was committed"
+        await anyio.sleep(0.5)
+    return edges
+
+
+async def until_callable(
+    url: str, tool: str, timeout: float, waiting: tuple[str, ...] = ("unknown_tool",)
+) -> None:
+    """Poll until calling ``tool`` through the gateway at ``url`` answers with no error code in ``waiting``
+    (the gateway has listed its upstream)."""
+    deadline = time.monotonic() + timeout
+    async with Client(url, mode="legacy") as client:
+        while True:
+            answer = await client.call_tool("call_tool", {"name": tool, "arguments": {}})
+            error = (answer.structured_content or {}).get("error") or {}
+            if error.get("code") not in waiting:
+                return
+            assert time.monotonic() < deadline, f"the gateway never listed {tool}"
+            await anyio.sleep(0.3)

@@ -13,21 +13,20 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import anyio
 import lancedb
 import pytest
 from mcp import Client
 
 from tests.net import free_port, wait_port
+from tests.results import call_through
 from toolweave.registry.database import table_names
 
-from .conftest import TOOLWEAVE, UPSTREAMS, stop
+from .conftest import TOOLWEAVE, UPSTREAMS, committed_learned_edges, stop, until_callable
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
@@ -121,36 +120,6 @@ def registry_dump(registry: Path) -> str:
     return "\n".join(out)
 
 
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
-    assert not answer.is_error, answer.content
-    assert isinstance(answer.structured_content, dict), answer.content
-    return answer.structured_content
-
-
-async def listed(url: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    async with Client(url, mode="legacy") as client:
-        while True:
-            answer = await client.call_tool("call_tool", {"name": LIST, "arguments": {}})
-            error = (answer.structured_content or {}).get("error") or {}
-            if error.get("code") not in ("unknown_tool", "unavailable"):
-                return
-            assert time.monotonic() < deadline, "the gateway never listed the vault"
-            await anyio.sleep(0.3)
-
-
-def learned(registry: Path) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        [TOOLWEAVE, "graph", "show", BALANCE, "--json", "--registry", str(registry)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [e for e in json.loads(done.stdout)["depends_on"] if e["origin"] == "learned"]
-
-
 async def test_no_secret_and_no_observed_value_reaches_the_registry_or_the_debug_log(
     tmp_path: Path, spec_server: int
 ) -> None:
@@ -169,19 +138,16 @@ async def test_no_secret_and_no_observed_value_reaches_the_registry_or_the_debug
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         wait_port(port, proc, timeout=60)
-        await listed(url)
+        await until_callable(url, LIST, 300, ("unknown_tool", "unavailable"))
         for session in range(2):
             async with Client(url, mode="legacy") as client:
                 query = f"my user id is '{USER_ID}', mail {EMAIL}: the balance of my account {session}?"
                 await client.call_tool("find_tools", {"query": query})
-                accounts = await call(client, LIST, {})
+                accounts = await call_through(client, LIST, {})
                 assert accounts["access_token"] == OBSERVED["VAULT_RESULT_TOKEN"]
                 account = accounts["accounts"][OBSERVED["VAULT_ACCOUNT_KEY"]]["account_id"]
-                await call(client, BALANCE, {"account_id": account})
-        deadline = time.monotonic() + 90
-        while not (edges := await anyio.to_thread.run_sync(learned, registry)):
-            assert time.monotonic() < deadline, "no learned edge was committed"
-            await anyio.sleep(0.5)
+                await call_through(client, BALANCE, {"account_id": account})
+        edges = await committed_learned_edges(registry, BALANCE, 90)
     finally:
         stop(proc)
     [edge] = edges

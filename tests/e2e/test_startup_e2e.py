@@ -75,6 +75,21 @@ main()
 """
 
 
+def start_gated(tmp_path: Path, args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """``toolweave ARGS`` with the SDK's import held (``GATED_SERVE``) until the returned gate file exists;
+    its log in ``tmp_path/gateway.log``."""
+    gate = tmp_path / "sdk-may-load"
+    with (tmp_path / "gateway.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+        )
+    return proc, gate
+
+
 class RawClient:
     """JSON-RPC lines over a gateway process's stdin/stdout, each read bounded by a deadline."""
 
@@ -141,16 +156,8 @@ FIRST_CONTACT: dict[str, list[dict[str, Any]]] = {
 def test_first_contact_is_answered_before_the_sdk_is_imported(tmp_path: Path, era: str) -> None:
     manifest = tmp_path / "m.yaml"
     manifest.write_text("servers: {}\n")
-    gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(mismatched_registry(tmp_path))]
-    with (tmp_path / "gateway.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=gateway_env(),
-        )
+    proc, gate = start_gated(tmp_path, args, gateway_env())
     client = RawClient(proc)
     try:
         messages = FIRST_CONTACT[era]
@@ -213,16 +220,8 @@ def test_the_hook_hands_its_prompt_to_a_gateway_still_starting_and_returns(
     runtime.mkdir(mode=0o700)
     env = {**gateway_env(), "XDG_RUNTIME_DIR": str(runtime)}
     manifest = time_manifest(tmp_path / "m.yaml")
-    gate = tmp_path / "sdk-may-load"
     args = ["serve", "--manifest", str(manifest), "--registry", str(registry_copy)]
-    with (tmp_path / "gateway.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", GATED_SERVE, *args, str(gate)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env=env,
-        )
+    proc, gate = start_gated(tmp_path, args, env)
     client = RawClient(proc)
     try:
         client.send(*FIRST_CONTACT["handshake"][:3])

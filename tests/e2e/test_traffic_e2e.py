@@ -5,56 +5,29 @@ call's arguments. Two client sessions place an order and read it back; the third
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from .conftest import TOOLWEAVE, UPSTREAMS, start_http_gateway, stop
+from tests.results import call_through
+
+from .conftest import (
+    UPSTREAMS,
+    committed_learned_edges,
+    learned_edges,
+    start_http_gateway,
+    stop,
+    until_callable,
+)
 from .watch import Relister, relisting
 from .watch import names as listed_names
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 PLACE, DETAILS = "shop__place_order", "shop__get_order_details"
-
-
-def learned_edges(registry: Path) -> list[dict[str, Any]]:
-    """What `toolweave graph show` says the details tool depends on through traffic (a second process
-    reading the committed registry, as an operator would)."""
-    done = subprocess.run(
-        [TOOLWEAVE, "graph", "show", DETAILS, "--json", "--registry", str(registry)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [e for e in json.loads(done.stdout)["depends_on"] if e["origin"] == "learned"]
-
-
-async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    answer = await client.call_tool("call_tool", {"name": name, "arguments": arguments})
-    assert not answer.is_error, answer.content
-    assert isinstance(answer.structured_content, dict)
-    return answer.structured_content
-
-
-async def tools_known(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    async with Client(url, mode="legacy") as client:
-        while True:
-            answer = await client.call_tool("call_tool", {"name": PLACE, "arguments": {}})
-            error = (answer.structured_content or {}).get("error") or {}
-            if error.get("code") != "unknown_tool":
-                return
-            assert time.monotonic() < deadline, "the gateway never listed the shop"
-            await anyio.sleep(0.3)
 
 
 async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
@@ -71,18 +44,14 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
     registry = tmp_path / "registry"
     gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
     try:
-        await tools_known(gateway.url)
+        await until_callable(gateway.url, PLACE, 60)
         for item in ("lamp", "chair"):  # two sessions, each its own order id
             async with Client(gateway.url, mode="legacy") as client:
                 await client.call_tool("find_tools", {"query": f"order a {item} and show me the order"})
-                placed = await call(client, PLACE, {"item": item})
-                details = await call(client, DETAILS, {"order_id": placed["order_id"]})
+                placed = await call_through(client, PLACE, {"item": item})
+                details = await call_through(client, DETAILS, {"order_id": placed["order_id"]})
                 assert details["item"] == item
-        deadline = time.monotonic() + 60
-        while not (edges := await anyio.to_thread.run_sync(learned_edges, registry)):
-            assert time.monotonic() < deadline, "no learned edge was committed"
-            await anyio.sleep(0.5)
-        [edge] = edges
+        [edge] = await committed_learned_edges(registry, DETAILS, 60)
         assert (edge["tool"], edge["parameter"], edge["kind"]) == (
             PLACE,
             "order_id",
@@ -99,11 +68,13 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
         ):
             before = listed_names(await client.list_tools(cache_mode="bypass"))
             assert DETAILS not in before
-            await call(client, PLACE, {"item": "desk"})
+            await call_through(client, PLACE, {"item": "desk"})
             await relister.settled()
             assert relister.lists and DETAILS in relister.lists[-1]
     finally:
         stop(gateway.proc)
-    assert (await anyio.to_thread.run_sync(learned_edges, registry)) == [edge]  # kept across the stop
+    assert (await anyio.to_thread.run_sync(learned_edges, registry, DETAILS)) == [
+        edge
+    ]  # kept across the stop
     log = (tmp_path / "gw.log").read_text(errors="replace")
     assert "ORD-" not in log  # no value reached the log

@@ -10,29 +10,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.registry.test_usage import TOOLS, VECTOR
 from toolweave.cli import app
-from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.retrieval import retrieve_tools
-from toolweave.settings import RetrievalSettings, Settings
+from toolweave.settings import Settings
 
 pytestmark = pytest.mark.integration
 
-VECTOR = RetrievalSettings(method="vector", final_k=5, top_k=5)
-
-
-def tool(name: str, description: str) -> ToolRecord:
-    return ToolRecord(id=f"demo__{name}", source="demo", name=name, description=description)
-
-
-# ``ledger_post`` says what it does in accountant's words; this fleet's users ask in their own.
-TOOLS = [
-    tool("ledger_post", "Post a journal entry between two ledger accounts."),
-    tool("get_weather", "Weather forecast for a city."),
-    tool("send_email", "Send an email message to an address."),
-    tool("bank_balance", "Current balance of a bank account."),
-    tool("create_invoice", "Create an invoice for a customer."),
-]
+# ``ledger_post`` says what it does in accountant's words (``TOOLS``); this fleet's users ask in their own.
 CALLS = {
     "demo__ledger_post": [
         "transfer money from checking to savings",

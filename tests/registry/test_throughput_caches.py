@@ -12,15 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolweave.records import ToolRecord
+from tests.registry.test_usage import tool
 from toolweave.registry import Embedder, Registry
 from toolweave.settings import MINILM_MODEL
 
 pytestmark = pytest.mark.integration
-
-
-def tool(name: str, description: str) -> ToolRecord:
-    return ToolRecord(id=f"demo__{name}", source="demo", name=name, description=description)
 
 
 TOOLS = [

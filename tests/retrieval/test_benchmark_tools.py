@@ -14,7 +14,7 @@ from toolweave.benchmark.embedding_cache import CachedEmbedder, default_cache_pa
 from toolweave.benchmark.recorded import RECORD_DEPTH, RecordedGraph, RecordedIndex
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, QueryVariant, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, QueryVariant, SearchResults, SearchScope
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.models import QUERY_ADAPTERS, QueryAdapterSpec
 from toolweave.retrieval import retrieve
@@ -93,9 +93,6 @@ class ListIndex:
         self.searches += 1
         assert k == RECORD_DEPTH and scope is None  # records both sides, deep enough for any run
         return [([Hit("a", 0.9), Hit("b", 0.5)], [Hit("b", 7.0), Hit("c", 2.0)]) for _ in queries]
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        return None
 
     def is_destructive(self, tool_id: str) -> bool:
         return False

@@ -6,7 +6,7 @@ from typing import TypeVar, cast
 import pytest
 
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.fusion import (
     EQUAL_WEIGHTS,
     calibrate,
@@ -107,9 +107,6 @@ class _FixedIndex:
         self, queries: Sequence[tuple[str, ...]], k: int, scope: SearchScope | None = None
     ) -> SearchResults:
         return [self.fleet if q[0].startswith("probe") else (self.vector[:k], self.text[:k]) for q in queries]
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        return None
 
     def is_destructive(self, tool_id: str) -> bool:
         return False

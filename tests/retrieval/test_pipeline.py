@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.results import Hit
 from toolweave.settings import RetrievalSettings
@@ -51,12 +51,6 @@ class WordIndex:
             )
             for q in queries
         ]
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        if tool_id not in self.docs:
-            return None
-        source, name = tool_id.split("__", 1)
-        return ToolRecord(id=tool_id, source=source, name=name, description=self.docs[tool_id])
 
     def is_destructive(self, tool_id: str) -> bool:
         return False
@@ -149,13 +143,10 @@ def test_floor_marks_weak_hits_unpublished_but_keeps_dependencies_of_kept_ones()
 
 
 class AskingIndex(WordIndex):
-    """Answers ``is_destructive`` itself (as a registry does): ``find`` must not be needed."""
+    """Answers ``is_destructive`` itself, as a registry does."""
 
     def is_destructive(self, tool_id: str) -> bool:
         return tool_id == "a__get_ticker"
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        raise AssertionError("the floor decoded a record the index could answer for")
 
 
 def test_destructive_tools_face_a_higher_floor() -> None:
@@ -176,44 +167,3 @@ def test_destructive_tools_face_a_higher_floor() -> None:
         published[extra] = {r.tool_id for r in out if r.publish}
     assert "a__get_ticker" in published[0.0]
     assert published[0.6] == published[0.0] - {"a__get_ticker"}
-
-
-class SchemaIndex(WordIndex):
-    """``find`` returns a record with the tool's input schema, as a registry's does."""
-
-    def __init__(self, docs: dict[str, str], sources: dict[str, str], schemas: dict[str, Any]) -> None:
-        super().__init__(docs, sources)
-        self.schemas = schemas
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        record = super().find(tool_id)
-        if record is None or tool_id not in self.schemas:
-            return record
-        return record.model_copy(update={"input_schema": self.schemas[tool_id]})
-
-
-def test_the_walk_reads_the_request_and_the_tools_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the request-value rule (off by default) sees the turn's text and each tool's schema through the
-    # pipeline: an order id in the request spares the tool that would give one
-    import toolweave.retrieval.walk as walk
-
-    on = walk.WalkPolicy(supplied=0.0)
-    monkeypatch.setattr(walk, "WalkPolicy", lambda: on)  # the walk's default policy, with the rule on
-    docs = {"s__order_details": "order details", "s__place_order": "place an order"}
-    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
-    index = SchemaIndex(docs, {t: "s" for t in docs}, {"s__order_details": schema})
-    edge = DependencyEdge(
-        tool="s__order_details",
-        depends_on="s__place_order",
-        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
-        parameter_name="order_id",
-    )
-
-    def graph(tool: str, kinds: Sequence[EdgeKind] | None) -> list[DependencyEdge]:
-        return [edge] if tool == edge.tool else []
-
-    params = RetrievalSettings(method="grtf", top_k=1, final_k=5)
-    lacks = retrieve("order details of my last order", index, graph, params)
-    holds = retrieve("order details of order ORD-1193", index, graph, params)
-    assert [r.tool_id for r in lacks if r.reason == "dependency"] == ["s__place_order"]
-    assert [r.tool_id for r in holds if r.reason == "dependency"] == []

@@ -1,5 +1,5 @@
 """Algorithm 1: DFS order, de-duplication, d_limit, cycles, edge kinds, filtering, fill-up; and which
-edges the walk follows (what the request lacks, alternative producers, weights)."""
+edges the walk follows (content parameters, alternative producers, weights)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit
-from toolweave.retrieval.supplied import NumberRule
 from toolweave.retrieval.walk import WalkPolicy, expand_with_dependencies
 
 T, P = EdgeKind.TOOL_DIRECTLY_DEPENDS_ON, EdgeKind.PARAMETER_INDIRECTLY_DEPENDS_ON
@@ -97,9 +96,8 @@ def edge(consumer: str, producer: str, param: str | None = None, confidence: flo
     )
 
 
-def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=None):
-    """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1]); ``request``
-    and ``schema_of`` as the pipeline gives them."""
+def walk(hits, edges, policy=None, final_k=10, top_k=1):
+    """The walk's tool ids, each hit weighing its score (the tests give scores in [0, 1])."""
     by_tool: dict[str, list[DependencyEdge]] = {}
     for e in edges:
         by_tool.setdefault(e.tool, []).append(e)
@@ -112,8 +110,6 @@ def walk(hits, edges, policy=None, final_k=10, top_k=1, request=None, schema_of=
             final_k=final_k,
             relevance=relevance,
             policy=policy,
-            request=request,
-            schema_of=schema_of,
         )
     )
 
@@ -171,14 +167,8 @@ def test_confidence_and_parent_relevance_weigh_and_place_a_dependency() -> None:
 
 def test_an_inferred_edge_is_walked_by_its_weight_not_cut_at_a_bar() -> None:
     chain = [edge("a", "b", "x", 0.97), edge("b", "c", "y", 0.97), edge("c", "d", "z", 0.97)]
-    # 0.97, 0.94, 0.91, 0.885: every hop weighs enough (the path cut of 0.9 is off)
+    # 0.97, 0.94, 0.91, 0.885: every hop weighs enough (no path cut: the lab's ``min_confidence``)
     assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)]) == ["a", "b", "c", "d", "e"]
-    assert walk([Hit("a", 1.0)], [*chain, edge("d", "e", "w", 0.97)], WalkPolicy(min_confidence=0.9)) == [
-        "a",
-        "b",
-        "c",
-        "d",
-    ]
     # a rule no second source confirmed (1/3): walked from a clear hit, after the hits that stand above it
     guess = [edge("a", "clock", "when", 0.333)]
     hits = [Hit("a", 1.0), Hit("b", 0.6), Hit("c", 0.3), Hit("z", 0.0)]
@@ -218,114 +208,3 @@ def test_the_producer_of_a_content_parameter_is_not_walked() -> None:
     # traffic saw the value come from the producer: a learned edge is walked whatever its parameter
     learned = edges[0].model_copy(update={"origin": "learned", "confidence": 0.95})
     assert walk(hits, [learned]) == ["reviews", "book_search", "z"]
-
-
-def _supplied_walk(hits, edges, schemas, request, policy):
-    return walk(
-        hits,
-        edges,
-        policy,
-        request=request,
-        schema_of=lambda t: {"type": "object", "properties": schemas.get(t, {})},
-    )
-
-
-SCHEMAS = {
-    "details": {
-        "order_id": {"type": "string"},
-        "region": {"type": "string", "enum": ["eu", "north_america"]},
-    },
-    "place_order": {"item": {"type": "string"}},
-    "regions": {},
-    "send": {"to": {"type": "string", "format": "email"}},
-    "validate_email": {"email": {"type": "string"}},
-    "interest": {"principal": {"type": "number"}},
-    "balance": {"account": {"type": "string"}},
-}
-EDGES = [
-    edge("details", "place_order", "order_id"),
-    edge("details", "regions", "region"),
-    edge("send", "validate_email", "to"),
-    edge("interest", "balance", "principal"),
-]
-
-
-def test_the_producer_of_a_value_the_request_holds_is_not_walked_one_it_lacks_is() -> None:
-    skip = WalkPolicy(supplied=0.0)
-    hits = [Hit("details", 1.0), Hit("z", 0.0)]
-    # "my last order" holds no id: the tool that gives one is needed; "ORD-1193" is one
-    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of my last order", skip) == [
-        "details",
-        "place_order",
-        "regions",
-        "z",
-    ]
-    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193 in North America", skip) == [
-        "details",
-        "z",
-    ]
-    # off (the default) or without the request, the walk is the shipped one
-    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193", WalkPolicy()) == [
-        "details",
-        "place_order",
-        "regions",
-        "z",
-    ]
-    assert _supplied_walk(hits, EDGES, SCHEMAS, "", skip) == ["details", "place_order", "regions", "z"]
-
-
-def test_a_supplied_producer_down_weighted_goes_below_the_hits_that_stand_above_it() -> None:
-    half = WalkPolicy(supplied=0.5)
-    hits = [Hit("details", 1.0), Hit("near", 0.8), Hit("far", 0.3)]
-    assert _supplied_walk(hits, EDGES, SCHEMAS, "details of order ORD-1193", half) == [
-        "details",
-        "regions",
-        "near",
-        "place_order",
-        "far",
-    ]
-
-
-def test_a_converter_or_validator_of_the_value_is_walked_even_when_the_request_holds_it() -> None:
-    hits = [Hit("send", 1.0)]
-    request = "mail bob@example.com the minutes"
-    assert _supplied_walk(hits, EDGES, SCHEMAS, request, WalkPolicy(supplied=0.0)) == [
-        "send",
-        "validate_email",
-    ]
-    no_exemption = WalkPolicy(supplied=0.0, supplied_converters=False)
-    assert _supplied_walk(hits, EDGES, SCHEMAS, request, no_exemption) == ["send"]
-
-
-def test_a_number_spares_its_producer_as_the_number_rule_says() -> None:
-    hits = [Hit("interest", 1.0)]
-    named = "the interest on a principal of 5000"
-    unnamed = "the interest on it, then add 5"
-    rules: tuple[tuple[NumberRule, bool, bool], ...] = (
-        ("off", True, True),
-        ("named", False, True),
-        ("any", False, False),
-    )
-    for rule, on_named, on_unnamed in rules:
-        policy = WalkPolicy(supplied=0.0, supplied_numbers=rule)
-        walked = [
-            "balance" in _supplied_walk(hits, EDGES, SCHEMAS, text, policy) for text in (named, unnamed)
-        ]
-        assert walked == [on_named, on_unnamed], rule
-
-
-def test_learned_edges_and_tool_level_edges_under_the_request_value_rule() -> None:
-    learned = EDGES[0].model_copy(update={"origin": "learned", "confidence": 0.95})
-    tool_level = edge("details", "login")
-    hits = [Hit("details", 1.0)]
-    text = "details of order ORD-1193"
-    assert _supplied_walk(hits, [learned, tool_level], SCHEMAS, text, WalkPolicy(supplied=0.0)) == [
-        "details",
-        "login",
-    ]
-    keep_learned = WalkPolicy(supplied=0.0, supplied_learned=False)
-    assert _supplied_walk(hits, [learned, tool_level], SCHEMAS, text, keep_learned) == [
-        "details",
-        "login",
-        "place_order",  # weighs its confidence, 0.95
-    ]

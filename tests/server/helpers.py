@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 import anyio
 import mcp_types as types
+from mcp import Client
 
 from tests.e2e.watch import ListChanged, names, watching
 from tests.edges import edge
@@ -17,6 +18,7 @@ from toolweave.server.gateway import Gateway
 __all__ = [
     "FakeBackend",
     "ListChanged",
+    "call_held_by_start_up",
     "fake_backends",
     "names",
     "notes_tools",
@@ -158,3 +160,24 @@ def fake_backends(gateway: Gateway) -> list[FakeBackend]:
     backends = list(gateway.sources.backends.values())
     assert all(isinstance(b, FakeBackend) for b in backends), backends
     return [b for b in backends if isinstance(b, FakeBackend)]
+
+
+async def call_held_by_start_up(
+    client: Client, wait_s: float, *releases: Callable[[], None]
+) -> types.CallToolResult:
+    """Call ``clock__get_current_time`` (Tokyo) while start-up holds it: it must not have returned after
+    ``wait_s``; then run each of ``releases``, ``wait_s`` apart, and return the call's result."""
+    called: list[types.CallToolResult] = []
+    async with anyio.create_task_group() as tg:
+
+        async def call() -> None:
+            called.append(await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"}))
+
+        tg.start_soon(call)
+        await anyio.sleep(wait_s)
+        assert not called
+        for n, release in enumerate(releases):
+            if n:
+                await anyio.sleep(wait_s)
+            release()
+    return called[0]

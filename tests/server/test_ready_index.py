@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client as SdkClient
 
@@ -24,7 +23,7 @@ from toolweave.server.turns.starting import answer_find_tools_while_starting, re
 from toolweave.settings import Settings
 from toolweave.wire_meta import SERVER_INFO_META_KEY
 
-from .helpers import FakeBackend, notes_tools, time_tools
+from .helpers import FakeBackend, call_held_by_start_up, notes_tools, time_tools
 from .test_early import Client, Server, front_replay, initialize, modern, request
 from .test_early import pipes as pipes  # the fixture
 from .test_startup import HeldBackend, held_opener
@@ -162,21 +161,8 @@ async def test_a_starting_gateway_answers_from_the_table_and_publishes(registry:
             listed = await client.list_tools(cache_mode="bypass")
             assert "clock__get_current_time" in [t.name for t in listed.tools]  # published from the table
             # its call waits for the registry and its upstream, then runs
-            async with anyio.create_task_group() as tg:
-                called: list[types.CallToolResult] = []
-
-                async def call() -> None:
-                    called.append(
-                        await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
-                    )
-
-                tg.start_soon(call)
-                await anyio.sleep(0.5)
-                assert not called
-                opened.set()
-                await anyio.sleep(0.5)
-                clock.connect.set()
-            assert not called[0].is_error, text(called[0])
+            called = await call_held_by_start_up(client, 0.5, opened.set, clock.connect.set)
+            assert not called.is_error, text(called)
             assert clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
             listed = await client.list_tools(cache_mode="bypass")
             assert "clock__get_current_time" in [t.name for t in listed.tools]  # still published

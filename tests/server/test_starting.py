@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 
@@ -20,7 +19,7 @@ from toolweave.server.gateway import Gateway
 from toolweave.server.turns.starting import answer_find_tools_while_starting, starting
 from toolweave.settings import Settings
 
-from .helpers import FakeBackend, time_tools
+from .helpers import FakeBackend, call_held_by_start_up, time_tools
 from .test_startup import held_opener
 
 pytestmark = pytest.mark.anyio
@@ -46,21 +45,8 @@ async def test_a_call_during_start_up_is_answered_within_the_bound(registry: Reg
             assert early.structured_content["note"].startswith("the gateway is still starting")
             assert "call find_tools again" in early.structured_content["note"]
             # a proxied call is never dropped (its upstream may have run it): it waits for start-up
-            async with anyio.create_task_group() as tg:
-                called: list[types.CallToolResult] = []
-
-                async def call() -> None:
-                    called.append(
-                        await client.call_tool("clock__get_current_time", {"timezone": "Asia/Tokyo"})
-                    )
-
-                tg.start_soon(call)
-                await anyio.sleep(1.0)  # twice the bound
-                assert not called
-                opened.set()
-            assert not called[0].is_error and clock.calls == [
-                ("get_current_time", {"timezone": "Asia/Tokyo"})
-            ]
+            called = await call_held_by_start_up(client, 1.0, opened.set)  # twice the bound
+            assert not called.is_error and clock.calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
             with anyio.fail_after(60):
                 await gateway.warmed.wait()
             assert not starting(gateway)

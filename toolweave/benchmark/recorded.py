@@ -44,7 +44,7 @@ class RecordedIndex:
 
     live: SearchIndex | None = None
     records: dict[str, ToolRecord] = field(default_factory=dict)
-    """Tool id → record (for ``find``: the floor reads ``destructive``, the walk the input schema)."""
+    """Tool id → record (the floor reads ``destructive``; a replay without a live index needs them)."""
     hits: dict[QueryVariant, tuple[list[Hit], list[Hit]]] = field(default_factory=dict)
     calibrations: dict[str, Any] = field(default_factory=dict)
     _names: NameVocabulary | None = field(default=None, repr=False)
@@ -97,14 +97,11 @@ class RecordedIndex:
             self.calibrations[key] = self.live.calibration(key, compute)
         return cast(T, self.calibrations[key])
 
-    def find(self, tool_id: str) -> ToolRecord | None:
-        if tool_id in self.records:
-            return self.records[tool_id]
-        return self.live.find(tool_id) if self.live is not None else None
-
     def is_destructive(self, tool_id: str) -> bool:
-        record = self.find(tool_id)
-        return record is not None and record.destructive
+        record = self.records.get(tool_id)
+        if record is not None:
+            return record.destructive
+        return self.live is not None and self.live.is_destructive(tool_id)
 
 
 class RecordedGraph:

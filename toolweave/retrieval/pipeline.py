@@ -7,12 +7,12 @@ query → clean / contextual rewrites → first pass (vector | bm25 | hybrid: fu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol, TypeVar
 
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
-from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope, ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
 from toolweave.retrieval.decompose import Decomposition
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import FleetCalibration, calibrate, fixed_weight, fuse, turn_relevance
@@ -52,10 +52,6 @@ class SearchIndex(Protocol):
         ``v(query) + sum(CONTEXT_WEIGHT**n * v(context_n))``; its full-text query is the query text alone
         (old words would outvote new ones in BM25). An index may compute all variants at once.
         """
-        ...
-
-    def find(self, tool_id: str) -> ToolRecord | None:
-        """The tool's record (the walk reads its input schema), None for an unknown tool."""
         ...
 
     def is_destructive(self, tool_id: str) -> bool:
@@ -192,7 +188,7 @@ def retrieve(
         is_destructive=index.is_destructive,
         relevance=relevance,
     )
-    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of, text, index)
+    ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
     return mark_published(ranked, kept)
 
 
@@ -245,8 +241,6 @@ def _ranked(
     relevance: dict[str, float],
     exclude_sources: Collection[str],
     source_of: Callable[[str], str | None] | None,
-    text: str,
-    index: SearchIndex,
 ) -> list[RankedTool]:
     if params.method != "grtf":
         return [
@@ -270,20 +264,7 @@ def _ranked(
         edge_kinds=kinds,
         keep=keep,
         relevance=relevance,
-        request=text,
-        schema_of=_schema_lookup(index),
     )
-
-
-def _schema_lookup(index: SearchIndex) -> Callable[[str], Mapping[str, Any] | None]:
-    """Tool id → its input schema, as the index's ``find`` returns it (the walk reads which parameters
-    the request already gives a value of)."""
-
-    def schema_of(tool_id: str) -> Mapping[str, Any] | None:
-        record = index.find(tool_id)
-        return record.input_schema if record is not None else None
-
-    return schema_of
 
 
 def retrieve_tools(

@@ -16,24 +16,19 @@ step the conversation already took at rank 2. So each dependency weighs what the
   weighs at least its own relevance;
 - a dependency weighing less than ``min_weight`` (``inferred_min_weight`` when reached through an
   inferred edge: its weight already carries the rule's calibrated confidence, so a guess no second gold
-  source confirmed is walked from a clear hit only), or reached through inferred edges whose confidences
-  multiply to less than ``min_confidence`` (off by default), is not walked; nor is another producer of a
+  source confirmed is walked from a clear hit only), is not walked; nor is another producer of a
   parameter a listed tool already gives;
 - nor is the producer of a content parameter (``CONTENT_WORDS``: the text, query, keywords, title or
   message a tool works on), which the request itself supplies: "find reviews of the Dyson Airwrap" says
   what to search, and the tool that could produce a search keyword (a book search, a dictionary, a
-  translator: NESTFUL's graph holds such chains) is not needed;
-- with ``supplied`` set (off by default), nor is, or only down-weighted, the producer of a parameter
-  whose value the request already holds (``toolweave.retrieval.supplied``: an id next to its name, a
-  named quantity, a complete date, an email, an enum member...), unless it takes that value itself (a
-  converter, a validator). Measured and left off: it lifts NESTFUL's gold graph above hybrid in sample,
-  but costs ToolLinkOS's declared graph, and neither holds out of sample (bench/RESULTS.md, "The
-  request supplies it").
+  translator: NESTFUL's graph holds such chains) is not needed.
 
 Declared edges have confidence 1: a tool's only producer weighs what the tool weighs, so it follows
 it directly, as in the paper. A doubtful edge's dependency goes after the hits that stand above it.
 ``WalkPolicy.everything()`` is the paper's walk. Orderings and filters measured and not shipped live
-in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``).
+in the lab (``bench/walk_orderings.py``, ``bench/walk_variants.py``, ``bench/labs/supplied.py``), which
+walks with its own rules through one public seam: a ``WalkPolicy`` subclass whose ``chooser`` returns
+another ``Choice``.
 """
 
 from __future__ import annotations
@@ -41,19 +36,10 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from toolweave.names import name_words
 from toolweave.records import DependencyEdge, EdgeKind
 from toolweave.retrieval.results import Hit, RankedTool
-from toolweave.retrieval.supplied import (
-    NumberRule,
-    RequestValues,
-    parameter_shape,
-    request_values,
-    supplies,
-    takes_value,
-)
 
 __all__ = [
     "CONTENT_WORDS",
@@ -61,8 +47,6 @@ __all__ = [
     "Choice",
     "Chooser",
     "DependencyLookup",
-    "SchemaLookup",
-    "Supplied",
     "WalkPolicy",
     "dependency_entry",
     "expand_with_dependencies",
@@ -71,8 +55,8 @@ __all__ = [
 ]
 
 CUT_ORIGINS = frozenset({"inferred"})
-"""The edges ``min_confidence`` and ``inferred_min_weight`` apply to: those inferred from names and schemas,
-where they were chosen.
+"""The edges ``inferred_min_weight`` applies to: those inferred from names and schemas, where it was
+chosen.
 Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
 their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
 0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
@@ -86,10 +70,6 @@ CONTENT_WORDS = frozenset(
 
 DependencyLookup = Callable[[str, Sequence[EdgeKind] | None], Sequence[DependencyEdge]]
 """``dependencies(tool_id, kinds)`` → the tool's outgoing edges, in a stable order."""
-
-
-SchemaLookup = Callable[[str], Mapping[str, Any] | None]
-"""``schema_of(tool_id)`` → the tool's input JSON Schema (None when unknown)."""
 
 
 Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyEdge, float]]]
@@ -115,34 +95,16 @@ class WalkPolicy:
     on the edge but on the edge and the hit together: a guess is walked from a clear hit (relevance ≥ 0.6
     at 1/3), placed after the hits above it. Chosen leave-one-dataset-out over every stored inferred
     edge (bench/RESULTS.md, "Prerequisites without traffic"); every fold but ToolLinkOS's picks 0.2."""
-    min_confidence: float = 0.0
-    """A dependency reached through inferred edges whose confidences multiply to less is not walked
-    (``CUT_ORIGINS``). Off: the weight already carries every confidence of the path (it was 0.9, with
-    weak inferred edges never given to the walk; walking them by weight is as harmless on every dataset
-    and finds ToolLinkOS's prerequisites)."""
     skip_fed: bool = True
     """No other producer is walked for a parameter that a tool already listed gives."""
     skip_content: bool = True
     """The producer of a content parameter is not walked (``is_content_edge``)."""
-    supplied: float | None = None
-    """The producer of a parameter whose value the request already holds (``supplied.supplies``): None,
-    walked like any other; else its weight × this (0: not walked)."""
-    supplied_numbers: NumberRule = "named"
-    """When a request's number supplies a number parameter (``supplied.NumberRule``)."""
-    supplied_converters: bool = True
-    """A producer that takes the value itself (a parameter of its kind or of its name: a unit converter,
-    an email validator, a file search) is walked even when the request holds the value: it converts or
-    checks it (``supplied.takes_value``)."""
-    supplied_learned: bool = True
-    """The rule applies to learned edges too (traffic saw the value come from the producer in other
-    sessions; this request may hold it)."""
 
-    def chooser(
-        self, seen: set[str], relevance: Mapping[str, float], request: Supplied | None = None
-    ) -> Choice:
-        """The edges a turn's walk follows out of each tool: the seam the lab's variants override
-        (``bench/walk_variants.py``) to walk with another rule."""
-        return Chooser(self, seen, relevance, request)
+    def chooser(self, seen: set[str], relevance: Mapping[str, float]) -> Choice:
+        """The edges one turn's walk follows out of each tool (``seen``: the tools listed so far, which
+        the walk updates; ``relevance``: each candidate's in the turn). The lab's one seam: a subclass
+        returns another ``Choice`` to walk with a rule not shipped (``bench/walk_variants.py``)."""
+        return Chooser(self, seen, relevance)
 
     @classmethod
     def everything(cls) -> WalkPolicy:
@@ -152,7 +114,6 @@ class WalkPolicy:
             alternatives_power=0.0,
             min_weight=0.0,
             inferred_min_weight=0.0,
-            min_confidence=0.0,
             skip_fed=False,
             skip_content=False,
         )
@@ -169,27 +130,20 @@ def expand_with_dependencies(
     keep: Callable[[str], bool] | None = None,
     relevance: Mapping[str, float] | None = None,
     policy: WalkPolicy | None = None,
-    request: str | None = None,
-    schema_of: SchemaLookup | None = None,
 ) -> list[RankedTool]:
     """``hits[:top_k]`` with the dependencies ``policy`` walks from them, and the later hits, ranked by
     weight (ties in the paper's order: a hit, then its walk), cut to ``final_k``.
 
     ``keep`` filters tools that must not be returned (e.g. of an unreachable upstream): they are
     neither listed nor walked through. ``relevance`` is each candidate's relevance within the turn
-    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1. ``request`` (the turn's
-    text) and ``schema_of`` (tool id → input schema) let ``policy.supplied`` see which parameters the
-    request already gives a value of.
+    (``turn_relevance(hits)``: the best hit 1); without it every hit weighs 1.
     """
     policy = policy or WalkPolicy()
     relevance = relevance or {}
     out: list[RankedTool] = []
     weights: list[float] = []
     seen: set[str] = set()
-    given = None
-    if policy.supplied is not None and request and schema_of is not None:
-        given = Supplied(request_values(request), schema_of, policy)
-    choose = policy.chooser(seen, relevance, given)
+    choose = policy.chooser(seen, relevance)
 
     def emit_hit(hit: Hit) -> None:
         if hit.tool_id not in seen:
@@ -282,47 +236,11 @@ def walk_edges(
             stack.append((out_of(target, w), depth + 1))
 
 
-class Supplied:
-    """Which parameters one request already gives a value of, and which producers that spares."""
-
-    def __init__(self, values: RequestValues, schema_of: SchemaLookup, policy: WalkPolicy) -> None:
-        self.values, self.schema_of, self.policy = values, schema_of, policy
-        self._answers: dict[tuple[str, str, str], bool] = {}
-
-    def spares(self, edge: DependencyEdge) -> bool:
-        """Whether the request holds the value ``edge`` would produce, so its producer is not needed."""
-        param = edge.parameter_name
-        if param is None or (edge.origin == "learned" and not self.policy.supplied_learned):
-            return False
-        key = (edge.tool, param, edge.depends_on)
-        if key not in self._answers:
-            self._answers[key] = self._spares(edge.tool, param, edge.depends_on)
-        return self._answers[key]
-
-    def _spares(self, tool: str, param: str, producer: str) -> bool:
-        props = (self.schema_of(tool) or {}).get("properties")
-        spec = props.get(param) if isinstance(props, Mapping) else None
-        shape = parameter_shape(param, spec if isinstance(spec, Mapping) else None)
-        if not supplies(self.values, shape, self.policy.supplied_numbers):
-            return False
-        if self.policy.supplied_converters:
-            return not takes_value(self.schema_of(producer), param, shape)
-        return True
-
-
 class Chooser:
     """The edges one turn's walk follows out of a tool, each with its dependency's weight."""
 
-    def __init__(
-        self,
-        policy: WalkPolicy,
-        seen: set[str],
-        relevance: Mapping[str, float],
-        request: Supplied | None = None,
-    ) -> None:
-        self.policy, self.seen, self.relevance, self.request = policy, seen, relevance, request
-        self.path_confidence: dict[str, float] = {}
-        """Tool → the product of the confidences of the edges the walk reached it by."""
+    def __init__(self, policy: WalkPolicy, seen: set[str], relevance: Mapping[str, float]) -> None:
+        self.policy, self.seen, self.relevance = policy, seen, relevance
 
     def __call__(
         self, tool: str, edges: Sequence[DependencyEdge], weight: float
@@ -334,14 +252,9 @@ class Chooser:
         # dependency of one parameter play different parts (where the value comes from; what converts
         # or checks it), so they are no alternatives. An edge without a parameter stands alone.
         groups: dict[tuple[str, EdgeKind] | int, list[DependencyEdge]] = {}
-        spared: set[int] = set()
         for n, edge in enumerate(edges):
             if policy.skip_content and is_content_edge(edge):
                 continue
-            if self.request is not None and self.request.spares(edge):
-                if not policy.supplied:
-                    continue  # the request holds the value: not walked
-                spared.add(id(edge))
             key = (edge.parameter_name, edge.kind) if edge.parameter_name else n
             groups.setdefault(key, []).append(edge)
         share: dict[int, float] = {}
@@ -350,18 +263,12 @@ class Chooser:
                 continue  # a producer of this parameter is already listed: it needs no other
             for e in members:
                 share[id(e)] = len(members) ** -policy.alternatives_power
-        sure = self.path_confidence.get(tool, 1.0)
         out = []
         for edge in edges:
             if id(edge) not in share:
                 continue
             w = weight * edge.confidence**policy.confidence_power * share[id(edge)]
-            if id(edge) in spared:
-                w *= policy.supplied or 1.0
-            guessed = edge.origin in CUT_ORIGINS
-            path = sure * (edge.confidence if guessed else 1.0)
-            floor = policy.inferred_min_weight if guessed else policy.min_weight
-            if w >= floor and path >= policy.min_confidence:
+            floor = policy.inferred_min_weight if edge.origin in CUT_ORIGINS else policy.min_weight
+            if w >= floor:
                 out.append((edge, w))
-                self.path_confidence.setdefault(edge.depends_on, path)
         return out

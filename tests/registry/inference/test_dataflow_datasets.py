@@ -66,7 +66,7 @@ def test_nestful_flows_floor(dataset_dir: Callable[[str], Path]) -> None:
 
 
 def test_the_shipped_table_is_what_calibration_gives(dataset_dir: Callable[[str], Path]) -> None:
-    """A rule changed without ``python bench/inference.py calibrate --write`` fails here."""
+    """A rule changed without pasting ``python bench/inference.py calibrate --table``'s block fails here."""
     from toolweave.benchmark.gold_graphs import all_rule_counts
 
     dataset_dir("toollinkos")

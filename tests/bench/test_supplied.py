@@ -1,18 +1,13 @@
-"""Which values a request already holds (``toolweave.retrieval.supplied``): what a parameter takes, read
-from its schema and name; which literals a request holds; whether one supplies the other."""
+"""Which values a request already holds (``bench/labs/supplied.py``, the walk's request-value rule: a lab
+variant, not shipped): what a parameter takes, read from its schema and name; which literals a request
+holds; whether one supplies the other. The rule's walks: ``test_lab_variants``."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-
-from toolweave.retrieval.supplied import (
-    parameter_shape,
-    request_values,
-    supplies,
-    takes_value,
-)
+from labs.supplied import parameter_shape, request_values, supplies, takes_value
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Whether a request already holds the value a tool parameter takes (the walk's "request supplies it").
+"""Whether a request already holds the value a tool parameter takes: the walk's request-value rule, a
+lab variant measured and not shipped (bench/HISTORY.md, "The request supplies it").
 
 A dependency edge says where a parameter's value *can* come from (``get_order_details.order_id`` ←
 ``place_order``). Whether a turn needs that producer depends on the request: "details of order
@@ -16,21 +17,29 @@ literal of its kind, an ``enum`` member named as words ("Italian" for ``cuisine_
 (``numbers="named"``: "a principal of 5000", "150 square meters" for ``property_size_m2``) or, looser,
 anywhere (``numbers="any"``). A date counts only when it is complete (a year in it): "tomorrow" or "next
 Monday" need today's date to become one. A parser, not a list of datasets' parameters.
+
+``Supplied`` puts the two together for one turn of the walk: which producers the request spares.
+``walk_variants.LabChooser`` applies it through the product walk's public seam (``WalkPolicy.chooser``);
+the product never walked with it on (it lifted NESTFUL's gold graph in sample, cost ToolLinkOS's declared
+graph, and held out of sample nowhere), so it left the product for this lab.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolweave.names import name_words
+from toolweave.records import DependencyEdge
 
 __all__ = [
     "NumberRule",
     "ParameterShape",
     "RequestValues",
+    "SchemaLookup",
+    "Supplied",
     "ValueKind",
     "parameter_shape",
     "request_values",
@@ -42,6 +51,8 @@ ValueKind = Literal["number", "date", "time", "email", "url", "path", "id", "coo
 NumberRule = Literal["off", "named", "any"]
 """When a request's number supplies a number parameter: never, when the request names the quantity
 next to the number, or whenever it holds a number."""
+SchemaLookup = Callable[[str], Mapping[str, Any] | None]
+"""``schema_of(tool_id)`` → the tool's input JSON Schema (None when unknown)."""
 
 _FORMATS: dict[str, ValueKind] = {
     **dict.fromkeys(("date", "date-time", "datetime"), "date"),
@@ -321,3 +332,46 @@ def takes_value(schema: Mapping[str, Any] | None, param: str, shape: ParameterSh
         if shape.kind is not None and kind == shape.kind:
             return True
     return False
+
+
+class Supplied:
+    """Which parameters one request already gives a value of, and which producers that spares.
+
+    ``numbers``: when a number counts (``NumberRule``); ``converters``: a producer that takes the value
+    itself (a unit converter, an email validator: ``takes_value``) is not spared; ``learned``: the rule
+    applies to learned edges too (traffic saw the value come from the producer in other sessions; this
+    request may hold it).
+    """
+
+    def __init__(
+        self,
+        request: str,
+        schema_of: SchemaLookup,
+        *,
+        numbers: NumberRule = "named",
+        converters: bool = True,
+        learned: bool = True,
+    ) -> None:
+        self.values, self.schema_of = request_values(request), schema_of
+        self.numbers, self.converters, self.learned = numbers, converters, learned
+        self._answers: dict[tuple[str, str, str], bool] = {}
+
+    def spares(self, edge: DependencyEdge) -> bool:
+        """Whether the request holds the value ``edge`` would produce, so its producer is not needed."""
+        param = edge.parameter_name
+        if param is None or (edge.origin == "learned" and not self.learned):
+            return False
+        key = (edge.tool, param, edge.depends_on)
+        if key not in self._answers:
+            self._answers[key] = self._spares(edge.tool, param, edge.depends_on)
+        return self._answers[key]
+
+    def _spares(self, tool: str, param: str, producer: str) -> bool:
+        props = (self.schema_of(tool) or {}).get("properties")
+        spec = props.get(param) if isinstance(props, Mapping) else None
+        shape = parameter_shape(param, spec if isinstance(spec, Mapping) else None)
+        if not supplies(self.values, shape, self.numbers):
+            return False
+        if self.converters:
+            return not takes_value(self.schema_of(producer), param, shape)
+        return True
