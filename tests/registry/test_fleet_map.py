@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,31 @@ def test_a_refit_from_recorded_calls_lifts_the_fleets_wording_and_a_reset_restor
     assert follower.fleet_map.current() is None
     assert not reg.fleet_map.reset()
     for r in (reg, follower, reopened):
+        r.close()
+
+
+def test_the_map_moves_no_request_whose_nearest_tool_had_no_traffic(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    reg = with_traffic(tmp_path / "r", shared_embedder)
+    plain = [r.tool_id for r in retrieve_tools(reg, QUERY, VECTOR)]
+    assert plain[0] != "demo__ledger_post"
+    assert reg.fleet_map.refit().outcome == "fitted"
+    fitted = reg.fleet_map.current()
+    assert fitted is not None and fitted.reached == frozenset(CALLS)
+    assert rank_of(reg, "demo__ledger_post") == 0
+    # stored with the map: a replica gates the same way
+    reopened = Registry.open(tmp_path / "r", embedder=shared_embedder, settings=reg.settings)
+    reopened_map = reopened.fleet_map.current()
+    assert reopened_map is not None and reopened_map.reached == fitted.reached
+
+    # had the request's nearest tool seen no traffic, the map would have left the request alone
+    reg._state.fleet_map = replace(fitted, reached=fitted.reached - {plain[0]})
+    assert [r.tool_id for r in retrieve_tools(reg, QUERY, VECTOR)] == plain
+    # a map stored before the reached tools were kept applies to every request, as it did
+    reg._state.fleet_map = replace(fitted, reached=None)
+    assert rank_of(reg, "demo__ledger_post") == 0
+    for r in (reg, reopened):
         r.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from toolweave.names import NameVocabulary, text_terms
 from toolweave.records import SearchScope, ToolRecord, make_tool_id
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.database import RegistryDatabase
+from toolweave.registry.fleet_fit import FleetMap
 from toolweave.registry.store import CompactRecords
 from toolweave.registry.vector_index import index_state
 from toolweave.settings import Settings
@@ -484,3 +486,25 @@ def test_a_long_local_index_build_holds_the_lock_against_another_handle_of_the_s
     assert db.head is not None and db.head.action.startswith("ingest")  # the ingest came after the build
     state = index_state(db.tool_table())
     assert (state.indexed, state.unindexed) == (150, 20)  # the build was kept, the ingest added to it
+
+
+def test_the_fleet_map_and_its_gate_act_on_the_ann_path_as_on_the_matrix(tmp_path: Path) -> None:
+    query = "book a table for two tonight"
+    for name, threshold in (("exact", 10_000), ("large", 100)):
+        reg = open_registry(tmp_path / name, threshold)
+        reg.ingest("a", tools("a", 150))
+        assert reg.vector_index.in_use is (name == "large")
+        plain = vector_ids(reg, query, k=5)
+        target = vector_ids(reg, query, k=150)[-1]
+        q = reg._state.embedder.embed_queries([query])[0]
+        t = reg.fleet_map._vectors()[target]
+        # W q = t - q: the map sends this request straight to the tool farthest from it
+        w = np.outer(t - q, q).astype(np.float32)
+        every = frozenset(t.id for t in reg.tools())
+        fitted = FleetMap(w, "hash-embedder", 1, 1, 1, 0, "", 0.0, 1.0, every)
+        reg._state.fleet_map = fitted
+        assert vector_ids(reg, query, k=5)[0] == target
+        # the request's nearest tool had no traffic: the map leaves the request alone
+        reg._state.fleet_map = replace(fitted, reached=every - {plain[0]})
+        assert vector_ids(reg, query, k=5) == plain
+        reg.close()

@@ -62,6 +62,8 @@ class _Pairs:
     positives: list[list[int]]
     texts: list[str]
     tools: np.ndarray
+    ids: list[str]
+    """The tool id of each row of ``tools``."""
     examples: int
     fingerprint: str
 
@@ -115,6 +117,7 @@ class FleetMapBook:
             row["fingerprint"] or "",
             float(row["before"] or 0.0),
             float(row["after"] or 0.0),
+            None if row.get("reached") is None else frozenset(row["reached"]),
         )
 
     # -- refit and reset -------------------------------------------------------------------------------
@@ -140,7 +143,14 @@ class FleetMapBook:
             return Refit("no gain", *counts, before, after)
         w = fit_map(pairs.queries, pairs.positives, pairs.tools, params)
         fitted = FleetMap(
-            w, state.embedder.model_id, *counts, time.time_ns(), pairs.fingerprint, before, after
+            w,
+            state.embedder.model_id,
+            *counts,
+            time.time_ns(),
+            pairs.fingerprint,
+            before,
+            after,
+            frozenset(pairs.ids[r] for rows in pairs.positives for r in rows),
         )
         self._commit([_row(fitted)], "fleet map", fitted)
         log.info(
@@ -205,7 +215,7 @@ class FleetMapBook:
         for line in sorted(seen):
             digest.update(line.encode())
         return _Pairs(
-            queries, [sorted(requests[t][1]) for t in texts], texts, tools, examples, digest.hexdigest()
+            queries, [sorted(requests[t][1]) for t in texts], texts, tools, ids, examples, digest.hexdigest()
         )
 
 
@@ -239,6 +249,7 @@ def _row(fitted: FleetMap) -> dict[str, Any]:
         "fingerprint": fitted.fingerprint,
         "before": fitted.before,
         "after": fitted.after,
+        "reached": None if fitted.reached is None else sorted(fitted.reached),
     }
 
 

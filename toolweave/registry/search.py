@@ -32,7 +32,7 @@ from toolweave.records import (
     ToolRecord,
 )
 from toolweave.registry.database import is_uri
-from toolweave.registry.fleet_fit import FleetMap
+from toolweave.registry.fleet_fit import GATE_TOP, FleetMap
 from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
@@ -208,15 +208,25 @@ class SnapshotSearch:
         fleet: FleetMap | None = None,
     ) -> list[Hit]:
         """The ``k`` best tools by vector. ``fleet``: the fleet's request map, applied where the request
-        meets the tool vectors it was fitted against; usage vectors are requests themselves, so they
-        meet the request as it was embedded (an ANN search has one vector for both: the mapped one)."""
+        meets the tool vectors it was fitted against, when the request's nearest tools without it all had
+        traffic (``FleetMap.covers``); usage vectors are requests themselves, so they meet the request as
+        it was embedded (an ANN search has one vector for both: the mapped one)."""
         snap = self._state.snap
         if not snap.ids or k <= 0:
             return []
-        to_tools = query_vector if fleet is None else fleet.apply(query_vector)
         if snap.ann:
-            return self._ann_rank(snap, to_tools, k, exclude_sources)
-        scores = snap.matrix @ to_tools
+            if fleet is not None:
+                first = self._ann_rank(snap, query_vector, GATE_TOP, exclude_sources, usage=False)
+                if fleet.covers(h.tool_id for h in first):
+                    query_vector = fleet.apply(query_vector)
+            return self._ann_rank(snap, query_vector, k, exclude_sources)
+        scores = snap.matrix @ query_vector
+        if fleet is not None:
+            # the map moves only requests whose nearest tools all had traffic (``FleetMap.covers``)
+            gate = min(GATE_TOP, len(snap.ids))
+            rows = np.argpartition(-scores, gate - 1)[:gate]
+            if fleet.covers(snap.ids[int(i)] for i in rows):
+                scores = snap.matrix @ fleet.apply(query_vector)
         if snap.usage_rows.size and self._state.usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
             weight = self._state.settings.usage_weight
@@ -230,10 +240,16 @@ class SnapshotSearch:
         return [Hit(snap.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
     def _ann_rank(
-        self, snap: Snapshot, query_vector: np.ndarray, k: int, exclude_sources: Collection[str]
+        self,
+        snap: Snapshot,
+        query_vector: np.ndarray,
+        k: int,
+        exclude_sources: Collection[str],
+        *,
+        usage: bool = True,
     ) -> list[Hit]:
         state = self._state
-        usage_weight = state.settings.usage_weight if state.usage_on else 0.0
+        usage_weight = state.settings.usage_weight if usage and state.usage_on else 0.0
         rows = snap.rows
         if rows is None or rows.version != state.table.version:
             rows = None  # none yet, or a write moved the table on: ids read from the table meanwhile

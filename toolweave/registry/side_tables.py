@@ -85,10 +85,12 @@ _FLEET_MAP_SCHEMA = pa.schema(
         pa.field("fingerprint", pa.string()),
         pa.field("before", pa.float64()),
         pa.field("after", pa.float64()),
+        pa.field("reached", pa.list_(pa.string())),
     ]
 )
 """The fleet's request map (``toolweave.registry.fleet_map``): none or one row; ``matrix`` is ``W`` as
-little-endian float32, dim × dim. Figures only: no request text is stored here."""
+little-endian float32, dim × dim; ``reached``, the ids of the tools the traffic reached. Figures and ids
+only: no request text is stored here."""
 
 
 class SideTables:
