@@ -16,6 +16,7 @@ from toolweave.retrieval.turns import (
     USED_KEPT,
     Standing,
     asked_acts,
+    asked_steps,
     by_request_act,
     conversation_context,
     evidence_order,
@@ -189,3 +190,13 @@ def test_remember_after_the_git_call_ranks_a_memory_write_first(shared_embedder,
     assert tool_act(ordered[0]) == "write" and ordered[0].startswith("memory__"), (hits, ordered)
     assert tool_act(ordered[1]) == "write" and ordered[1].startswith("memory__"), (hits, ordered)
     assert not [t for t in ordered[:4] if tool_act(t) == "delete"], ordered
+
+
+def test_a_part_nothing_serves_yet_asks_for_its_best_tool_the_rest_are_guesses() -> None:
+    # the other parts' hits as ranked, published ones included
+    parts = [["memory__create_entities", "memory__read_graph"], ["git__git_show", "time__now"]]
+    steps = ["memory__create_entities", "memory__read_graph", "time__now"]  # git_show is published
+    # the memory part's best: nothing published serves it; the others are a runner-up and a served
+    # part's other hit
+    assert asked_steps(steps, parts) == ["memory__create_entities"]
+    assert asked_steps(["git__git_show"], []) == []  # edge evidence

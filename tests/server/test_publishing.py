@@ -138,3 +138,21 @@ def test_the_server_in_use_is_read_from_the_calls(monkeypatch: pytest.MonkeyPatc
     s.touch("fs__ls", turn=2)
     s.select(["fs__mv"], turn=3)  # fs is in use: its guess cd stays a request longer; kv's leaves
     assert s.ids() == ["fs__cd", "fs__ls", "fs__mv"]
+
+
+def test_guesses_fill_the_set_only_up_to_the_size_given() -> None:
+    s = PublishedSet(max_tools=40)
+    s.select(["a", "b", "c"], turn=1)
+    change = s.suggest(["d", "e", "f"], turn=1, up_to=4)  # one answer's size: room for one guess
+    assert change.added == ("d",)
+    assert s.ids() == ["a", "b", "c", "d"]
+    assert s.suggest(["e"], turn=1, up_to=4).added == ()  # full: a guess never evicts either
+    assert s.suggest(["e"], turn=1).added == ("e",)  # without a bound, max_tools is the room
+
+
+def test_what_the_request_asks_for_may_fill_the_set_past_the_size_given() -> None:
+    s = PublishedSet(max_tools=5)
+    s.select(["a", "b", "c"], turn=1)
+    change = s.suggest(["d", "e", "f", "g", "h"], turn=1, up_to=3, beyond={"f", "g", "h"})
+    assert change.added == ("f", "g")  # d and e are guesses: no room; f and g fill it to max_tools
+    assert s.ids() == ["a", "b", "c", "f", "g"]

@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
+from toolweave.retrieval.credentials import holds_credential, without_credentials
 from toolweave.retrieval.decompose import Decomposition
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import FleetCalibration, calibrate, fixed_weight, fuse, turn_relevance
@@ -188,8 +189,17 @@ def retrieve(
         is_destructive=index.is_destructive,
         relevance=relevance,
     )
+    if params.method == "grtf" and any(holds_credential(t) for t in (text, *context)):
+        dependencies = _without_credentials(dependencies)  # logged in already: no login is walked
     ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
     return mark_published(ranked, kept)
+
+
+def _without_credentials(dependencies: DependencyLookup) -> DependencyLookup:
+    def lookup(tool_id: str, kinds: Sequence[EdgeKind] | None) -> Sequence[DependencyEdge]:
+        return without_credentials(dependencies(tool_id, kinds))
+
+    return lookup
 
 
 def decomposition_of(params: RetrievalSettings) -> Decomposition | None:

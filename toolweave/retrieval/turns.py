@@ -50,6 +50,7 @@ __all__ = [
     "Act",
     "Standing",
     "asked_acts",
+    "asked_steps",
     "by_request_act",
     "conversation_context",
     "evidence_order",
@@ -265,6 +266,18 @@ def next_steps(rest: Sequence[Sequence[str]], evidence: Sequence[str], limit: in
         if tool_id not in chosen:
             chosen.append(tool_id)
     return chosen[:limit]
+
+
+def asked_steps(steps: Sequence[str], parts: Sequence[Sequence[str]]) -> list[str]:
+    """Of ``steps`` (``next_steps``), those the request still asks for. ``parts``: each other part's hits as
+    ranked (``by_request_act``), published ones included. A part's best tool is asked for when it is a
+    step, i.e. nothing published serves the part yet ("remember its hash in memory" after the git call:
+    its memory write). The other steps are guesses: a part's runners-up, edge evidence. What is asked
+    for joins the published set into free room; a guess only while the set holds fewer tools than one
+    answer publishes (``final_k``): past it, a guess is one more tool in every prompt for a step no
+    request chose (bench/RESULTS.md, "Prerequisites without traffic")."""
+    best = {part[0] for part in parts if part}
+    return [t for t in steps if t in best]
 
 
 @dataclass(frozen=True, slots=True)

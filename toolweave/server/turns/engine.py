@@ -22,6 +22,7 @@ from toolweave.errors import ServerError
 from toolweave.records import ToolRecord
 from toolweave.retrieval.pipeline import retrieve_tools
 from toolweave.retrieval.turns import (
+    asked_steps,
     by_request_act,
     conversation_context,
     evidence_order,
@@ -265,8 +266,11 @@ class TurnEngine:
     async def next_steps(self, session: Session, record: ToolRecord, turn: int) -> None:
         """Publish the tools most likely to follow a call of ``record``, into the set's free room: the
         called tool itself when the client reached it through ``call_tool`` (it is in use, and the same
-        tool often comes again: ``cd`` from folder to folder), then at most ``NEXT_STEPS`` guesses, the
-        rest of the request first and edge evidence second (``toolweave.retrieval.turns``)."""
+        tool often comes again: ``cd`` from folder to folder), then at most ``NEXT_STEPS`` next steps, the
+        rest of the request first and edge evidence second (``toolweave.retrieval.turns``): the best
+        tool of a part of the request that no published tool serves yet joins into free room, the
+        others only while the set holds fewer tools than one answer publishes (``final_k``,
+        ``asked_steps``)."""
         registry, guard = self.served.registry, self.served.guard
         excluded = self.sources.excluded_sources()
 
@@ -279,13 +283,17 @@ class TurnEngine:
                 and guard.allows(session.identity, dep)
             )
 
-        rest = [
-            [t for t in part if t != record.id and publishable(t)]
-            for part in await self._rest_of_request(session, record)
-        ]
+        parts = await self._rest_of_request(session, record)
+        rest = [[t for t in part if t != record.id and publishable(t)] for part in parts]
         evidence = [t for t in self._evidence_next(record) if t != record.id and publishable(t)]
         used = [record.id] if publishable(record.id) else []
-        change = session.published.suggest([*used, *next_steps(rest, evidence)], turn)
+        steps = next_steps(rest, evidence)
+        asked = asked_steps(steps, parts)
+        # the tool in use and the best tool of a part nothing published serves yet join into free room;
+        # the other steps only fill the set up to one answer's size
+        change = session.published.suggest(
+            [*used, *steps], turn, up_to=self.settings.retrieval.final_k, beyond={*used, *asked}
+        )
         if change.changed:
             await self.sessions.commit(session)
             log.info("%s: next steps after %s: +%s", session.key, record.id, list(change.added))

@@ -9,7 +9,8 @@ within a task:
 * over ``max_tools``, the least-recently-relevant tools
   are evicted first (oldest insertion breaks ties), never a tool chosen in the current turn;
 * a proxied call marks its tool relevant again, so tools in use stay; the tools that consume its
-  output may be *suggested*, which adds them only into free room (a guess never evicts);
+  output may be *suggested*, which adds them only into free room (a guess never evicts), up to a size the
+  caller gives (the engine: one answer's ``final_k``; what the request itself asks for may go past it);
 * pinned tools are always published, first, and do not count against ``max_tools``;
 * what the conversation no longer needs leaves at a request that changes the list anyway (a finished
   sub-task's guesses, an unrelated server's tools once the topic moved): ``retrieval.turns.leaving``
@@ -109,13 +110,16 @@ class PublishedSet:
         evicted = gone + self._evict(protect=set(wanted))
         return PublishChange(tuple(added), tuple(evicted))
 
-    def suggest(self, candidates: Sequence[str], turn: int) -> PublishChange:
-        """Add likely next steps (best first) only into free room: a guess never evicts a tool."""
+    def suggest(
+        self, candidates: Sequence[str], turn: int, *, up_to: int | None = None, beyond: Collection[str] = ()
+    ) -> PublishChange:
+        """Add likely next steps (best first) only into free room: a guess never evicts a tool. ``up_to``:
+        the set's size they may fill it to (default ``max_tools``); those in ``beyond`` (what the request
+        asks for) may fill it past that, up to ``max_tools``."""
         added: list[str] = []
         for tool_id in candidates:
-            if len(self._relevant_at) >= self.max_tools:
-                break
-            if tool_id not in self and tool_id not in added:
+            room = self.max_tools if up_to is None or tool_id in beyond else min(up_to, self.max_tools)
+            if tool_id not in self and tool_id not in added and len(self._relevant_at) < room:
                 self._relevant_at[tool_id] = turn
                 self._chosen[tool_id] = self.requests  # a guess for the request in progress
                 added.append(tool_id)
