@@ -226,11 +226,9 @@ class Gateway:
             log.warning("could not pre-load the embedding model", exc_info=True)
 
     async def _first_ready_table(self) -> None:
-        """The ready table of a local registry that has none, written as soon as the registry is open.
-        ``keep_ready_table`` (``server/turns/starting.py``) keeps it current, but only once the model is
-        loaded: a launch a per-call client ends when its one call is answered (it closes stdin) seldom
-        lives that long, and a registry served only by such launches never had a table, so every
-        launch's first ``find_tools`` waited again for the registry and the model."""
+        """The ready table of a local registry that has none, written as soon as the registry is open:
+        ``keep_ready_table`` (``server/turns/starting.py``) starts once the model is loaded, which a launch
+        a per-call client ends after its one call seldom lives to see (the next launch then waited again)."""
         from toolweave.server.turns import ready_index, starting
 
         home = self.settings.home
