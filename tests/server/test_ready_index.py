@@ -24,7 +24,7 @@ from toolweave.settings import Settings
 from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 from .helpers import FakeBackend, call_held_by_start_up, notes_tools, time_tools
-from .test_early import Client, Server, front_replay, initialize, modern, request
+from .test_early import Client, Server, front_replay, initialize, listen, modern, request
 from .test_early import pipes as pipes  # the fixture
 from .test_startup import HeldBackend, held_opener
 
@@ -251,9 +251,10 @@ def test_the_command_lines_registry_is_known_before_the_settings() -> None:
 async def test_the_gateway_publishes_what_the_stdio_front_answered(
     registry: Registry, pipes: tuple[Client, Server]
 ) -> None:
-    """The front's answer is replayed into the gateway: the SDK's own reply is dropped (the client got
-    one answer), the gateway publishes what it found and says so, and the list carries the tool, all
-    while the registry is still not open."""
+    """The front shows what its answer offered at once (``list_changed``, then ``tools/list`` with the
+    tool) before the SDK is loaded; its answers are replayed into the gateway: the SDK's own replies are
+    dropped (the client got one answer), the gateway publishes what it found and says so, and the list
+    still carries the tool, all while the registry is still not open."""
     from .test_early import INITIALIZED, serving
 
     await warm_table(registry)
@@ -262,11 +263,19 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
     front.offer_ready_tools(str(registry.path), 10)
     front.start()
     find = {"name": "find_tools", "arguments": {"query": QUERY}}
-    client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/call", find))
+    client.send(
+        initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"), request(3, "tools/call", find)
+    )
     assert (await client.receive())["id"] == 1
-    assert (await client.receive())["result"]["structuredContent"]["tools"][0][
-        "name"
-    ] == "clock__get_current_time"
+    assert [t["name"] for t in (await client.receive())["result"]["tools"]] == ["find_tools", "call_tool"]
+    found = (await client.receive())["result"]["structuredContent"]
+    assert found["tools"][0]["name"] == "clock__get_current_time" and found["tool_list_changed"] is True
+    assert await client.receive() == LIST_CHANGED  # from the front: the SDK is not loaded yet
+    client.send(request(4, "tools/list"))
+    listed = await client.receive()
+    assert listed["id"] == 4 and "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
+    client.send(request(5, "tools/call", find))  # the same tools again: nothing new to announce
+    assert (await client.receive())["result"]["structuredContent"]["tool_list_changed"] is False
     opened = threading.Event()
     settings = Settings(home=registry.path, connect_timeout_s=60)
     gw = Gateway(held_opener(registry, opened), [FakeBackend("clock", time_tools())], settings)
@@ -274,14 +283,47 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
     try:
         async with serving(gw, server, front):
             notice = await client.receive()  # nothing before it: the SDK's replies were dropped
-            assert notice == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, notice
-            client.send(request(3, "tools/list"))
+            assert notice == LIST_CHANGED, notice
+            client.send(request(6, "tools/list"))
             listed = await client.receive()
-            assert listed["id"] == 3
+            while "id" not in listed:  # the gateway's other notices (the replayed calls published)
+                listed = await client.receive()
+            assert listed["id"] == 6
             assert "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
             assert not gw.served.ready.is_set()
     finally:
         opened.set()
+
+
+LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def test_in_the_2026_era_the_front_announces_its_offer_on_the_listen_stream(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """A 2026-era client hears changes only on its listen streams: the front's notice goes there."""
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.start()
+    find = {"name": "find_tools", "arguments": {"query": QUERY}}
+    client.send(modern(1, "server/discover"), listen("listen-1"), modern(2, "tools/call", **find))
+    assert (await client.receive())["id"] == 1
+    assert (await client.receive())["method"] == "notifications/subscriptions/acknowledged"
+    found = await client.receive()
+    assert found["id"] == 2 and found["result"]["structuredContent"]["tool_list_changed"] is True
+    notice = await client.receive()
+    assert notice == {
+        "jsonrpc": "2.0",
+        "method": "notifications/tools/list_changed",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
+    }
+    client.send(modern(3, "tools/list"))
+    listed = (await client.receive())["result"]["tools"]
+    names = [t["name"] for t in listed]
+    assert names[:2] == ["find_tools", "call_tool"] and "clock__get_current_time" in names[2:]
+    await anyio.to_thread.run_sync(front.hand_over)
 
 
 async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:

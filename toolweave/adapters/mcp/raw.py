@@ -28,6 +28,8 @@ import anyio
 import mcp_types as types
 from anyio.abc import ByteSendStream
 
+from toolweave.adapters import plain_schema
+
 __all__ = ["RAW_ID_PREFIX", "RawCalls", "UpstreamClosed"]
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class RawCalls:
         self._ids = itertools.count(1)
         self.envelope: dict[str, Any] | None = None
         """The SDK client's own 2026-era ``_meta`` on this connection (None before its first request)."""
+        self._output_checks: dict[str, tuple[object, plain_schema.Check | None]] = {}
 
     # -- the link's side ------------------------------------------------------------------------------
     def attach(self, stdin: ByteSendStream) -> None:
@@ -140,6 +143,22 @@ class RawCalls:
         if waiter.answer is None:
             raise UpstreamClosed("the upstream closed its stdout during the call")
         return waiter.answer
+
+    def quick_valid(self, session: Any, tool: str, result: types.CallToolResult) -> bool:
+        """True when ``result``'s structured content certainly fits the output schema the SDK session
+        holds for ``tool`` (``adapters/plain_schema.py``), so its own check would pass; False: ask it.
+        The schema is the session's own (read from its cache: no public accessor), compared by identity,
+        so a re-listed tool's new schema gets a new check."""
+        content = result.structured_content
+        schemas = getattr(session, "_tool_output_schemas", None)
+        schema = schemas.get(tool) if content is not None and isinstance(schemas, dict) else None
+        if schema is None:
+            return False
+        cached = self._output_checks.get(tool)
+        if cached is None or cached[0] is not schema:
+            cached = self._output_checks[tool] = (schema, plain_schema.quick_check(schema))
+        check = cached[1]
+        return check is not None and check(content)
 
     @staticmethod
     async def _cancel(stdin: ByteSendStream, request_id: str) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from toolweave.adapters import plain_schema
 from toolweave.adapters.backend import Backend, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Backends enforce the call timeout themselves; this margin only catches a backend that does not.
 _TIMEOUT_MARGIN_S = 5.0
+
+
+_Compiled = tuple[Mapping[str, Any], "Draft202012Validator | None", plain_schema.Check | None]
 
 
 def _field_path(error: jsonschema.ValidationError) -> str:
@@ -97,29 +101,37 @@ class Proxy:
         self._backends = backends
         self._timeout_s = timeout_s
         self._max_result_chars = max_result_chars
-        # tool id -> (the input schema it was compiled from, its validator): one dict look-up per call
-        # instead of serialising the schema to find the validator (records are replaced on change, so
-        # the same schema object means the same schema)
-        self._validators: dict[str, tuple[Mapping[str, Any], Draft202012Validator | None]] = {}
+        # tool id -> (the input schema it was compiled from, its validator, its quick check): one dict
+        # look-up per call instead of serialising the schema to find the validator (records are
+        # replaced on change, so the same schema object means the same schema)
+        self._validators: dict[str, _Compiled] = {}
 
-    def _validator_of(self, tool: ToolRecord) -> Draft202012Validator | None:
-        """``tool``'s compiled validator (None when its schema is invalid: ``argument_errors`` says why)."""
+    def _validator_of(self, tool: ToolRecord) -> _Compiled:
+        """``tool``'s compiled validator (None when its schema is invalid: ``argument_errors`` says why)
+        and its quick check (``adapters/plain_schema.py``; None unless the schema is valid and plain)."""
         cached = self._validators.get(tool.id)
         if cached is not None and cached[0] is tool.input_schema:
-            return cached[1]
+            return cached
         try:
             validator: Draft202012Validator | None = _validator(schema_key(tool.input_schema))
         except Exception:  # reported by argument_errors, which compiles it again and says why
             validator = None
-        self._validators[tool.id] = (tool.input_schema, validator)
-        return validator
+        quick = plain_schema.quick_check(tool.input_schema) if validator is not None else None
+        compiled = self._validators[tool.id] = (tool.input_schema, validator, quick)
+        return compiled
 
     async def call(
         self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
     ) -> types.CallToolResult:
         if arguments is None:
             arguments = {}
-        problems = argument_errors(tool.input_schema, arguments, self._validator_of(tool))
+        _, validator, quick = self._validator_of(tool)
+        # jsonschema is asked only when the quick check cannot say the arguments are valid
+        problems = (
+            []
+            if quick is not None and quick(arguments)
+            else argument_errors(tool.input_schema, arguments, validator)
+        )
         if problems and problems[0]["field"] == "(schema)":
             # We cannot judge the arguments; the upstream still can. Don't lock the tool out.
             log.warning("%s: not validating arguments: %s", tool.id, problems[0]["problem"])
@@ -152,11 +164,15 @@ class Proxy:
         # catches one that does not
         budget = call_budget(backend.call_timeout_s, self._timeout_s)
         try:
+            # a plain cancel scope, not ``anyio.fail_after``: the same deadline without its two
+            # generator-based context managers on every call
             with (
                 span("upstream", source=tool.source, tool=tool.name),
-                anyio.fail_after(budget + _TIMEOUT_MARGIN_S),
+                anyio.CancelScope(deadline=anyio.current_time() + budget + _TIMEOUT_MARGIN_S) as scope,
             ):
                 result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
+            if scope.cancelled_caught:
+                raise TimeoutError
         except TimeoutError:
             return tool_error_result(
                 "timeout",

@@ -142,6 +142,9 @@ class EarlyFront:
         self._replay: list[bytes] = []
         self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
         self._listens: dict[str | int, dict[str, Any]] = {}
+        self._shown: dict[str, dict[str, Any]] = {}
+        """Tools a ``find_tools`` answered here offered (by id, as ``tools/list`` shows them): the ones the
+        gateway publishes when it takes the request over."""
         self._pending = (
             prefix  # read but not yet handled: a partial line, or everything after the front stopped
         )
@@ -295,11 +298,11 @@ class EarlyFront:
         if not handshake.is_request_id(message.get("id")) or handshake.envelope_version(params) is not None:
             return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
         if method == "tools/list" and handshake.without_cursor(params):
-            return self._answer(message, handshake.tools_list_result(self._always_load))
+            return self._answer(message, self._with_shown(handshake.tools_list_result(self._always_load)))
         if method == "ping" and (params is None or isinstance(params, dict)):
             return self._answer(message, {})
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
-            return self._answer(message, found)
+            return self._answer_find(message, found)
         return _Action.KEPT
 
     def _modern_era(self, message: dict[str, Any]) -> _Action:
@@ -309,11 +312,12 @@ class EarlyFront:
         if method == "server/discover":
             return self._answer(message, handshake.discover_result(self._version))
         if method == "tools/list" and handshake.without_cursor(params):
-            return self._answer(message, handshake.modern_tools_list_result(self._always_load, self._version))
+            listed = handshake.modern_tools_list_result(self._always_load, self._version)
+            return self._answer(message, self._with_shown(listed))
         if method == "ping":
             return self._answer(message, handshake.modern_ping_error(), key="error")
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
-            return self._answer(message, handshake.modern_result(found, self._version))
+            return self._answer_find(message, handshake.modern_result(found, self._version))
         if method == "subscriptions/listen" and isinstance(request_id, str | int):
             if request_id in self._listens:
                 return _Action.KEPT  # the same id twice: the SDK answers the second
@@ -343,8 +347,44 @@ class EarlyFront:
             with self._ready_lock:
                 if self._ready_home == home:
                     self._ready = table
-        doc, _ = table.answer(query, k or self._ready_k)
+        doc, ids = table.answer(query, k or self._ready_k)
+        # what the gateway publishes as it takes the request over, shown by tools/list from now on (as
+        # the gateway shows it while its registry opens), so a client that re-lists on list_changed sees
+        # it at once rather than when the SDK has loaded, seconds later on a busy machine
+        offered = [tool_id for tool_id in ids if tool_id not in self._shown]
+        for tool_id, entry in zip(ids, doc["tools"], strict=True):
+            if tool_id in offered:
+                self._shown[tool_id] = self._listed(entry)
+        doc["tool_list_changed"] = bool(offered)
         return ready_index.call_result(doc)
+
+    def _listed(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """A ready table's ``find_tools`` entry as ``tools/list`` shows the tool (as the gateway does from
+        the same table: ``Gateway._ready_tools``)."""
+        tool = {
+            "name": entry["name"],
+            "description": entry.get("description"),
+            "inputSchema": entry.get("input_schema") or {"type": "object"},
+        }
+        return {**tool, "_meta": dict(handshake.ALWAYS_LOAD)} if self._always_load else tool
+
+    def _with_shown(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A ``tools/list`` result with the tools a ``find_tools`` answered here offered."""
+        return {**result, "tools": [*result["tools"], *self._shown.values()]} if self._shown else result
+
+    def _answer_find(self, request: dict[str, Any], result: dict[str, Any]) -> _Action:
+        """A ``find_tools`` answered here; ``list_changed`` follows when it offered new tools, on the
+        connection (handshake era) or on each listen stream (2026 era), as the gateway sends it."""
+        action = self._answer(request, result)
+        if result["structuredContent"]["tool_list_changed"]:
+            method = "notifications/tools/list_changed"
+            if self._era is Era.MODERN:
+                for sid in self._listens:
+                    meta = {handshake.SUBSCRIPTION_ID_META: sid}
+                    self._write({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
+            else:
+                self._write({"jsonrpc": "2.0", "method": method})
+        return action
 
     def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
         self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})

@@ -1,0 +1,119 @@
+"""A registry served only by launches that end with their one call still gets a ready table: the next
+launch answers its first ``find_tools`` from it (before the MCP SDK is even imported)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import gateway_env
+from .test_startup_e2e import HELLO, RawClient
+
+pytestmark = [pytest.mark.integration]
+
+FIND = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
+
+# `toolweave serve` with the import of the modules named by its last argument held until the file named
+# by the one before it exists: it shows what the gateway did without them.
+GATED = """
+import os, sys, time
+MODULES, GATE = sys.argv.pop().split(","), sys.argv.pop()
+class Gate:
+    def find_spec(self, name, path=None, target=None):
+        if name in MODULES:
+            sys.meta_path.remove(self)
+            deadline = time.monotonic() + 600  # longer than the test waits for anything
+            while not os.path.exists(GATE) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return None
+sys.meta_path.insert(0, Gate())
+from toolweave.__main__ import main
+main()
+"""
+
+
+def found_names(answer: dict[str, Any]) -> list[str]:
+    """The tools a ``find_tools`` answer offers: those it describes, then those it names as also found."""
+    doc = answer["result"]["structuredContent"]
+    return [t["name"] for t in doc.get("tools", [])] + list(doc.get("also_found", {}))
+
+
+def one_call_launch(command: list[str], log: Path) -> tuple[dict[str, Any], int]:
+    """A per-call client's launch: handshake, one ``find_tools``, stdin closed as soon as it is answered.
+    Its answer and the gateway's exit status."""
+    proc, client = launch(command, log)
+    try:
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": FIND})
+        answer = client.receive()
+        while "id" not in answer:  # a list_changed notice may come first
+            answer = client.receive()
+    finally:
+        leave(proc, client)
+    return answer, proc.returncode
+
+
+def launch(command: list[str], log: Path) -> tuple[subprocess.Popen[bytes], RawClient]:
+    """A gateway process with its handshake done."""
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=gateway_env(patient=False)
+        )
+    client = RawClient(proc)
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO})
+    assert client.receive()["id"] == 1
+    client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return proc, client
+
+
+def leave(proc: subprocess.Popen[bytes], client: RawClient) -> None:
+    """What a per-call client does once it has its answer: close stdin; the gateway then exits."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    proc.wait(timeout=120)
+    while client.lines.get(timeout=60):  # the reader saw the end of stdout: it may be closed
+        pass
+    proc.stdout.close()
+
+
+def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_answers_from(
+    tmp_path: Path, time_manifest: Path, registry_copy: Path
+) -> None:
+    table = registry_copy / "ready-tools.json"
+    assert not table.exists()  # built by the registry API: no gateway served it yet
+    serve = ["serve", "--manifest", str(time_manifest), "--registry", str(registry_copy)]
+    log = tmp_path / "gateway.log"
+
+    # The first launch never gets its embedding model (its import is held): a launch a per-call client
+    # ends within seconds, on a busy machine, before the model is up. It still leaves the table once its
+    # registry is open.
+    model_gate = tmp_path / "model-may-load"
+    proc, client = launch([sys.executable, "-c", GATED, *serve, str(model_gate), "fastembed"], log)
+    try:
+        deadline = time.monotonic() + 120
+        while not table.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert table.exists(), log.read_text()[-3000:]
+    finally:
+        model_gate.touch()
+        leave(proc, client)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    rows = json.loads(table.read_text())["tools"]
+    assert {"time__get_current_time", "time__convert_time"} <= {r["name"] for r in rows}
+
+    # The next launch, with the MCP SDK's import held: its first find_tools is answered from the table by
+    # the early front, with the time tool, no "still starting".
+    sdk_gate = tmp_path / "sdk-may-load"
+    try:
+        answer, status = one_call_launch(
+            [sys.executable, "-c", GATED, *serve, str(sdk_gate), "mcp,mcp_types"], log
+        )
+    finally:
+        sdk_gate.touch()
+    assert "time__get_current_time" in found_names(answer), answer
+    assert status == 0, log.read_text()[-3000:]
