@@ -1,6 +1,6 @@
 """A long CLI ingest beside two replicas that flush: how long the flushes wait for the writer lock.
 
-    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2]
+    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2] [--poll-s 2]
     .venv/bin/python bench/lock_wait.py --redis   # the Redis lease: paused Redis, holder killed with -9
 
 One local registry (the writer lock is the OS file lock; a Redis lock is taken the same way). Two
@@ -31,8 +31,15 @@ REPLICA = """
 import json, sys, time
 from pathlib import Path
 from toolweave.registry import Registry
-path, stop, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+path, stop, out, poll_s = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
 registry = Registry.open(path)
+if poll_s:  # as a gateway does (registry_poll_s): it loads what the flushes leave unloaded
+    import threading
+    def poll():
+        while not stop.exists():
+            time.sleep(poll_s)
+            registry.refresh()
+    threading.Thread(target=poll, daemon=True).start()
 waits, lock_waits, n = [], [], 0
 phases = []  # per flush: seconds in each step, to see where a slow flush's time goes
 current = {}
@@ -81,7 +88,9 @@ while not stop.exists():
     registry.flush_observations()
     waits.append(time.monotonic() - started)
     lock_waits.append(current.get("lock", 0.0))
-    phases.append(dict(current, total=waits[-1]))
+    steps = ("prepare", "lock", "catch_up", "compact", "write", "commit")
+    other = waits[-1] - sum(current.get(k, 0.0) for k in steps)  # mostly: waiting for this process's poll
+    phases.append(dict(current, total=waits[-1], other=other))
     time.sleep(2.0)  # 30 times the default usage_flush_s (60 s)
 out.write_text(json.dumps({"flushes": waits, "lock_waits": lock_waits, "phases": phases}))
 registry.close()
@@ -150,6 +159,9 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--redis", action="store_true", help="measure the Redis lease instead")
+    parser.add_argument(
+        "--poll-s", type=float, default=0.0, help="the replicas also poll the registry, as gateways do (2 s)"
+    )
     args = parser.parse_args()
     if args.redis:
         redis_lease()
@@ -182,9 +194,8 @@ def main() -> None:
         lock.try_acquire, lock.release = try_acquire, release  # type: ignore[method-assign]
         stop = Path(tmp) / "stop"
         outs = [Path(tmp) / f"replica{n}.json" for n in range(args.replicas)]
-        procs = [
-            subprocess.Popen([sys.executable, "-c", REPLICA, str(path), str(stop), str(out)]) for out in outs
-        ]
+        argv = [sys.executable, "-c", REPLICA, str(path), str(stop)]
+        procs = [subprocess.Popen([*argv, str(out), str(args.poll_s)]) for out in outs]
         time.sleep(20)  # the replicas open the registry and flush a few times
         started = time.monotonic()
         summary = registry.ingest("bulk", tools("bulk", args.tools))
