@@ -52,6 +52,7 @@ from toolweave.server.fronts.front_answers import (
     decide,
     header_lists,
     one_header,
+    still_starting,
 )
 from toolweave.server.fronts.processes import KEEP_ALIVE_S
 from toolweave.server.fronts.shutdown import STOPPING
@@ -417,6 +418,8 @@ class HttpFront:
             ready.cancel()
             if not self._ready.is_set() and await self._answer(scope, body, replay, send):
                 return
+            if await self._answer_starting(scope, body, arrived, send):
+                return
             # a call waits for the gateway's app from here: its start-up bound counts from its arrival
             # (server/turns/starting.py), or a client's own timeout (5 s in some) would meet both waits
             call = stamped(body, arrived)
@@ -448,6 +451,25 @@ class HttpFront:
             None if decision.reply is None else {"jsonrpc": "2.0", "id": message["id"], **decision.reply}
         )
         await _respond(send, decision.status, payload, session=decision.session if payload else None)
+        return True
+
+    async def _answer_starting(self, scope: Scope, body: bytes, arrived: float, send: Send) -> bool:
+        """A plain ``find_tools`` the gateway has not taken over ``starting_wait_s`` after it came is
+        answered as still starting (``front_answers.still_starting``); False: the gateway answers it."""
+        policy = self._policy
+        if policy is None or self._ready.is_set():
+            return False
+        decision = still_starting(scope, body, policy, self._sessions)
+        if decision is None or decision.reply is None:
+            return False
+        left = arrived + policy.starting_wait_s - time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), max(0.0, left))
+        if self._ready.is_set() or self._handing_over:
+            return False  # the gateway has it now: its own bound counts from the arrival
+        log.debug("the HTTP front answered find_tools: the gateway is still starting")
+        payload = {"jsonrpc": "2.0", "id": decision.message["id"], **decision.reply}
+        await _respond(send, decision.status, payload, session=decision.session)
         return True
 
     async def _listen(self, scope: Scope, receive: Receive, send: Send, ack: dict[str, Any]) -> None:
