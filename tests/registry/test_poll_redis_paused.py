@@ -1,4 +1,4 @@
-"""Redis paused, the store fine (issue 32, item 11): a replica on an ``s3://`` registry (moto's server,
+"""Redis paused, the store fine: a replica on an ``s3://`` registry (moto's server,
 its own process) whose Redis writer lock (a real ``redis-server``) is stopped with SIGSTOP. A flush of
 its usage examples then waits for the lock while holding the process's write lock; the registry poll
 must not wait behind it (the gateway would log "could not check the registry for newer versions" about

@@ -162,6 +162,10 @@ class Decision:
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
 
+    def payload(self) -> dict[str, Any] | None:
+        """The JSON-RPC response the client gets (None for a notification)."""
+        return None if self.reply is None else {"jsonrpc": "2.0", "id": self.message["id"], **self.reply}
+
 
 PROVISIONAL_MAX_BODY = 64 * 1024
 """The smallest ``max_request_bytes`` the settings allow: a body the front answers before the settings
