@@ -1,6 +1,6 @@
 """A long CLI ingest beside two replicas that flush: how long the flushes wait for the writer lock.
 
-    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2]
+    .venv/bin/python bench/lock_wait.py [--tools 10000] [--replicas 2] [--poll-s 2]
     .venv/bin/python bench/lock_wait.py --redis   # the Redis lease: paused Redis, holder killed with -9
 
 One local registry (the writer lock is the OS file lock; a Redis lock is taken the same way). Two
@@ -31,26 +31,68 @@ REPLICA = """
 import json, sys, time
 from pathlib import Path
 from toolweave.registry import Registry
-path, stop, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+path, stop, out, poll_s = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
 registry = Registry.open(path)
+if poll_s:  # as a gateway does (registry_poll_s): it loads what the flushes leave unloaded
+    import threading
+    def poll():
+        while not stop.exists():
+            time.sleep(poll_s)
+            registry.refresh()
+    threading.Thread(target=poll, daemon=True).start()
 waits, lock_waits, n = [], [], 0
+phases = []  # per flush: seconds in each step, to see where a slow flush's time goes
+current = {}
+def timed(owner, name, key):
+    real = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        started = time.monotonic()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            current[key] = current.get(key, 0.0) + time.monotonic() - started
+    setattr(owner, name, wrapper)
 lock = registry._state.db.lock
-real_acquire = lock.acquire
-def acquire(timeout_s):
-    started = time.monotonic()
-    try:
-        return real_acquire(timeout_s)
-    finally:
-        lock_waits.append(time.monotonic() - started)
-lock.acquire = acquire
+timed(lock, "acquire", "lock")
+timed(registry._follower, "catch_up", "catch_up")
+timed(registry._commits, "_compact_now_and_then", "compact")
+timed(registry._state.db, "commit", "commit")
+appliers = registry._follower.appliers
+for kind in list(appliers):
+    real_apply = appliers[kind]
+    def applied(keys, real_apply=real_apply, kind=kind):
+        started = time.monotonic()
+        try:
+            return real_apply(keys)
+        finally:
+            current["load " + kind] = current.get("load " + kind, 0.0) + time.monotonic() - started
+    appliers[kind] = applied
+timed(registry._follower, "load_committed", "load everything")
+import toolweave.registry.follower as follower_module
+real_since = follower_module.since
+def since(*args):
+    delta = real_since(*args)
+    current["delta"] = "everything" if delta is None else " ".join(
+        f"{k}:{'all' if v is None else len(v)}" for k, v in sorted(delta.items())
+    )
+    return delta
+follower_module.since = since
+for sink in registry._flusher._sinks:
+    timed(sink, "prepare", "prepare")
+    timed(sink, "write", "write")
 while not stop.exists():
     n += 1
     registry.record_usage("replica__get_weather", f"weather forecast wanted, request {chr(97 + n % 26) * 3}")
+    current.clear()
     started = time.monotonic()
     registry.flush_observations()
     waits.append(time.monotonic() - started)
+    lock_waits.append(current.get("lock", 0.0))
+    steps = ("prepare", "lock", "catch_up", "compact", "write", "commit")
+    other = waits[-1] - sum(current.get(k, 0.0) for k in steps)  # mostly: waiting for this process's poll
+    phases.append(dict(current, total=waits[-1], other=other))
     time.sleep(2.0)  # 30 times the default usage_flush_s (60 s)
-out.write_text(json.dumps({"flushes": waits, "lock_waits": lock_waits}))
+out.write_text(json.dumps({"flushes": waits, "lock_waits": lock_waits, "phases": phases}))
 registry.close()
 """
 
@@ -117,6 +159,9 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--redis", action="store_true", help="measure the Redis lease instead")
+    parser.add_argument(
+        "--poll-s", type=float, default=0.0, help="the replicas also poll the registry, as gateways do (2 s)"
+    )
     args = parser.parse_args()
     if args.redis:
         redis_lease()
@@ -149,9 +194,8 @@ def main() -> None:
         lock.try_acquire, lock.release = try_acquire, release  # type: ignore[method-assign]
         stop = Path(tmp) / "stop"
         outs = [Path(tmp) / f"replica{n}.json" for n in range(args.replicas)]
-        procs = [
-            subprocess.Popen([sys.executable, "-c", REPLICA, str(path), str(stop), str(out)]) for out in outs
-        ]
+        argv = [sys.executable, "-c", REPLICA, str(path), str(stop)]
+        procs = [subprocess.Popen([*argv, str(out), str(args.poll_s)]) for out in outs]
         time.sleep(20)  # the replicas open the registry and flush a few times
         started = time.monotonic()
         summary = registry.ingest("bulk", tools("bulk", args.tools))
@@ -163,6 +207,7 @@ def main() -> None:
         results = [json.loads(out.read_text()) for out in outs]
         waits = [w for r in results for w in r["flushes"]]
         lock_waits = [w for r in results for w in r["lock_waits"]]
+        phases = sorted((p for r in results for p in r["phases"]), key=lambda p: -p["total"])
         registry.close()
     print(
         "| tools | ingest s | lock holds (ingest) | longest hold s | replica flushes | flush p50 s | "
@@ -173,6 +218,11 @@ def main() -> None:
         f"| {summary.embedded} | {seconds:.1f} | {len(held)} | {max(held):.1f} | {len(waits)} | "
         f"{statistics.median(waits):.2f} | {max(waits):.2f} | {max(lock_waits):.2f} |"
     )
+    print("\nslowest flushes, seconds per step (lock: waiting for it; catch_up: loading others' commits):")
+    for p in phases[:5]:
+        delta = p.pop("delta", "")
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in sorted(p.items(), key=lambda kv: -kv[1]))
+        print(f"  {steps}" + (f" (loaded: {delta})" if delta else ""))
 
 
 if __name__ == "__main__":

@@ -80,6 +80,18 @@ def manifest_option(args: list[str]) -> str | None:
     return None
 
 
+def _provisional_starting_wait(args: list[str]) -> float:
+    """``startup_call_wait_s`` as the settings will say, when certain before they load; else 0."""
+    from toolweave.server.fronts import front_answers
+
+    manifest = manifest_option(args)
+    try:
+        text = open(manifest, encoding="utf-8").read() if manifest else ""  # noqa: SIM115
+    except (OSError, ValueError):
+        return 0.0
+    return front_answers.starting_wait(text, os.environ)
+
+
 def _provisional_policy(args: list[str], host: str) -> Any:
     """``front_answers.provisional_policy`` for this command line (None when the manifest is unreadable:
     the command reports that)."""
@@ -149,6 +161,7 @@ def main() -> None:
         front = early.start(prefix)
         if registry and "://" not in registry:
             front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
+        front.offer_starting_wait(_provisional_starting_wait(sys.argv[1:]))
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
         # answered before the SDK is imported

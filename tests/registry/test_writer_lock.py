@@ -1,6 +1,7 @@
 """The Redis writer lease against a real ``redis-server``: a request the client gave up on never lands
 later, a holder killed with -9 frees the registry within its lease, and a waiting writer says what it
-waits for (docs/registry.md, "Writers")."""
+waits for (docs/registry.md, "Writers"). Writes hold the lock for what they write: an ingest embeds
+before it, writes in chunks, and a flush loads and compacts under it only what it writes."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.redis_server import RedisServer
+from tests.registry.demo import stored_examples
 from toolweave.errors import RegistryBusyError
-from toolweave.records import ToolRecord
+from toolweave.records import DependencyEdge, EdgeKind, ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry.lock import FileLock, RedisLock
 from toolweave.settings import Settings
@@ -280,3 +282,105 @@ def test_a_large_ingest_writes_in_chunks_and_another_writer_commits_between_them
     assert inferred_under_the_lock == ([False] if flush_before_the_last_write else [])
     for handle in (registry, other, fresh):
         handle.close()
+
+
+def _demo_tools() -> tuple[list[ToolRecord], DependencyEdge]:
+    price = ToolRecord(
+        id="demo__get_stock_price",
+        source="demo",
+        name="get_stock_price",
+        description="Current share price of a company's stock, by ticker symbol.",
+    )
+    ticker = ToolRecord(
+        id="demo__get_stock_ticker",
+        source="demo",
+        name="get_stock_ticker",
+        description="Look up the stock ticker symbol of a company by its name.",
+    )
+    edge = DependencyEdge(
+        tool=price.id,
+        depends_on=ticker.id,
+        kind=EdgeKind.PARAMETER_DIRECTLY_DEPENDS_ON,
+        parameter_name="ticker",
+    )
+    return [price, ticker], edge
+
+
+def test_a_flush_reads_none_of_another_writers_rows_or_edges_under_the_lock(
+    tmp_path: Any, shared_embedder: Embedder
+) -> None:
+    """A usage flush after another writer's commit (a long ingest's 2,000-tool chunk) loads under the
+    writer lock only what its write reads (the examples); the other source's rows and edges are left to
+    the next poll, so neither this flush nor the other replicas' flushes behind it wait for them."""
+    path = tmp_path / "reg"
+    here = Registry.open(path, embedder=shared_embedder)
+    here.ingest(
+        "mine",
+        [ToolRecord(id="mine__get_weather", source="mine", name="get_weather", description="Weather.")],
+    )
+    other = Registry.open(path, embedder=shared_embedder)
+    tools, edge = _demo_tools()
+    other.ingest("demo", tools, [edge])
+    lock = here._state.db.lock
+    loads: list[tuple[str, bool]] = []
+
+    def holding() -> bool:
+        try:
+            lock.check()
+        except RegistryBusyError:
+            return False
+        return True
+
+    for kind in ("tools", "edges"):
+        real = here._follower.appliers[kind]
+
+        def spy(keys: list[str] | None, real: Any = real, kind: str = kind) -> None:
+            loads.append((kind, holding()))
+            real(keys)
+
+        here._follower.appliers[kind] = spy
+    assert here.record_usage("mine__get_weather", "will it rain in Lyon tomorrow")
+    assert here.flush_observations()
+    assert loads == [], "the flush read the other writer's rows or edges under the writer lock"
+    assert stored_examples(path, "mine__get_weather") == ["will it rain in Lyon tomorrow"]
+    assert here.refresh()  # the poll loads them, without the lock
+    assert loads == [("tools", False), ("edges", False)]
+    assert here.find(edge.tool) is not None and here.dependencies(edge.tool) == [edge]
+    assert not here.refresh()
+    here.close()
+    other.close()
+
+
+def test_a_flush_writes_no_example_for_a_tool_another_writer_removed(
+    tmp_path: Any, shared_embedder: Embedder
+) -> None:
+    """The rows of the flushed tools' own sources are loaded before the write (not left for later): a
+    call of a tool another writer removed meanwhile leaves no example behind."""
+    path = tmp_path / "reg"
+    here = Registry.open(path, embedder=shared_embedder)
+    tools, _ = _demo_tools()
+    here.ingest("demo", tools)
+    assert here.record_usage(tools[0].id, "share price of the fruit company")
+    Registry.open(path, embedder=shared_embedder).ingest("demo", tools[1:])  # the other removes it
+    assert not here.flush_observations()  # nothing to write: the tool is gone
+    assert stored_examples(path, tools[0].id) == []
+    assert here.find(tools[0].id) is None
+    here.close()
+
+
+def test_a_usage_flush_does_not_compact_the_tool_table(
+    tmp_path: Any, shared_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction merges the versions of the tables this process writes: a usage flush compacting the
+    tool table (an ingest's, seconds at 10k tools) held the writer lock for every other replica."""
+    path = tmp_path / "reg"
+    here = Registry.open(path, embedder=shared_embedder)
+    tools, _ = _demo_tools()
+    here.ingest("demo", tools[:1])
+    here.ingest("demo", tools)  # two writes of the tool table: something to compact
+    monkeypatch.setattr("toolweave.registry.commits._COMPACT_EVERY", 1)
+    version = here._state.table.version
+    assert here.record_usage(tools[0].id, "share price of the fruit company")
+    assert here.flush_observations()
+    assert here._state.table.version == version
+    here.close()

@@ -450,3 +450,54 @@ def test_the_process_front_binds_the_host_socket_at_once(
         os.close(in_write)
         for fd in (in_read, out_read, out_write):
             os.close(fd)
+
+
+@pytest.mark.parametrize("wait_s", [0.2, 0.0])
+def test_a_find_tools_the_sdk_has_not_taken_within_its_bound_is_answered_as_still_starting(
+    wait_s: float,
+) -> None:
+    """No ready table, the SDK still importing (a busy machine: longer than a client's 5 s timeout): a
+    plain find_tools is answered here as still starting after ``startup_call_wait_s``, and not replayed
+    (nothing was searched); with 0 it waits for the SDK. Other calls always wait for the SDK."""
+    from toolweave.server.fronts.early import STILL_STARTING
+
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    front = EarlyFront(in_read, out_write)
+    front.offer_starting_wait(wait_s)
+    front.start()
+    find = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
+    other = {"name": "call_tool", "arguments": {"name": "time__get_current_time", "arguments": {}}}
+    try:
+        lines = [
+            modern(1, "server/discover"),
+            modern(2, "tools/call", **find),
+            modern(3, "tools/call", **other),
+        ]
+        os.write(in_write, b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        with os.fdopen(out_read, "rb", closefd=False) as out:
+            assert json.loads(out.readline())["id"] == 1
+            if wait_s:
+                answer = json.loads(out.readline())
+                assert answer["id"] == 2
+                assert answer["result"]["structuredContent"]["note"] == STILL_STARTING
+                assert answer["result"]["structuredContent"]["tools"] == []
+            else:
+                time.sleep(0.5)
+        handover = front.hand_over()
+    finally:
+        for fd in (in_read, in_write, out_read, out_write):
+            os.close(fd)
+    kept = [json.loads(line)["id"] for line in handover.prefix.splitlines() if b"tools/call" in line]
+    assert kept == ([3] if wait_s else [2, 3])
+
+
+def test_the_fronts_still_starting_answer_is_the_gateways() -> None:
+    from toolweave.server.fronts import early, front_answers
+    from toolweave.server.turns import starting
+
+    assert early.STILL_STARTING == starting.STILL_STARTING
+    assert Settings().startup_call_wait_s == front_answers.DEFAULT_STARTING_WAIT_S
+    assert front_answers.starting_wait("servers: {}\n", {}) == Settings().startup_call_wait_s
+    assert front_answers.starting_wait("servers: {}\n", {"TOOLWEAVE_STARTUP_CALL_WAIT_S": "0"}) == 0
+    assert front_answers.starting_wait("settings:\n  startup_call_wait_s: 9\n", {}) == 0  # the app's

@@ -162,6 +162,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
         return None
     front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
     front.offer_tools_list(settings.publish.always_load)
+    front.offer_starting_wait(settings.startup_call_wait_s)
     return front
 
 
@@ -179,7 +180,11 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
     security = settings.security
     hosts, origins = front_answers.allowed_names(host, security.allowed_hosts, security.allowed_origins)
     policy = front_answers.FrontPolicy(
-        settings.publish.always_load, hosts, origins, settings.max_request_bytes
+        settings.publish.always_load,
+        hosts,
+        origins,
+        settings.max_request_bytes,
+        starting_wait_s=settings.startup_call_wait_s,
     )
     # with credentials to check, every request waits for the full app (and its authentication)
     front.offer(policy if security.auth == "none" else None)

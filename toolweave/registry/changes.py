@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Changes", "Delta", "extend_log", "since"]
+__all__ = ["Changes", "Delta", "extend_log", "since", "union"]
 
 Delta = dict[str, list[str] | None]
 """Kind → keys changed (None: every key of that kind, read that table whole)."""
@@ -102,6 +102,19 @@ def since(log: Sequence[Sequence[Any]], loaded: int, head: int) -> Delta | None:
             else:
                 known.update(keys)
     return {k: None if v is None else sorted(v) for k, v in union.items()}
+
+
+def union(*deltas: Delta) -> Delta:
+    """The changes of all of ``deltas``, kind by kind (None, every key, wins)."""
+    out: dict[str, set[str] | None] = {}
+    for delta in deltas:
+        for kind, keys in delta.items():
+            known = out.setdefault(kind, set())
+            if keys is None or known is None:
+                out[kind] = None
+            else:
+                known.update(keys)
+    return {k: None if v is None else sorted(v) for k, v in out.items()}
 
 
 def _size(delta: Delta | None) -> int:

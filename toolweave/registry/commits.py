@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from toolweave.errors import RegistryError
-from toolweave.registry.follower import Follower
+from toolweave.registry.follower import Deferrable, Follower
 from toolweave.registry.state import RegistryState
 
 __all__ = ["LOCK_WAIT_S", "Commits"]
@@ -36,15 +36,19 @@ class Commits:
     def __init__(self, state: RegistryState, follower: Follower) -> None:
         self._state = state
         self._follower = follower
-        self._writes = 0
+        self._writes: dict[str, int] = {}
+        """Commits of this process that wrote each table ("tools", "usage"; "commit": every commit)."""
 
     @contextmanager
-    def writer(self, wait_s: float = LOCK_WAIT_S, *, rollback: bool = True) -> Iterator[None]:
+    def writer(
+        self, wait_s: float = LOCK_WAIT_S, *, rollback: bool = True, defer: Deferrable | None = None
+    ) -> Iterator[None]:
         """A write: hold the writer lock, catch up with what other processes committed, and
         (``rollback``) roll back on error. Call it with ``state.write_lock`` held. An ingest checks its
-        input first and rolls back only what follows (``rollback=False`` + ``rollback_on_error``)."""
+        input first and rolls back only what follows (``rollback=False`` + ``rollback_on_error``).
+        ``defer``: kinds of change the write does not read, left unloaded (``Follower.catch_up``)."""
         with self._state.db.lock.held(wait_s):
-            self._follower.catch_up()
+            self._follower.catch_up(defer)
             if not rollback:
                 yield
                 return
@@ -87,6 +91,7 @@ class Commits:
         must load the whole registry (the change is not one of rows, edges or examples)."""
         state = self._state
         changes = state.changes
+        wrote = {kind for kind in ("tools", "usage") if changes.noted(kind)}  # before the touches below
         if graph:
             state.db.side.save_edges(state.graph.edges())
             changes.touch_some("edges", state.graph.peek_changed())
@@ -97,25 +102,33 @@ class Commits:
             if committed.get(table.name) != table.version and not changes.noted(kind):
                 changes.touch_all(kind)  # written without saying what changed: followers read it whole
         if compact:
-            self._compact_now_and_then()
+            self._compact_now_and_then(wrote)
         state.db.commit(action=action, tools=state.table, usage=state.usage, delta=changes.take())
         state.loaded_generation = state.db.committed_generation()
         if graph:
             state.publish_graph()
 
-    def _compact_now_and_then(self) -> None:
+    def _compact_now_and_then(self, wrote: set[str]) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running
         gateway re-ingests whenever an upstream changes). A failed compaction costs only disk.
-        Compaction makes new table versions (same rows), so it runs before a commit names them."""
-        self._writes += 1
-        if self._writes % _COMPACT_EVERY:
-            return
+        Compaction makes new table versions (same rows), so it runs before a commit names them.
+
+        Each table is compacted after this process wrote it ``_COMPACT_EVERY`` times: a usage flush
+        compacting the tool table under the writer lock took 5.6 s beside a 10k-tool ingest (whose
+        own writes compact it), and every other replica's flush waited for it."""
         state = self._state
-        state.changes.touch("tools")  # new versions of the same rows
-        state.changes.touch("usage")
-        for table in (state.table, state.usage):
+        for kind, table in (("tools", state.table), ("usage", state.usage)):
+            if kind not in wrote or not self._count(kind):
+                continue
+            state.changes.touch(kind)  # new versions of the same rows
             try:
                 table.compact()
             except RegistryError:
                 log.warning("compacting %s failed; will try again later", table.name, exc_info=True)
-        state.db.compact()
+        if self._count("commit"):  # the side tables and the commit record: small
+            state.db.compact()
+
+    def _count(self, kind: str) -> bool:
+        """Count a write of ``kind``; True on every ``_COMPACT_EVERY``-th."""
+        self._writes[kind] = self._writes.get(kind, 0) + 1
+        return self._writes[kind] % _COMPACT_EVERY == 0

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from toolweave.errors import ToolweaveError
 from toolweave.registry.commits import Commits
-from toolweave.registry.observations import Observations, Sink
+from toolweave.registry.follower import Deferrable
+from toolweave.registry.observations import Batch, Observations, Sink
 from toolweave.registry.state import RegistryState
 
 __all__ = ["FLUSH_LEASE_WAIT_S", "Flusher"]
@@ -84,7 +85,7 @@ class Flusher:
         try:
             for sink in self._sinks:
                 sink.prepare(batch)
-            with self._state.write_lock, self._commits.writer(FLUSH_LEASE_WAIT_S):
+            with self._state.write_lock, self._commits.writer(FLUSH_LEASE_WAIT_S, defer=self._unread(batch)):
                 wrote = [sink.write(batch) for sink in self._sinks]
                 if any(wrote):
                     self._commits.commit("observations")
@@ -115,6 +116,25 @@ class Flusher:
             )
             self._observations.dropped = 0
         return any(wrote)
+
+    def _unread(self, batch: Batch) -> Deferrable | None:
+        """What of other writers' changes the batch's write does not read, so the flush need not load it
+        under the writer lock (the next poll does): a long ingest's 2,000-tool commits made every
+        replica's flush read the rows and edges it wrote while holding the lock, seconds each, and the
+        other replicas' flushes waited behind those reads. Usage examples read only their tools' examples
+        and whether their tools are still there (their sources' rows); sightings read the graph, so a
+        batch with any loads everything."""
+        if batch.sightings:
+            return None
+        sources = self._state.snap.sources
+        ours = {sources.get(call.tool_id) for call in batch.usage}
+
+        def unread(kind: str, keys: list[str] | None) -> bool:
+            if kind == "edges":
+                return True
+            return kind == "tools" and keys is not None and ours.isdisjoint(keys)
+
+        return unread
 
     def close(self) -> None:
         """Stop the thread and write what is buffered (graceful shutdown loses nothing)."""

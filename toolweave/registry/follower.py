@@ -22,7 +22,7 @@ import numpy as np
 
 from toolweave.errors import RegistryError
 from toolweave.records import DependencyEdge, ToolRecord
-from toolweave.registry.changes import Delta, since
+from toolweave.registry.changes import Delta, since, union
 from toolweave.registry.database import CommitRecord, graph_from_rows
 from toolweave.registry.learned import LearnedEdgeBook
 from toolweave.registry.models import same_vectors
@@ -33,12 +33,15 @@ from toolweave.registry.store import CompactRecords
 from toolweave.registry.usage_book import UsageBook
 from toolweave.registry.vector_index import index_state
 
-__all__ = ["Applier", "Follower"]
+__all__ = ["Applier", "Deferrable", "Follower"]
 
 log = logging.getLogger(__name__)
 
 Applier = Callable[[list[str] | None], None]
 """Loads one kind's changed keys (None: all of them) at the committed versions now open."""
+Deferrable = Callable[[str, list[str] | None], bool]
+"""Whether a write may leave a kind's changed keys unloaded (``RegistryState.unloaded``) while it holds
+the writer lock: its write reads none of them."""
 
 
 class Follower:
@@ -75,6 +78,7 @@ class Follower:
         for load in self.whole:
             load()
         state.publish_graph()
+        state.unloaded = {}
         state.full_loads += 1
 
     def reload(self, sources: Collection[str] | None = None) -> None:
@@ -136,35 +140,42 @@ class Follower:
                 state.graph.add_tool(tool_id, kind, source)
 
     # -- other processes' commits ----------------------------------------------------------------------
-    def catch_up(self) -> None:
+    def catch_up(self, defer: Deferrable | None = None) -> None:
         """Under the writer lock: roll back what a dead writer left uncommitted, and load what others
-        committed since this snapshot, so a write builds on the newest registry."""
+        committed since this snapshot, so a write builds on the newest registry. ``defer``: the kinds
+        the write does not read may stay unloaded until the next poll or write (a usage flush after a
+        2,000-tool commit of a long ingest: reading those rows held the lock seconds, for every
+        replica's flush)."""
         state = self._state
         head = state.db.recover()
         if head is None:
             raise RegistryError(f"registry {state.path} lost its commit record")
-        if head.generation != state.loaded_generation:
-            self.follow(head)
+        if head.generation != state.loaded_generation or state.unloaded:
+            self.follow(head, defer)
         else:  # same state: handles opened at an older committed version may be read-only
             state.table.writable()
             state.usage.writable()
 
-    def follow(self, head: CommitRecord) -> None:
+    def follow(self, head: CommitRecord, defer: Deferrable | None = None) -> None:
         """Load generation ``head`` (the commit record just read): its changes since the loaded
-        generation when the commit log describes them, else everything."""
+        generation when the commit log describes them (and those left unloaded before), else
+        everything. ``defer``: see ``catch_up``."""
         state = self._state
         delta = since(head.log, state.loaded_generation, head.generation)
         state.foreign_loads += 1
         if delta is None or any(kind not in self.appliers for kind in delta):
             self.load_committed()
             return
+        delta = union(state.unloaded, delta)
+        later = {k: v for k, v in delta.items() if defer is not None and defer(k, v)}
         try:
-            self._apply(delta)
+            self._apply({k: v for k, v in delta.items() if k not in later})
         except Exception as exc:  # a half-applied change must not stay: the whole committed state instead
             log.warning("registry %s: loading the changes failed (%s); loading everything", state.path, exc)
             self.load_committed()
             return
         state.loaded_generation = head.generation
+        state.unloaded = later
         state.delta_loads += 1
 
     def _apply(self, delta: Delta) -> None:
@@ -174,7 +185,8 @@ class Follower:
         for kind, apply in self.appliers.items():
             if kind in delta:
                 apply(delta[kind])
-        state.publish_graph()
+        if "tools" in delta or "edges" in delta:  # the graph's nodes or edges changed (tens of thousands)
+            state.publish_graph()
 
     def _load_sources(self) -> None:
         self._state.sources = tuple(SourceSpec(**row) for row in self._state.db.side.load_sources())
@@ -202,8 +214,10 @@ class Follower:
 
     # -- polling ---------------------------------------------------------------------------------------
     def current(self) -> bool:
-        """Whether the snapshot shows the newest committed generation (one small read)."""
-        return self._state.db.generation() == self._state.loaded_generation
+        """Whether the snapshot shows the newest committed generation (one small read), every change
+        of it loaded."""
+        state = self._state
+        return not state.unloaded and state.db.generation() == state.loaded_generation
 
     def refresh(self) -> bool:
         """Load the newest committed generation when another process committed one (a gateway polls
@@ -219,7 +233,7 @@ class Follower:
             return False
         try:
             head = state.db.reread_head()
-            if head.generation == state.loaded_generation:
+            if head.generation == state.loaded_generation and not state.unloaded:
                 return False
             if not same_vectors(head.embedding_model, state.embedder.model_id):
                 log.error(

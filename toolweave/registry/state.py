@@ -16,7 +16,7 @@ import threading
 
 from toolweave.inference import weighed
 from toolweave.records import DependencyEdge
-from toolweave.registry.changes import Changes
+from toolweave.registry.changes import Changes, Delta
 from toolweave.registry.database import RegistryDatabase, RegistryLocation
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.fleet_fit import FleetMap
@@ -61,6 +61,9 @@ class RegistryState:
         self.loaded_generation = -1
         """The committed generation the snapshot shows (``Follower.refresh`` compares it with the stored
         one)."""
+        self.unloaded: Delta = {}
+        """Changes of the loaded generation's commits not yet read into the read model: a write that
+        does not read them leaves them (``Follower.catch_up``); the next poll or write loads them."""
         self.foreign_loads = 0
         """Other processes' commits loaded, by a refresh or by a write catching up."""
         self.full_loads = 0

@@ -63,6 +63,12 @@ start-up bound (``server/turns/starting.py``) counts from here too."""
 DEFAULT_K = 10
 """``retrieval.final_k``'s default: how many tools an answer names before the settings are loaded."""
 
+STILL_STARTING = (
+    "the gateway is still starting (opening its tool registry, loading its embedding model, connecting "
+    "its upstreams): call find_tools again in a few seconds"
+)
+"""``server/turns/starting.py``'s note, word for word (a test keeps them equal)."""
+
 OFFER_WAIT_S = 10.0
 """How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
 answers it)."""
@@ -160,6 +166,7 @@ class EarlyFront:
         self._ready: ready_index.ReadyIndex | None = None
         self._ready_offered = threading.Event()
         self._ready_lock = threading.Lock()
+        self._starting_wait_s = 0.0
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
@@ -181,6 +188,13 @@ class EarlyFront:
                 self._ready = None  # another registry than the one named on the command line
             self._ready_home, self._ready_k = home, k
         self._ready_offered.set()
+
+    def offer_starting_wait(self, seconds: float) -> None:
+        """``startup_call_wait_s``: a plain ``find_tools`` the SDK has not taken over this long after it
+        came is answered here, as still starting (``front_answers.still_starting``'s answer); 0: it
+        waits for the SDK. For calls that come from now on."""
+        with self._lock:
+            self._starting_wait_s = seconds
 
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
@@ -303,6 +317,8 @@ class EarlyFront:
             return self._answer(message, {})
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
             return self._answer_find(message, found)
+        if method == "tools/call":
+            self._answer_later(message)
         return _Action.KEPT
 
     def _modern_era(self, message: dict[str, Any]) -> _Action:
@@ -318,6 +334,8 @@ class EarlyFront:
             return self._answer(message, handshake.modern_ping_error(), key="error")
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
             return self._answer_find(message, handshake.modern_result(found, self._version))
+        if method == "tools/call":
+            self._answer_later(message)
         if method == "subscriptions/listen" and isinstance(request_id, str | int):
             if request_id in self._listens:
                 return _Action.KEPT  # the same id twice: the SDK answers the second
@@ -386,6 +404,31 @@ class EarlyFront:
                 self._write({"jsonrpc": "2.0", "method": method})
         return action
 
+    def _answer_later(self, request: dict[str, Any]) -> None:
+        """A plain ``find_tools`` kept for the SDK: answered as still starting if the SDK has not taken
+        over ``starting_wait_s`` from now (under the lock: called from ``_handle``). On a machine whose
+        cores are busy, importing the SDK can outlast a client's timeout (the OpenAI Agents SDK's 5 s),
+        and the gateway's own bound only counts once it runs."""
+        if not self._starting_wait_s or ready_index.plain_find_query(request.get("params")) is None:
+            return
+        timer = threading.Timer(self._starting_wait_s, self._still_starting, (request,))
+        timer.daemon = True
+        timer.start()
+
+    def _still_starting(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            if self._stopping:
+                return  # the SDK has it: it answers
+            request_id = request["id"]
+            kept = [line for line in self._replay if _call_id(line) == request_id]
+            if not kept:
+                return
+            self._replay.remove(kept[0])  # answered here: nothing is searched or published
+            doc = {"tools": [], "tool_list_changed": False, "note": STILL_STARTING}
+            found = ready_index.call_result(doc)
+            result = found if self._era is Era.HANDSHAKE else handshake.modern_result(found, self._version)
+            self._write({"jsonrpc": "2.0", "id": request_id, "result": result})
+
     def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
         self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})
         private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
@@ -397,6 +440,17 @@ class EarlyFront:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         while data:
             data = data[os.write(self._out, data) :]
+
+
+def _call_id(line: bytes) -> object:
+    """The id of the ``tools/call`` request ``line`` holds, or None."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    return message.get("id")
 
 
 def stamped(line: bytes, at: float | None = None) -> bytes:

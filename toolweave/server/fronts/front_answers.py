@@ -16,12 +16,13 @@ import logging
 import re
 import uuid
 from collections.abc import Container, Iterable, Mapping, MutableMapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from toolweave.errors import ConfigError
 from toolweave.server.fronts import handshake
 from toolweave.server.fronts.address import DEFAULT_HOST, DEFAULT_PORT, bind_now
+from toolweave.server.fronts.early import STILL_STARTING
 from toolweave.server.turns import ready_index
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "DEFAULT_STARTING_WAIT_S",
     "MCP_PATH",
     "MODERN_NOT_FOUND_STATUS",
     "SESSION_HEADER",
@@ -44,6 +46,8 @@ __all__ = [
     "is_loopback",
     "one_header",
     "provisional_policy",
+    "starting_wait",
+    "still_starting",
 ]
 
 log = logging.getLogger(__name__)
@@ -105,6 +109,25 @@ def _matches(value: str, allowed: list[str]) -> bool:
     return value in allowed or any(a.endswith(":*") and value.startswith(a[:-2] + ":") for a in allowed)
 
 
+DEFAULT_STARTING_WAIT_S = 3.0
+"""``Settings.startup_call_wait_s``'s default (a test keeps them equal): the settings model is not loaded
+when the front first answers."""
+
+
+class Answers(Protocol):
+    """What answers a plain ``find_tools`` here: the ready table (``ready_index.ReadyIndex``)."""
+
+    def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]: ...
+
+
+class _Starting:
+    """The answer to a ``find_tools`` the gateway could not take within its start-up bound: no tools, and
+    the note to call again (what ``server/turns/starting.py`` answers once the gateway runs)."""
+
+    def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
+        return {"tools": [], "tool_list_changed": False, "note": STILL_STARTING}, []
+
+
 @dataclass(frozen=True)
 class FrontPolicy:
     """What the loaded settings let the front answer (none of it while authentication is configured)."""
@@ -113,10 +136,13 @@ class FrontPolicy:
     hosts: list[str]
     origins: list[str]
     max_body: int
-    ready: ready_index.ReadyIndex | None = None
+    ready: Answers | None = None
     """The registry's ready table: ``find_tools`` is answered from it (``server/turns/ready_index.py``)."""
     ready_k: int = 10
     """How many tools such an answer names at most (``retrieval.final_k``), unless the call says."""
+    starting_wait_s: float = 0.0
+    """``startup_call_wait_s``: a plain ``find_tools`` the gateway has not taken over this long after it
+    came is answered here as still starting (``still_starting``); 0: it waits for the gateway."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +161,10 @@ class Decision:
     listen: dict[str, Any] | None = None
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
+
+    def payload(self) -> dict[str, Any] | None:
+        """The JSON-RPC response the client gets (None for a notification)."""
+        return None if self.reply is None else {"jsonrpc": "2.0", "id": self.message["id"], **self.reply}
 
 
 PROVISIONAL_MAX_BODY = 64 * 1024
@@ -158,7 +188,44 @@ def provisional_policy(
     if any(k.startswith(("TOOLWEAVE_SECURITY", "TOOLWEAVE_PUBLISH")) for k in environ):
         return None
     hosts, origins = allowed_names(host, (), ())
-    return FrontPolicy(True, hosts, origins, PROVISIONAL_MAX_BODY, ready=ready)
+    return FrontPolicy(
+        True,
+        hosts,
+        origins,
+        PROVISIONAL_MAX_BODY,
+        ready=ready,
+        starting_wait_s=starting_wait(manifest_text, environ),
+    )
+
+
+def starting_wait(manifest_text: str, environ: Mapping[str, str]) -> float:
+    """``startup_call_wait_s`` as the loaded settings will say, when that is certain; else 0 (the
+    gateway's app answers)."""
+    if "startup_call_wait" in manifest_text:
+        return 0.0
+    value = environ.get("TOOLWEAVE_STARTUP_CALL_WAIT_S")
+    if value is None:
+        return DEFAULT_STARTING_WAIT_S
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return 0.0
+
+
+def still_starting(
+    scope: MutableMapping[str, Any], body: bytes, policy: FrontPolicy, sessions: Container[str]
+) -> Decision | None:
+    """The "still starting" answer to a plain ``find_tools`` that ``decide`` left to the gateway (no
+    ready table), for when the gateway has not taken it within ``policy.starting_wait_s``: on a machine
+    whose cores are busy, importing the SDK alone can outlast a client's timeout (the OpenAI Agents SDK's
+    5 s), and the gateway's own bound only counts once it runs. None for anything else. Not replayed:
+    nothing was searched or published, and the model calls again."""
+    if not policy.starting_wait_s:
+        return None
+    decision = decide(scope, body, replace(policy, ready=_Starting()), sessions)
+    if decision is None or decision.message.get("method") != "tools/call":
+        return None
+    return replace(decision, replay=False)
 
 
 def header_lists(scope: MutableMapping[str, Any]) -> dict[bytes, list[bytes]]:

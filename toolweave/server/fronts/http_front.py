@@ -52,6 +52,7 @@ from toolweave.server.fronts.front_answers import (
     decide,
     header_lists,
     one_header,
+    still_starting,
 )
 from toolweave.server.fronts.processes import KEEP_ALIVE_S
 from toolweave.server.fronts.shutdown import STOPPING
@@ -415,7 +416,8 @@ class HttpFront:
             await asyncio.wait({offered, ready}, return_when=asyncio.FIRST_COMPLETED)
             offered.cancel()
             ready.cancel()
-            if not self._ready.is_set() and await self._answer(scope, body, replay, send):
+            # neither answers once the gateway takes over (or failed to start): it answers
+            if await self._answer(scope, body, replay, send) or await self._late(scope, body, arrived, send):
                 return
             # a call waits for the gateway's app from here: its start-up bound counts from its arrival
             # (server/turns/starting.py), or a client's own timeout (5 s in some) would meet both waits
@@ -427,7 +429,7 @@ class HttpFront:
 
     async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
         """Answer the request if the front can (``front_answers.decide``); False leaves it to the full app."""
-        if self._policy is None or self._handing_over:
+        if self._policy is None or self._handing_over or self._ready.is_set():
             return False
         decision = decide(scope, body, self._policy, self._sessions)
         if decision is None:
@@ -444,10 +446,21 @@ class HttpFront:
                 _Answered(scope, body, message["method"], message.get("id"), reply, decision.session)
             )
         log.debug("the HTTP front answered %s", message.get("method"))
-        payload = (
-            None if decision.reply is None else {"jsonrpc": "2.0", "id": message["id"], **decision.reply}
-        )
+        payload = decision.payload()
         await _respond(send, decision.status, payload, session=decision.session if payload else None)
+        return True
+
+    async def _late(self, scope: Scope, body: bytes, arrived: float, send: Send) -> bool:
+        """``front_answers.still_starting`` once ``starting_wait_s`` passed; False: the gateway answers."""
+        policy = self._policy
+        decision = None if policy is None else still_starting(scope, body, policy, self._sessions)
+        if policy is None or decision is None:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), arrived + policy.starting_wait_s - time.monotonic())
+        if self._ready.is_set() or self._handing_over:
+            return False  # the gateway has it now: its own bound counts from the arrival
+        await _respond(send, decision.status, decision.payload(), session=decision.session)
         return True
 
     async def _listen(self, scope: Scope, receive: Receive, send: Send, ack: dict[str, Any]) -> None:
