@@ -56,3 +56,41 @@ def test_a_deadline_must_stop_children_before_it_exits() -> None:
 
     with pytest.raises(ValueError, match="stop_children_s <= exit_s"):
         ExitDeadline(2.0, 1.0)
+
+
+# A process whose registry flush is still running when the deadline comes (a busy machine): the deadline
+# waits for it, then ends the process. Before, os._exit cut it and the buffered traffic was lost.
+FLUSHING = """
+import time
+from toolweave.server.fronts.shutdown import ExitDeadline, finishing
+with finishing("the registry's last flush"):
+    ExitDeadline(0.0, 0.1).start("test")
+    time.sleep(1.0)  # the flush, ten times longer than the deadline
+    print("flushed", flush=True)
+time.sleep(600)  # stuck after it: the deadline still ends the process
+"""
+
+
+def test_the_deadline_lets_the_last_flush_end_then_exits() -> None:
+    done = subprocess.run([sys.executable, "-c", FLUSHING], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["flushed"]
+
+
+def test_served_closes_its_registry_as_work_the_deadline_lets_end() -> None:
+    from toolweave.policy import Policy
+    from toolweave.server.calls.metrics import GatewayMetrics
+    from toolweave.server.fronts import shutdown
+    from toolweave.server.served import Served
+    from toolweave.settings import SecuritySettings
+
+    held: list[list[str]] = []
+
+    class Registry:  # only what closing reads (the real close flushes: tests/registry/test_usage.py)
+        def close(self) -> None:
+            held.append(list(shutdown._finishing))
+
+    served = Served(Registry, SecuritySettings(), Policy(), GatewayMetrics())  # type: ignore[arg-type]
+    served._registry = Registry()  # type: ignore[assignment]  # as the background start leaves it
+    served.close()
+    assert held == [["the registry's last flush"]]

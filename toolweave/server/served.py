@@ -19,6 +19,7 @@ from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.calls.guard import Guard
 from toolweave.server.calls.metrics import GatewayMetrics
+from toolweave.server.fronts.shutdown import finishing
 from toolweave.settings import SecuritySettings
 
 if TYPE_CHECKING:  # the registry (LanceDB, numpy, networkx) is imported in the background start
@@ -78,9 +79,11 @@ class Served:
             self._attach(await anyio.to_thread.run_sync(self._opener, abandon_on_cancel=True))
 
     def close(self) -> None:
-        """Close the registry if this gateway opened it."""
+        """Close the registry if this gateway opened it: its last flush writes the usage examples and
+        traffic evidence buffered since the previous one, so the exit deadline lets it end (``finishing``)."""
         if self._opener is not None and self._registry is not None:
-            self._registry.close()
+            with finishing("the registry's last flush"):
+                self._registry.close()
 
     async def wait(self) -> bool:
         """Wait (at most ``REGISTRY_WAIT_S``) for the background start; whether the registry is usable."""
