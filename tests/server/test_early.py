@@ -466,8 +466,9 @@ def test_a_find_tools_the_sdk_has_not_taken_within_its_bound_is_answered_as_stil
     front = EarlyFront(in_read, out_write)
     front.offer_starting_wait(wait_s)
     front.start()
-    find = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
-    other = {"name": "call_tool", "arguments": {"name": "time__get_current_time", "arguments": {}}}
+    find: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
+    call = {"name": "time__get_current_time", "arguments": {}}
+    other: dict[str, Any] = {"name": "call_tool", "arguments": call}
     try:
         lines = [
             modern(1, "server/discover"),

@@ -307,7 +307,7 @@ async def test_in_the_2026_era_the_front_announces_its_offer_on_the_listen_strea
     front = EarlyFront(server.stdin_fd, server.stdout_fd)
     front.offer_ready_tools(str(registry.path), 10)
     front.start()
-    find = {"name": "find_tools", "arguments": {"query": QUERY}}
+    find: dict[str, Any] = {"name": "find_tools", "arguments": {"query": QUERY}}
     client.send(modern(1, "server/discover"), listen("listen-1"), modern(2, "tools/call", **find))
     assert (await client.receive())["id"] == 1
     assert (await client.receive())["method"] == "notifications/subscriptions/acknowledged"
