@@ -7,12 +7,11 @@ a store that answers). Once Redis is back the flush writes, and the next poll fo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from tests.redis_server import RedisServer
-from tests.s3 import MotoProcess, moto_bucket
+from tests.server.test_start_without_lock import s3 as s3  # the fixture: a moto bucket, a Redis lock
 from toolweave.records import ToolRecord
 from toolweave.registry import Embedder, Registry
 from toolweave.registry import flusher as flusher_module
@@ -23,15 +22,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 HOME = "s3://registry/paused-redis"
 JOIN_S = 30.0
 """A poll still running after this long waits on the paused Redis (it answers in milliseconds)."""
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch, registry_lock: RedisServer) -> Iterator[dict[str, str]]:
-    moto = MotoProcess()
-    try:
-        yield from moto_bucket(monkeypatch, server=moto)
-    finally:
-        moto.stop()
 
 
 def tool(source: str, name: str, description: str) -> ToolRecord:
