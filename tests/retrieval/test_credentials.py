@@ -1,4 +1,5 @@
-"""A request that states a credential value walks no inferred login (``retrieval.credentials``)."""
+"""A request that states a credential value, or a session that holds one, walks no inferred login
+(``retrieval.credentials``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import pytest
 
 from tests.retrieval.test_pipeline import WordIndex
 from toolweave.records import DependencyEdge, EdgeKind
-from toolweave.retrieval.credentials import holds_credential, into_credential
+from toolweave.retrieval.credentials import (
+    holds_credential,
+    into_credential,
+    signed_in_filter,
+    signs_in,
+)
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.settings import RetrievalSettings
 
@@ -94,10 +100,12 @@ def deps(tool: str, kinds: Sequence[EdgeKind] | None) -> list[DependencyEdge]:
     return [e for e in EDGES.get(tool, []) if kinds is None or e.kind in kinds]
 
 
-def _walked(text: str, context: Sequence[str] = ()) -> list[str]:
+def _walked(text: str, context: Sequence[str] = (), signed_in: frozenset[str] = frozenset()) -> list[str]:
     index = WordIndex(DOCS, {t: "t" for t in DOCS})
     params = RetrievalSettings(method="grtf", top_k=1, final_k=5)
-    ranked = retrieve(text, index, deps, params, context=context)
+    ranked = retrieve(
+        text, index, deps, params, context=context, signed_in=signed_in, source_of=lambda t: "t"
+    )
     return [r.tool_id for r in ranked if r.reason == "dependency"]
 
 
@@ -107,3 +115,35 @@ def test_the_walk_adds_no_login_when_the_request_holds_the_token() -> None:
     assert _walked("book flight ticket, my access token is 'abc123xyz'") == ["t__get_flight_cost"]
     # a short follow-up ranked with the turn that gave the token holds it too
     assert _walked("book flight", context=["my access token is 'abc123xyz'"]) == ["t__get_flight_cost"]
+
+
+def _schema(*names: str) -> dict[str, object]:
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}}
+
+
+def test_a_call_that_signs_in() -> None:
+    assert signs_in("travel__authenticate_travel", _schema("client_id", "client_secret"))
+    assert signs_in("travel__book_flight", _schema("access_token", "travel_class"))
+    assert signs_in("chat__post", _schema("sessionId", "text"))
+    # a tool that takes no credential shows nothing about the session's login
+    assert not signs_in("travel__get_flight_cost", _schema("travel_from", "travel_to"))
+    assert not signs_in("users__get_user", _schema("user_id"))
+    assert not signs_in("odd__tool", {"type": "object", "properties": ["access_token"]})
+
+
+def test_a_signed_in_source_keeps_every_edge_but_its_logins() -> None:
+    login, cost = EDGES["t__book_flight"]
+    other = login.model_copy(update={"tool": "u__book_hotel"})
+    declared = login.model_copy(update={"origin": "declared"})
+    keep = signed_in_filter({"t"}, lambda tool: tool.partition("__")[0])
+    assert keep([login, cost, other, declared]) == [cost, other, declared]
+    assert signed_in_filter(set(), lambda tool: "t")([login, cost]) == [login, cost]
+
+
+def test_the_walk_adds_no_login_for_a_signed_in_source() -> None:
+    assert _walked("book flight ticket", signed_in=frozenset({"t"})) == ["t__get_flight_cost"]
+    # another service's session is no login of this one
+    assert _walked("book flight ticket", signed_in=frozenset({"u"})) == [
+        "t__authenticate_travel",
+        "t__get_flight_cost",
+    ]

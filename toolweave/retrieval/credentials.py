@@ -12,17 +12,31 @@ follows no inferred edge into a credential: none feeding a credential parameter 
 needs its login"). A password is not such a value: it is what a login *takes* ("my password is …, reset
 it" asks for the login). Declared, manifest and learned edges are walked as they are (someone's word, or
 what traffic showed).
+
+A session tells the same thing without the words: once a login, or a tool that takes a credential, has
+answered it without an error, the session holds that service's credential (``signs_in``), and the walk
+follows no inferred edge into a credential from that service's tools (``signed_in_filter``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from toolweave.names import name_of, name_words
 from toolweave.records import DependencyEdge
 
-__all__ = ["CREDENTIAL_WORDS", "LOGIN_WORDS", "holds_credential", "into_credential", "without_credentials"]
+__all__ = [
+    "CREDENTIAL_WORDS",
+    "LOGIN_WORDS",
+    "credential_parameter",
+    "holds_credential",
+    "into_credential",
+    "signed_in_filter",
+    "signs_in",
+    "without_credentials",
+]
 
 CREDENTIAL_WORDS = frozenset({"token", "tokens", "jwt", "bearer"})
 """Last words of a parameter that carries a credential by itself (``access_token``, ``jwt``)."""
@@ -51,20 +65,52 @@ def holds_credential(request: str) -> bool:
     return _HELD.search(request) is not None
 
 
-def into_credential(edge: DependencyEdge) -> bool:
-    """Whether ``edge`` is an inferred edge into a credential: it feeds a credential parameter, or it has
-    no parameter and its dependency is a login tool."""
-    if edge.origin != "inferred":
-        return False
-    if edge.parameter_name is None:
-        return bool(LOGIN_WORDS.intersection(name_words(name_of(edge.depends_on)).split()))
-    words = name_words(edge.parameter_name).split()
+def credential_parameter(name: str) -> bool:
+    """Whether a parameter named ``name`` carries a credential: ``access_token``, ``jwt``, ``session_id``,
+    ``api_key``; not ``user_id`` nor ``zip_code``."""
+    words = name_words(name).split()
     if not words:
         return False
     last = words[-1]
     return last in CREDENTIAL_WORDS or (last in _QUALIFIED and bool(_QUALIFIERS.intersection(words[:-1])))
 
 
+def is_login(tool_id: str) -> bool:
+    """Whether the tool ``tool_id`` names is a login (``ticket_login``, ``authenticate_travel``)."""
+    return bool(LOGIN_WORDS.intersection(name_words(name_of(tool_id)).split()))
+
+
+def into_credential(edge: DependencyEdge) -> bool:
+    """Whether ``edge`` is an inferred edge into a credential: it feeds a credential parameter, or it has
+    no parameter and its dependency is a login tool."""
+    if edge.origin != "inferred":
+        return False
+    if edge.parameter_name is None:
+        return is_login(edge.depends_on)
+    return credential_parameter(edge.parameter_name)
+
+
+def signs_in(tool_id: str, input_schema: Mapping[str, Any]) -> bool:
+    """Whether a call of this tool that succeeded shows its session holds the service's credential: the
+    tool is a login, or it takes a credential parameter (a search that needs none shows nothing)."""
+    properties = input_schema.get("properties")
+    return is_login(tool_id) or (
+        isinstance(properties, Mapping) and any(credential_parameter(str(p)) for p in properties)
+    )
+
+
 def without_credentials(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
     """``edges`` less those into a credential (``into_credential``)."""
     return [e for e in edges if not into_credential(e)]
+
+
+def signed_in_filter(
+    signed_in: Collection[str], source_of: Callable[[str], str | None]
+) -> Callable[[Sequence[DependencyEdge]], list[DependencyEdge]]:
+    """A filter of a tool's edges that drops those into a credential (``into_credential``) from a tool of
+    a source in ``signed_in``: the session holds that service's credential already."""
+
+    def kept(edges: Sequence[DependencyEdge]) -> list[DependencyEdge]:
+        return [e for e in edges if not (into_credential(e) and source_of(e.tool) in signed_in)]
+
+    return kept

@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar
 from toolweave.errors import RetrievalError
 from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, SearchResults, SearchScope
-from toolweave.retrieval.credentials import holds_credential, without_credentials
+from toolweave.retrieval.credentials import holds_credential, signed_in_filter, without_credentials
 from toolweave.retrieval.decompose import Decomposition
 from toolweave.retrieval.floor import apply_floor, mark_published
 from toolweave.retrieval.fusion import FleetCalibration, calibrate, fixed_weight, fuse, turn_relevance
@@ -156,6 +156,7 @@ def retrieve(
     context: Sequence[str] = (),
     source_of: Callable[[str], str | None] | None = None,
     decomposition: Decomposition | None = None,
+    signed_in: Collection[str] = frozenset(),
 ) -> list[RankedTool]:
     """The ranked tools for ``query``: first-pass hits, and for ``grtf`` their dependencies.
 
@@ -170,6 +171,8 @@ def retrieve(
         decomposition: split a multi-part request into sub-queries, searched beside the whole query
             (one batched search) and fused into one candidate list; None = as ``params.decompose`` says
             (``decomposition_of``).
+        signed_in: sources whose credential the session holds (``credentials.signs_in``): no inferred
+            login is walked from their tools (needs ``source_of``).
     """
     text = clean_query(query)
     if not text:
@@ -190,14 +193,18 @@ def retrieve(
         relevance=relevance,
     )
     if params.method == "grtf" and any(holds_credential(t) for t in (text, *context)):
-        dependencies = _without_credentials(dependencies)  # logged in already: no login is walked
+        dependencies = _filtered(dependencies, without_credentials)  # logged in already: no login walked
+    elif params.method == "grtf" and signed_in and source_of is not None:
+        dependencies = _filtered(dependencies, signed_in_filter(signed_in, source_of))
     ranked = _ranked(hits, dependencies, params, relevance, exclude_sources, source_of)
     return mark_published(ranked, kept)
 
 
-def _without_credentials(dependencies: DependencyLookup) -> DependencyLookup:
+def _filtered(
+    dependencies: DependencyLookup, keep: Callable[[Sequence[DependencyEdge]], list[DependencyEdge]]
+) -> DependencyLookup:
     def lookup(tool_id: str, kinds: Sequence[EdgeKind] | None) -> Sequence[DependencyEdge]:
-        return without_credentials(dependencies(tool_id, kinds))
+        return keep(dependencies(tool_id, kinds))
 
     return lookup
 
@@ -284,6 +291,7 @@ def retrieve_tools(
     *,
     exclude_sources: Collection[str] = (),
     context: Sequence[str] = (),
+    signed_in: Collection[str] = frozenset(),
 ) -> list[RankedTool]:
     """Graph RAG-Tool Fusion over a registry: ``retrieve`` with the registry's own dependency look-up,
     sources and (when ``params`` is None) retrieval settings."""
@@ -295,4 +303,5 @@ def retrieve_tools(
         exclude_sources=frozenset(exclude_sources),
         context=context,
         source_of=index.source_of,
+        signed_in=frozenset(signed_in),
     )

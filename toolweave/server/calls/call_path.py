@@ -25,6 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolweave.adapters.backend import Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
 from toolweave.records import ToolRecord
+from toolweave.retrieval.credentials import signs_in
 from toolweave.server.calls.audit import AuditLog
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy
@@ -119,6 +120,9 @@ class CallPath:
         turn = session.next_turn()
         session.published.touch(record.id, turn)
         result = await self.proxy.call(record, arguments, sampler=sampler)
+        signed = record.source in session.signed_in
+        if not (signed or result.is_error) and signs_in(record.id, record.input_schema):
+            session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
         await self.sessions.commit(session)
         if not result.is_error:
             await self._succeeded(ProxiedCall(session, record, arguments, result, turn))

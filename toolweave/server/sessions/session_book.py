@@ -172,6 +172,9 @@ class Session:
     turn: int = 0
     identity: str = ""
     """Who this session belongs to (policy and audit); the default identity when unauthenticated."""
+    signed_in: set[str] = field(default_factory=set)
+    """Sources whose credential this session holds: a login or a tool taking a credential answered it
+    without an error (``retrieval.credentials.signs_in``); searches walk no login for their tools."""
     connection: Any = None
     """The handshake-era connection (has ``send_tool_list_changed``); None in the 2026 era."""
     bound: bool = False
@@ -208,6 +211,7 @@ class Session:
             "standing": self.published.standing_state(),
             "turn": self.turn,
             "queries": list(self.queries),
+            "signed_in": sorted(self.signed_in),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -218,6 +222,7 @@ class Session:
         self.turn = turn if isinstance(turn, int) else self.turn
         self.queries.clear()
         self.queries.extend(str(q) for q in state.get("queries") or [])
+        self.signed_in = {str(s) for s in state.get("signed_in") or []}
 
     def next_turn(self) -> int:
         self.turn += 1

@@ -172,13 +172,15 @@ class TurnEngine:
             exclude = exclude | guard.denied_sources(session.identity, registry.sources())
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
 
+        signed_in = frozenset(session.signed_in)
+
         def key_of(params: RetrievalSettings) -> Hashable:
-            return (text, tuple(context), params.model_dump_json(), frozenset(exclude))
+            return (text, tuple(context), params.model_dump_json(), frozenset(exclude), signed_in)
 
         if self._sheds_decomposition(params) and not self.find_cache.holds(key_of(params)):
             params = params.model_copy(update={"decompose": "off"})  # cached under its own key
         ranked = await self.find_cache.get(
-            key_of(params), partial(self._search, text, params, exclude, context)
+            key_of(params), partial(self._search, text, params, exclude, context, signed_in)
         )
         found = [
             FoundTool(rec, r)
@@ -211,26 +213,42 @@ class TurnEngine:
         return params.decompose != "off" and limit > 0 and self._searching >= limit
 
     async def _search(
-        self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
+        self,
+        text: str,
+        params: RetrievalSettings,
+        exclude: Collection[str],
+        context: Sequence[str],
+        signed_in: frozenset[str],
     ) -> list[RankedTool]:
         self._searching += 1
         try:
             # Abandoned on cancel: retrieval is pure, and the start-up bound (``server/turns/starting.py``)
             # must be able to answer while the thread still waits for the embedding model to load.
             return await anyio.to_thread.run_sync(
-                partial(self._retrieve, text, params, exclude, context), abandon_on_cancel=True
+                partial(self._retrieve, text, params, exclude, context, signed_in),
+                abandon_on_cancel=True,
             )
         finally:
             self._searching -= 1
 
     def _retrieve(
-        self, text: str, params: RetrievalSettings, exclude: Collection[str], context: Sequence[str]
+        self,
+        text: str,
+        params: RetrievalSettings,
+        exclude: Collection[str],
+        context: Sequence[str],
+        signed_in: frozenset[str],
     ) -> list[RankedTool]:
         """Retrieval over the registry (in a worker thread). The retrieve span holds the registry's search
         span; what is left of it is fusion, floor and the walk (retrieval itself imports no tracing)."""
         with span("retrieve", method=params.method, top_k=params.top_k, final_k=params.final_k):
             return retrieve_tools(
-                self.served.registry, text, params, exclude_sources=exclude, context=context
+                self.served.registry,
+                text,
+                params,
+                exclude_sources=exclude,
+                context=context,
+                signed_in=signed_in,
             )
 
     async def _topic_shifted(self, context: list[str], text: str) -> bool:
@@ -335,15 +353,13 @@ class TurnEngine:
         params = self.settings.retrieval.model_copy(update={"decompose": "off"})
         exclude = self.sources.excluded_sources()
         sources = {t.partition("__")[0] for t in vectors}  # ToolRecord.id is ``<source>__<name>``
+        signed_in = frozenset(session.signed_in)
         out: list[list[str]] = []
         for n in part_order(len(parts), served):
             part = parts[n]
-            key = (part, (), params.model_dump_json(), frozenset(exclude))
-            hits = [
-                r.tool_id
-                for r in await self.find_cache.get(key, partial(self._search, part, params, exclude, ()))
-                if r.publish
-            ]
+            key = (part, (), params.model_dump_json(), frozenset(exclude), signed_in)
+            search = partial(self._search, part, params, exclude, (), signed_in)
+            hits = [r.tool_id for r in await self.find_cache.get(key, search) if r.publish]
             named = named_source(part, sources)
             best = next((t for t in vectors if t.startswith(f"{named}__")), None) if named else None
             best = best or (hits[0] if hits else None)
