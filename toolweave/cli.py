@@ -14,12 +14,12 @@ from toolweave.commands import (
     adapt,
     bench,
     catalog,
-    config,
     graph,
     manifest,
     openapi,
     search,
     serve,
+    settings,
     tools,
     turn,
 )
@@ -34,7 +34,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMANDS = (adapt, bench, catalog, config, graph, manifest, openapi, search, serve, tools, turn)
+COMMANDS = (adapt, bench, catalog, settings, graph, manifest, openapi, search, serve, tools, turn)
 """Command modules, in the order ``toolweave --help`` lists them."""
 
 for _module in COMMANDS:

@@ -13,7 +13,7 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,43 +58,42 @@ class CachedEmbedder(Embedder):
     def model_id(self) -> str:
         return self.inner.model_id
 
-    def _key(self, text: str, model: str | None = None) -> str:
+    @staticmethod
+    def _key(text: str, model: str) -> str:
         # keyed by the model that makes the vectors: a query adapter's tool vectors are its base's
-        return hashlib.sha256(f"{model or self.inner.vector_model}\x00{text}".encode()).hexdigest()
+        return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
 
     def request_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Requests through the inner embedder's query model, cached under that model's name."""
         model = self.inner.query_model
         if model == self.inner.vector_model:
             return self.embed_documents(texts)
+        return self._cached(texts, model, self.inner.request_vectors)
+
+    def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
+        if not texts:
+            return self.inner.embed_documents(texts, batch_size)
+        matrix = self._cached(
+            texts, self.inner.vector_model, lambda missing: self.inner.embed_documents(missing, batch_size)
+        )
+        self._dim = int(matrix.shape[1])
+        return matrix
+
+    def _cached(
+        self, texts: Sequence[str], model: str, embed: Callable[[list[str]], np.ndarray]
+    ) -> np.ndarray:
+        """``texts`` embedded by ``model``: cached rows, and ``embed`` run once over the texts not cached."""
         keys = [self._key(t, model) for t in texts]
         found = self._lookup(list(dict.fromkeys(keys)))
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         if missing:
-            fresh = self.inner.request_vectors(missing)
+            fresh = embed(missing)
             new = {self._key(t, model): row for t, row in zip(missing, fresh, strict=True)}
             self._store(new)
             found.update(new)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-
-    def embed_documents(self, texts: Sequence[str], batch_size: int = 16) -> np.ndarray:
-        if not texts:
-            return self.inner.embed_documents(texts, batch_size)
-        keys = [self._key(t) for t in texts]
-        found = self._lookup(list(dict.fromkeys(keys)))
-        missing = list(dict.fromkeys(t for t, k in zip(texts, keys, strict=True) if k not in found))
-        self.hits += len(texts) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            fresh = self.inner.embed_documents(missing, batch_size)
-            new = {self._key(t): row for t, row in zip(missing, fresh, strict=True)}
-            self._store(new)
-            found.update(new)
-        matrix = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-        self._dim = int(matrix.shape[1])
-        return matrix
 
     def _lookup(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -88,20 +88,13 @@ def since(log: Sequence[Sequence[Any]], loaded: int, head: int) -> Delta | None:
     """The changes between generation ``loaded`` and ``head`` (their union), or None when the log cannot
     say (a commit missing from it, or one that changed everything)."""
     entries: Mapping[int, Delta | None] = {int(g): d for g, d in log}
-    union: dict[str, set[str] | None] = {}
+    deltas: list[Delta] = []
     for generation in range(loaded + 1, head + 1):
-        if generation not in entries:
+        delta = entries.get(generation)
+        if delta is None:  # not in the log, or a commit that changed everything
             return None
-        delta = entries[generation]
-        if delta is None:
-            return None
-        for kind, keys in delta.items():
-            known = union.setdefault(kind, set())
-            if keys is None or known is None:
-                union[kind] = None
-            else:
-                known.update(keys)
-    return {k: None if v is None else sorted(v) for k, v in union.items()}
+        deltas.append(delta)
+    return union(*deltas)
 
 
 def union(*deltas: Delta) -> Delta:

@@ -87,7 +87,7 @@ class Commits:
         self, action: str, *, graph: bool = False, compact: bool = True, everything: bool = False
     ) -> None:
         """Make this write the registry: with ``graph``, the edge table first (and what searches read of
-        the graph is published after); then the commit record, the last step. ``everything``: followers
+        the graph is swapped in after); then the commit record, the last step. ``everything``: followers
         must load the whole registry (the change is not one of rows, edges or examples)."""
         state = self._state
         changes = state.changes
@@ -106,7 +106,7 @@ class Commits:
         state.db.commit(action=action, tools=state.table, usage=state.usage, delta=changes.take())
         state.loaded_generation = state.db.committed_generation()
         if graph:
-            state.publish_graph()
+            state.swap_in_graph()
 
     def _compact_now_and_then(self, wrote: set[str]) -> None:
         """Every LanceDB write leaves a table version; merge them now and then (a long-running

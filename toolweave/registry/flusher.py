@@ -91,7 +91,7 @@ class Flusher:
                     self._commits.commit("observations")
             for sink, did in zip(self._sinks, wrote, strict=True):
                 if did:
-                    sink.publish()
+                    sink.swap_in()
         except BaseException as exc:
             self._observations.put_back(batch)
             if not isinstance(exc, ToolweaveError):

@@ -77,7 +77,7 @@ class Follower:
         self._learned.load()
         for load in self.whole:
             load()
-        state.publish_graph()
+        state.swap_in_graph()
         state.unloaded = {}
         state.full_loads += 1
 
@@ -186,7 +186,7 @@ class Follower:
             if kind in delta:
                 apply(delta[kind])
         if "tools" in delta or "edges" in delta:  # the graph's nodes or edges changed (tens of thousands)
-            state.publish_graph()
+            state.swap_in_graph()
 
     def _load_sources(self) -> None:
         self._state.sources = tuple(SourceSpec(**row) for row in self._state.db.side.load_sources())
@@ -210,7 +210,7 @@ class Follower:
 
     def _usage_changed(self, tools: list[str] | None) -> None:
         self._usage.load(None if tools is None else set(tools))
-        self._usage.publish()
+        self._usage.swap_in()
 
     # -- polling ---------------------------------------------------------------------------------------
     def current(self) -> bool:

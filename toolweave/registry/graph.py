@@ -35,7 +35,7 @@ class DependencyGraph:
     def __init__(self) -> None:
         self._g: nx.DiGraph = nx.DiGraph()
         # Tools whose outgoing edges changed since ``take_changed`` last asked (None: all of them, as
-        # after loading): a registry republishes what retrieval walks for these alone, not 100k tools.
+        # after loading): a registry swaps in again what retrieval walks for these alone, not 100k tools.
         self._changed: set[str] | None = None
         # Tools with a declared outgoing edge: inference leaves their sources alone, and finding them
         # by scanning every edge cost an ingest at 100k tools more than its own edges did.

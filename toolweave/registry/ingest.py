@@ -317,7 +317,7 @@ class Ingest:
         state = self._state
         with state.write_lock:
             state.view = ManifestView(overrides)
-            state.publish_graph(everything=True)
+            state.swap_in_graph(everything=True)
             return state.view.report(state.graph)
 
     def repair(self) -> None:

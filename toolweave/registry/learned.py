@@ -100,7 +100,7 @@ class LearnedEdgeBook:
         state = self._state
         rows = dict(self.rows)
         for key in {s.key for s in batch.sightings} & rows.keys():
-            rows[key] = replace(rows[key])  # copies: the current rows stay as they are until published
+            rows[key] = replace(rows[key])  # copies: the current rows stay as they are until swapped in
         merge_sightings(rows, [s for s in batch.sightings if self._observable(s.consumer, s.producer)])
         for key in [k for k in rows if not self._observable(k[0], k[2])]:
             del rows[key]  # a tool gone or made private since
@@ -113,13 +113,13 @@ class LearnedEdgeBook:
         self._pending = (rows, self._next_steps(rows, edges))
         return True
 
-    def publish(self) -> None:
+    def swap_in(self) -> None:
         """After the commit: the new rows and next steps, and the graph searches read."""
-        with self._state.write_lock:  # the flusher publishes after the commit, outside its write
+        with self._state.write_lock:  # the flusher swaps in after the commit, outside its write
             if self._pending is not None:
                 self.rows, self._next = self._pending
                 self._pending = None
-            self._state.publish_graph()
+            self._state.swap_in_graph()
 
     # -- edges --------------------------------------------------------------------------------------------
     def _edges(self, rows: dict[EvidenceKey, Evidence]) -> list[DependencyEdge]:

@@ -63,7 +63,7 @@ class Sink(Protocol):
         """Write this kind's part of ``batch`` to its table, under the lease, before the commit; True when
         something was written."""
 
-    def publish(self) -> None:
+    def swap_in(self) -> None:
         """After the commit: show what was written to searches (once per batch)."""
 
 

@@ -295,7 +295,7 @@ class Registry:
                 if purged:
                     self._usage.save(purged)
                     self._commits.commit("usage")
-                    self._usage.publish()
+                    self._usage.swap_in()
 
 
 def _open_database(location: RegistryLocation, settings: Settings) -> RegistryDatabase:

@@ -79,7 +79,7 @@ class RegistryState:
     def overrides(self) -> GraphOverrides | None:
         return self.view.overrides
 
-    def publish_graph(self, *, everything: bool = False) -> None:
+    def swap_in_graph(self, *, everything: bool = False) -> None:
         """Swap in what searches read of the graph: the walk map and the edge tuple, as this gateway's
         manifest shows them (``view``). ``everything``: redo every tool (the manifest changed).
 

@@ -130,7 +130,7 @@ class UsageBook:
             self.save(changed)
         return bool(changed)
 
-    def publish(self) -> None:
+    def swap_in(self) -> None:
         """Fuse the examples into the snapshot's usage vectors (after a flush, or a write of examples)."""
         state = self._state
         rows, matrix = self.snapshot_rows(state.snap.ids)
@@ -139,7 +139,7 @@ class UsageBook:
     # -- writes under another part's lease ------------------------------------------------------------
     def save(self, updates: dict[str, list[UsageExample]]) -> None:
         """Make ``updates`` the examples of their tools, in the table and in memory (not yet committed,
-        not yet in the snapshot: see ``publish``)."""
+        not yet in the snapshot: see ``swap_in``)."""
         self._state.usage.replace(list(updates), [e for examples in updates.values() for e in examples])
         self._state.changes.touch("usage", updates)
         for tool_id, examples in updates.items():

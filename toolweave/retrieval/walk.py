@@ -59,7 +59,7 @@ CUT_ORIGINS = frozenset({"inferred"})
 chosen.
 Declared and manifest edges are someone's word; learned edges are what traffic showed, on a scale of
 their own (two sessions of a specific value: 0.5), and cutting them cost BFCL multi-turn's learning half
-0.007 mAP@10 (bench/RESULTS.md, "A walk that only helps"): both count 1 there, and every edge's confidence
+0.007 mAP@10 (bench/HISTORY.md, "A walk that only helps"): both count 1 there, and every edge's confidence
 still weighs its dependency."""
 
 CONTENT_WORDS = frozenset(
@@ -79,7 +79,7 @@ Choice = Callable[[str, Sequence[DependencyEdge], float], list[tuple[DependencyE
 @dataclass(frozen=True)
 class WalkPolicy:
     """How the walk weighs dependencies. Not settings: the defaults are the gateway's, chosen
-    leave-one-dataset-out (bench/RESULTS.md, "A walk that only helps"; ``bench/walk_lab.py``)."""
+    leave-one-dataset-out (bench/HISTORY.md, "A walk that only helps"; ``bench/walk_lab.py``)."""
 
     confidence_power: float = 1.0
     """A dependency weighs its parent's weight × the edge's confidence ** this (0: as much as its parent,

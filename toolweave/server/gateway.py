@@ -386,7 +386,7 @@ class Gateway:
             # A huge query costs tokenising and BM25 time and says nothing more: only its head is searched
             # (the answer echoes the query's head with its real length).
             k = arguments.get("k")
-            found, changed = await self.turns.find(
+            found, changed = await self.turns.find_tools(
                 session, query[:MAX_QUERY_CHARS], None if k is None else min(int(k), MAX_K)
             )
             return find_tools_result(

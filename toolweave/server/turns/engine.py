@@ -82,7 +82,7 @@ class TurnEngine:
         self._pending_turn: _PendingTurn | None = None
 
     # -- find_tools --------------------------------------------------------------------------------------
-    async def find(self, session: Session, query: str, k: int | None) -> tuple[list[FoundTool], bool]:
+    async def find_tools(self, session: Session, query: str, k: int | None) -> tuple[list[FoundTool], bool]:
         """A ``find_tools`` turn (``query`` stripped, not blank, cut to ``MAX_QUERY_CHARS``; ``k`` in
         range): the tools found, and whether the session's published set changed."""
         await self.sources.first_connections()

@@ -1,4 +1,4 @@
-"""`toolweave settings` (configuration): every setting, its environment variable, default and meaning."""
+"""`toolweave settings`: every setting, its environment variable, default and meaning."""
 
 from __future__ import annotations
 
