@@ -20,6 +20,7 @@ RUNNERS = [
     ["openapi_convert.py"],
     ["gateway_bench.py"],
     ["startup.py"],
+    ["ready_quality.py"],
     ["inference.py", "graphs"],
     ["scale.py"],
     ["bfcl_replay.py", "--json"],
