@@ -243,7 +243,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         log = (work / "gateway.log").open("wb")
         env = dict(os.environ, TOOLWEAVE_LOG_LEVEL="WARNING")
         if args.no_cache:
-            env["TOOLWEAVE_SECURITY__FIND_CACHE_SIZE"] = "0"
+            env["TOOLWEAVE_FIND_CACHE_SIZE"] = "0"
         cmd = [TOOLWEAVE, "serve", "-m", str(manifest), "--registry", str(registry)]
         proc = subprocess.Popen([*cmd, "--transport", "http", "--port", str(port)], stderr=log, env=env)
         url = f"http://127.0.0.1:{port}/mcp"

@@ -28,7 +28,8 @@ def test_known_names_and_sections_are_not_reported() -> None:
     environ = {
         "TOOLWEAVE_HOME": "/x",
         "TOOLWEAVE_RETRIEVAL__METHOD": "bm25",
-        "TOOLWEAVE_SECURITY__FIND_CACHE_SIZE": "3",
+        "TOOLWEAVE_SECURITY__AUTH": "tokens",
+        "TOOLWEAVE_FIND_CACHE_SIZE": "3",
         "TOOLWEAVE_TYPO": "1",
         "TOOLWEAVE_NOPE__X": "1",
         "OTHER": "1",

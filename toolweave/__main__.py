@@ -121,7 +121,7 @@ def _attach(args: list[str], registry: str | None) -> bytes:
         return b""  # a shared gateway's own command line is never stdio: nothing to attach to
     home = os.path.expanduser(registry)
     key = sharing.launch_key(args, manifest_option(args), os.environ)
-    shared = sharing.find(home, key)
+    shared = sharing.discover(home, key)
     if shared is None and sharing.enabled(os.environ) and not sharing.busy(home):
         # none yet: start it and be its first client (one gateway starting, not two on the same cores)
         sharing.spawn(args, home, key)
@@ -149,7 +149,7 @@ def _announce_shared(args: list[str], port: int) -> None:
     if sharing.hold(home) is None:
         sys.exit(0)
     key, token = sharing.SERVING or ("", "")
-    sharing.publish(home, key, port, token)
+    sharing.announce(home, key, port, token)
 
 
 def main() -> None:

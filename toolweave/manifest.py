@@ -45,7 +45,7 @@ from toolweave.errors import ConfigError
 from toolweave.policy import IdentityPolicy, Policy
 from toolweave.records import DependencyEdge, EdgeKind, ToolRecord, sanitize_name
 from toolweave.registry.overrides import EdgeSelector, GraphOverrides
-from toolweave.settings import PublishSettings, RetrievalSettings, SecuritySettings, Settings
+from toolweave.settings import OldSecurityKeys, PublishSettings, RetrievalSettings, SecuritySettings, Settings
 from toolweave.yaml_limits import expansion_problem, size_problem
 
 __all__ = [
@@ -149,7 +149,7 @@ class _StrictPublish(PublishSettings):
     model_config = ConfigDict(extra="forbid")
 
 
-class _StrictSecurity(SecuritySettings):
+class _StrictSecurity(SecuritySettings, OldSecurityKeys):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -246,6 +246,7 @@ class Manifest(_Strict):
             }
         )
         update: dict[str, Any] = {"retrieval": retrieval, "publish": publish, "security": security}
+        update |= self.security.moved()  # an old manifest's names of settings that left `security`
         home = registry or self.registry
         if home is not None:  # model_copy skips validators: keep a URI a string, make a path a Path
             update["home"] = home if isinstance(home, Path) or is_uri(home) else Path(home).expanduser()

@@ -12,7 +12,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -22,8 +22,10 @@ from toolweave.records import EdgeKind
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
     "MINILM_MODEL",
+    "MOVED_SETTINGS",
     "REGISTRY_DIR_VAR",
     "REMOVED_RETRIEVAL_SETTINGS",
+    "OldSecurityKeys",
     "PublishSettings",
     "RetrievalMethod",
     "RetrievalSettings",
@@ -64,7 +66,25 @@ REMOVED_RETRIEVAL_SETTINGS: dict[str, str] = {
 manifest or environment that still sets one keeps working: the key is ignored with a warning that says
 what the gateway does instead."""
 
+MOVED_SETTINGS: dict[str, str] = {
+    "security.find_cache_size": "find_cache_size",
+    "security.metrics_port": "metrics_port",
+}
+"""Settings of earlier versions that now live elsewhere (old dotted name -> new): neither is security. A
+manifest or environment that still sets the old name keeps working: the value goes to the new place,
+with a warning naming both."""
+
 _log = logging.getLogger(__name__)
+
+
+def _log_moved(old: str, new: str, *, ignored: bool = False) -> None:
+    """Log that ``old`` is now ``new`` (``ignored``: the new name is set too, and wins)."""
+    was = f"{old} (TOOLWEAVE_{old.upper().replace('.', '__')})"
+    now = f"{new} (TOOLWEAVE_{new.upper().replace('.', '__')})"
+    if ignored:
+        _log.warning("%s is now %s, which is also set and wins: remove %s", was, now, old)
+    else:
+        _log.warning("%s is now %s: the value is used there; set that instead", was, now)
 
 
 class RetrievalSettings(BaseModel):
@@ -233,12 +253,25 @@ class SecuritySettings(BaseModel):
     )
     audit_max_bytes: int = Field(10_000_000, ge=10_000, description="Audit log size that triggers rotation.")
     audit_backups: int = Field(5, ge=1, description="Rotated audit log files kept.")
-    metrics_port: int | None = Field(
-        None, description="Serve Prometheus `/metrics` on this 127.0.0.1 port (for stdio deployments)."
-    )
-    find_cache_size: int = Field(
-        1024, ge=0, description="Cached find_tools retrievals (query + context + parameters); 0 disables."
-    )
+
+
+class OldSecurityKeys(BaseModel):
+    """The old names of ``MOVED_SETTINGS`` that a manifest's ``security:`` may still hold, checked like the
+    new ones (so a bad value is reported at its line); never dumped: ``moved()`` gives the new names."""
+
+    find_cache_size: int | None = Field(None, ge=0, exclude=True)
+    metrics_port: int | None = Field(None, exclude=True)
+
+    @model_validator(mode="after")
+    def _warn_moved(self) -> Self:
+        for name in sorted(self.model_fields_set & OldSecurityKeys.model_fields.keys()):
+            _log_moved(f"security.{name}", MOVED_SETTINGS[f"security.{name}"])
+        return self
+
+    def moved(self) -> dict[str, Any]:
+        """The old names set, under their new ones."""
+        set_here = self.model_fields_set & OldSecurityKeys.model_fields.keys()
+        return {MOVED_SETTINGS[f"security.{name}"]: getattr(self, name) for name in sorted(set_here)}
 
 
 REGISTRY_DIR_VAR = "TOOLWEAVE_REGISTRY_DIR"
@@ -277,6 +310,23 @@ class Settings(BaseSettings):
         for key in unknown_environment_keys(os.environ):
             warnings.warn(f"{key} is not a toolweave setting and is ignored (docs/settings.md)", stacklevel=2)
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_moved(cls, data: Any) -> Any:
+        """An old name of ``MOVED_SETTINGS`` (from the environment or a caller's dict) goes to its new
+        place; the section would refuse it as a typo."""
+        if not isinstance(data, dict):
+            return data
+        lifted = dict(data)  # the caller's dicts stay as they were
+        for old, new in MOVED_SETTINGS.items():
+            section, name = old.split(".")
+            values = lifted.get(section)
+            if isinstance(values, dict) and name in values:
+                lifted[section] = {k: v for k, v in values.items() if k != name}
+                _log_moved(old, new, ignored=new in lifted)
+                lifted.setdefault(new, values[name])
+        return lifted
 
     home: Path | str = Field(
         default_factory=default_home,
@@ -412,7 +462,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings, description="Retrieval defaults.")
     publish: PublishSettings = Field(default_factory=PublishSettings, description="Publishing defaults.")
     security: SecuritySettings = Field(
-        default_factory=SecuritySettings, description="Authentication, quarantine, audit and metrics."
+        default_factory=SecuritySettings, description="Authentication, quarantine and audit."
     )
     shed_decomposition_at: int = Field(
         4,
@@ -420,6 +470,9 @@ class Settings(BaseSettings):
         description="With this many `find_tools` searches computing at once, a new one searches the whole "
         "query alone (no `retrieval.decompose`: a split request costs ~7 ms more CPU), so that a busy "
         "gateway's latency holds; its answer is cached as such. 0: never.",
+    )
+    find_cache_size: int = Field(
+        1024, ge=0, description="Cached find_tools retrievals (query + context + parameters); 0 disables."
     )
     call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
     startup_call_wait_s: float = Field(
@@ -470,6 +523,9 @@ class Settings(BaseSettings):
         86_400.0,
         gt=0,
         description="A session kept in Redis expires this long after its last change, in seconds.",
+    )
+    metrics_port: int | None = Field(
+        None, description="Serve Prometheus `/metrics` on this 127.0.0.1 port (for stdio deployments)."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="Log level; logs always go to stderr."

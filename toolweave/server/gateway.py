@@ -99,7 +99,7 @@ class Gateway:
         self.names = NameMap(
             settings.publish.name_budget, lambda: (t.id for t in self.served.registry.tools())
         )
-        self.find_cache: FindCache[list[Any]] = FindCache(security.find_cache_size)
+        self.find_cache: FindCache[list[Any]] = FindCache(settings.find_cache_size)
         self.sources = SourceSync(
             backends,
             settings,

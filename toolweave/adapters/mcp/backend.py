@@ -22,7 +22,7 @@ Liveness: every ``ping_interval_s``, and at once when a call times out, the upst
 ping (handshake era; ``tools/list`` in the 2026 era, which has no ping) within ``ping_timeout_s``;
 otherwise it is marked lost and reconnected (a stdio process is stopped and started again).
 
-Links are bounded (``links.py``): stdio output is decoded per line (invalid UTF-8 replaced, noise
+Transports are bounded (``transports.py``): stdio output is decoded per line (invalid UTF-8 replaced, noise
 counted and logged once per burst, garbled answers fail their call at once) and no answer is read
 past ``max_result_bytes`` on stdio or streamable HTTP (the call fails with a clear note instead).
 
@@ -63,8 +63,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, ToolsCallback, call_budget
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
 from toolweave.adapters.mcp.convert import tools_to_records
-from toolweave.adapters.mcp.links import bounded_stdio_client, capped_http_client
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
+from toolweave.adapters.mcp.transports import bounded_stdio_client, capped_http_client
 from toolweave.call_errors import tool_error_result
 from toolweave.config_values import references
 from toolweave.errors import ConfigError, UpstreamTimeout

@@ -4,7 +4,7 @@ The SDK's ``Client.call_tool`` builds the request's models, sends it through the
 stream per request, its clock, cancel scopes, the writer task's model dump) and parses the answer line
 into a message model before the result model is validated: a fifth of the gateway's CPU per proxied
 call in profiles. ``RawCalls`` writes the request line to the upstream's stdin itself and takes the
-answer off its stdout (``links._LineReader``) before the SDK parses it, by the request id, which only
+answer off its stdout (``transports._LineReader``) before the SDK parses it, by the request id, which only
 these calls use (``toolweave-raw-N``); every other line still goes the SDK's way.
 
 What stays the same: the 2026 era's envelope (``_meta``) is the one the SDK client sent on its own

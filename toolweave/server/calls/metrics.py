@@ -1,7 +1,7 @@
 """Prometheus metrics of one gateway, in a registry of its own (several gateways may share a process).
 
 Served at ``/metrics`` on the HTTP and SSE apps (behind their authentication), and for stdio
-deployments on ``security.metrics_port`` of 127.0.0.1. Tool-labelled series only use registry tool ids
+deployments on ``metrics_port`` of 127.0.0.1. Tool-labelled series only use registry tool ids
 and meta-tool names: an unknown name a client sends is counted as ``(unknown)``, so a client cannot
 grow the label set without bound.
 """

@@ -29,7 +29,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolweave.adapters.mcp.links import find_id
+from toolweave.adapters.mcp.transports import find_id
 from toolweave.server.fronts.stdio_pipes import PipeWriter, ThreadWriter, open_writer, read_ahead
 
 if TYPE_CHECKING:

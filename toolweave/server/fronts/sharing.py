@@ -44,13 +44,13 @@ __all__ = [
     "SPAWN_WAIT_S",
     "TOKEN_VAR",
     "Shared",
+    "announce",
     "busy",
     "claim_shared",
+    "discover",
     "enabled",
-    "find",
     "hold",
     "launch_key",
-    "publish",
     "spawn",
     "wait_for",
     "watch_idle",
@@ -119,10 +119,10 @@ def busy(registry: str) -> bool:
 
 
 def wait_for(registry: str, key: str, timeout: float) -> Shared | None:
-    """``find`` until it finds the gateway, or ``timeout`` seconds passed."""
+    """``discover`` until it finds the gateway, or ``timeout`` seconds passed."""
     deadline = time.monotonic() + timeout
     while True:
-        shared = find(registry, key)
+        shared = discover(registry, key)
         if shared is not None or time.monotonic() > deadline:
             return shared
         time.sleep(0.02)
@@ -140,7 +140,7 @@ def launch_key(args: Sequence[str], manifest: str | None, environ: Mapping[str, 
     return digest.hexdigest()
 
 
-def find(registry: str, key: str) -> Shared | None:
+def discover(registry: str, key: str) -> Shared | None:
     """The shared gateway serving ``registry`` for launches with ``key``, or None (none, another key,
     or its process is gone: nobody holds its lock)."""
     try:
@@ -166,7 +166,7 @@ def hold(registry: str) -> int | None:
     return fd
 
 
-def publish(registry: str, key: str, port: int, token: str) -> None:
+def announce(registry: str, key: str, port: int, token: str) -> None:
     """Write the discovery file (mode 0600 from its creation: it holds the token), atomically."""
     target = Path(registry) / DISCOVERY
     temporary = target.with_name(f".{DISCOVERY}.{os.getpid()}")

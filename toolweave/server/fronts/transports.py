@@ -323,7 +323,7 @@ def serve(
     the moment the way out begins: stdin ended, or a signal came."""
     answer_find_tools_while_starting(gateway)  # a client's short request timeout must not meet start-up
     if transport == "stdio":
-        gateway.metrics.serve_port(gateway.settings.security.metrics_port)
+        gateway.metrics.serve_port(gateway.settings.metrics_port)
         left = None if on_stop is None else partial(on_stop, "the client closed stdin")
         anyio.run(partial(_serve_stdio, gateway, early, on_client_left=left))
         return
