@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -491,6 +492,45 @@ def test_a_find_tools_the_sdk_has_not_taken_within_its_bound_is_answered_as_stil
             os.close(fd)
     kept = [json.loads(line)["id"] for line in handover.prefix.splitlines() if b"tools/call" in line]
     assert kept == ([3] if wait_s else [2, 3])
+
+
+def test_the_still_starting_answer_finds_its_request_however_late_the_reader_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bound's timer may fire before the reader thread, descheduled on a busy machine, has put the
+    line it kept into the replay: the line joins it under the lock the timer takes, so the timer always
+    finds it (before, it found nothing, and the find_tools waited for the SDK past the client's timeout).
+    The reader is slowed here where it stamps the kept line."""
+    from toolweave.server.fronts import early
+    from toolweave.server.fronts.early import STILL_STARTING
+
+    def slow_stamp(line: bytes, at: float | None = None) -> bytes:
+        time.sleep(0.3)  # longer than the bound below
+        return stamped(line, at)
+
+    stamped = early.stamped
+    monkeypatch.setattr(early, "stamped", slow_stamp)
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    front = EarlyFront(in_read, out_write)
+    front.offer_starting_wait(0.05)
+    front.offer_ready_tools(None, 5)  # no table: the find is kept for the SDK
+    front.start()
+    find: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "time in Tokyo"}}
+    try:
+        lines = [modern(1, "server/discover"), modern(2, "tools/call", **find)]
+        os.write(in_write, b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        with os.fdopen(out_read, "rb", closefd=False) as out:
+            assert json.loads(out.readline())["id"] == 1
+            readable, _, _ = select.select([out_read], [], [], 10)
+            assert readable, "the find_tools was never answered as still starting"
+            answer = json.loads(out.readline())
+        assert answer["id"] == 2
+        assert answer["result"]["structuredContent"]["note"] == STILL_STARTING
+        front.hand_over()
+    finally:
+        for fd in (in_read, in_write, out_read, out_write):
+            os.close(fd)
 
 
 def test_the_fronts_still_starting_answer_is_the_gateways() -> None:

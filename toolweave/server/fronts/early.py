@@ -240,16 +240,19 @@ class EarlyFront:
             while True:  # what ``start`` was handed (``prefix``) is answered before anything is read
                 while (end := self._pending.find(b"\n")) >= 0:
                     line = self._pending[:end]
-                    with self._lock:  # hand_over waits for a line being answered
+                    # hand_over waits for a line being answered; and a kept line joins the replay
+                    # under the same lock, before the still-starting timer ``_handle`` may have set
+                    # can look for it there (a descheduled reader once left a find_tools unanswered)
+                    with self._lock:
                         if self._stopping:
                             return
                         action = self._handle(line)
+                        if action is _Action.KEPT:
+                            self._replay.append(stamped(line))
+                        elif action is _Action.ACKNOWLEDGED:
+                            self._replay.append(line)
                     if action is _Action.STOP:
                         return  # the line stays in _pending: the SDK reads it
-                    if action is _Action.KEPT:
-                        self._replay.append(stamped(line))
-                    elif action is _Action.ACKNOWLEDGED:
-                        self._replay.append(line)
                     self._pending = self._pending[end + 1 :]
                 if len(self._pending) > MAX_EARLY_LINE or not self._read_more():
                     return
