@@ -18,6 +18,7 @@ the SDK client drives).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -61,6 +62,7 @@ class RawCalls:
 
     def __init__(self) -> None:
         self._stdin: ByteSendStream | None = None
+        self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
         self.envelope: dict[str, Any] | None = None
@@ -70,6 +72,10 @@ class RawCalls:
     # -- the link's side ------------------------------------------------------------------------------
     def attach(self, stdin: ByteSendStream) -> None:
         self._stdin = stdin
+        # anyio's send always yields a loop turn (a shielded checkpoint) after the write: a call writes
+        # through asyncio's writer under it (no public accessor) and waits only when the pipe is full
+        writer = getattr(stdin, "_stream", None)
+        self._writer = writer if isinstance(writer, asyncio.StreamWriter) else None
 
     def saw(self, message: Any) -> None:
         """Each message the SDK client writes: its 2026-era envelope is copied from its requests."""
@@ -106,7 +112,7 @@ class RawCalls:
 
     def close(self) -> None:
         """The upstream's stdout ended: every open call fails now (``UpstreamClosed``)."""
-        self._stdin = None
+        self._stdin = self._writer = None
         for waiter in self._pending.values():
             waiter.done.set()
 
@@ -128,8 +134,14 @@ class RawCalls:
         waiter = self._pending[request_id] = _Waiter()
         line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         sent = False
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        writer = self._writer
         try:
-            await stdin.send((json.dumps(line, ensure_ascii=False) + "\n").encode())
+            if writer is not None:
+                writer.write(data)
+                await writer.drain()  # returns at once unless the upstream stopped reading its stdin
+            else:
+                await stdin.send(data)
             sent = True
             await waiter.done.wait()
         except anyio.get_cancelled_exc_class():
