@@ -25,8 +25,8 @@ A call's result may reach the client before a ``list_changed`` the call caused (
 the SDK's write stream): JSON-RPC does not order a response against notifications, and no client
 waits on that order (a held ``find_tools`` answer is the SDK path's).
 
-Calls are served by worker tasks that stay: a call is handed to an idle one (a queue hand-over) and a
-new one starts only when every worker is busy, so sequential calls cost no task each and concurrent
+Calls are served by worker tasks that stay: a call is handed to an idle one (the future it waits on) and
+a new one starts only when every worker is busy, so sequential calls cost no task each and concurrent
 calls still run side by side. What a successful call teaches is learned right after its answer line
 was written (``CallPath.after_reply``), not before.
 """
@@ -83,7 +83,7 @@ class _Client:
     can_sample: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Job:
     """One relayed call, as a worker serves it."""
 
@@ -102,9 +102,8 @@ class CallRelay:
         self._gateway = gateway
         self._client: _Client | None = None
         self._in_flight: dict[types.RequestId, anyio.CancelScope] = {}
-        self._jobs: asyncio.Queue[_Job] = asyncio.Queue()
-        self._idle = 0
-        """Workers waiting on ``_jobs`` that no call was handed to yet."""
+        self._idle: list[asyncio.Future[_Job]] = []
+        """Where each idle worker waits for its next call (a future each: cheaper than a queue's get)."""
         self._stamp: dict[str, Any] | None = None
         self.relayed = 0
         """Calls answered here (tests check that the relay, not the SDK, served them)."""
@@ -175,19 +174,27 @@ class CallRelay:
         self._in_flight[coerce_request_id(request_id)] = scope
         log.debug("relaying tools/call %r", request_id)  # which calls took this path (tests read it)
         job = _Job(scope, request_id, client.session, name, arguments, version)
-        if self._idle:  # a worker waits: hand it over (no task per call)
-            self._idle -= 1
-            self._jobs.put_nowait(job)
-        else:  # every worker is busy (or none started yet): one more, for as long as the relay serves
-            tg.start_soon(self._work, out, job)
+        while self._idle:  # a worker waits (the one idle last: its memory is warm): hand it over
+            waiter = self._idle.pop()
+            if not waiter.done():
+                waiter.set_result(job)
+                return True
+        tg.start_soon(self._work, out, job)  # every worker is busy: one more, while the relay serves
         return True
 
     async def _work(self, out: LineWriter, job: _Job) -> None:
         """Serve ``job``, then every job handed to this worker while it waits idle."""
+        loop = asyncio.get_running_loop()
         while True:
             await self._serve(out, job)
-            self._idle += 1
-            job = await self._jobs.get()  # the sender counted this worker busy again
+            waiter: asyncio.Future[_Job] = loop.create_future()
+            self._idle.append(waiter)
+            try:
+                job = await waiter
+            except BaseException:  # cancelled (the relay stops): no call may be handed to it
+                with suppress(ValueError):
+                    self._idle.remove(waiter)
+                raise
 
     @staticmethod
     def _version(client: _Client, params: dict[str, Any]) -> str | None:
