@@ -50,11 +50,20 @@ class UpstreamClosed(ConnectionError):
 
 
 class _Waiter:
-    __slots__ = ("answer", "done")
+    """One call's answer, awaited as a bare future (cheaper than an ``anyio.Event`` and its wait, on
+    every call). ``settled``: an answer came, or the link closed."""
+
+    __slots__ = ("answer", "done", "settled")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.answer: dict[str, Any] | None = None  # None once done: the link closed
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.answer: dict[str, Any] | None = None  # None once settled: the link closed
+        self.settled = False
+
+    def settle(self) -> None:
+        self.settled = True
+        if not self.done.done():  # a caller cancelled while waiting cancelled the future with it
+            self.done.set_result(None)
 
 
 class RawCalls:
@@ -98,7 +107,7 @@ class RawCalls:
         if waiter is None:
             return False
         waiter.answer = message
-        waiter.done.set()
+        waiter.settle()
         return True
 
     def fail(self, request_id: types.RequestId, code: int, message: str) -> bool:
@@ -107,14 +116,14 @@ class RawCalls:
         if waiter is None:
             return False
         waiter.answer = {"error": {"code": code, "message": message}}
-        waiter.done.set()
+        waiter.settle()
         return True
 
     def close(self) -> None:
         """The upstream's stdout ended: every open call fails now (``UpstreamClosed``)."""
         self._stdin = self._writer = None
         for waiter in self._pending.values():
-            waiter.done.set()
+            waiter.settle()
 
     # -- the caller's side ----------------------------------------------------------------------------
     def serves(self, modern: bool) -> bool:
@@ -143,9 +152,9 @@ class RawCalls:
             else:
                 await stdin.send(data)
             sent = True
-            await waiter.done.wait()
+            await waiter.done
         except anyio.get_cancelled_exc_class():
-            if sent and not waiter.done.is_set():  # the upstream may stop working on it (as the SDK asks)
+            if sent and not waiter.settled:  # the upstream may stop working on it (as the SDK asks)
                 await self._cancel(stdin, request_id)
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
