@@ -2,7 +2,7 @@
 
 The usage example and the traffic observer's work (``CallPath._learn``: keyed hashes of the result's
 values, the sightings its arguments make) changed nothing the client could see: they only fill the
-registry's buffer, which the flusher writes on its cadence. Done before the reply, they were a third of
+registry's buffer, which the flusher writes on its cadence. Done before the reply, they were a sixth of
 the gateway's work on a proxied call's path (bench/RESULTS.md, "The loop's own cost"). ``AfterReply``
 keeps each success in a queue and runs the queue, in order, once the reply was handed to the wire:
 
