@@ -7,7 +7,8 @@ switches: the same code measured 0.97 and 2.5 ms per call at loads 3 and 10). Th
 **counting clock** (``--clock count``, the default: each profiler event, a call or a return of a Python
 or C function, counts 1, so the figures are the same on a quiet and a busy machine, give or take the
 event loop's extra turns) or with the thread's CPU clock (``--clock cpu``: slower, and as noisy as the
-machine). It prints the events (or CPU µs) per call, in total and under the busiest functions.
+machine). It prints the events (or CPU µs) per call, in total, learned after the reply was written
+(``server/calls/after_reply.py``) and before it, and under the busiest functions.
 
 The profiler is switched on by SIGUSR1 once the calls are warm and dumped by SIGUSR2, so start-up is
 not in it. ``--source DIR`` profiles another checkout (e.g. ``git archive BASE | tar -x -C DIR``): the
@@ -110,6 +111,18 @@ def main() -> None:
         "with the profiler on"
     )
     rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][3])  # type: ignore[attr-defined]
+    # what a success teaches is learned once its reply is written (server/calls/after_reply.py): the rest
+    # is the work between the request's line and the answer's
+    after = sum(
+        cumulative
+        for (path, _, name), (_, _, _, cumulative, _) in rows
+        if path.endswith("server/calls/after_reply.py") and name == "run"
+    )
+    if after:
+        print(
+            f"  of which after the reply was written: {after * 1e6 / args.calls:.0f} {unit} per call; "
+            f"before it: {per_call - after * 1e6 / args.calls:.0f}"
+        )
     print(f"{'cumulative':>10} {'own':>6} {'calls':>6}  function ({unit} per proxied call)")
     for (path, line, name), (_, calls, own, cumulative, _) in rows[: args.top]:
         where = path.split("site-packages/")[-1].split("/toolweave/", 1)[-1]

@@ -200,6 +200,7 @@ class Gateway:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
+            self.calls.after_reply.run()  # calls answered but not learned from yet: before the last flush
             self.served.close()
 
     async def _start(self) -> None:
@@ -361,14 +362,13 @@ class Gateway:
         except Exception as exc:  # last line of defence: an error result, never a dead request
             log.exception("tools/call %s failed inside the gateway", name)
             result = tool_error_result(
-                "internal_error",
-                f"the gateway failed on {name}: {type(exc).__name__}: {exc}",
-                tool=name,
+                "internal_error", f"the gateway failed on {name}: {type(exc).__name__}: {exc}", tool=name
             )
             return result
         finally:
             elapsed = time.perf_counter() - started
             observe_turn(self.metrics, self.audit, self._known, session, name, arguments, result, elapsed)
+            self.calls.learn_after(ctx)  # what the call taught, once its reply is written
 
     def _known(self, tool: str) -> bool:
         # a registry still opening (or that did not open) knows no tool: no traceback per call

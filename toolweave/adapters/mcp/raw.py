@@ -18,6 +18,7 @@ the SDK client drives).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -49,11 +50,20 @@ class UpstreamClosed(ConnectionError):
 
 
 class _Waiter:
-    __slots__ = ("answer", "done")
+    """One call's answer, awaited as a bare future (cheaper than an ``anyio.Event`` and its wait, on
+    every call). ``settled``: an answer came, or the link closed."""
+
+    __slots__ = ("answer", "done", "settled")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.answer: dict[str, Any] | None = None  # None once done: the link closed
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.answer: dict[str, Any] | None = None  # None once settled: the link closed
+        self.settled = False
+
+    def settle(self) -> None:
+        self.settled = True
+        if not self.done.done():  # a caller cancelled while waiting cancelled the future with it
+            self.done.set_result(None)
 
 
 class RawCalls:
@@ -61,6 +71,7 @@ class RawCalls:
 
     def __init__(self) -> None:
         self._stdin: ByteSendStream | None = None
+        self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
         self.envelope: dict[str, Any] | None = None
@@ -70,6 +81,10 @@ class RawCalls:
     # -- the link's side ------------------------------------------------------------------------------
     def attach(self, stdin: ByteSendStream) -> None:
         self._stdin = stdin
+        # anyio's send always yields a loop turn (a shielded checkpoint) after the write: a call writes
+        # through asyncio's writer under it (no public accessor) and waits only when the pipe is full
+        writer = getattr(stdin, "_stream", None)
+        self._writer = writer if isinstance(writer, asyncio.StreamWriter) else None
 
     def saw(self, message: Any) -> None:
         """Each message the SDK client writes: its 2026-era envelope is copied from its requests."""
@@ -92,7 +107,7 @@ class RawCalls:
         if waiter is None:
             return False
         waiter.answer = message
-        waiter.done.set()
+        waiter.settle()
         return True
 
     def fail(self, request_id: types.RequestId, code: int, message: str) -> bool:
@@ -101,14 +116,14 @@ class RawCalls:
         if waiter is None:
             return False
         waiter.answer = {"error": {"code": code, "message": message}}
-        waiter.done.set()
+        waiter.settle()
         return True
 
     def close(self) -> None:
         """The upstream's stdout ended: every open call fails now (``UpstreamClosed``)."""
-        self._stdin = None
+        self._stdin = self._writer = None
         for waiter in self._pending.values():
-            waiter.done.set()
+            waiter.settle()
 
     # -- the caller's side ----------------------------------------------------------------------------
     def serves(self, modern: bool) -> bool:
@@ -128,12 +143,18 @@ class RawCalls:
         waiter = self._pending[request_id] = _Waiter()
         line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         sent = False
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        writer = self._writer
         try:
-            await stdin.send((json.dumps(line, ensure_ascii=False) + "\n").encode())
+            if writer is not None:
+                writer.write(data)
+                await writer.drain()  # returns at once unless the upstream stopped reading its stdin
+            else:
+                await stdin.send(data)
             sent = True
-            await waiter.done.wait()
+            await waiter.done
         except anyio.get_cancelled_exc_class():
-            if sent and not waiter.done.is_set():  # the upstream may stop working on it (as the SDK asks)
+            if sent and not waiter.settled:  # the upstream may stop working on it (as the SDK asks)
                 await self._cancel(stdin, request_id)
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:

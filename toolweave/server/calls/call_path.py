@@ -3,11 +3,13 @@
 ``CallPath.call`` resolves the name (published name or full id), answers hidden, stale and unknown
 tools alike, waits out a backend's first connection, proxies through ``Proxy`` (schema check, timeout,
 result limits) and commits the session. A successful call is reported in exactly one place,
-``CallPath._succeeded``, with everything known about it (``ProxiedCall``): the conversation's request
-becomes the tool's usage example, the traffic observer (``traffic.py``) matches its arguments against
-the session's earlier results and holds its result's values (as keyed hashes) for later calls, and the
-likely next tools are published. Whatever else should learn from traffic is added there, not in the
-dispatch.
+``CallPath._succeeded``, with everything known about it (``ProxiedCall``): the likely next tools are
+published before the reply (a client that re-lists on the notice lists them with the answer), and the
+call is queued for what only learns from it (``after_reply.py``: run once the reply was written), where
+the conversation's request becomes the tool's usage example and the traffic observer (``traffic.py``)
+matches its arguments against the session's earlier results and holds its result's values (as keyed
+hashes) for later calls. Whatever else should learn from traffic is added to ``CallPath._learn``, not
+to the dispatch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from toolweave.adapters.backend import Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.retrieval.credentials import signs_in
+from toolweave.server.calls.after_reply import AfterReply
 from toolweave.server.calls.audit import AuditLog
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy
@@ -36,6 +39,7 @@ from toolweave.server.sources import SourceSync
 from toolweave.server.turns.engine import TurnEngine
 from toolweave.server.turns.meta_tools import CALL_TOOL, FIND_TOOLS
 from toolweave.server.turns.names import NameMap
+from toolweave.server.turns.notify import WrittenReplies
 from toolweave.tracing import span
 
 __all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
@@ -46,13 +50,17 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ProxiedCall:
     """A proxied call that succeeded, as ``CallPath._succeeded`` reports it. The arguments live only as
-    long as the report: they may hold secrets, so nothing keeps or logs them."""
+    long as the report (queued until its reply is written, at most ``after_reply.MAX_PENDING`` of them):
+    they may hold secrets, so nothing keeps or logs them."""
 
     session: Session
     tool: ToolRecord
     arguments: Mapping[str, Any]
     result: types.CallToolResult
     turn: int
+    request: str | None = None
+    """The conversation's latest request when the call was made (learned from after the reply, when a
+    later ``find_tools`` may have moved the session on)."""
 
 
 class CallPath:
@@ -75,6 +83,8 @@ class CallPath:
         self.proxy = proxy
         self.names = names
         self.traffic = TrafficObserver()
+        self.after_reply: AfterReply[ProxiedCall] = AfterReply(self._learn)
+        """Successes whose learning waits for their reply's write: whoever sends the reply runs it."""
 
     def record_named(self, name: str) -> ToolRecord | None:
         """The tool a client means by ``name``: its published name or its full id."""
@@ -125,23 +135,43 @@ class CallPath:
             session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
         await self.sessions.commit(session)
         if not result.is_error:
-            await self._succeeded(ProxiedCall(session, record, arguments, result, turn))
+            request = session.queries[-1] if session.queries else None
+            await self._succeeded(ProxiedCall(session, record, arguments, result, turn, request))
         return result
 
     async def _succeeded(self, call: ProxiedCall) -> None:
-        """What follows a successful call, in order (the one place a success is reported)."""
-        session, registry, tool_id = call.session, self.served.registry, call.tool.id
-        if session.queries:  # Tool2Vec: the conversation's latest request led to this tool
+        """What follows a successful call (the one place a success is reported): its next steps now,
+        what it teaches once its reply is written (``after_reply``). Queued first: a call cancelled
+        while its next steps wait for the client's re-list still taught what it did."""
+        self.after_reply.add(call)
+        await self.turns.next_steps(call.session, call.tool, call.turn)
+
+    def learn_after(self, ctx: ServerRequestContext[Any, Any] | None) -> None:
+        """Learn from the successes queued so far once the reply to the request ``ctx`` was written
+        (``after_reply``): on the loop's turn after the wire reports it, or after the turn that sent it
+        where the wire cannot say. ``ctx`` None: the caller writes its reply itself and then runs
+        ``after_reply.run`` (the stdio relay)."""
+        if ctx is None or not self.after_reply:
+            return
+        replies = WrittenReplies.of(ctx.request)
+        if replies is None or ctx.request_id is None:
+            self.after_reply.run_soon()
+        else:
+            replies.after(ctx.request_id, self.after_reply.run_soon)
+
+    def _learn(self, call: ProxiedCall) -> None:
+        """What a successful call teaches, after its reply (``AfterReply``), in the order calls succeeded."""
+        registry, tool_id = self.served.registry, call.tool.id
+        if call.request is not None:  # Tool2Vec: the conversation's latest request led to this tool
             # an append to an in-memory buffer (the flusher writes it): cheaper than a worker-thread hop
-            registry.record_usage(tool_id, session.queries[-1])
+            registry.record_usage(tool_id, call.request)
         # value flow between calls: a few microseconds of hashing, then an append to the registry's buffer
         private = registry.is_private(tool_id)
         sightings = self.traffic.observe(
-            session.key, tool_id, call.arguments, call.result, call.turn, private=private
+            call.session.key, tool_id, call.arguments, call.result, call.turn, private=private
         )
         if sightings:
             registry.record_sightings(sightings)
-        await self.turns.next_steps(session, call.tool, call.turn)
 
 
 def outcome(result: types.CallToolResult) -> str:

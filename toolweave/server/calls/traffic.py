@@ -162,24 +162,39 @@ def _canonical(value: Any) -> bytes:
 def leaves(value: Any, limit: int) -> list[tuple[str, Any]]:
     """The first ``limit`` ``(field path, scalar)`` pairs inside ``value`` (dict keys joined by dots,
     list items as ``[]``, a key that is a value, like an account id keying a map, as ``*``), depth
-    first, at most ``MAX_DEPTH`` deep. JSON data: dicts and lists (an explicit stack, no generator per
-    level: this runs on every call)."""
+    first, at most ``MAX_DEPTH`` deep. JSON data: dicts and lists (an explicit stack and plain loops, no
+    generator per level: this runs on every call)."""
     out: list[tuple[str, Any]] = []
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    push = stack.append
     while stack and len(out) < limit:
         path, item, depth = stack.pop()
         if isinstance(item, dict):
             if depth < MAX_DEPTH:
-                stack.extend(
-                    (f"{path}.{name}" if path else name, v, depth + 1)
-                    for name, v in ((field_name(str(key)), v) for key, v in reversed(item.items()))
-                )
+                prefix, depth = (f"{path}." if path else ""), depth + 1
+                for key, v in reversed(item.items()):
+                    push((prefix + (_FIELD_NAMES.get(key) or _key_name(key)), v, depth))
         elif isinstance(item, list | tuple):
             if depth < MAX_DEPTH:
-                stack.extend((f"{path}[]", v, depth + 1) for v in reversed(item))
+                path, depth = f"{path}[]", depth + 1
+                for v in reversed(item):
+                    push((path, v, depth))
         else:
             out.append((path, item))
     return out
+
+
+_FIELD_NAMES: dict[Any, str] = {}
+"""Keys found to be field names (``field_name``), each to itself: looked up instead of matched again on
+every call. Keys that are values (``*``) are matched every time and never kept here."""
+_MAX_FIELD_NAMES = 4096
+
+
+def _key_name(key: Any) -> str:
+    name = field_name(str(key))
+    if name == key and len(_FIELD_NAMES) < _MAX_FIELD_NAMES:
+        _FIELD_NAMES[key] = name
+    return name
 
 
 def result_value(result: types.CallToolResult) -> Any:

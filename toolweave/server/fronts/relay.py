@@ -24,10 +24,16 @@ params (the SDK answers those with its JSON-RPC errors), a registry that is not 
 A call's result may reach the client before a ``list_changed`` the call caused (that notice travels
 the SDK's write stream): JSON-RPC does not order a response against notifications, and no client
 waits on that order (a held ``find_tools`` answer is the SDK path's).
+
+Calls are served by worker tasks that stay: a call is handed to an idle one (the future it waits on) and
+a new one starts only when every worker is busy, so sequential calls cost no task each and concurrent
+calls still run side by side. What a successful call teaches is learned right after its answer line
+was written (``CallPath.after_reply``), not before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterable, AsyncIterator
@@ -77,6 +83,18 @@ class _Client:
     can_sample: bool
 
 
+@dataclass(slots=True)
+class _Job:
+    """One relayed call, as a worker serves it."""
+
+    scope: anyio.CancelScope
+    request_id: types.RequestId
+    session: Session
+    name: str
+    arguments: dict[str, Any] | None
+    version: str
+
+
 class CallRelay:
     """Serves a stdio client's ``tools/call`` lines for ``gateway`` (module docstring)."""
 
@@ -84,6 +102,8 @@ class CallRelay:
         self._gateway = gateway
         self._client: _Client | None = None
         self._in_flight: dict[types.RequestId, anyio.CancelScope] = {}
+        self._idle: list[asyncio.Future[_Job]] = []
+        """Where each idle worker waits for its next call (a future each: cheaper than a queue's get)."""
         self._stamp: dict[str, Any] | None = None
         self.relayed = 0
         """Calls answered here (tests check that the relay, not the SDK, served them)."""
@@ -153,8 +173,28 @@ class CallRelay:
         scope = anyio.CancelScope()
         self._in_flight[coerce_request_id(request_id)] = scope
         log.debug("relaying tools/call %r", request_id)  # which calls took this path (tests read it)
-        tg.start_soon(self._serve, out, scope, request_id, client.session, name, arguments, version)
+        job = _Job(scope, request_id, client.session, name, arguments, version)
+        while self._idle:  # a worker waits (the one idle last: its memory is warm): hand it over
+            waiter = self._idle.pop()
+            if not waiter.done():
+                waiter.set_result(job)
+                return True
+        tg.start_soon(self._work, out, job)  # every worker is busy: one more, while the relay serves
         return True
+
+    async def _work(self, out: LineWriter, job: _Job) -> None:
+        """Serve ``job``, then every job handed to this worker while it waits idle."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._serve(out, job)
+            waiter: asyncio.Future[_Job] = loop.create_future()
+            self._idle.append(waiter)
+            try:
+                job = await waiter
+            except BaseException:  # cancelled (the relay stops): no call may be handed to it
+                with suppress(ValueError):
+                    self._idle.remove(waiter)
+                raise
 
     @staticmethod
     def _version(client: _Client, params: dict[str, Any]) -> str | None:
@@ -186,16 +226,8 @@ class CallRelay:
         scope.cancel()
         return True
 
-    async def _serve(
-        self,
-        out: LineWriter,
-        scope: anyio.CancelScope,
-        request_id: types.RequestId,
-        session: Session,
-        name: str,
-        arguments: dict[str, Any] | None,
-        version: str,
-    ) -> None:
+    async def _serve(self, out: LineWriter, job: _Job) -> None:
+        scope, request_id, session = job.scope, job.request_id, job.session
         key = coerce_request_id(request_id)
         result: types.CallToolResult | None = None
         answered = False
@@ -206,7 +238,7 @@ class CallRelay:
         try:
             with scope:
                 try:
-                    result = await self._gateway.serve_call(find_session, name, arguments)
+                    result = await self._gateway.serve_call(find_session, job.name, job.arguments)
                 finally:
                     if self._in_flight.get(key) is scope:  # a reused id's newer call stays
                         del self._in_flight[key]
@@ -214,7 +246,7 @@ class CallRelay:
                 return
             answered = True
             self.relayed += 1
-            await out.write(self._answer(request_id, result, version))
+            await out.write(self._answer(request_id, result, job.version))
         except anyio.get_cancelled_exc_class():
             if not answered:  # shutdown: the client is told, as the SDK tells it
                 closed = types.ErrorData(code=types.CONNECTION_CLOSED, message="Connection closed")
@@ -223,6 +255,8 @@ class CallRelay:
             raise
         except Exception as exc:  # the client left: nobody to answer
             log.debug("could not answer tools/call %r: %s", request_id, exc)
+        finally:
+            self._gateway.calls.after_reply.run()  # what the call taught, now that its answer is out
 
     def _answer(self, request_id: types.RequestId, result: types.CallToolResult, version: str) -> str:
         """The response line, shaped as the SDK's runner shapes a handler's result (``_serialize``)."""
