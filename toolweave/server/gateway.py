@@ -151,9 +151,7 @@ class Gateway:
         self.ready_tools: ReadyIndex | Literal[False] | None = None
         """The ready table ``find_tools`` is answered from while the gateway starts
         (``server/turns/starting.py``): None until first needed, False when there is none."""
-        self.provisional: dict[str, str] = {}
-        """Session key → the request the ready table answered last for it: ranked again by the gateway's
-        own search once that can run (``starting.settle_provisional``)."""
+        self.provisional: dict[str, str] = {}  # session → request the table answered: settle_provisional
         self.settle_error: BaseException | None = None
         """Why the manifest's start-up writes failed last (None: done, or not tried yet)."""
         self.warmed = anyio.Event()
