@@ -367,3 +367,47 @@ def test_the_http_front_answers_before_the_settings_only_when_they_cannot_differ
     assert provisional_policy("127.0.0.1", "{servers: {}, security: {auth: tokens}}", {}, None) is None
     assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_SECURITY__AUTH": "oauth"}, None) is None
     assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_PUBLISH__ALWAYS_LOAD": "0"}, None) is None
+
+
+async def test_without_a_table_the_open_registry_answers_while_the_model_loads(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry no gateway left a table beside (its first start): as soon as it is open the gateway
+    answers ``find_tools`` and a host's turn from a table made from it, without waiting for its embedding
+    model or its upstream (both held here): on a busy machine the model's load alone takes a minute."""
+    from toolweave.server.fronts.host import answer_turn
+
+    await warm_table(registry)
+    table = ready_index.ready_path(registry.path)
+    assert table is not None
+    table.unlink()
+    model = threading.Event()
+    for name in ("embed_query", "embed_queries"):
+        loaded = getattr(registry.embedder, name)
+
+        def held(*args: Any, _loaded: Any = loaded) -> Any:
+            assert model.wait(60), "the test never let the model load"
+            return _loaded(*args)
+
+        monkeypatch.setattr(registry.embedder, name, held)
+    clock = HeldBackend("clock", time_tools())
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(registry, [clock, FakeBackend("notes", notes_tools())], settings)
+    answer_find_tools_while_starting(gateway)
+    try:
+        async with SdkClient(gateway.server, mode="legacy") as client:
+            found = await client.call_tool("find_tools", {"query": QUERY})
+            assert found.structured_content is not None, text(found)
+            assert "note" not in found.structured_content, found.structured_content  # not "still starting"
+            assert found.structured_content["tools"][0]["name"] == "clock__get_current_time"
+            listed = await client.list_tools(cache_mode="bypass")
+            assert "clock__get_current_time" in [t.name for t in listed.tools]
+            with anyio.fail_after(30):
+                answer = await answer_turn(gateway, {"turn": "create a note titled groceries"}, own_host=True)
+            assert answer["ok"], answer
+            (report,) = answer["sessions"]
+            assert report["found"][0] == "notes__create_note" and report["tool_list_changed"]
+            assert not gateway.warmed.is_set()  # all of it before the model loaded
+    finally:
+        model.set()
+        clock.connect.set()
