@@ -100,13 +100,6 @@ def answer_find_tools_while_starting(gateway: Gateway) -> None:
         arrived = (ctx.meta or {}).get(ARRIVED_META)  # kept by the early front while the SDK loaded
         waited = time.monotonic() - arrived if isinstance(arrived, float) else 0.0
         with anyio.move_on_after(min(bound_s, max(0.0, bound_s - waited))):
-            if not gateway.served.ready.is_set():
-                # the registry opens long before the model loads: without a table beside it, the one
-                # made from it answers then (``_table``)
-                await gateway.served.ready.wait()
-                answered = await _from_ready_table(gateway, ctx, params)
-                if answered is not None:
-                    return answered
             return await inner(ctx, params)
         query = (params.arguments or {}).get("query")
         return find_tools_result(str(query or ""), [], list_changed=False, published=(), note=STILL_STARTING)
@@ -131,13 +124,7 @@ async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
     if not _loading(gateway) or (security.auth != "none" and not only_default):
         return None
     if gateway.ready_tools is None:
-        table = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home)
-        if table is None and gateway.served.is_ready():
-            # no table beside the registry (its first start, an object store): made from the open
-            # registry, so the embedding model's load (seconds, a minute on a busy machine) is not waited
-            table = ready_index.ReadyIndex(await anyio.to_thread.run_sync(ready_table, gateway))
-        if table is not None or gateway.served.ready.is_set():
-            gateway.ready_tools = table or False  # else looked for again once the registry is open
+        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
     return gateway.ready_tools or None if _loading(gateway) else None
 
 
@@ -194,15 +181,8 @@ async def turn_from_ready_table(
     (bounded), as ``TurnEngine.hear_turn`` does. None to leave it to ``hear_turn``: the search can run,
     there is no table, the turn names a session, or no client session exists yet."""
     text = text.strip()
-    if not text or session_key is not None or not list(gateway.sessions):
-        return None
-    table = await _table(gateway)
-    if table is None and not gateway.served.ready.is_set():
-        # the registry opens well before the model and the upstreams the full search waits for: its
-        # table answers then (a hook's turn on a registry that has none yet)
-        await gateway.served.wait()
-        table = await _table(gateway)
     sessions = list(gateway.sessions)
+    table = await _table(gateway) if text and session_key is None and sessions else None
     if table is None:
         return None
     doc, ids = table.answer(text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k)
