@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from mcp import Client
 
 from tests.net import free_port, wait_port
 
-from .conftest import gateway_env, stop
+from .conftest import TOOLWEAVE, gateway_env, stop
 from .test_startup_e2e import GATED_SERVE, MODERN_META
 from .watch import ListChanged, watching
 
@@ -105,6 +107,71 @@ async def test_a_session_begun_before_the_sdk_continues_after_the_hand_over(
                 assert TIME_TOOL in await listed(client)  # the set published into the front's session
                 called = await client.call_tool(TIME_TOOL, {"timezone": "Asia/Tokyo"})
                 assert not called.is_error, called
+    logs = gated.logs()
+    assert "differs" not in logs and "could not hand" not in logs, logs[-3000:]
+
+
+@pytest.fixture(scope="session")
+def served_template(template_registry: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The template registry after one gateway served it: it left its ready table."""
+    from .test_ready_table_e2e import launch, leave
+
+    work = tmp_path_factory.mktemp("served")
+    registry = work / "registry"
+    shutil.copytree(template_registry, registry)
+    manifest = work / "m.yaml"
+    manifest.write_text(
+        f"servers:\n  time:\n    command: {sys.executable}\n"
+        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
+        encoding="utf-8",
+    )
+    serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    proc, client = launch(serve, work / "gateway.log")
+    try:
+        deadline = time.monotonic() + 180
+        while not (registry / "ready-tools.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        leave(proc, client)
+    assert (registry / "ready-tools.json").exists(), (work / "gateway.log").read_text()[-3000:]
+    return registry
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_what_the_front_offered_is_listed_at_once_and_after_the_hand_over(
+    mode: str, served_template: Path, time_manifest: Path, tmp_path: Path
+) -> None:
+    """A ``find_tools`` the front answers from the ready table, the SDK's import held: the client hears
+    ``list_changed`` (on the answer's response, or on the listen stream the front holds) and lists the
+    tool at once, not once the gateway has loaded. The gateway then takes the session over with the same
+    list (no answer of the front's differs from its replay) and runs the tool."""
+    registry = tmp_path / "registry"
+    shutil.copytree(served_template, registry)
+    gated = Gated(tmp_path, time_manifest, registry)
+    watch = ListChanged()
+    try:
+        with anyio.fail_after(120):
+            async with (
+                Client(gated.url, mode=mode, message_handler=watch.on_message) as client,
+                watching(client, watch),
+            ):
+                assert await listed(client) == META_TOOLS
+                found = await client.call_tool("find_tools", {"query": TOKYO})
+                assert found.structured_content is not None, found
+                offered = [t["name"] for t in found.structured_content["tools"]]
+                assert offered and all(name.startswith("time__") for name in offered), offered
+                assert found.structured_content["tool_list_changed"] is True
+                await watch.wait(60)
+                assert (await listed(client))[2:] == offered
+                assert gated.held(), "answered with the SDK's import held: by the front"
+                gated.open_gate()
+                called = await client.call_tool(TIME_TOOL, {"timezone": "Asia/Tokyo"})
+                assert not called.is_error, called
+                now = await listed(client)  # the gateway's list, of the same session
+                assert set(offered) | {TIME_TOOL} <= set(now), now
+    finally:
+        gated.open_gate()
+        stop(gated.proc)
     logs = gated.logs()
     assert "differs" not in logs and "could not hand" not in logs, logs[-3000:]
 

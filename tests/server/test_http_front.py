@@ -12,9 +12,13 @@ import socket
 import threading
 from typing import Any
 
+import anyio
+import pytest
+
 from toolweave.server.fronts import handshake
 from toolweave.server.fronts.front_answers import FrontPolicy, allowed_names, bind_now
 from toolweave.server.fronts.http_front import HttpFront
+from toolweave.server.turns import ready_index
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 
@@ -107,3 +111,70 @@ def test_a_find_tools_the_gateway_has_not_taken_within_its_bound_is_answered_as_
     assert not waiting  # a proxied call is never dropped: it may have side effects
     assert front._answered[-1].method == "initialize"  # the still-starting answer is not replayed
     front.release()
+
+
+def serving_front(ready: ready_index.ReadyIndex) -> tuple[HttpFront, str]:
+    listening = bind_now("127.0.0.1", 0)
+    assert listening is not None
+    front = HttpFront(listening)
+    front.start()
+    assert front.usable()
+    hosts, origins = allowed_names("127.0.0.1", (), ())
+    front.offer(FrontPolicy(True, hosts, origins, 1 << 20, ready=ready))
+    return front, f"http://127.0.0.1:{front.port}/mcp"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_front_shows_what_its_find_tools_offered_to_that_client_only(mode: str) -> None:
+    """No gateway behind the front (its SDK is still loading): a real SDK client's ``find_tools`` answered
+    from the ready table says ``tool_list_changed``, the client hears ``list_changed`` where its era
+    carries it (on the answer's own response; on its listen stream in the 2026 era) and its next list
+    carries the tool. Another client, meanwhile, still lists the meta-tools only."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import Implementation
+
+    from tests.e2e.watch import ListChanged, watching
+
+    from .test_ready_index import QUERY, TABLE
+
+    front, url = serving_front(ready_index.ReadyIndex(TABLE))
+    watch = ListChanged()
+    try:
+        with anyio.fail_after(60):
+            async with (
+                # no DELETE at the end: only the gateway would answer it
+                Client(
+                    streamable_http_client(url, terminate_on_close=False),
+                    mode=mode,
+                    message_handler=watch.on_message,
+                ) as client,
+                watching(client, watch),
+                Client(
+                    streamable_http_client(url, terminate_on_close=False),
+                    mode=mode,
+                    client_info=Implementation(name="another-app", version="1"),
+                ) as other,
+            ):
+                assert (client.protocol_version == "2026-07-28") == (mode == "auto")
+                assert [t.name for t in (await client.list_tools(cache_mode="bypass")).tools] == META
+                found = await client.call_tool("find_tools", {"query": QUERY})
+                assert found.structured_content is not None
+                offered = [t["name"] for t in found.structured_content["tools"]]
+                assert offered[0] == "time__get_current_time"
+                assert found.structured_content["tool_list_changed"] is True
+                await watch.wait(30)  # from the front: nothing else is there to send it
+                listed = (await client.list_tools(cache_mode="bypass")).tools
+                assert [t.name for t in listed] == META + sorted(offered, key=[t.id for t in TABLE].index)
+                assert listed[2].meta == handshake.ALWAYS_LOAD
+                again = await client.call_tool("find_tools", {"query": QUERY})
+                assert again.structured_content is not None
+                assert again.structured_content["tool_list_changed"] is False  # nothing new to show
+                assert [t.name for t in (await other.list_tools(cache_mode="bypass")).tools] == META
+                assert watch.count == 1
+    finally:
+        front.release()
+
+
+META = ["find_tools", "call_tool"]

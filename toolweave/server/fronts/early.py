@@ -380,14 +380,7 @@ class EarlyFront:
         return ready_index.call_result(doc)
 
     def _listed(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """A ready table's ``find_tools`` entry as ``tools/list`` shows the tool (as the gateway does from
-        the same table: ``Gateway._ready_tools``)."""
-        tool = {
-            "name": entry["name"],
-            "description": entry.get("description"),
-            "inputSchema": entry.get("input_schema") or {"type": "object"},
-        }
-        return {**tool, "_meta": dict(handshake.ALWAYS_LOAD)} if self._always_load else tool
+        return handshake.listed_ready_tool(entry, self._always_load)
 
     def _with_shown(self, result: dict[str, Any]) -> dict[str, Any]:
         """A ``tools/list`` result with the tools a ``find_tools`` answered here offered."""

@@ -38,6 +38,7 @@ __all__ = [
     "WILDCARD_HOSTS",
     "Decision",
     "FrontPolicy",
+    "Offered",
     "allowed_names",
     "bind_now",
     "check_exposure",
@@ -119,6 +120,8 @@ class Answers(Protocol):
 
     def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]: ...
 
+    def position(self, tool_id: str) -> int: ...
+
 
 class _Starting:
     """The answer to a ``find_tools`` the gateway could not take within its start-up bound: no tools, and
@@ -126,6 +129,9 @@ class _Starting:
 
     def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
         return {"tools": [], "tool_list_changed": False, "note": STILL_STARTING}, []
+
+    def position(self, tool_id: str) -> int:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,17 @@ class FrontPolicy:
 
 
 @dataclass(frozen=True)
+class Offered:
+    """A tool a ``find_tools`` answer here offers: the gateway publishes it as it takes the request over."""
+
+    id: str
+    position: int
+    """Its place in the ready table: the gateway lists published tools in that order."""
+    entry: dict[str, Any]
+    """Its ``find_tools`` entry."""
+
+
+@dataclass(frozen=True)
 class Decision:
     """The front's answer to one request."""
 
@@ -161,6 +178,8 @@ class Decision:
     listen: dict[str, Any] | None = None
     """For a ``subscriptions/listen``: the acknowledgement that opens the stream (served by the full
     app from the hand-over on)."""
+    offered: tuple[Offered, ...] = ()
+    """For a ``find_tools`` answered from the ready table: the tools it offers (``front_offers.py``)."""
 
     def payload(self) -> dict[str, Any] | None:
         """The JSON-RPC response the client gets (None for a notification)."""
@@ -301,18 +320,22 @@ def _handshake(
     if method == "ping" and (params is None or isinstance(params, dict)):
         return Decision(message, reply={"result": {}}, session=session, replay=False)
     if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
-        return Decision(message, reply={"result": found}, session=session)
+        return Decision(message, reply={"result": found[0]}, session=session, offered=found[1])
     return None
 
 
-def _find_tools(params: object, policy: FrontPolicy) -> dict[str, Any] | None:
+def _find_tools(params: object, policy: FrontPolicy) -> tuple[dict[str, Any], tuple[Offered, ...]] | None:
     """A plain ``find_tools`` answered from the ready table (replayed: the gateway publishes what it
-    found); None without a table, or for any other call."""
+    found) and the tools it offers; None without a table, or for any other call."""
     plain = ready_index.plain_find_query(params)
     if plain is None or policy.ready is None:
         return None
-    doc, _ = policy.ready.answer(plain[0], plain[1] or policy.ready_k)
-    return ready_index.call_result(doc)
+    doc, ids = policy.ready.answer(plain[0], plain[1] or policy.ready_k)
+    offered = tuple(
+        Offered(tool_id, policy.ready.position(tool_id), entry)
+        for tool_id, entry in zip(ids, doc["tools"], strict=True)
+    )
+    return ready_index.call_result(doc), offered
 
 
 def _modern(
@@ -341,5 +364,6 @@ def _modern(
         ack = handshake.listen_acknowledgement(request_id, params)
         return None if ack is None else Decision(message, replay=False, listen=ack)
     if method == "tools/call" and (found := _find_tools(params, policy)) is not None:
-        return Decision(message, reply={"result": handshake.modern_result(found, current)})
+        result = handshake.modern_result(found[0], current)
+        return Decision(message, reply={"result": result}, offered=found[1])
     return None

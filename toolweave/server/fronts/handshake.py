@@ -34,6 +34,7 @@ __all__ = [
     "initialize_params_ok",
     "initialize_result",
     "is_request_id",
+    "listed_ready_tool",
     "listen_acknowledgement",
     "meta_tool_definitions",
     "modern_ping_error",
@@ -154,6 +155,17 @@ def meta_tool_definitions(meta: dict[str, Any] | None = None) -> list[dict[str, 
 def tools_list_result(always_load: bool) -> dict[str, Any]:
     """The ``tools/list`` result of a session before the registry is open: the meta-tools only."""
     return {"tools": meta_tool_definitions(dict(ALWAYS_LOAD) if always_load else None)}
+
+
+def listed_ready_tool(entry: dict[str, Any], always_load: bool) -> dict[str, Any]:
+    """A ready table's ``find_tools`` entry as ``tools/list`` shows the tool while the registry opens (as
+    the gateway shows it from the same table: ``Gateway._ready_tools``)."""
+    tool = {
+        "name": entry["name"],
+        "description": entry.get("description"),
+        "inputSchema": entry.get("input_schema") or {"type": "object"},
+    }
+    return {**tool, "_meta": dict(ALWAYS_LOAD)} if always_load else tool
 
 
 def provisional_always_load() -> bool:

@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +53,23 @@ from toolweave.server.fronts.front_answers import (
     one_header,
     still_starting,
 )
+from toolweave.server.fronts.front_offers import LIST_CHANGED, FrontClient, Offers
+from toolweave.server.fronts.http_wire import (
+    SSE_HEADERS,
+    Ending,
+    Message,
+    Receive,
+    Replayed,
+    Scope,
+    Send,
+    announcing,
+    continuing,
+    renaming,
+    replies,
+    respond,
+    sse_event,
+    with_header,
+)
 from toolweave.server.fronts.processes import KEEP_ALIVE_S
 from toolweave.server.fronts.shutdown import STOPPING
 
@@ -61,10 +77,6 @@ __all__ = ["GRACEFUL_SHUTDOWN_S", "HttpFront", "claim", "start", "started"]
 
 log = logging.getLogger(__name__)
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 GRACEFUL_SHUTDOWN_S = 1
@@ -74,13 +86,6 @@ client to hang up before it even stops the upstreams."""
 
 MAX_FRONT_BODY = 1 << 20
 """A longer body is not read here: the full app reads the rest (and applies its own limit)."""
-
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 @dataclass
@@ -94,40 +99,7 @@ class _Answered:
     reply: dict[str, Any]
     session: str | None = None
     """The front's ``Mcp-Session-Id`` (handshake era)."""
-
-
-def _with_header(scope: Scope, name: bytes, value: bytes) -> Scope:
-    kept = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != name]
-    return {**scope, "headers": [*kept, (name, value)]}
-
-
-def _sse_event(message: dict[str, Any]) -> bytes:
-    return f"event: message\r\ndata: {json.dumps(message, separators=(',', ':'))}\r\n\r\n".encode()
-
-
-def _replies(body: bytes, content_type: str) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a response body (JSON, or the ``data:`` lines of an SSE stream)."""
-    if not content_type.startswith("text/event-stream"):
-        parsed = json.loads(body) if body.strip() else None
-        return [parsed] if isinstance(parsed, dict) else []
-    found = []
-    for line in body.splitlines():
-        if line.startswith(b"data:"):
-            with contextlib.suppress(ValueError):
-                found.append(json.loads(line[5:]))
-    return [m for m in found if isinstance(m, dict)]
-
-
-class _Replayed:
-    """A receive channel that gives ``body`` first (already read by the front), then the real one."""
-
-    def __init__(self, body: bytes, receive: Receive, more: bool = False) -> None:
-        self._first: Message | None = {"type": "http.request", "body": body, "more_body": more}
-        self._receive = receive
-
-    async def __call__(self) -> Message:
-        first, self._first = self._first, None
-        return first if first is not None else await self._receive()
+    client: FrontClient | None = None
 
 
 class HttpFront:
@@ -139,6 +111,8 @@ class HttpFront:
         self._answered: list[_Answered] = []
         self._sessions: dict[str, str | None] = {}
         """The front's handshake-era session ids -> the SDK's (None until replayed)."""
+        self._offers = Offers()
+        """What each client's ``find_tools`` answers here offered (``front_offers.py``)."""
         self._app: App | None = None
         self._lifespan: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None
         self._on_stop: Callable[[str], None] | None = None
@@ -321,7 +295,7 @@ class HttpFront:
             sdk = self._sessions.get(entry.session)
             if sdk is None:
                 return  # its initialize could not be replayed: later requests get the SDK's 404
-            scope = _with_header(scope, SESSION_HEADER, sdk.encode())
+            scope = with_header(scope, SESSION_HEADER, sdk.encode())
         status, headers, body = await self._exchange(scope, entry.body)
         if entry.method == "initialize" and entry.session is not None:
             self._sessions[entry.session] = headers.get("mcp-session-id")
@@ -330,13 +304,21 @@ class HttpFront:
                 log.error("the gateway refused %s after the front accepted it: HTTP %d", entry.method, status)
             return
         got = next(
-            (r for r in _replies(body, headers.get("content-type", "")) if r.get("id") == entry.request_id),
+            (r for r in replies(body, headers.get("content-type", "")) if r.get("id") == entry.request_id),
             {},
         )
         reply = {key: got[key] for key in ("result", "error") if key in got}
-        # a find_tools the front answered from the ready table: the gateway's own answer may rank or
-        # publish otherwise (it announces what it published with list_changed)
-        if reply != entry.reply and entry.method != "tools/call":
+        # A find_tools the front answered from the ready table: the gateway's own answer may rank or
+        # publish otherwise, and so list otherwise than the front showed, once its registry is open.
+        shown = entry.client is not None and self._offers.shown_to(entry.client)
+        if shown and entry.client is not None and entry.method in ("tools/call", "tools/list"):
+            if reply != entry.reply:
+                self._offers.announce(entry.client)
+                log.info(
+                    "the gateway answers the replayed %s otherwise than the front did: list_changed follows",
+                    entry.method,
+                )
+        elif reply != entry.reply and entry.method != "tools/call":
             log.error(
                 "the early answer to %s differs from the gateway's: %s != %s",
                 entry.method,
@@ -364,7 +346,7 @@ class HttpFront:
                     answered.set()
 
         try:
-            await self._app(scope, _Replayed(body, receive), send)
+            await self._app(scope, Replayed(body, receive), send)
         finally:
             answered.set()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in start.get("headers", ())}
@@ -379,9 +361,11 @@ class HttpFront:
             front = one_header(header_lists(scope), SESSION_HEADER)
             sdk = self._sessions.get(front) if front is not None else None
             if sdk is not None and front is not None:
-                scope = _with_header(scope, SESSION_HEADER, sdk.encode())
-                send = _renaming(send, sdk.encode(), front.encode())
-        ending = _Ending(send)
+                scope = with_header(scope, SESSION_HEADER, sdk.encode())
+                send = renaming(send, sdk.encode(), front.encode())
+                if scope.get("method") == "GET" and self._offers.on_get_stream(front):
+                    send = announcing(send, sse_event({"jsonrpc": "2.0", "method": LIST_CHANGED}))
+        ending = Ending(send)
         try:
             await self._app(scope, receive, ending)
         except asyncio.CancelledError:
@@ -395,7 +379,7 @@ class HttpFront:
         await self._ready.wait()
         if self._app is None or self.failed is not None:
             if scope["type"] == "http":
-                await _respond(send, 503, {"error": "the gateway could not start"})
+                await respond(send, 503, {"error": "the gateway could not start"})
             return
         await self._delegate(scope, receive, send)
 
@@ -409,7 +393,7 @@ class HttpFront:
                 return  # the client left before it finished sending
             body += message.get("body", b"")
             more = bool(message.get("more_body"))
-        replay = _Replayed(body, receive, more)
+        replay = Replayed(body, receive, more)
         if not more:
             offered = asyncio.ensure_future(self._offered.wait())
             ready = asyncio.ensure_future(self._ready.wait())
@@ -423,8 +407,8 @@ class HttpFront:
             # (server/turns/starting.py), or a client's own timeout (5 s in some) would meet both waits
             call = stamped(body, arrived)
             if call is not body:
-                scope = _with_header(scope, b"content-length", str(len(call)).encode())
-                replay = _Replayed(call, receive)
+                scope = with_header(scope, b"content-length", str(len(call)).encode())
+                replay = Replayed(call, receive)
         await self._wait_and_delegate(scope, replay, send)
 
     async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
@@ -435,19 +419,22 @@ class HttpFront:
         if decision is None:
             return False
         message = decision.message
+        client = self._offers.client(scope, decision)
         if decision.listen is not None:
-            await self._listen(scope, receive, send, decision.listen)
+            await self._listen(scope, receive, send, decision.listen, client)
             return True
+        decision, before = self._offers.answer(client, decision, self._policy.always_load)
         if decision.session is not None and decision.session not in self._sessions:
             self._sessions[decision.session] = None  # an initialize: mapped to the SDK's at the hand-over
         if decision.replay:  # recorded before anything is sent: a hand-over that begins meanwhile replays it
             reply = decision.reply or {}
             self._answered.append(
-                _Answered(scope, body, message["method"], message.get("id"), reply, decision.session)
+                _Answered(scope, body, message["method"], message.get("id"), reply, decision.session, client)
             )
         log.debug("the HTTP front answered %s", message.get("method"))
         payload = decision.payload()
-        await _respond(send, decision.status, payload, session=decision.session if payload else None)
+        session = decision.session if payload else None
+        await respond(send, decision.status, payload, session=session, before=before)
         return True
 
     async def _late(self, scope: Scope, body: bytes, arrived: float, send: Send) -> bool:
@@ -460,103 +447,48 @@ class HttpFront:
             await asyncio.wait_for(self._ready.wait(), arrived + policy.starting_wait_s - time.monotonic())
         if self._ready.is_set() or self._handing_over:
             return False  # the gateway has it now: its own bound counts from the arrival
-        await _respond(send, decision.status, decision.payload(), session=decision.session)
+        await respond(send, decision.status, decision.payload(), session=decision.session)
         return True
 
-    async def _listen(self, scope: Scope, receive: Receive, send: Send, ack: dict[str, Any]) -> None:
-        """Open the listen stream now (its acknowledgement), and let the full app serve it from the
-        hand-over on, on this same response."""
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    async def _listen(
+        self, scope: Scope, receive: Receive, send: Send, ack: dict[str, Any], client: FrontClient
+    ) -> None:
+        """Open the listen stream now (its acknowledgement), carry the notices of what this client's
+        answers here offered, and let the full app serve it from the hand-over on, on this same
+        response."""
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         notice = {"jsonrpc": "2.0", "method": handshake.LISTEN_ACKNOWLEDGED, "params": ack}
-        await send({"type": "http.response.body", "body": _sse_event(notice), "more_body": True})
-        await self._ready.wait()
+        await send({"type": "http.response.body", "body": sse_event(notice), "more_body": True})
+        sid = ack["_meta"][handshake.SUBSCRIPTION_ID_META]
+        notices = self._offers.listening(client, sid)
+        try:
+            await self._carry(notices, send)
+        finally:
+            self._offers.ended(client, sid)
         if self._app is None or self.failed is not None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        await self._delegate(scope, receive, _continuing(send, ack))
+        await self._delegate(scope, receive, continuing(send, ack))
 
-
-class _Ending:
-    """``send`` that knows whether the response ended. At shutdown the SDK's SSE streams (a session's GET
-    stream, a call's answer) return once cancelled without their last body message, and uvicorn then
-    logs an ERROR per stream ("ASGI callable returned without completing response"): ``finish`` ends
-    such a response, so that a stop with many sessions open logs nothing but its own line."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._started = False
-        self._ended = False
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self._started = True
-        elif message["type"] == "http.response.body" and not message.get("more_body"):
-            self._ended = True
-        await self._send(message)
-
-    async def finish(self) -> None:
-        if self._started and not self._ended:
-            with contextlib.suppress(Exception):  # the client may be gone: nothing left to tell it
-                await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _continuing(send: Send, ack: dict[str, Any]) -> Send:
-    """``send`` for the full app serving a listen stream the front opened: its response start and its
-    own acknowledgement are dropped (compared with the front's); an answer it gives as JSON instead of
-    a stream (an error) goes on the stream as its last event."""
-    seen = {"ack": False, "json": False}
-
-    async def continued(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            kind = dict(message.get("headers", ())).get(b"content-type", b"")
-            seen["json"] = not kind.startswith(b"text/event-stream")
-            return
-        chunk = message.get("body", b"") if message["type"] == "http.response.body" else b""
-        if seen["json"] and chunk:
-            message = {
-                **message,
-                "body": b"".join(_sse_event(r) for r in _replies(chunk, "application/json")),
-            }
-        elif not seen["ack"] and chunk.startswith(b"event: message"):
-            first = _replies(chunk, "text/event-stream")
-            if first and first[0].get("method") == handshake.LISTEN_ACKNOWLEDGED:
-                seen["ack"] = True
-                if first[0].get("params") != ack:
-                    log.error(
-                        "the early listen acknowledgement differs: %s != %s", ack, first[0].get("params")
+    async def _carry(self, notices: asyncio.Queue[dict[str, Any]], send: Send) -> None:
+        """Send ``notices`` on a listen stream until the full app takes it over."""
+        ready = asyncio.ensure_future(self._ready.wait())
+        try:
+            while not ready.done():
+                got = asyncio.ensure_future(notices.get())
+                try:
+                    await asyncio.wait({ready, got}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    got.cancel()  # nothing if it got one
+                if got.done() and not got.cancelled():
+                    await send(
+                        {"type": "http.response.body", "body": sse_event(got.result()), "more_body": True}
                     )
-                return
-        await send(message)
-
-    return continued
-
-
-def _renaming(send: Send, sdk: bytes, front: bytes) -> Send:
-    """``send``, with the SDK's session id in response headers given as the front's."""
-
-    async def renamed(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            swapped = [
-                (k, front if k.lower() == SESSION_HEADER and v == sdk else v)
-                for k, v in message.get("headers", ())
-            ]
-            message = {**message, "headers": swapped}
-        await send(message)
-
-    return renamed
-
-
-async def _respond(
-    send: Send, status: int, payload: dict[str, Any] | None, session: str | None = None
-) -> None:
-    body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
-    headers = [(b"content-length", str(len(body)).encode())]
-    if payload is not None:
-        headers.append((b"content-type", b"application/json"))
-    if session is not None:
-        headers.append((SESSION_HEADER, session.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+            while not notices.empty():  # sent before the hand-over: still this stream's to carry
+                notice = notices.get_nowait()
+                await send({"type": "http.response.body", "body": sse_event(notice), "more_body": True})
+        finally:
+            ready.cancel()
 
 
 class _ExpectedAtStop(logging.Filter):

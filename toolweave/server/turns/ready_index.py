@@ -155,6 +155,7 @@ class ReadyIndex:
 
     def __init__(self, tools: list[ReadyTool]) -> None:
         self.tools = tools
+        self._positions: dict[str, int] | None = None
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
         for n, tool in enumerate(tools):
@@ -166,6 +167,12 @@ class ReadyIndex:
 
     def __len__(self) -> int:
         return len(self.tools)
+
+    def position(self, tool_id: str) -> int:
+        """Where ``tool_id`` is in the table: the order in which the gateway lists published tools."""
+        if self._positions is None:
+            self._positions = {t.id: n for n, t in enumerate(self.tools)}
+        return self._positions.get(tool_id, len(self.tools))
 
     def search(self, query: str, k: int) -> list[tuple[ReadyTool, float]]:
         """The best ``k`` tools for ``query``, best first, with their BM25 scores (none below zero)."""
