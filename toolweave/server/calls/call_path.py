@@ -85,6 +85,16 @@ class CallPath:
         self.traffic = TrafficObserver()
         self.after_reply: AfterReply[ProxiedCall] = AfterReply(self._learn)
         """Successes whose learning waits for their reply's write: whoever sends the reply runs it."""
+        self._signing: dict[str, tuple[ToolRecord, bool]] = {}
+        """Tool id → (its record, whether a success of it signs a session in): read on every success."""
+
+    def _signs_in(self, record: ToolRecord) -> bool:
+        """``credentials.signs_in`` for ``record``, worked out once per record (a changed tool is a new
+        record): every successful call asks, and most tools never sign anything in."""
+        known = self._signing.get(record.id)
+        if known is None or known[0] is not record:
+            known = self._signing[record.id] = (record, signs_in(record.id, record.input_schema))
+        return known[1]
 
     def record_named(self, name: str) -> ToolRecord | None:
         """The tool a client means by ``name``: its published name or its full id."""
@@ -130,8 +140,7 @@ class CallPath:
         turn = session.next_turn()
         session.published.touch(record.id, turn)
         result = await self.proxy.call(record, arguments, sampler=sampler)
-        signed = record.source in session.signed_in
-        if not (signed or result.is_error) and signs_in(record.id, record.input_schema):
+        if not (result.is_error or record.source in session.signed_in) and self._signs_in(record):
             session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
         await self.sessions.commit(session)
         if not result.is_error:
