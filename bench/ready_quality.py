@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from toolweave.benchmark import load_dataset
 from toolweave.registry.documents import tool_document
+from toolweave.retrieval.metrics import summarize
 from toolweave.server.turns.ready_index import ReadyIndex, ReadyTool
 
 DATASETS = (
@@ -33,16 +34,6 @@ DATASETS = (
 )
 
 
-def ap_at_10(ranked: Sequence[str], gold: Iterable[str]) -> float:
-    wanted = set(gold)
-    found, total = 0, 0.0
-    for rank, tool in enumerate(ranked[:10], 1):
-        if tool in wanted:
-            found += 1
-            total += found / rank
-    return total / min(len(wanted), 10) if wanted else 0.0
-
-
 def score(spec: str, limit: int) -> list[dict[str, object]]:
     name, _, only = spec.partition(":")
     data = load_dataset(name)
@@ -51,17 +42,14 @@ def score(spec: str, limit: int) -> list[dict[str, object]]:
     for set_name in [only] if only else sorted(data.query_sets):
         queries = data.query_sets[set_name][:limit]
         lists = [[t.id for t, _ in index.search(q.text, 10)] for q in queries]
+        figures = summarize([(r, q.gold) for r, q in zip(lists, queries, strict=True)], ks=(10,))
         rows.append(
             {
                 "dataset": name,
                 "query_set": set_name,
                 "queries": len(queries),
-                "map@10": round(
-                    sum(ap_at_10(r, q.gold) for r, q in zip(lists, queries, strict=True)) / len(queries), 4
-                ),
-                "complete@10": round(
-                    sum(set(q.gold) <= set(r) for r, q in zip(lists, queries, strict=True)) / len(queries), 4
-                ),
+                "map@10": round(figures["map@10"], 4),
+                "complete@10": round(figures["complete@10"], 4),
             }
         )
     return rows

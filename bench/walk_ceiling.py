@@ -24,6 +24,7 @@ from toolweave.benchmark.recorded import RecordedIndex
 from toolweave.registry.catalog import load_catalog
 from toolweave.registry.embeddings import Embedder
 from toolweave.registry.registry import Registry
+from toolweave.retrieval.metrics import average_precision
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.query import clean_query
 from toolweave.settings import RetrievalSettings, Settings
@@ -32,13 +33,7 @@ DATASET = "bfcl_multi_turn"
 
 
 def ap_at_10(ranked: Sequence[str], gold: Iterable[str]) -> float:
-    wanted = set(gold)
-    found, total = 0, 0.0
-    for rank, tool in enumerate(ranked[:10], 1):
-        if tool in wanted:
-            found += 1
-            total += found / rank
-    return total / min(len(wanted), 10) if wanted else 0.0
+    return average_precision(ranked, gold, 10)
 
 
 def true_graph() -> dict[str, set[str]]:
