@@ -295,8 +295,8 @@ async def settle_provisional(gateway: Gateway) -> None:
             return
         try:
             await gateway.turns.retrieve_turn(session, text, gateway.settings.retrieval)
-        except Exception:  # the provisional answer stands; the next request is ranked as ever
-            log.warning("could not rank %s's first request again", key, exc_info=True)
+        except Exception:  # the provisional answer stands (a client that left, often); the next is ranked
+            log.debug("could not rank %s's first request again", key, exc_info=True)
 
     # each session's announcement waits for its client's re-list (bounded): side by side; and a table
     # answer that was finishing while these ran is settled in the next round
