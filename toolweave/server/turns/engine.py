@@ -173,15 +173,11 @@ class TurnEngine:
             params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
 
         signed_in = frozenset(session.signed_in)
-
-        def key_of(params: RetrievalSettings) -> Hashable:
-            return (text, tuple(context), params.model_dump_json(), frozenset(exclude), signed_in)
-
-        if self._sheds_decomposition(params) and not self.find_cache.holds(key_of(params)):
+        if self._sheds_decomposition(params) and not self.find_cache.holds(
+            _search_key(text, context, params, exclude, signed_in)
+        ):
             params = params.model_copy(update={"decompose": "off"})  # cached under its own key
-        ranked = await self.find_cache.get(
-            key_of(params), partial(self._search, text, params, exclude, context, signed_in)
-        )
+        ranked = await self._cached_search(text, params, exclude, context, signed_in)
         found = [
             FoundTool(rec, r)
             for r in ranked
@@ -211,6 +207,21 @@ class TurnEngine:
         (``Settings.shed_decomposition_at``; one client's turns never get there)."""
         limit = self.settings.shed_decomposition_at
         return params.decompose != "off" and limit > 0 and self._searching >= limit
+
+    async def _cached_search(
+        self,
+        text: str,
+        params: RetrievalSettings,
+        exclude: Collection[str],
+        context: Sequence[str],
+        signed_in: frozenset[str],
+    ) -> list[RankedTool]:
+        """The ranking of ``text`` from the find cache, searched on a miss (a turn and a request's parts
+        share it)."""
+        key = _search_key(text, context, params, exclude, signed_in)
+        search = partial(self._search, text, params, exclude, context, signed_in)
+        ranked: list[RankedTool] = await self.find_cache.get(key, search)
+        return ranked
 
     async def _search(
         self,
@@ -357,9 +368,8 @@ class TurnEngine:
         out: list[list[str]] = []
         for n in part_order(len(parts), served):
             part = parts[n]
-            key = (part, (), params.model_dump_json(), frozenset(exclude), signed_in)
-            search = partial(self._search, part, params, exclude, (), signed_in)
-            hits = [r.tool_id for r in await self.find_cache.get(key, search) if r.publish]
+            ranked = await self._cached_search(part, params, exclude, (), signed_in)
+            hits = [r.tool_id for r in ranked if r.publish]
             named = named_source(part, sources)
             best = next((t for t in vectors if t.startswith(f"{named}__")), None) if named else None
             best = best or (hits[0] if hits else None)
@@ -390,3 +400,14 @@ class _PendingTurn:
 def _is_session(session: Session, ref: str) -> bool:
     connection_id = getattr(session.connection, "session_id", None)
     return ref in (session.key, connection_id) or session.key == f"client-{ref}"
+
+
+def _search_key(
+    text: str,
+    context: Sequence[str],
+    params: RetrievalSettings,
+    exclude: Collection[str],
+    signed_in: frozenset[str],
+) -> Hashable:
+    """The find cache's key: everything a ranking is a function of besides the registry snapshot."""
+    return (text, tuple(context), params.model_dump_json(), frozenset(exclude), signed_in)
