@@ -117,3 +117,38 @@ def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_ans
         sdk_gate.touch()
     assert "time__get_current_time" in found_names(answer), answer
     assert status == 0, log.read_text()[-3000:]
+
+
+def test_a_registrys_first_launch_leaves_the_table_even_if_it_ends_at_its_first_answer(
+    tmp_path: Path, time_manifest: Path
+) -> None:
+    # A registry's very first launch builds it: its tools come from the upstream once the gateway is
+    # up. A client that leaves as soon as it has its answer (a one-shot `claude -p`, a per-call client)
+    # ends it at once. The table must already be there, or the next launch waits for the start again.
+    registry = tmp_path / "registry"
+    serve = [sys.executable, "-m", "toolweave", "serve", "--manifest", str(time_manifest)]
+    log = tmp_path / "gateway.log"
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [*serve, "--registry", str(registry)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=gateway_env(patient=True),  # this find waits for the start: nothing else could answer it
+        )
+    client = RawClient(proc)
+    try:
+        client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO})
+        assert client.receive()["id"] == 1
+        client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": FIND})
+        answer = client.receive()
+        while "id" not in answer:
+            answer = client.receive()
+    finally:
+        leave(proc, client)
+    assert "time__get_current_time" in found_names(answer), answer
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    table = registry / "ready-tools.json"
+    assert table.exists(), log.read_text()[-3000:]
+    assert "time__get_current_time" in {r["name"] for r in json.loads(table.read_text())["tools"]}

@@ -220,29 +220,14 @@ class Gateway:
     async def warm_up(self) -> None:
         """Leave a ready table beside a registry that has none, then load the embedding model and the
         schema validator now rather than inside the first call."""
-        await self._first_ready_table()
+        from toolweave.server.turns.starting import leave_first_ready_table
+
+        await leave_first_ready_table(self)
         try:
             await anyio.to_thread.run_sync(self.served.registry.embedder.embed_query, "warm up")
             await anyio.to_thread.run_sync(argument_errors, {"type": "object"}, {})
         except Exception:  # retrieval will report the problem when it is actually needed
             log.warning("could not pre-load the embedding model", exc_info=True)
-
-    async def _first_ready_table(self) -> None:
-        """The ready table of a local registry that has none, written as soon as the registry is open:
-        ``keep_ready_table`` (``server/turns/starting.py``) starts once the model is loaded, which a launch
-        a per-call client ends after its one call seldom lives to see (the next launch then waited again)."""
-        from toolweave.server.turns import ready_index, starting
-
-        home = self.settings.home
-        path = ready_index.ready_path(home)
-        if path is None or path.exists() or not len(self.served.registry.content_hashes()):
-            return
-        try:
-            rows = await anyio.to_thread.run_sync(starting.ready_table, self)
-            if await anyio.to_thread.run_sync(ready_index.write, home, rows):
-                log.debug("first ready table written: %d tools", len(rows))
-        except Exception:  # a first answer then waits for the registry, as without a table
-            log.warning("could not leave the ready table beside the registry", exc_info=True)
 
     # -- what is visible -------------------------------------------------------------------------------
     def published_tools(self, session: Session) -> list[types.Tool]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,9 @@ class SourceSync:
         self._registered: set[str] = set()  # sources with tools in the registry (refresh_stale_sources)
         self._started_at = time.monotonic()
         self._tasks: anyio.abc.TaskGroup | None = None  # start()'s: backends added later start there
+        self.on_ingested: Callable[[], Awaitable[None]] | None = None
+        """Run after each ingest of a backend's tools, before it counts as reported (the gateway leaves
+        its first ready table there: ``server/turns/starting.py``)."""
 
     @property
     def registry(self) -> Registry:
@@ -191,6 +194,8 @@ class SourceSync:
             changed = {i for i, h in after.items() if before.get(i) not in (None, h)}
             added = set(after) - set(before)
             await self.republish(removed=removed, changed=changed, added=added)
+            if self.on_ingested is not None:
+                await self.on_ingested()
         except Exception:  # a bad tool list must not kill the backend's owner task
             log.exception("could not ingest the tools of %s", source)
         finally:

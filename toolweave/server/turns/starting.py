@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "STILL_STARTING",
     "answer_find_tools_while_starting",
     "keep_ready_table",
+    "leave_first_ready_table",
     "ready_table",
     "start_in_background",
     "starting",
@@ -59,8 +61,12 @@ SETTLE_RETRY_S = (1.0, 30.0)
 """The manifest's start-up writes (``_settle``) are retried after 1 s, then twice as long each time, at
 most 30 s apart, until they succeed."""
 
-READY_TABLE_CHECK_S = 5.0
-"""How often the gateway checks whether its registry's tools changed since it left its ready table."""
+READY_TABLE_CHECK_S = 1.0
+"""How often the gateway checks whether its registry's tools changed since it left its ready table (a
+check compares one object's identity: the write is what costs)."""
+
+READY_TABLE_GAP_S = 5.0
+"""At least this long between two writes of the ready table (a large ingest commits many times)."""
 
 STILL_STARTING = (
     "the gateway is still starting (opening its tool registry, loading its embedding model, connecting "
@@ -221,6 +227,25 @@ def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
     return rows
 
 
+async def leave_first_ready_table(gateway: Gateway) -> None:
+    """The ready table of a local registry that has none, written as soon as the registry holds tools:
+    when it opens (``Gateway.warm_up``) and after each ingest until it exists (``SourceSync``'s
+    ``on_ingested``). ``keep_ready_table`` starts once the model is loaded and checks every few
+    seconds, which a launch that ends soon after its first answer seldom lives to see: a per-call
+    client's one call, or a short first session that built the registry (the next launch then waited
+    for the start again)."""
+    home = gateway.settings.home
+    path = ready_index.ready_path(home)
+    if path is None or path.exists() or not len(gateway.served.registry.content_hashes()):
+        return
+    try:
+        rows = await anyio.to_thread.run_sync(ready_table, gateway)
+        if await anyio.to_thread.run_sync(ready_index.write, home, rows):
+            log.debug("first ready table written: %d tools", len(rows))
+    except Exception:  # a first answer then waits for the registry, as without a table
+        log.warning("could not leave the ready table beside the registry", exc_info=True)
+
+
 async def keep_ready_table(gateway: Gateway) -> None:
     """Leave the ready table beside a local registry once the gateway is warm, and again whenever the
     registry's tools changed (forever: run it in the gateway's task group)."""
@@ -228,10 +253,12 @@ async def keep_ready_table(gateway: Gateway) -> None:
     if ready_index.ready_path(home) is None:
         return
     seen: object = None
+    written_at = float("-inf")
     while True:
         hashes = gateway.served.registry.content_hashes()  # replaced whole by every write or reload
-        if hashes is not seen and len(hashes):  # an empty registry has nothing to answer with
-            seen = hashes
+        # an empty registry has nothing to answer with
+        if hashes is not seen and len(hashes) and time.monotonic() - written_at >= READY_TABLE_GAP_S:
+            seen, written_at = hashes, time.monotonic()
             try:
                 rows = await anyio.to_thread.run_sync(ready_table, gateway)
                 if await anyio.to_thread.run_sync(ready_index.write, home, rows):
@@ -257,6 +284,7 @@ async def start_in_background(gateway: Gateway) -> None:
     except Exception as exc:  # any start failure is reported, never fatal
         _start_failed(gateway, "the tool registry could not be opened", exc)
         return
+    sources.on_ingested = partial(leave_first_ready_table, gateway)  # before any backend can report
     async with anyio.create_task_group() as tg:
         tried = anyio.Event()
         tg.start_soon(_settle, gateway, replica, tried)
