@@ -24,7 +24,7 @@ from toolweave.settings import Settings
 from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 from .helpers import FakeBackend, call_held_by_start_up, notes_tools, time_tools
-from .test_early import Client, Server, front_replay, initialize, listen, modern, request
+from .test_early import INITIALIZED, Client, Server, front_replay, initialize, listen, modern, request
 from .test_early import pipes as pipes  # the fixture
 from .test_startup import HeldBackend, held_opener
 
@@ -93,6 +93,7 @@ async def test_the_stdio_front_answers_find_tools_from_the_table_and_hands_it_ov
     )
     assert (await client.receive())["id"] == 1
     front.offer_ready_tools(str(tmp_path), 10)  # the settings name the registry: the find waited for it
+    assert await client.receive() == LIST_CHANGED  # it offers tools: announced first, then answered
     found = await client.receive()
     assert found["id"] == 2
     structured = found["result"]["structuredContent"]
@@ -255,7 +256,7 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
     tool) before the SDK is loaded; its answers are replayed into the gateway: the SDK's own replies are
     dropped (the client got one answer), the gateway publishes what it found and says so, and the list
     still carries the tool, all while the registry is still not open."""
-    from .test_early import INITIALIZED, serving
+    from .test_early import serving
 
     await warm_table(registry)
     client, server = pipes
@@ -263,17 +264,21 @@ async def test_the_gateway_publishes_what_the_stdio_front_answered(
     front.offer_ready_tools(str(registry.path), 10)
     front.start()
     find = {"name": "find_tools", "arguments": {"query": QUERY}}
+    front.offer_relist_bounds(60, 60)  # held until the client re-lists, however slow this machine is
     client.send(
         initialize("2025-11-25"), INITIALIZED, request(2, "tools/list"), request(3, "tools/call", find)
     )
     assert (await client.receive())["id"] == 1
     assert [t["name"] for t in (await client.receive())["result"]["tools"]] == ["find_tools", "call_tool"]
-    found = (await client.receive())["result"]["structuredContent"]
-    assert found["tools"][0]["name"] == "clock__get_current_time" and found["tool_list_changed"] is True
-    assert await client.receive() == LIST_CHANGED  # from the front: the SDK is not loaded yet
+    # from the front (the SDK is not loaded yet): the notice first, the answer once the client re-listed
+    assert await client.receive() == LIST_CHANGED
     client.send(request(4, "tools/list"))
     listed = await client.receive()
     assert listed["id"] == 4 and "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
+    found_reply = await client.receive()
+    assert found_reply["id"] == 3
+    found = found_reply["result"]["structuredContent"]
+    assert found["tools"][0]["name"] == "clock__get_current_time" and found["tool_list_changed"] is True
     client.send(request(5, "tools/call", find))  # the same tools again: nothing new to announce
     assert (await client.receive())["result"]["structuredContent"]["tool_list_changed"] is False
     opened = threading.Event()
@@ -311,8 +316,8 @@ async def test_in_the_2026_era_the_front_announces_its_offer_on_the_listen_strea
     client.send(modern(1, "server/discover"), listen("listen-1"), modern(2, "tools/call", **find))
     assert (await client.receive())["id"] == 1
     assert (await client.receive())["method"] == "notifications/subscriptions/acknowledged"
-    found = await client.receive()
-    assert found["id"] == 2 and found["result"]["structuredContent"]["tool_list_changed"] is True
+    # the notice first; the answer is held until the client has listed the tools it offers (Claude Code
+    # sends its next model request as soon as it has the answer, with the list it has then)
     notice = await client.receive()
     assert notice == {
         "jsonrpc": "2.0",
@@ -320,10 +325,40 @@ async def test_in_the_2026_era_the_front_announces_its_offer_on_the_listen_strea
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
     }
     client.send(modern(3, "tools/list"))
-    listed = (await client.receive())["result"]["tools"]
-    names = [t["name"] for t in listed]
+    listed = await client.receive()
+    assert listed["id"] == 3
+    names = [t["name"] for t in listed["result"]["tools"]]
     assert names[:2] == ["find_tools", "call_tool"] and "clock__get_current_time" in names[2:]
+    found = await client.receive()
+    assert found["id"] == 2 and found["result"]["structuredContent"]["tool_list_changed"] is True
     await anyio.to_thread.run_sync(front.hand_over)
+
+
+async def test_a_held_answer_is_written_when_its_bound_passes_or_at_the_hand_over(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """A client that does not re-list still gets its answer: after the bound, or when the SDK takes
+    over, whichever comes first; and one the front holds no more once it is handed over."""
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.offer_relist_bounds(0.05, 0.05)
+    front.start()
+    find: dict[str, Any] = {"name": "find_tools", "arguments": {"query": QUERY}}
+    client.send(initialize("2025-11-25"), INITIALIZED, request(2, "tools/call", find))
+    assert (await client.receive())["id"] == 1
+    assert await client.receive() == LIST_CHANGED
+    assert (await client.receive())["id"] == 2  # the bound passed: no re-list came
+
+    front.offer_relist_bounds(600, 600)
+    other: dict[str, Any] = {"name": "find_tools", "arguments": {"query": "create a note with a title"}}
+    client.send(request(3, "tools/call", other))
+    assert await client.receive() == LIST_CHANGED
+    handover = await anyio.to_thread.run_sync(front.hand_over)
+    found = await client.receive()
+    assert found["id"] == 3 and found["result"]["structuredContent"]["tool_list_changed"] is True
+    assert handover.answered  # the SDK drops its own replies to what the front answered
 
 
 async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:

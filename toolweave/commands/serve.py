@@ -163,6 +163,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
     front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
     front.offer_tools_list(settings.publish.always_load)
     front.offer_starting_wait(settings.startup_call_wait_s)
+    front.offer_relist_bounds(settings.publish.relist_wait_ms / 1000, settings.publish.relist_probe_ms / 1000)
     return front
 
 

@@ -69,6 +69,13 @@ STILL_STARTING = (
 )
 """``server/turns/starting.py``'s note, word for word (a test keeps them equal)."""
 
+RELIST_WAIT_S = 5.0
+"""``publish.relist_wait_ms``'s default, in seconds: how long an answer that offered tools is held for a
+client known to re-list (a 2026-era client with a listen stream, or one that re-listed here already)."""
+
+RELIST_PROBE_S = 0.3
+"""``publish.relist_probe_ms``'s default: the same bound while that is not known."""
+
 OFFER_WAIT_S = 10.0
 """How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
 answers it)."""
@@ -167,6 +174,10 @@ class EarlyFront:
         self._ready_offered = threading.Event()
         self._ready_lock = threading.Lock()
         self._starting_wait_s = 0.0
+        self._relist_s = (RELIST_WAIT_S, RELIST_PROBE_S)
+        self._relisted = False
+        self._held: list[bytes] = []
+        """``find_tools`` answers written once the client has the tools they offer (``_answer_find``)."""
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
@@ -196,6 +207,11 @@ class EarlyFront:
         with self._lock:
             self._starting_wait_s = seconds
 
+    def offer_relist_bounds(self, wait_s: float, probe_s: float) -> None:
+        """``publish.relist_wait_ms`` and ``relist_probe_ms``, in seconds, for answers held from now on."""
+        with self._lock:
+            self._relist_s = (wait_s, probe_s)
+
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
         return self._client_left.is_set()
@@ -216,6 +232,7 @@ class EarlyFront:
         self._ready_offered.set()  # a find_tools still waiting for the settings is the SDK's now
         with self._lock:
             self._stopping = True
+            self._release_held()  # before the SDK writes anything: the client gets every answer
         os.write(self._wake_write, b"x")
         self._thread.join()
         os.close(self._wake_read)
@@ -315,7 +332,9 @@ class EarlyFront:
         if not handshake.is_request_id(message.get("id")) or handshake.envelope_version(params) is not None:
             return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
         if method == "tools/list" and handshake.without_cursor(params):
-            return self._answer(message, self._with_shown(handshake.tools_list_result(self._always_load)))
+            listed = self._answer(message, self._with_shown(handshake.tools_list_result(self._always_load)))
+            self._release_held(relisted=True)
+            return listed
         if method == "ping" and (params is None or isinstance(params, dict)):
             return self._answer(message, {})
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
@@ -332,7 +351,9 @@ class EarlyFront:
             return self._answer(message, handshake.discover_result(self._version))
         if method == "tools/list" and handshake.without_cursor(params):
             listed = handshake.modern_tools_list_result(self._always_load, self._version)
-            return self._answer(message, self._with_shown(listed))
+            answered = self._answer(message, self._with_shown(listed))
+            self._release_held(relisted=True)
+            return answered
         if method == "ping":
             return self._answer(message, handshake.modern_ping_error(), key="error")
         if method == "tools/call" and (found := self._find_tools(params)) is not None:
@@ -387,18 +408,46 @@ class EarlyFront:
         return {**result, "tools": [*result["tools"], *self._shown.values()]} if self._shown else result
 
     def _answer_find(self, request: dict[str, Any], result: dict[str, Any]) -> _Action:
-        """A ``find_tools`` answered here; ``list_changed`` follows when it offered new tools, on the
-        connection (handshake era) or on each listen stream (2026 era), as the gateway sends it."""
-        action = self._answer(request, result)
-        if result["structuredContent"]["tool_list_changed"]:
-            method = "notifications/tools/list_changed"
-            if self._era is Era.MODERN:
-                for sid in self._listens:
-                    meta = {handshake.SUBSCRIPTION_ID_META: sid}
-                    self._write({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
-            else:
-                self._write({"jsonrpc": "2.0", "method": method})
-        return action
+        """A ``find_tools`` answered here. When it offered new tools, ``list_changed`` goes first, on the
+        connection (handshake era) or on each listen stream (2026 era), and the answer is held until the
+        client's next ``tools/list`` was answered, within a bound (``RELIST_WAIT_S``, ``RELIST_PROBE_S``),
+        as the gateway holds its own (``server/turns/notify.py``): a client that sends its next model
+        request as soon as it has the answer (Claude Code does) then offers the model the found tools
+        rather than the list it had. A 2026-era client without a listen stream hears no notice."""
+        if not result["structuredContent"]["tool_list_changed"]:
+            return self._answer(request, result)
+        method = "notifications/tools/list_changed"
+        if self._era is Era.MODERN:
+            if not self._listens:
+                return self._answer(request, result)
+            for sid in self._listens:
+                meta = {handshake.SUBSCRIPTION_ID_META: sid}
+                self._write({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
+        else:
+            self._write({"jsonrpc": "2.0", "method": method})
+        wait_s, probe_s = self._relist_s
+        bound = wait_s if self._relisted or self._era is Era.MODERN else probe_s
+        if bound <= 0:
+            return self._answer(request, result)
+        timer = threading.Timer(bound, self._bound_passed)
+        timer.daemon = True
+        timer.start()
+        return self._answer(request, result, hold=True)
+
+    def _bound_passed(self) -> None:
+        with self._lock:
+            self._release_held()
+
+    def _release_held(self, *, relisted: bool = False) -> None:
+        """Write the held answers (under the lock); ``relisted``: a list reply was just written."""
+        if relisted and self._held:
+            self._relisted = True
+        held, self._held = self._held, []
+        try:
+            for data in held:
+                self._write_bytes(data)
+        except OSError:  # the client left: nobody to answer (the reader sees the end of its input)
+            log.debug("a held find_tools answer found no client", exc_info=True)
 
     def _answer_later(self, request: dict[str, Any]) -> None:
         """A plain ``find_tools`` kept for the SDK: answered as still starting if the SDK has not taken
@@ -425,17 +474,29 @@ class EarlyFront:
             result = found if self._era is Era.HANDSHAKE else handshake.modern_result(found, self._version)
             self._write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def _answer(self, request: dict[str, Any], payload: dict[str, Any], key: str = "result") -> _Action:
-        self._write({"jsonrpc": "2.0", "id": request["id"], key: payload})
+    def _answer(
+        self, request: dict[str, Any], payload: dict[str, Any], key: str = "result", *, hold: bool = False
+    ) -> _Action:
+        reply = {"jsonrpc": "2.0", "id": request["id"], key: payload}
+        if hold:
+            self._held.append(_line(reply))
+        else:
+            self._write(reply)
         private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
         self._answered[private] = (request["method"], {key: payload})
         self._replay.append(json.dumps({**request, "id": private}).encode())
         return _Action.ANSWERED
 
     def _write(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        self._write_bytes(_line(message))
+
+    def _write_bytes(self, data: bytes) -> None:
         while data:
             data = data[os.write(self._out, data) :]
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
 def _call_id(line: bytes) -> object:
