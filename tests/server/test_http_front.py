@@ -178,3 +178,60 @@ async def test_the_front_shows_what_its_find_tools_offered_to_that_client_only(m
 
 
 META = ["find_tools", "call_tool"]
+
+
+@pytest.mark.anyio
+async def test_a_2026_era_answer_that_offers_tools_waits_for_the_clients_re_list() -> None:
+    """Claude Code sends its next model request as soon as it has a ``find_tools`` answer, with the tools
+    it listed by then: an answer the front gives from the ready table that offers tools is announced on
+    the client's listen stream first and held until that client's next ``tools/list`` was answered
+    (``FrontPolicy.relist_wait_s``), as the gateway holds its own."""
+    import dataclasses
+
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.e2e.watch import ListChanged, watching
+
+    from .test_ready_index import QUERY, TABLE
+
+    front, url = serving_front(ready_index.ReadyIndex(TABLE))
+    assert front._policy is not None
+    front.offer(dataclasses.replace(front._policy, relist_wait_s=600))  # only the re-list releases it
+    watch = ListChanged()
+    answered = anyio.Event()
+    found: list[Any] = []
+    try:
+        with anyio.fail_after(60):
+            async with (
+                Client(streamable_http_client(url, terminate_on_close=False), mode="auto") as client,
+                watching(client, watch),
+                anyio.create_task_group() as tg,
+            ):
+                assert client.protocol_version == "2026-07-28"
+
+                async def find() -> None:
+                    found.append(await client.call_tool("find_tools", {"query": QUERY}))
+                    answered.set()
+
+                tg.start_soon(find)
+                await watch.wait(30)
+                with anyio.move_on_after(0.5):
+                    await answered.wait()
+                assert not answered.is_set()  # held: the client has not listed the tools yet
+                listed = [t.name for t in (await client.list_tools(cache_mode="bypass")).tools]
+                assert "time__get_current_time" in listed
+                await answered.wait()
+        assert found[0].structured_content["tool_list_changed"] is True
+    finally:
+        front.release()
+
+
+def test_the_fronts_constants_are_the_gateways() -> None:
+    """The front is standard library only: it keeps its own copies of the gateway's constants."""
+    from toolweave.server.fronts import front_offers
+    from toolweave.server.sessions.session_book import SESSION_META_KEY
+    from toolweave.server.turns.notify import OTHER_CONNECTION_SETTLE_S
+
+    assert front_offers.OTHER_CONNECTION_SETTLE_S == OTHER_CONNECTION_SETTLE_S
+    assert front_offers.SESSION_META == SESSION_META_KEY

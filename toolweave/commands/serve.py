@@ -186,6 +186,7 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
         origins,
         settings.max_request_bytes,
         starting_wait_s=settings.startup_call_wait_s,
+        relist_wait_s=settings.publish.relist_wait_ms / 1000,
     )
     # with credentials to check, every request waits for the full app (and its authentication)
     front.offer(policy if security.auth == "none" else None)

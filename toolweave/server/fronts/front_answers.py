@@ -149,6 +149,9 @@ class FrontPolicy:
     starting_wait_s: float = 0.0
     """``startup_call_wait_s``: a plain ``find_tools`` the gateway has not taken over this long after it
     came is answered here as still starting (``still_starting``); 0: it waits for the gateway."""
+    relist_wait_s: float = 5.0
+    """``publish.relist_wait_ms`` in seconds: how long an answer that offered tools to a 2026-era client
+    listening here waits for its re-list (``front_offers.Offers.awaiting_list``); 0: never held."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,7 @@ class Decision:
 PROVISIONAL_MAX_BODY = 64 * 1024
 """The smallest ``max_request_bytes`` the settings allow: a body the front answers before the settings
 are loaded is never one the gateway would refuse for its size."""
-_SETTING_SECTIONS = re.compile(r"security|always_load")
+_SETTING_SECTIONS = re.compile(r"security|always_load|relist_wait")
 """Anywhere in the manifest (a flow mapping or an anchor could carry a section too): conservative, a
 false alarm only makes the front wait for the settings."""
 

@@ -16,7 +16,11 @@ stdio front does (``server/fronts/early.py``), the front shows what it offered a
   client the front holds open (a notice anywhere else is not heard in that era);
 * its ``tools/list`` then carries those tools after the meta-tools, in the table's order, as the
   gateway lists them from the same table while its registry opens (``Gateway._ready_tools``), so the
-  replayed list is the same answer.
+  replayed list is the same answer;
+* in the 2026 era the answer itself waits until that client's next ``tools/list`` was answered (within
+  ``FrontPolicy.relist_wait_s``; ``awaiting_list``), as the gateway holds its own
+  (``server/turns/notify.py``): Claude Code sends its next model request as soon as it has the answer,
+  with the tools it listed by then.
 
 "The client" is what the gateway will call its session: a handshake-era session (the front's
 ``Mcp-Session-Id``); in the 2026 era the session a request names (``_meta["io.toolweave/session"]``),
@@ -38,9 +42,13 @@ from toolweave.server.fronts.http_wire import sse_event
 from toolweave.server.fronts.processes import ClientProcesses, Domain, Peer, Process
 from toolweave.server.turns import ready_index
 
-__all__ = ["LIST_CHANGED", "SESSION_META", "FrontClient", "Offers"]
+__all__ = ["LIST_CHANGED", "OTHER_CONNECTION_SETTLE_S", "SESSION_META", "FrontClient", "Offers"]
 
 LIST_CHANGED = "notifications/tools/list_changed"
+OTHER_CONNECTION_SETTLE_S = 0.01
+"""``notify.OTHER_CONNECTION_SETTLE_S`` (a test keeps them equal): the held answer goes this much after the
+list reply, which went out on another connection."""
+
 SESSION_META = "io.toolweave/session"
 """``session_book.SESSION_META_KEY`` (a test keeps them equal): the SDK is not loaded here."""
 
@@ -65,6 +73,7 @@ class Offers:
     _shown: dict[str, dict[str, Offered]] = field(default_factory=dict)
     _streams: dict[str, dict[object, asyncio.Queue[dict[str, Any]]]] = field(default_factory=dict)
     _on_get_stream: set[str] = field(default_factory=set)
+    _listing: dict[str, list[asyncio.Event]] = field(default_factory=dict)
 
     def client(self, scope: MutableMapping[str, Any], decision: Decision) -> FrontClient:
         """The client ``decision`` answers (a 2026-era ``server/discover`` begins a process)."""
@@ -111,6 +120,21 @@ class Offers:
             return decision, sse_event({"jsonrpc": "2.0", "method": LIST_CHANGED})
         self._to_streams(client)
         return decision, b""
+
+    def awaiting_list(self, client: FrontClient) -> asyncio.Event | None:
+        """For an answer that just offered ``client`` new tools: set once the client's next ``tools/list``
+        was answered here (``listed``); None when the client cannot hear of them (not a 2026-era client
+        with a listen stream here: handshake-era notices travel on the answer's own response)."""
+        if not client.modern or not self._streams.get(client.key):
+            return None
+        event = asyncio.Event()
+        self._listing.setdefault(client.key, []).append(event)
+        return event
+
+    def listed(self, client: FrontClient) -> None:
+        """A ``tools/list`` reply to ``client`` was sent: its held answers may go."""
+        for event in self._listing.pop(client.key, []):
+            event.set()
 
     def shown_to(self, client: FrontClient) -> bool:
         """Whether the front's answers offered this client tools."""

@@ -47,13 +47,19 @@ from toolweave.server.fronts import handshake
 from toolweave.server.fronts.early import stamped
 from toolweave.server.fronts.front_answers import (
     SESSION_HEADER,
+    Decision,
     FrontPolicy,
     decide,
     header_lists,
     one_header,
     still_starting,
 )
-from toolweave.server.fronts.front_offers import LIST_CHANGED, FrontClient, Offers
+from toolweave.server.fronts.front_offers import (
+    LIST_CHANGED,
+    OTHER_CONNECTION_SETTLE_S,
+    FrontClient,
+    Offers,
+)
 from toolweave.server.fronts.http_wire import (
     SSE_HEADERS,
     Ending,
@@ -424,6 +430,9 @@ class HttpFront:
             await self._listen(scope, receive, send, decision.listen, client)
             return True
         decision, before = self._offers.answer(client, decision, self._policy.always_load)
+        relist = None
+        if self._policy.relist_wait_s > 0 and _offers_new_tools(decision):
+            relist = self._offers.awaiting_list(client)  # before any other request runs: none is missed
         if decision.session is not None and decision.session not in self._sessions:
             self._sessions[decision.session] = None  # an initialize: mapped to the SDK's at the hand-over
         if decision.replay:  # recorded before anything is sent: a hand-over that begins meanwhile replays it
@@ -434,8 +443,24 @@ class HttpFront:
         log.debug("the HTTP front answered %s", message.get("method"))
         payload = decision.payload()
         session = decision.session if payload else None
+        if relist is not None:
+            await self._hold(relist, self._policy.relist_wait_s)
         await respond(send, decision.status, payload, session=session, before=before)
+        if message.get("method") == "tools/list":
+            self._offers.listed(client)
         return True
+
+    async def _hold(self, relist: asyncio.Event, bound_s: float) -> None:
+        """Until the client re-listed (then a moment more: the list went on another connection), the
+        gateway took over (it answers the list), or ``bound_s`` passed."""
+        waits = {asyncio.ensure_future(relist.wait()), asyncio.ensure_future(self._ready.wait())}
+        try:
+            await asyncio.wait(waits, timeout=bound_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if relist.is_set():
+            await asyncio.sleep(OTHER_CONNECTION_SETTLE_S)
 
     async def _late(self, scope: Scope, body: bytes, arrived: float, send: Send) -> bool:
         """``front_answers.still_starting`` once ``starting_wait_s`` passed; False: the gateway answers."""
@@ -529,3 +554,10 @@ def claim() -> HttpFront | None:
     global _started
     front, _started = _started, None
     return front
+
+
+def _offers_new_tools(decision: Decision) -> bool:
+    """Whether ``decision`` is a ``find_tools`` answer that offered the client tools it was not shown."""
+    result = (decision.reply or {}).get("result")
+    structured = result.get("structuredContent") if isinstance(result, dict) else None
+    return isinstance(structured, dict) and structured.get("tool_list_changed") is True
