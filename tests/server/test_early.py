@@ -25,7 +25,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as SDK_MODERN_VERSIONS
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
 from toolweave.server.fronts import handshake
-from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront, Era, Handover
+from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.fronts.handover import Era, Handover
 from toolweave.server.fronts.transports import _serve_stdio
 from toolweave.server.gateway import Gateway
 from toolweave.settings import PublishSettings, Settings

@@ -402,3 +402,44 @@ def test_the_http_front_answers_before_the_settings_only_when_they_cannot_differ
     assert provisional_policy("127.0.0.1", "{servers: {}, security: {auth: tokens}}", {}, None) is None
     assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_SECURITY__AUTH": "oauth"}, None) is None
     assert provisional_policy("127.0.0.1", plain, {"TOOLWEAVE_PUBLISH__ALWAYS_LOAD": "0"}, None) is None
+
+
+async def test_a_hosts_turn_is_answered_by_the_front_once_the_client_re_listed(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """Claude Code's prompt hook gives up after 2 s, and a busy machine loads the MCP SDK slower than
+    that: the front answers the turn from the ready table itself. The client hears ``list_changed`` on its
+    listen stream, its next list carries the tool, the hook's answer comes after that list, and the turn
+    is replayed into the gateway (a ``find_tools`` under the client's envelope: it publishes the same)."""
+    from toolweave.server.fronts.host import send_turn
+
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd, host_channel=True)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.start()
+    try:
+        client.send(modern(1, "server/discover"), listen("listen-1"))
+        assert (await client.receive())["id"] == 1
+        assert (await client.receive())["method"] == "notifications/subscriptions/acknowledged"
+        assert front.host_socket is not None
+        path = Path(front.host_socket.getsockname())
+        answers: list[dict[str, Any]] = []
+        hook = threading.Thread(target=lambda: answers.append(send_turn(path, QUERY, timeout_s=60)))
+        hook.start()
+        notice = await client.receive()
+        assert notice["method"] == "notifications/tools/list_changed"
+        hook.join(0.5)
+        assert not answers  # held until the client has the tools
+        client.send(modern(2, "tools/list"))
+        listed = await client.receive()
+        assert "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
+        await anyio.to_thread.run_sync(hook.join, 60)
+        assert answers[0]["ok"] is True
+        assert answers[0]["sessions"][0]["published"][0]["name"] == "clock__get_current_time"
+        replay = await anyio.to_thread.run_sync(front.hand_over)
+        turn = json.loads(replay.prefix.splitlines()[2])  # after the discover and the listen
+        assert turn["id"].startswith(EARLY_ID_PREFIX) and turn["method"] == "tools/call"
+        assert turn["params"]["arguments"] == {"query": QUERY} and "_meta" in turn["params"]
+    finally:
+        front.close_host_socket()

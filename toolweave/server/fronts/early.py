@@ -41,14 +41,14 @@ import select
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, BinaryIO
+from typing import Any
 
-from toolweave.server.fronts import handshake
+from toolweave.server.fronts import early_turns, handshake
+from toolweave.server.fronts.handover import Era, Handover
 from toolweave.server.turns import ready_index
 
-__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "Era", "Handover", "claim", "stamped", "start"]
+__all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "claim", "stamped", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -86,55 +86,11 @@ MAX_EARLY_LINE = 1 << 20
 _READ_CHUNK = 1 << 16
 
 
-class Era(Enum):
-    HANDSHAKE = "handshake"
-    MODERN = "2026-07-28"
-
-
 class _Action(Enum):
     ANSWERED = 1  # replayed under a private id
     KEPT = 2  # replayed verbatim: the SDK answers it
     ACKNOWLEDGED = 3  # a listen stream opened here, replayed verbatim: the SDK serves it
     STOP = 4  # left unread for the SDK, and the front stops
-
-
-@dataclass
-class Handover:
-    """What the front read and answered, for the SDK server to continue from."""
-
-    prefix: bytes
-    """The lines the SDK must read before fd 0, in the order they came: answered requests (private ids),
-    the rest verbatim."""
-    answered: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
-    """Private id -> (method, reply sent to the client: ``{"result": ...}`` or ``{"error": ...}``)."""
-    listens: dict[str | int, dict[str, Any]] = field(default_factory=dict)
-    """``subscriptions/listen`` request id -> the acknowledgement params sent for it."""
-    era: Era | None = None
-
-    def reader(self, rest: BinaryIO) -> _PrefixedLines:
-        """A line reader over ``prefix`` then ``rest`` (the process's stdin)."""
-        return _PrefixedLines(self.prefix, rest)
-
-
-class _PrefixedLines:
-    """``readline(limit)`` over a byte prefix, then a stream: what ``bounded_stdio_server`` reads."""
-
-    def __init__(self, prefix: bytes, rest: BinaryIO) -> None:
-        self._prefix = prefix
-        self._rest = rest
-
-    def readline(self, limit: int = -1) -> bytes:
-        if not self._prefix:
-            return self._rest.readline(limit)
-        end = self._prefix.find(b"\n")
-        size = len(self._prefix) if end < 0 else end + 1
-        if limit >= 0:
-            size = min(size, limit)
-        line, self._prefix = self._prefix[:size], self._prefix[size:]
-        if line.endswith(b"\n") or self._prefix or len(line) == limit:
-            return line
-        # the prefix ended inside a line: the rest of it is still in the pipe
-        return line + self._rest.readline(-1 if limit < 0 else limit - len(line))
 
 
 class EarlyFront:
@@ -178,6 +134,10 @@ class EarlyFront:
         self._relisted = False
         self._held: list[bytes] = []
         """``find_tools`` answers written once the client has the tools they offer (``_answer_find``)."""
+        self._held_turns: list[tuple[socket.socket, dict[str, Any]]] = []
+        """Host turns answered here, and their answers, sent once the client re-listed (``_host_turn``)."""
+        self._envelope: dict[str, Any] | None = None
+        """The 2026-era client's ``_meta`` envelope: a host turn is replayed under it."""
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
 
     def start(self) -> None:
@@ -277,12 +237,21 @@ class EarlyFront:
             log.debug("the early front stopped", exc_info=True)
 
     def _read_more(self) -> bool:
-        """Wait for input (or ``hand_over``); false when the front must stop reading."""
+        """Wait for input, a host's turn it can answer (``_host_turn``) or ``hand_over``; false when the
+        front must stop reading."""
         if self._stopping:
             return False
-        ready, _, _ = select.select([self._in, self._wake_read], [], [])
+        host = self.host_socket if self._era is not None and self._table_now() is not None else None
+        watched = [self._in, self._wake_read] + ([host.fileno()] if host is not None else [])
+        ready, _, _ = select.select(watched, [], [])
         if self._wake_read in ready or self._stopping:
             return False
+        if host is not None and host.fileno() in ready:
+            with self._lock:
+                if not self._stopping:
+                    self._host_turn(host)
+            if self._in not in ready:
+                return True
         chunk = os.read(self._in, _READ_CHUNK)
         if not chunk:
             self._client_left.set()
@@ -347,6 +316,8 @@ class EarlyFront:
         method, params, request_id = message.get("method"), message.get("params"), message.get("id")
         if not handshake.is_request_id(request_id) or handshake.envelope_version(params) is None:
             return _Action.KEPT
+        if self._envelope is None and isinstance(params, dict):
+            self._envelope = params["_meta"]
         if method == "server/discover":
             return self._answer(message, handshake.discover_result(self._version))
         if method == "tools/list" and handshake.without_cursor(params):
@@ -370,6 +341,42 @@ class EarlyFront:
             self._listens[request_id] = ack
             return _Action.ACKNOWLEDGED
         return _Action.KEPT
+
+    def _table_now(self) -> ready_index.ReadyIndex | None:
+        """The ready table, if the settings named one already and it exists (loaded once)."""
+        with self._ready_lock:
+            home, table = self._ready_home, self._ready
+        if table is None and home is not None and self._ready_offered.is_set():
+            table = ready_index.load(home)
+            with self._ready_lock:
+                if self._ready_home == home:
+                    self._ready = table
+        return table
+
+    def _host_turn(self, listening: socket.socket) -> None:
+        """A host's turn, answered from the ready table (``early_turns``; under the lock): shown to the
+        client and replayed into the gateway as a ``find_tools`` (under the client's envelope in the
+        2026 era), and answered once the client re-listed, as a ``find_tools`` answer here is held."""
+        try:
+            conn, _ = listening.accept()
+        except OSError:  # the host left already
+            return
+        text, problem = early_turns.read_turn(conn)
+        call = {"name": "find_tools", "arguments": {"query": (text or "")[: ready_index.MAX_QUERY_CHARS]}}
+        found = self._find_tools(call) if text is not None and text.strip() else None
+        if found is None:
+            early_turns.reply(conn, {"ok": False, "error": problem or "nothing to search for"})
+            return
+        params = call if self._era is Era.HANDSHAKE else {**call, "_meta": self._envelope or {}}
+        request = {"jsonrpc": "2.0", "id": "host-turn", "method": "tools/call", "params": params}
+        if self._era is Era.MODERN:
+            found = handshake.modern_result(found, self._version)
+        self._record(request, {"result": found})  # the answer goes to the host, not to the client
+        answer = {"ok": True, "sessions": [{"published": found["structuredContent"]["tools"]}]}
+        if self._announce(found) is None:
+            early_turns.reply(conn, answer)
+            return
+        self._held_turns.append((conn, answer))
 
     def _find_tools(self, params: object) -> dict[str, Any] | None:
         """The ``find_tools`` result from the ready table, or None (not a plain ``find_tools``, no table):
@@ -414,12 +421,21 @@ class EarlyFront:
         as the gateway holds its own (``server/turns/notify.py``): a client that sends its next model
         request as soon as it has the answer (Claude Code does) then offers the model the found tools
         rather than the list it had. A 2026-era client without a listen stream hears no notice."""
-        if not result["structuredContent"]["tool_list_changed"]:
+        bound = self._announce(result)
+        if bound is None:
             return self._answer(request, result)
+        return self._answer(request, result, hold=True)
+
+    def _announce(self, result: dict[str, Any]) -> float | None:
+        """``list_changed`` for an answer that offered new tools, where the client hears it, and the
+        bound's timer started: how long its answer is held; None: not held (nothing new, nothing
+        heard, or no bound)."""
+        if not result["structuredContent"]["tool_list_changed"]:
+            return None
         method = "notifications/tools/list_changed"
         if self._era is Era.MODERN:
             if not self._listens:
-                return self._answer(request, result)
+                return None
             for sid in self._listens:
                 meta = {handshake.SUBSCRIPTION_ID_META: sid}
                 self._write({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
@@ -428,11 +444,11 @@ class EarlyFront:
         wait_s, probe_s = self._relist_s
         bound = wait_s if self._relisted or self._era is Era.MODERN else probe_s
         if bound <= 0:
-            return self._answer(request, result)
+            return None
         timer = threading.Timer(bound, self._bound_passed)
         timer.daemon = True
         timer.start()
-        return self._answer(request, result, hold=True)
+        return bound
 
     def _bound_passed(self) -> None:
         with self._lock:
@@ -440,8 +456,11 @@ class EarlyFront:
 
     def _release_held(self, *, relisted: bool = False) -> None:
         """Write the held answers (under the lock); ``relisted``: a list reply was just written."""
-        if relisted and self._held:
+        if relisted and (self._held or self._held_turns):
             self._relisted = True
+        turns, self._held_turns = self._held_turns, []
+        for conn, answer in turns:
+            early_turns.reply(conn, answer)
         held, self._held = self._held, []
         try:
             for data in held:
@@ -482,8 +501,12 @@ class EarlyFront:
             self._held.append(_line(reply))
         else:
             self._write(reply)
+        return self._record(request, {key: payload})
+
+    def _record(self, request: dict[str, Any], reply: dict[str, Any]) -> _Action:
+        """``request`` answered with ``reply``: replayed under a private id (the SDK's reply is dropped)."""
         private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
-        self._answered[private] = (request["method"], {key: payload})
+        self._answered[private] = (request["method"], reply)
         self._replay.append(json.dumps({**request, "id": private}).encode())
         return _Action.ANSWERED
 

@@ -31,7 +31,7 @@ from starlette.routing import Mount, Route
 from toolweave.errors import ServerError
 from toolweave.server.fronts import handshake
 from toolweave.server.fronts.auth import AuthMiddleware, authenticator_for
-from toolweave.server.fronts.early import EarlyFront, Era, Handover
+from toolweave.server.fronts.early import EarlyFront
 from toolweave.server.fronts.front_answers import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -39,6 +39,7 @@ from toolweave.server.fronts.front_answers import (
     allowed_names,
     check_exposure,
 )
+from toolweave.server.fronts.handover import Era, Handover
 from toolweave.server.fronts.host import host_channel, turn_route
 from toolweave.server.fronts.http_front import GRACEFUL_SHUTDOWN_S, HttpFront
 from toolweave.server.fronts.json_answers import answer_find_tools_as_json

@@ -158,8 +158,9 @@ async def _from_ready_table(
     session = await gateway.session_for(ctx)
     changed = await _publish(gateway, session, query, ids)
     gateway.provisional[session.key] = query
-    if changed:
-        await gateway.notifier.tools_changed(session)
+    if changed:  # held until the client re-listed (bounded), as every turn's answer is: Claude Code sends
+        # its next model request as soon as it has the answer, with the tools it had listed by then
+        await gateway.turns.notify_and_hold(session)
     doc["tool_list_changed"] = changed
     result = ready_index.call_result(doc)
     answer = types.CallToolResult(
