@@ -20,7 +20,8 @@ The recipe trains the query tower only: mean pooling, unit length, cosine × 20,
 request over every tool of its own catalogue, whose vectors stay the registry's int8 MiniLM ones (so the
 whole catalogue is the negatives for one matrix product). Gold tools other than the target and BFCL's
 paraphrases (``name#2``) are masked. The embeddings are frozen (``--freeze 0``); ``--freeze N`` freezes
-the lowest N layers too.
+the lowest N layers too. ``--pseudo`` (off: tried 2026-11-29 as toolret-v3, not shipped, bench/RESULTS.md)
+adds one request per pool tool made from its own description.
 """
 
 from __future__ import annotations
@@ -184,12 +185,6 @@ def batch_loss(
             others = torch.zeros_like(logits, dtype=torch.bool)
             others[[j for j in gold if j != p]] = True
             masked = logits.masked_fill(others, float("-inf"))
-            if args.margin:
-                # an additive margin on the gold tool (CosFace): the loss stays high until the gold
-                # tool beats its nearest rivals (siblings of one server, setters vs getters) by it
-                masked = masked - args.scale * args.margin * (
-                    torch.arange(len(masked), device=masked.device) == p
-                )
             losses.append(
                 torch.nn.functional.cross_entropy(masked[None], torch.tensor([p], device=logits.device))
             )
@@ -640,7 +635,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument(
             "--pseudo", action="store_true", help="add a request made from each pool tool's own text"
         )
-        p.add_argument("--margin", type=float, default=0.0, help="additive cosine margin on the gold tool")
     p = sub.add_parser("score")
     p.set_defaults(func=cmd_score)
     p.add_argument(
