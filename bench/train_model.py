@@ -20,7 +20,8 @@ The recipe trains the query tower only: mean pooling, unit length, cosine × 20,
 request over every tool of its own catalogue, whose vectors stay the registry's int8 MiniLM ones (so the
 whole catalogue is the negatives for one matrix product). Gold tools other than the target and BFCL's
 paraphrases (``name#2``) are masked. The embeddings are frozen (``--freeze 0``); ``--freeze N`` freezes
-the lowest N layers too.
+the lowest N layers too. ``--pseudo`` (off: tried 2026-11-29 as toolret-v3, not shipped, bench/RESULTS.md)
+adds one request per pool tool made from its own description.
 """
 
 from __future__ import annotations
@@ -229,7 +230,9 @@ def cmd_probe(args: argparse.Namespace) -> None:
     import torch
 
     set_threads(args)
-    queries = training_queries(POOL, cap_per_tool=args.cap, seed=args.seed, loaded=load_pool())
+    queries = training_queries(
+        POOL, cap_per_tool=args.cap, seed=args.seed, loaded=load_pool(), pseudo=args.pseudo
+    )
     fleets = fleets_of(queries, args.device)
     random.Random(args.seed).shuffle(queries)
     enc = Encoder(base_model_dir(), args.device)
@@ -302,7 +305,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     np.random.seed(args.seed)
     loaded = load_pool()
     kept = [d for d in POOL if d not in (args.hold_out or ())]
-    examples = training_queries(kept, cap_per_tool=args.cap, seed=args.seed, loaded=loaded)
+    examples = training_queries(
+        kept, cap_per_tool=args.cap, seed=args.seed, loaded=loaded, pseudo=args.pseudo
+    )
     val = training_queries(kept, splits=("val",), cap_per_tool=10**9, seed=args.seed, loaded=loaded)
     fleets = fleets_of(examples + val, args.device)
     enc = Encoder(base_model_dir(), args.device)
@@ -418,6 +423,7 @@ def cmd_score(args: argparse.Namespace) -> None:
     from toolweave.registry.embeddings import Embedder
 
     params = retrieval_params(bench_retrieval(True), method=args.method, top_k=None, final_k=None)
+    args.model = [local_query_encoder(Path(m)) if m.endswith(".onnx") else m for m in args.model]
     rows: list[dict[str, Any]] = []
     names = args.dataset or [*POOL, *(d for d in OUT_OF_POOL if d not in POOL)]
     for model in args.model:
@@ -448,6 +454,30 @@ def cmd_score(args: argparse.Namespace) -> None:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
+def local_query_encoder(path: Path) -> str:
+    """A run's exported ``model.onnx`` as a query encoder over MiniLM's tool vectors, under a name made
+    from its sha256 (the benchmarks' embedding cache is keyed by model name, so two files never share
+    cached vectors); returns the ``embedding_model`` value to score it with."""
+    from dataclasses import replace
+
+    from toolweave.registry import models
+
+    digest = sha256(path)
+    queries = replace(
+        models.TOOLRET_V2_QUERIES,
+        name=f"local/{digest[:12]}-queries",
+        file=str(path.resolve()),
+        sha256=digest,
+    )
+    encoder = models.QueryEncoderSpec(
+        name=f"local/{digest[:12]}", base=models.MINILM.name, queries=queries.name
+    )
+    models.OFFLINE_MODELS[queries.name] = queries
+    models.QUERY_ENCODERS[encoder.name] = encoder
+    log(f"{path}: scored as {encoder.name}")
+    return encoder.name
 
 
 def cmd_latency(args: argparse.Namespace) -> None:
@@ -602,9 +632,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument("--device", default="cuda" if _has_cuda() else "cpu")
         p.add_argument("--fresh", action="store_true", help="ignore a checkpoint in --out")
         p.add_argument("--hold-out", action="append", help="leave this pool dataset out (choosing the blend)")
+        p.add_argument(
+            "--pseudo", action="store_true", help="add a request made from each pool tool's own text"
+        )
     p = sub.add_parser("score")
     p.set_defaults(func=cmd_score)
-    p.add_argument("--model", action="append", required=True, help="an embedding_model value (repeatable)")
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="an embedding_model value, or a run's exported .onnx (a query encoder over MiniLM; repeatable)",
+    )
     p.add_argument("--dataset", action="append", help="only these datasets")
     p.add_argument("--method", default="grtf")
     p.add_argument("--out", default=None, help="write every row to this JSON file")

@@ -27,6 +27,7 @@ from typing import Literal
 
 from toolweave.benchmark.datasets import BenchDataset, BenchQuery, load_dataset
 from toolweave.errors import CatalogError
+from toolweave.names import name_words
 from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
@@ -37,6 +38,7 @@ __all__ = [
     "TrainingQuery",
     "base_name",
     "pool_split",
+    "pseudo_request",
     "training_queries",
 ]
 
@@ -127,6 +129,37 @@ def _trainable_tools(data: BenchDataset) -> list[ToolRecord]:
     return [t for t in data.tools if t.name in inside or t.name not in held]
 
 
+_BOILERPLATE = (
+    # BFCL multi-turn: "This tool belongs to … Tool description: X"; ToolAlpaca: "[API: what it is] X"
+    re.compile(r"^.*?Tool description:\s*", re.S),
+    re.compile(r"^\[[^\]]*\]\s*"),
+)
+
+
+def pseudo_request(tool: ToolRecord) -> str:
+    """A request made from the tool's own text: the first sentence of its description without the
+    catalogue's boilerplate, or its name's words when the description says nothing more. It teaches
+    the query tower the pool's *tools* (thousands of them, Seal-Tools' 4,076 across domains) rather
+    than only the wording of the pool's 1,790 requests."""
+    text = tool.description.strip()
+    for pattern in _BOILERPLATE:
+        text = pattern.sub("", text, count=1)
+    first = re.split(r"(?<=[.!?])\s+", text, maxsplit=1)[0].strip().rstrip(".")
+    if len(first.split()) < 3 or first.lower() == tool.name.lower():
+        return name_words(tool.name)
+    return first
+
+
+def _pseudo_tools(data: BenchDataset, tools: list[ToolRecord]) -> list[ToolRecord]:
+    """Tools a pseudo-request may be made for: every trainable tool, except in a dataset with an
+    out-of-pool query set, where only tools an in-pool request needs (its other tools may be the
+    out-of-pool set's candidates)."""
+    if not OUT_OF_POOL.get(data.name, ()):
+        return tools
+    inside = {g for s, qs in data.query_sets.items() if in_pool(data.name, s) for q in qs for g in q.gold}
+    return [t for t in tools if t.name in inside]
+
+
 def training_queries(
     datasets: Iterable[str],
     *,
@@ -134,12 +167,14 @@ def training_queries(
     cap_per_tool: int = 16,
     seed: int = 0,
     loaded: dict[str, BenchDataset] | None = None,
+    pseudo: bool = False,
 ) -> list[TrainingQuery]:
     """The pool requests of ``datasets`` in ``splits``, each with its gold tools' documents.
 
     A single-tool request counts against its tool's cap (``cap_per_tool``, chosen at random with
     ``seed``) so that no tool's wording dominates; requests with several gold tools are all kept.
-    A dataset outside the pool is refused.
+    ``pseudo`` adds one ``pseudo_request`` per tool (query set ``"pseudo"``) when ``splits`` has
+    ``train``. A dataset outside the pool is refused.
     """
     rng = random.Random(seed)
     out: list[TrainingQuery] = []
@@ -172,4 +207,9 @@ def training_queries(
                     continue
                 chosen = rng.sample(texts, cap_per_tool) if len(texts) > cap_per_tool else texts
                 out.extend(TrainingQuery(name, set_name, t, gold, documents, names) for t in chosen)
+        if pseudo and "train" in splits:
+            out.extend(
+                TrainingQuery(name, "pseudo", pseudo_request(t), (index[t.name],), documents, names)
+                for t in _pseudo_tools(data, tools)
+            )
     return out

@@ -13,11 +13,13 @@ from training_pairs import (
     POOL,
     base_name,
     pool_split,
+    pseudo_request,
     training_queries,
 )
 
 from toolweave.benchmark.datasets import BenchQuery, load_dataset
 from toolweave.errors import CatalogError
+from toolweave.records import ToolRecord
 from toolweave.registry.documents import tool_document
 
 
@@ -123,3 +125,61 @@ def test_a_tool_only_live_multiple_needs_is_never_a_training_document(tmp_path: 
 
 def test_paraphrased_variants_are_one_function() -> None:
     assert base_name("get_weather#2") == base_name("get_weather") == "get_weather"
+
+
+def _tool(name: str, description: str = "") -> ToolRecord:
+    return ToolRecord(id=f"s__{name}", source="s", name=name, description=description)
+
+
+def test_a_pseudo_request_is_the_tools_own_first_sentence_without_boilerplate() -> None:
+    bfcl = _tool(
+        "touch",
+        "This tool belongs to the Gorilla file system. It is simple. Tool description: "
+        "Create a new file in the current directory. Returns nothing.",
+    )
+    assert pseudo_request(bfcl) == "Create a new file in the current directory"
+    alpaca = _tool("A::holidays", "[Holidays API: dates] List a country's holidays.")
+    assert pseudo_request(alpaca) == "List a country's holidays"
+    # nothing said beyond the name: the name's words
+    bare = _tool("link-example:getRepository", "link-example:getRepository")
+    assert pseudo_request(bare) == pseudo_request(_tool("link-example:getRepository"))
+    assert "repository" in pseudo_request(bare).lower()
+
+
+def test_pseudo_requests_are_training_data_only_and_one_per_tool(tmp_path: Path) -> None:
+    loaded = {"api_bank": load_dataset(str(_api_bank(tmp_path)))}
+    plain = training_queries(["api_bank"], cap_per_tool=3, seed=1, loaded=loaded)
+    pairs = training_queries(["api_bank"], cap_per_tool=3, seed=1, loaded=loaded, pseudo=True)
+    pseudo = [p for p in pairs if p.query_set == "pseudo"]
+    assert [p.text for p in pairs if p.query_set != "pseudo"] == [p.text for p in plain]
+    assert [(p.names[p.positives[0]], p.text) for p in pseudo] == [
+        ("get_weather", "Weather forecast for a city"),
+        ("get_weather#2", "Forecast of the weather"),
+        ("send_mail", "Send an e-mail"),
+    ]
+    assert pseudo[0].documents is pairs[0].documents  # one catalogue, ranked over as one
+    val = training_queries(["api_bank"], splits=("val",), cap_per_tool=100, loaded=loaded, pseudo=True)
+    assert val and all(p.query_set != "pseudo" for p in val)  # never chosen on
+
+
+def test_no_pseudo_request_for_a_tool_no_pool_request_needs_beside_live_multiple(tmp_path: Path) -> None:
+    tools = [
+        {"name": n, "description": f"The {n} tool of the catalogue", "parameters": None}
+        for n in ("shared", "pool_only", "live_only", "candidate")
+    ]
+    folder = _write(
+        tmp_path / "bfcl_multiple",
+        tools,
+        {
+            "queries_multiple": [
+                {"id": f"multiple_{i}", "query": f"q{i}", "gold_tools": ["pool_only"]} for i in range(9)
+            ],
+            "queries_live_multiple": [
+                {"id": f"live_{i}", "query": f"l{i}", "gold_tools": ["shared", "live_only"]} for i in range(9)
+            ],
+        },
+    )
+    loaded = {"bfcl_multiple": load_dataset(str(folder))}
+    pairs = training_queries(["bfcl_multiple"], splits=("train", "val", "test"), loaded=loaded, pseudo=True)
+    pseudo = {p.names[p.positives[0]] for p in pairs if p.query_set == "pseudo"}
+    assert pseudo == {"pool_only"}  # a tool live_multiple may rank (a candidate of its own) is not taught
