@@ -161,6 +161,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
         front.hand_over()
         return None
     front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
+    _rank_ready_table(settings)
     front.offer_tools_list(settings.publish.always_load)
     front.offer_starting_wait(settings.startup_call_wait_s)
     return front
@@ -192,7 +193,18 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
         ready = ready_index.load(settings.home)
         if ready is not None:
             front.offer(dataclasses.replace(policy, ready=ready, ready_k=settings.retrieval.final_k))
+            _rank_ready_table(settings)
     return front
+
+
+def _rank_ready_table(settings: Settings) -> None:
+    """From now on, in the background, load the query encoder: once it is up, the ready table's answers
+    rank with its vectors as the gateway's search does (``server/turns/ready_rank.py``), seconds before
+    LanceDB is even imported. Not when the start-up bound is off (the table is not used then)."""
+    from toolweave.server.turns import ready_index
+
+    if settings.startup_call_wait_s > 0:
+        ready_index.rank_in_background(settings.home, settings.embedding_model, settings.retrieval)
 
 
 def _open_registry(settings: Settings) -> Registry:

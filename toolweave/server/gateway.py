@@ -238,9 +238,9 @@ class Gateway:
         if path is None or path.exists() or not len(self.served.registry.content_hashes()):
             return
         try:
-            rows = await anyio.to_thread.run_sync(starting.ready_table, self)
-            if await anyio.to_thread.run_sync(ready_index.write, home, rows):
-                log.debug("first ready table written: %d tools", len(rows))
+            written = await anyio.to_thread.run_sync(starting.write_ready_table, self)
+            if written is not None:
+                log.debug("first ready table written: %d tools", written)
         except Exception:  # a first answer then waits for the registry, as without a table
             log.warning("could not leave the ready table beside the registry", exc_info=True)
 

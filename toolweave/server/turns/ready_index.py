@@ -13,6 +13,13 @@ BM25 over those texts: by the stdio front (``server/fronts/early.py``) and the H
 client to call again. The found tools are published by the gateway (a front's answered request is
 replayed into it), and a call of one waits for its upstream within the call's own budget.
 
+The table also carries what the gateway's own first pass needs that LanceDB would give
+(``SEARCH_KEY``: the embedding model, the walkable dependency edges, the tools' own names, sources and
+destructive flags) and, in ``VECTORS_FILE`` beside it, the tools' vectors in table order (float16). Once
+a background thread has loaded the query encoder (``server/turns/ready_rank.py``, well before LanceDB's
+import), ``ReadyIndex.answer`` ranks through the product's own pipeline over them (``ranker``); until
+then, and for a table whose model is not the configured one, by BM25.
+
 Standard library only: the fronts load it before anything heavy.
 """
 
@@ -25,7 +32,9 @@ import math
 import os
 import re
 import tempfile
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +44,17 @@ from toolweave.server.fronts.handshake import MAX_K
 
 __all__ = [
     "READY_FILE",
+    "SEARCH_KEY",
+    "VECTORS_FILE",
     "ReadyIndex",
     "ReadyTool",
     "answer_document",
     "call_result",
     "load",
     "plain_find_query",
+    "rank_in_background",
     "ready_path",
+    "vectors_path",
     "write",
 ]
 
@@ -49,6 +62,10 @@ log = logging.getLogger(__name__)
 
 READY_FILE = "ready-tools.json"
 """Beside the registry's own files (local registries only: an object store has no place for it)."""
+VECTORS_FILE = "ready-vectors.f16"
+"""The tools' vectors, float16 little-endian, one row per tool in the table's order (``SEARCH_KEY``
+names their model, dimension and sha256: a file that does not match is not used)."""
+SEARCH_KEY = "search"
 FORMAT = 1
 PUBLISH_SHARE = 0.5
 """A hit whose BM25 score is at least this share of the best one's is published (offered in ``tools``);
@@ -113,6 +130,12 @@ def ready_path(home: str | os.PathLike[str]) -> Path | None:
     return None if "://" in text else Path(text) / READY_FILE
 
 
+def vectors_path(home: str | os.PathLike[str]) -> Path | None:
+    """Where the ready table's vectors live (``VECTORS_FILE``); None for an object-store registry."""
+    path = ready_path(home)
+    return None if path is None else path.with_name(VECTORS_FILE)
+
+
 @dataclass(frozen=True)
 class ReadyTool:
     """One tool of the table: its id, the name sessions see, its ``find_tools`` entry, its summary (an
@@ -125,16 +148,32 @@ class ReadyTool:
     text: str
 
 
-def write(home: str | os.PathLike[str], tools: list[ReadyTool]) -> bool:
-    """Leave ``tools`` as the ready table of ``home``'s registry; False when nothing changed (the file
-    is rewritten only then, atomically) or there is no place for it."""
+def write(
+    home: str | os.PathLike[str],
+    tools: list[ReadyTool],
+    search: dict[str, Any] | None = None,
+    vectors: bytes | None = None,
+) -> bool:
+    """Leave ``tools`` as the ready table of ``home``'s registry, with ``search`` (``SEARCH_KEY``) and the
+    ``vectors`` file it names; False when nothing changed (each file is rewritten only then, atomically,
+    the vectors first) or there is no place for it."""
     path = ready_path(home)
     if path is None or not path.parent.is_dir():
         return False
     rows = [
         {"id": t.id, "name": t.name, "entry": t.entry, "summary": t.summary, "text": t.text} for t in tools
     ]
-    data = json.dumps({"format": FORMAT, "tools": rows}, ensure_ascii=False, separators=(",", ":")).encode()
+    table: dict[str, Any] = {"format": FORMAT, "tools": rows}
+    if search is not None:
+        table[SEARCH_KEY] = search
+    data = json.dumps(table, ensure_ascii=False, separators=(",", ":")).encode()
+    if vectors is not None:
+        _replace(path.with_name(VECTORS_FILE), vectors)
+    return _replace(path, data)
+
+
+def _replace(path: Path, data: bytes) -> bool:
+    """``path`` holds ``data`` from now on (atomically); False when it did already."""
     with contextlib.suppress(OSError):
         if path.read_bytes() == data:
             return False
@@ -153,8 +192,13 @@ def write(home: str | os.PathLike[str], tools: list[ReadyTool]) -> bool:
 class ReadyIndex:
     """BM25 over a ready table (see the module docstring)."""
 
-    def __init__(self, tools: list[ReadyTool]) -> None:
+    def __init__(self, tools: list[ReadyTool], search: dict[str, Any] | None = None) -> None:
         self.tools = tools
+        self.search_data = search
+        """What the gateway's own first pass needs beyond the texts (``SEARCH_KEY``), if the table has it."""
+        self.ranker: Callable[[str, int], tuple[dict[str, Any], list[str]]] | None = None
+        """Answers as the gateway ranks, once a thread has loaded the query encoder
+        (``server/turns/ready_rank.py``); None: BM25."""
         self._positions: dict[str, int] | None = None
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
@@ -191,7 +235,17 @@ class ReadyIndex:
 
     def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
         """The ``find_tools`` document for ``query`` (compact form) and the ids it offers in ``tools``
-        (those to publish)."""
+        (those to publish): the ``ranker``'s once there is one, else BM25's."""
+        ranker = self.ranker
+        if ranker is not None:
+            try:
+                return ranker(query, k)
+            except Exception:  # never worse off than without vectors
+                log.warning("the ready table's vector ranking failed; answering by BM25", exc_info=True)
+        return self.bm25_answer(query, k)
+
+    def bm25_answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
+        """``answer`` by BM25 alone."""
         hits = self.search(query, k)
         top = hits[0][1] if hits else 0.0
         chosen = [t for t, s in hits if s >= top * PUBLISH_SHARE][:MAX_PUBLISHED]
@@ -208,6 +262,34 @@ def answer_document(chosen: list[ReadyTool], others: list[ReadyTool]) -> dict[st
     if not chosen:
         doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return doc
+
+
+_ranking: set[tuple[str, str]] = set()
+
+
+def rank_in_background(home: str | os.PathLike[str], model: str, params: object) -> threading.Thread | None:
+    """Start a thread that gives ``home``'s ready table its vector ranking (``ready_rank.attach``:
+    ``model`` is the configured embedding model, ``params`` the ``RetrievalSettings``), once per
+    registry and model in this process; None when it was started already or there is no table. The
+    thread imports the encoder's modules itself: nothing heavy on the caller's path."""
+    path = ready_path(home)
+    key = (os.fspath(home), model)
+    with _loaded_lock:
+        if path is None or key in _ranking or not path.exists():
+            return None
+        _ranking.add(key)
+
+    def run() -> None:
+        try:
+            from toolweave.server.turns import ready_rank
+
+            ready_rank.attach(os.fspath(home), model, params)  # type: ignore[arg-type]
+        except Exception:  # the table keeps answering by BM25
+            log.warning("the ready table could not rank with vectors; BM25 it is", exc_info=True)
+
+    thread = threading.Thread(target=run, name="toolweave-ready-rank", daemon=True)
+    thread.start()
+    return thread
 
 
 def plain_find_query(params: object) -> tuple[str, int | None] | None:
@@ -232,12 +314,34 @@ def call_result(doc: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "structuredContent": doc, "isError": False}
 
 
+_loaded: dict[Path, tuple[tuple[int, int], ReadyIndex]] = {}
+_loaded_lock = threading.Lock()
+
+
 def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
     """The ready table of ``home``'s registry, indexed; None when there is none (a first start, an
-    object store) or it cannot be read (the gateway then answers as it did without one)."""
+    object store) or it cannot be read (the gateway then answers as it did without one). While the
+    file is unchanged, every caller in the process gets the same index: the fronts, the gateway and the
+    thread that gives it its ``ranker``."""
     path = ready_path(home)
     if path is None:
         return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key = (stat.st_mtime_ns, stat.st_size)
+    with _loaded_lock:
+        known = _loaded.get(path)
+        if known is not None and known[0] == key:
+            return known[1]
+        index = _read(path)
+        if index is not None:
+            _loaded[path] = (key, index)
+        return index
+
+
+def _read(path: Path) -> ReadyIndex | None:
     try:
         data = json.loads(path.read_bytes())
         if data.get("format") != FORMAT:
@@ -251,4 +355,5 @@ def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("could not read %s (the first answers wait for the registry): %s", path, exc)
         return None
-    return ReadyIndex(tools)
+    search = data.get(SEARCH_KEY)
+    return ReadyIndex(tools, search if isinstance(search, dict) else None)

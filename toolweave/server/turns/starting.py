@@ -39,6 +39,7 @@ from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, too
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
+    from toolweave.records import ToolRecord
     from toolweave.server.gateway import Gateway
     from toolweave.server.sessions.session_book import Session
 
@@ -51,6 +52,7 @@ __all__ = [
     "start_in_background",
     "starting",
     "turn_from_ready_table",
+    "write_ready_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,9 @@ async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
         return None
     if gateway.ready_tools is None:
         gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+        if gateway.ready_tools:  # ranked with its vectors once the query encoder is up (once a process)
+            settings = gateway.settings
+            ready_index.rank_in_background(settings.home, settings.embedding_model, settings.retrieval)
     return gateway.ready_tools or None if _loading(gateway) else None
 
 
@@ -201,6 +206,10 @@ async def turn_from_ready_table(
 def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
     """What the gateway's sessions may be shown (the default identity's view, without stale sources) as
     a ready table: public names, compact entries, the texts the registry indexes."""
+    return [row for row, _ in _ready_rows(gateway)]
+
+
+def _ready_rows(gateway: Gateway) -> list[tuple[ready_index.ReadyTool, ToolRecord]]:
     from toolweave.registry.documents import tool_document  # with the registry: after the handshake
 
     registry, guard = gateway.served.registry, gateway.served.guard
@@ -215,10 +224,24 @@ def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
             "description": record.description,
             "input_schema": untitled_schema(record.input_schema),
         }
-        rows.append(
-            ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
-        )
+        row = ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
+        rows.append((row, record))
     return rows
+
+
+def write_ready_table(gateway: Gateway) -> int | None:
+    """Leave the ready table beside the gateway's local registry, with what its vector ranking needs
+    (``ready_rank.search_files``); how many tools it holds, or None when it was already so (blocking:
+    run it on a worker thread)."""
+    from toolweave.server.turns import ready_rank
+
+    rows = _ready_rows(gateway)
+    records = [record for _, record in rows]
+    files = ready_rank.search_files(gateway.served.registry, records, gateway.settings.embedding_model)
+    search, vectors = files if files is not None else (None, None)
+    if ready_index.write(gateway.settings.home, [row for row, _ in rows], search, vectors):
+        return len(rows)
+    return None
 
 
 async def keep_ready_table(gateway: Gateway) -> None:
@@ -233,9 +256,9 @@ async def keep_ready_table(gateway: Gateway) -> None:
         if hashes is not seen and len(hashes):  # an empty registry has nothing to answer with
             seen = hashes
             try:
-                rows = await anyio.to_thread.run_sync(ready_table, gateway)
-                if await anyio.to_thread.run_sync(ready_index.write, home, rows):
-                    log.debug("ready table written: %d tools", len(rows))
+                written = await anyio.to_thread.run_sync(write_ready_table, gateway)
+                if written is not None:
+                    log.debug("ready table written: %d tools", written)
             except Exception:  # a first answer then waits for the registry, as without a table
                 log.warning("could not leave the ready table beside the registry", exc_info=True)
         await anyio.sleep(READY_TABLE_CHECK_S)
