@@ -47,7 +47,7 @@ class QueryEncoder:
         """Load the query model of ``model_name`` (seconds on a busy machine: call it off the event loop)."""
         self.model_name = model_name
         spec = OFFLINE_MODELS.get(request_model_of(model_name))
-        if spec is None:
+        if spec is None or spec.pooling != "MEAN":  # the pooling run here: fastembed's for these
             raise EmbeddingError(f"{model_name!r} has no shipped query model to run without fastembed")
         self._tokenizer = _tokenizer(spec)
         self._session = _session(spec)

@@ -228,15 +228,20 @@ class Gateway:
             log.warning("could not pre-load the embedding model", exc_info=True)
 
     async def _first_ready_table(self) -> None:
-        """The ready table of a local registry that has none, written as soon as the registry is open:
-        ``keep_ready_table`` (``server/turns/starting.py``) starts once the model is loaded, which a launch
-        a per-call client ends after its one call seldom lives to see (the next launch then waited again)."""
+        """The ready table of a local registry that has none (or one without vectors), written as soon as
+        the registry is open: ``keep_ready_table`` (``server/turns/starting.py``) starts once the model is
+        loaded, which a launch a per-call client ends after its one call seldom lives to see (the next
+        launch then waited again)."""
         from toolweave.server.turns import ready_index, starting
 
         home = self.settings.home
         path = ready_index.ready_path(home)
-        if path is None or path.exists() or not len(self.served.registry.content_hashes()):
+        if path is None or not len(self.served.registry.content_hashes()):
             return
+        if path.exists():  # one written before tables carried vectors is completed now too
+            table = await anyio.to_thread.run_sync(ready_index.load, home)
+            if table is None or table.search_data is not None:
+                return
         try:
             written = await anyio.to_thread.run_sync(starting.write_ready_table, self)
             if written is not None:
