@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import anyio
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 from mcp import Client
 
 from toolweave.registry import Registry
+from toolweave.registry.models import MINILM, TOOLRET_V2
 from toolweave.server.gateway import Gateway
 from toolweave.server.turns import ready_index, ready_rank
 from toolweave.server.turns.starting import answer_find_tools_while_starting, write_ready_table
@@ -51,7 +51,7 @@ async def test_the_table_carries_the_tools_vectors(registry: Registry) -> None:
     table = ready_index.load(registry.path)
     assert table is not None and table.search_data is not None
     search = table.search_data
-    assert search["model"] == Settings().embedding_model
+    assert search["model"] == registry.embedder.model_id
     ids = [t.id for t in table.tools]
     path = ready_index.vectors_path(registry.path)
     assert path is not None
@@ -82,7 +82,8 @@ async def test_answers_rank_as_the_gateway_once_the_encoder_is_up(registry: Regi
 async def test_a_starting_gateway_answers_with_vectors_before_its_registry_opens(registry: Registry) -> None:
     await gateways_ranking(registry, UNWORDED)
     settings = Settings(home=registry.path)
-    thread = ready_index.rank_in_background(registry.path, settings.embedding_model, settings.retrieval)
+    model = ready_index.configured_model(settings)  # none chosen: the registry's own
+    thread = ready_index.rank_in_background(registry.path, model, settings.retrieval)
     assert thread is not None
     thread.join(60)
     opened = threading.Event()  # the registry never opens during the request
@@ -100,15 +101,20 @@ async def test_a_starting_gateway_answers_with_vectors_before_its_registry_opens
         opened.set()
 
 
-async def test_a_table_of_another_model_keeps_bm25(registry: Registry, tmp_path: Path) -> None:
+async def test_a_table_of_another_model_keeps_bm25(registry: Registry) -> None:
     await gateways_ranking(registry, UNWORDED)
     path = ready_index.ready_path(registry.path)
     assert path is not None
     data = json.loads(path.read_text())
-    data["search"]["model"] = "local/all-MiniLM-L6-v2-onnx-int8"  # written by a gateway of another model
+    assert data["search"]["model"] == TOOLRET_V2.name
+    data["search"]["model"] = MINILM.name  # written by a gateway of another model
     path.write_text(json.dumps(data))
-    settings = Settings(home=registry.path)
-    assert not ready_rank.attach(str(registry.path), settings.embedding_model, settings.retrieval)
+    settings = Settings(home=registry.path, embedding_model=TOOLRET_V2.name)  # chosen
+    model = ready_index.configured_model(settings)
+    assert model == TOOLRET_V2.name
+    thread = ready_index.rank_in_background(registry.path, model, settings.retrieval)
+    assert thread is not None
+    thread.join(60)
     table = ready_index.load(registry.path)
     assert table is not None and table.ranker is None
     assert table.answer(UNWORDED, 10)[0]["tools"] == []  # BM25's answer

@@ -204,7 +204,8 @@ def _rank_ready_table(settings: Settings) -> None:
     from toolweave.server.turns import ready_index
 
     if settings.startup_call_wait_s > 0:
-        ready_index.rank_in_background(settings.home, settings.embedding_model, settings.retrieval)
+        model = ready_index.configured_model(settings)
+        ready_index.rank_in_background(settings.home, model, settings.retrieval)
 
 
 def _open_registry(settings: Settings) -> Registry:

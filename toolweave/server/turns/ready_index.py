@@ -37,19 +37,25 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolweave.names import stem
 from toolweave.server.fronts.handshake import MAX_K
 
+if TYPE_CHECKING:
+    from toolweave.settings import Settings
+
 __all__ = [
+    "ANY_SHIPPED_MODEL",
     "READY_FILE",
     "SEARCH_KEY",
     "VECTORS_FILE",
+    "Ranking",
     "ReadyIndex",
     "ReadyTool",
     "answer_document",
     "call_result",
+    "configured_model",
     "load",
     "plain_find_query",
     "rank_in_background",
@@ -264,26 +270,65 @@ def answer_document(chosen: list[ReadyTool], others: list[ReadyTool]) -> dict[st
     return doc
 
 
-_ranking: set[tuple[str, str]] = set()
+ANY_SHIPPED_MODEL = "*"
+"""``rank_in_background``'s model when the settings chose none: the gateway serves a registry with the
+shipped model it was built with (``Registry.open``), the one its table was written with."""
 
 
-def rank_in_background(home: str | os.PathLike[str], model: str, params: object) -> threading.Thread | None:
-    """Start a thread that gives ``home``'s ready table its vector ranking (``ready_rank.attach``:
-    ``model`` is the configured embedding model, ``params`` the ``RetrievalSettings``), once per
-    registry and model in this process; None when it was started already or there is no table. The
-    thread imports the encoder's modules itself: nothing heavy on the caller's path."""
+def configured_model(settings: Settings) -> str:
+    """The embedding model a gateway with ``settings`` serves with, as far as its table needs to know:
+    the chosen one, else whichever shipped model its registry was built with (``ANY_SHIPPED_MODEL``)."""
+    return settings.embedding_model if "embedding_model" in settings.model_fields_set else ANY_SHIPPED_MODEL
+
+
+@dataclass
+class Ranking:
+    """The background ranking of one registry's ready table (``rank_in_background``)."""
+
+    home: str
+    confirmed: threading.Event
+    """Set once the settings named the configured model (``model``) and ``params``."""
+    model: str | None = None
+    params: object = None
+
+
+_rankings: dict[str, Ranking] = {}
+
+
+def rank_in_background(
+    home: str | os.PathLike[str], model: str | None = None, params: object = None
+) -> threading.Thread | None:
+    """Give ``home``'s ready table its vector ranking from a thread (``ready_rank.run``), once per
+    registry in this process; the thread it started, or None (started already, or no table).
+
+    ``model`` (``configured_model``) and ``params`` (the ``RetrievalSettings``) come with the
+    settings. Called before they are loaded (``toolweave.__main__``, with the registry of the command
+    line), the thread prepares the encoder of the model the table was written with, and the table ranks
+    with it once a later call names that model. The thread imports the encoder's modules itself: nothing
+    heavy on the caller's path, and the numpy and onnxruntime imports are the gateway's own anyway."""
     path = ready_path(home)
-    key = (os.fspath(home), model)
+    if path is None:
+        return None
+    key = os.path.realpath(path)
     with _loaded_lock:
-        if path is None or key in _ranking or not path.exists():
-            return None
-        _ranking.add(key)
+        ranking = _rankings.get(key)
+        start = ranking is None
+        if ranking is None:
+            if not path.exists():
+                return None
+            ranking = _rankings[key] = Ranking(os.fspath(home), threading.Event())
+        if model is not None and not ranking.confirmed.is_set():
+            ranking.model, ranking.params = model, params
+            ranking.confirmed.set()
+    if not start:
+        return None
 
     def run() -> None:
+        log.debug("ready table: ranking with vectors from now on, in the background")
         try:
             from toolweave.server.turns import ready_rank
 
-            ready_rank.attach(os.fspath(home), model, params)  # type: ignore[arg-type]
+            ready_rank.run(ranking)
         except Exception:  # the table keeps answering by BM25
             log.warning("the ready table could not rank with vectors; BM25 it is", exc_info=True)
 
@@ -314,7 +359,7 @@ def call_result(doc: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "structuredContent": doc, "isError": False}
 
 
-_loaded: dict[Path, tuple[tuple[int, int], ReadyIndex]] = {}
+_loaded: dict[str, tuple[tuple[int, int], ReadyIndex]] = {}
 _loaded_lock = threading.Lock()
 
 
@@ -330,14 +375,14 @@ def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
         stat = path.stat()
     except OSError:
         return None
-    key = (stat.st_mtime_ns, stat.st_size)
+    key, where = (stat.st_mtime_ns, stat.st_size), os.path.realpath(path)
     with _loaded_lock:
-        known = _loaded.get(path)
+        known = _loaded.get(where)
         if known is not None and known[0] == key:
             return known[1]
         index = _read(path)
         if index is not None:
-            _loaded[path] = (key, index)
+            _loaded[where] = (key, index)
         return index
 
 

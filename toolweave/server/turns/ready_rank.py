@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from toolweave.registry.query_encoder import QueryEncoder
     from toolweave.settings import RetrievalSettings
 
-__all__ = ["ReadySearch", "attach", "search_files"]
+__all__ = ["ReadySearch", "attach", "prepare", "run", "search_files"]
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,11 @@ _PROBES = 64
 """Descriptions the fleet calibration probes with (the registry's ``Snapshot.PROBES`` count)."""
 
 
-def search_files(
-    registry: Registry, records: Sequence[ToolRecord], model: str
-) -> tuple[dict[str, Any], bytes] | None:
+def search_files(registry: Registry, records: Sequence[ToolRecord]) -> tuple[dict[str, Any], bytes] | None:
     """What the table carries for ``records`` (its rows, in order) beyond their texts, and their vectors
-    as float16 bytes; None when the registry lacks a vector of one of them."""
+    as float16 bytes; None when the registry lacks a vector of one of them. The model is the one the
+    registry serves with (a registry built with an earlier default keeps it: ``Registry.open``)."""
+    model = registry.embedder.model_id
     ids = [r.id for r in records]
     vectors = registry.vectors()
     if any(i not in vectors for i in ids):
@@ -185,10 +185,20 @@ class _Ranker:
         return doc, [t.id for t, _ in chosen]
 
 
+def _accepts(configured: str, written_with: object) -> bool:
+    """Whether a gateway configured with ``configured`` (``ready_index.configured_model``) serves with the
+    model a table was ``written_with``."""
+    if configured != ready_index.ANY_SHIPPED_MODEL:
+        return written_with == configured
+    from toolweave.registry.models import shipped
+
+    return isinstance(written_with, str) and shipped(written_with)
+
+
 def _vectors(home: str, table: ReadyIndex, model: str) -> np.ndarray | None:
     """The table's vectors as float32, or None (another model, a missing or mismatched file)."""
     search = table.search_data
-    if search is None or search.get("model") != model:
+    if search is None or not _accepts(model, search.get("model")):
         log.info(
             "ready table: %s, the configured model is %s: first answers by BM25",
             f"vectors of {search.get('model')}" if search else "no vectors",
@@ -212,22 +222,57 @@ def _vectors(home: str, table: ReadyIndex, model: str) -> np.ndarray | None:
     return matrix
 
 
-def attach(home: str, model: str, params: RetrievalSettings, *, warm: Iterable[str] = ("warm up",)) -> bool:
-    """Give ``home``'s ready table its ``ranker`` (``model``: the configured embedding model): loads the
-    vectors and the query encoder, runs the encoder once on ``warm``. Whether the table ranks so now."""
+def prepare(home: str, model: str, *, warm: Iterable[str] = ("warm up",)) -> ReadySearch | None:
+    """``home``'s ready table as a ``SearchIndex`` for ``model``: its vectors and the query encoder loaded
+    (run once on ``warm``); None without a table, or when its vectors are not ``model``'s."""
+    log.debug("ready table: loading its vectors and the query encoder of %s", model)
     table = ready_index.load(home)
     if table is None:
-        return False
-    if table.ranker is not None:
-        return True
+        return None
     matrix = _vectors(home, table, model)
     if matrix is None:
-        return False
+        return None
     from toolweave.registry.query_encoder import QueryEncoder
 
-    encoder = QueryEncoder(model)
+    encoder = QueryEncoder(str((table.search_data or {})["model"]))  # the one ``_vectors`` accepted
     encoder.embed_queries(list(warm))
-    ranker = _Ranker(ReadySearch(table, matrix, encoder), params)
-    table.ranker = ranker
-    log.debug("ready table: ranking with %s's vectors (%d tools)", model, len(table.tools))
-    return True
+    return ReadySearch(table, matrix, encoder)
+
+
+def attach(home: str, model: str, params: RetrievalSettings) -> bool:
+    """Give ``home``'s ready table its ``ranker`` (``model``: the configured embedding model, ``params``
+    the retrieval settings). Whether the table ranks so now."""
+    table = ready_index.load(home)
+    if table is not None and table.ranker is not None:
+        return True
+    index = prepare(home, model)
+    if index is not None:
+        _rank(index, params)
+    return index is not None
+
+
+def run(ranking: ready_index.Ranking) -> None:
+    """``ready_index.rank_in_background``'s thread: before the settings named the configured model, the
+    table's own model is prepared, and used once they name the same one."""
+    if ranking.confirmed.is_set():
+        attach(ranking.home, str(ranking.model), ranking.params)  # type: ignore[arg-type]
+        return
+    table = ready_index.load(ranking.home)
+    written_with = (table.search_data or {}).get("model") if table is not None else None
+    index = prepare(ranking.home, written_with) if isinstance(written_with, str) else None
+    ranking.confirmed.wait()
+    if index is None:
+        attach(ranking.home, str(ranking.model), ranking.params)  # type: ignore[arg-type]
+    elif not _accepts(str(ranking.model), written_with):
+        log.info(
+            "ready table: vectors of %s, the configured model is %s: first answers by BM25",
+            written_with,
+            ranking.model,
+        )
+    elif index.table.ranker is None:
+        _rank(index, ranking.params)  # type: ignore[arg-type]
+
+
+def _rank(index: ReadySearch, params: RetrievalSettings) -> None:
+    index.table.ranker = _Ranker(index, params)
+    log.debug("ready table: ranking with %s's vectors (%d tools)", index.encoder.model_name, len(index.ids))

@@ -129,7 +129,8 @@ async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
         gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
         if gateway.ready_tools:  # ranked with its vectors once the query encoder is up (once a process)
             settings = gateway.settings
-            ready_index.rank_in_background(settings.home, settings.embedding_model, settings.retrieval)
+            model = ready_index.configured_model(settings)
+            ready_index.rank_in_background(settings.home, model, settings.retrieval)
     return gateway.ready_tools or None if _loading(gateway) else None
 
 
@@ -237,7 +238,7 @@ def write_ready_table(gateway: Gateway) -> int | None:
 
     rows = _ready_rows(gateway)
     records = [record for _, record in rows]
-    files = ready_rank.search_files(gateway.served.registry, records, gateway.settings.embedding_model)
+    files = ready_rank.search_files(gateway.served.registry, records)
     search, vectors = files if files is not None else (None, None)
     if ready_index.write(gateway.settings.home, [row for row, _ in rows], search, vectors):
         return len(rows)
