@@ -198,14 +198,13 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
 
 
 def _rank_ready_table(settings: Settings) -> None:
-    """From now on, in the background, load the query encoder: once it is up, the ready table's answers
-    rank with its vectors as the gateway's search does (``server/turns/ready_rank.py``), seconds before
-    LanceDB is even imported. Not when the start-up bound is off (the table is not used then)."""
+    """From now on, in the background, load the query encoder (unless ``toolweave.__main__`` began it):
+    once it is up, the ready table's answers rank with its vectors as the gateway's search does
+    (``server/turns/ready_rank.py``), seconds before LanceDB is even imported."""
     from toolweave.server.turns import ready_index
 
-    if settings.startup_call_wait_s > 0:
-        model = ready_index.configured_model(settings)
-        ready_index.rank_in_background(settings.home, model, settings.retrieval)
+    model = ready_index.configured_model(settings)
+    ready_index.rank_in_background(settings.home, model, settings.retrieval)
 
 
 def _open_registry(settings: Settings) -> Registry:

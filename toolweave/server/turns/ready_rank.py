@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from toolweave.registry.query_encoder import QueryEncoder
     from toolweave.settings import RetrievalSettings
 
-__all__ = ["ReadySearch", "attach", "prepare", "run", "search_files"]
+__all__ = ["ReadyRanker", "ReadySearch", "attach", "prepare", "run", "search_files"]
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class ReadySearch:
         return self._sources.get(tool_id)
 
 
-class _Ranker:
+class ReadyRanker:
     """``ReadyIndex.ranker``: ``find_tools`` documents as the gateway's ``retrieve`` ranks them."""
 
     def __init__(self, index: ReadySearch, params: RetrievalSettings) -> None:
@@ -274,5 +274,5 @@ def run(ranking: ready_index.Ranking) -> None:
 
 
 def _rank(index: ReadySearch, params: RetrievalSettings) -> None:
-    index.table.ranker = _Ranker(index, params)
+    index.table.ranker = ReadyRanker(index, params)
     log.debug("ready table: ranking with %s's vectors (%d tools)", index.encoder.model_name, len(index.ids))

@@ -302,6 +302,8 @@ async def start_in_background(gateway: Gateway) -> None:
         tg.start_soon(replica.follow_registry, sources)  # commits of other replicas on this registry
         await gateway.warm_up()
         gateway.warmed.set()
+        if gateway.ready_tools:  # the gateway's own search answers from now on: its encoder can go
+            gateway.ready_tools.ranker = None
         tg.start_soon(settle_provisional, gateway)
         tg.start_soon(keep_ready_table, gateway)
 
