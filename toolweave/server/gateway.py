@@ -229,25 +229,10 @@ class Gateway:
 
     async def _first_ready_table(self) -> None:
         """The ready table of a local registry that has none (or one without vectors), written as soon as
-        the registry is open: ``keep_ready_table`` (``server/turns/starting.py``) starts once the model is
-        loaded, which a launch a per-call client ends after its one call seldom lives to see (the next
-        launch then waited again)."""
-        from toolweave.server.turns import ready_index, starting
+        the registry is open (``starting.first_ready_table``)."""
+        from toolweave.server.turns import starting
 
-        home = self.settings.home
-        path = ready_index.ready_path(home)
-        if path is None or not len(self.served.registry.content_hashes()):
-            return
-        if path.exists():  # one written before tables carried vectors is completed now too
-            table = await anyio.to_thread.run_sync(ready_index.load, home)
-            if table is None or table.search_data is not None:
-                return
-        try:
-            written = await anyio.to_thread.run_sync(starting.write_ready_table, self)
-            if written is not None:
-                log.debug("first ready table written: %d tools", written)
-        except Exception:  # a first answer then waits for the registry, as without a table
-            log.warning("could not leave the ready table beside the registry", exc_info=True)
+        await starting.first_ready_table(self)
 
     # -- what is visible -------------------------------------------------------------------------------
     def published_tools(self, session: Session) -> list[types.Tool]:

@@ -56,6 +56,7 @@ __all__ = [
     "answer_document",
     "call_result",
     "configured_model",
+    "drop_ranker",
     "load",
     "plain_find_query",
     "rank_in_background",
@@ -384,6 +385,16 @@ def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
         if index is not None:
             _loaded[where] = (key, index)
         return index
+
+
+def drop_ranker(home: str | os.PathLike[str]) -> None:
+    """``home``'s table answers by BM25 again, and its query encoder's memory can go: the gateway's own
+    search answers from now on."""
+    path = ready_path(home)
+    with _loaded_lock:
+        known = _loaded.get(os.path.realpath(path)) if path is not None else None
+        if known is not None:
+            known[1].ranker = None
 
 
 def _read(path: Path) -> ReadyIndex | None:

@@ -47,6 +47,7 @@ __all__ = [
     "SETTLE_RETRY_S",
     "STILL_STARTING",
     "answer_find_tools_while_starting",
+    "first_ready_table",
     "keep_ready_table",
     "ready_table",
     "start_in_background",
@@ -154,7 +155,8 @@ async def _from_ready_table(
         return None
     query, k = plain
     started = time.perf_counter()
-    doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
+    # off the event loop: with its vectors, the table runs the query encoder
+    doc, ids = await anyio.to_thread.run_sync(table.answer, query, k or gateway.settings.retrieval.final_k)
     session = await gateway.session_for(ctx)
     changed = await _publish(gateway, session, query, ids)
     gateway.provisional[session.key] = query
@@ -192,7 +194,9 @@ async def turn_from_ready_table(
     table = await _table(gateway) if text and session_key is None and sessions else None
     if table is None:
         return None
-    doc, ids = table.answer(text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k)
+    doc, ids = await anyio.to_thread.run_sync(
+        table.answer, text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k
+    )
     report: dict[str, Any] = {"sessions": []}
     for session in sessions:
         changed = await _publish(gateway, session, text, ids)
@@ -243,6 +247,27 @@ def write_ready_table(gateway: Gateway) -> int | None:
     if ready_index.write(gateway.settings.home, [row for row, _ in rows], search, vectors):
         return len(rows)
     return None
+
+
+async def first_ready_table(gateway: Gateway) -> None:
+    """The ready table of a local registry that has none, or one written before tables carried vectors,
+    written as soon as the registry is open: ``keep_ready_table`` starts once the model is loaded, which
+    a launch a per-call client ends after its one call seldom lives to see (the next launch then waited
+    again)."""
+    home = gateway.settings.home
+    path = ready_index.ready_path(home)
+    if path is None or not len(gateway.served.registry.content_hashes()):
+        return
+    if path.exists():
+        table = await anyio.to_thread.run_sync(ready_index.load, home)
+        if table is None or table.search_data is not None:
+            return
+    try:
+        written = await anyio.to_thread.run_sync(write_ready_table, gateway)
+        if written is not None:
+            log.debug("first ready table written: %d tools", written)
+    except Exception:  # a first answer then waits for the registry, as without a table
+        log.warning("could not leave the ready table beside the registry", exc_info=True)
 
 
 async def keep_ready_table(gateway: Gateway) -> None:
@@ -302,7 +327,8 @@ async def start_in_background(gateway: Gateway) -> None:
         tg.start_soon(replica.follow_registry, sources)  # commits of other replicas on this registry
         await gateway.warm_up()
         gateway.warmed.set()
-        if gateway.ready_tools:  # the gateway's own search answers from now on: its encoder can go
+        ready_index.drop_ranker(gateway.settings.home)  # the gateway's own search answers from now on
+        if gateway.ready_tools:
             gateway.ready_tools.ranker = None
         tg.start_soon(settle_provisional, gateway)
         tg.start_soon(keep_ready_table, gateway)
