@@ -129,3 +129,27 @@ async def test_vectors_that_do_not_match_the_table_are_not_used(registry: Regist
     vectors.write_bytes(bytes(data))
     settings = Settings(home=registry.path)
     assert not ready_rank.attach(str(registry.path), settings.embedding_model, settings.retrieval)
+
+
+async def test_prepared_before_the_settings_it_ranks_only_once_they_name_the_tables_model(
+    registry: Registry,
+) -> None:
+    """``toolweave.__main__`` starts the thread before the settings are loaded: it prepares the model the
+    table names, and the table ranks with it only when the settings confirm that model."""
+    await gateways_ranking(registry, UNWORDED)
+    thread = ready_index.rank_in_background(registry.path)  # no settings yet
+    assert thread is not None
+    settings = Settings(home=registry.path, embedding_model=MINILM.name)  # the settings chose another
+    assert ready_index.rank_in_background(registry.path, MINILM.name, settings.retrieval) is None
+    thread.join(60)
+    table = ready_index.load(registry.path)
+    assert table is not None and table.ranker is None
+    assert table.answer(UNWORDED, 10)[0]["tools"] == []
+
+
+def test_a_gateway_that_chose_no_model_serves_the_shipped_one_its_registry_was_built_with() -> None:
+    assert ready_index.configured_model(Settings()) == ready_index.ANY_SHIPPED_MODEL
+    assert ready_index.configured_model(Settings(embedding_model=MINILM.name)) == MINILM.name
+    assert ready_rank._accepts(ready_index.ANY_SHIPPED_MODEL, MINILM.name)
+    assert not ready_rank._accepts(ready_index.ANY_SHIPPED_MODEL, "BAAI/bge-small-en-v1.5")
+    assert not ready_rank._accepts(TOOLRET_V2.name, MINILM.name)
