@@ -2,7 +2,13 @@
 `toolweave serve` pays them): typer + settings + manifest, the MCP SDK and the gateway's modules, LanceDB,
 opening the registry, loading the embedding model with its first query, then a second query.
 
-Usage: .venv/bin/python bench/startup_profile.py [REGISTRY]   (default: the demo registry of bench/startup.py)
+With ``--ready-first`` the ready table's vector ranking (``server/turns/ready_rank.py``: its modules,
+the table's vectors, the query encoder without fastembed, a first ranked answer) is profiled right after
+the settings, where a start pays it (on a thread, before the MCP SDK and LanceDB): the later stages
+then find numpy and onnxruntime imported already.
+
+Usage: .venv/bin/python bench/startup_profile.py [REGISTRY] [--ready-first]
+       (default: the demo registry of bench/startup.py)
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ def lap(what: str) -> None:
 
 
 def main() -> None:
-    registry = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "out" / "startup" / "registry-demo"
+    args = [a for a in sys.argv[1:] if a != "--ready-first"]
+    registry = Path(args[0]) if args else HERE / "out" / "startup" / "registry-demo"
     lap("interpreter and this script")
     import typer  # noqa: F401
 
@@ -31,6 +38,20 @@ def main() -> None:
     from toolweave.settings import Settings
 
     lap("typer + settings + manifest")
+    if "--ready-first" in sys.argv:
+        from toolweave.server.turns import ready_index, ready_rank
+
+        lap("ready ranking: its modules (numpy, retrieval)")
+        settings = Settings(home=registry)
+        model = ready_index.configured_model(settings)
+        if ready_rank.attach(str(registry), model, settings.retrieval):
+            lap("ready ranking: vectors + query encoder load + first query")
+            table = ready_index.load(registry)
+            assert table is not None
+            table.answer("which hour is it in Japan right now", 10)
+            lap("ready ranking: a ranked answer")
+        else:
+            lap("ready ranking: none (no vectors for this model)")
     import mcp  # noqa: F401
 
     from toolweave.server.gateway import Gateway  # noqa: F401

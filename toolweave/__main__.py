@@ -110,6 +110,14 @@ def _provisional_policy(args: list[str], host: str) -> Any:
     return front_answers.provisional_policy(host, text, os.environ, ready)
 
 
+def _rank_ready_table(registry: str) -> None:
+    """Load the query encoder of the registry's ready table on a thread from now on: its answers rank
+    with the table's vectors once the settings confirm the model (``server/turns/ready_rank.py``)."""
+    from toolweave.server.turns import ready_index  # the fronts' own: imported already
+
+    ready_index.rank_in_background(os.path.expanduser(registry))
+
+
 def _attach(args: list[str], registry: str | None) -> bytes:
     """With a shared gateway serving this registry for launches like this one (``server/fronts/sharing.py``),
     bridge stdio to it and exit; else what was read of stdin to decide (the early front handles it)."""
@@ -161,6 +169,7 @@ def main() -> None:
         front = early.start(prefix)
         if registry and "://" not in registry:
             front.offer_ready_tools(os.path.expanduser(registry), early.DEFAULT_K)
+            _rank_ready_table(registry)
         front.offer_starting_wait(_provisional_starting_wait(sys.argv[1:]))
     elif (address := serves_http(sys.argv[1:])) is not None:
         # the port listens from here on (a connection waits, never refused), and the handshake is
@@ -182,6 +191,9 @@ def main() -> None:
             policy = _provisional_policy(sys.argv[1:], address[0])
             if policy is not None:  # answer the handshake and find_tools before the settings load
                 started.offer(policy)
+            registry = registry_option(sys.argv[1:])
+            if policy is not None and registry and "://" not in registry:
+                _rank_ready_table(registry)
     elif sys.argv[1:3] == ["hook", "claude-code"]:
         # the user waits for this one: no typer, no settings model (server/fronts/host.py)
         from toolweave.server.fronts.host import parse_hook_wait, run_claude_code_hook

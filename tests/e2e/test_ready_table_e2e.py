@@ -152,3 +152,46 @@ def test_a_registrys_first_launch_leaves_the_table_even_if_it_ends_at_its_first_
     table = registry / "ready-tools.json"
     assert table.exists(), log.read_text()[-3000:]
     assert "time__get_current_time" in {r["name"] for r in json.loads(table.read_text())["tools"]}
+
+
+UNWORDED = {"name": "find_tools", "arguments": {"query": "which hour is it in Japan right now"}}
+"""None of its words is in the time tool's text: the table's BM25 does not offer the tool, its vectors do."""
+
+
+def test_a_launch_ranks_with_the_tables_vectors_before_lancedb_is_imported(
+    tmp_path: Path, time_manifest: Path, registry_copy: Path
+) -> None:
+    table = registry_copy / "ready-tools.json"
+    serve = ["serve", "--manifest", str(time_manifest), "--registry", str(registry_copy)]
+    log = tmp_path / "gateway.log"
+    proc, client = launch([sys.executable, "-m", "toolweave", *serve], log)  # leaves the full table
+    try:
+        deadline = time.monotonic() + 120
+        while not (table.exists() and "search" in json.loads(table.read_text())):
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.1)
+    finally:
+        leave(proc, client)
+
+    # LanceDB's import held: the registry never opens, the gateway's own search never runs. Asked
+    # again and again, the launch answers from the table: by BM25 first, then with the table's vectors
+    # and the query encoder, which offer the time tool.
+    gate = tmp_path / "lancedb-may-load"
+    proc, client = launch([sys.executable, "-c", GATED, *serve, str(gate), "lancedb"], log)
+    answers: list[list[str]] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not answers or "time__get_current_time" not in answers[-1]:
+            assert time.monotonic() < deadline and proc.poll() is None, (answers, log.read_text()[-3000:])
+            client.send(
+                {"jsonrpc": "2.0", "id": 2 + len(answers), "method": "tools/call", "params": UNWORDED}
+            )
+            answer = client.receive()
+            while "id" not in answer:  # list_changed notices
+                answer = client.receive()
+            answers.append(found_names(answer))
+            time.sleep(0.1)
+        assert not gate.exists()  # all of it before LanceDB was imported
+    finally:
+        gate.touch()
+        leave(proc, client)

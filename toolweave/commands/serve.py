@@ -161,6 +161,7 @@ def _early_front(transport: str, settings: Settings) -> EarlyFront | None:
         front.hand_over()
         return None
     front.offer_ready_tools(str(settings.home), settings.retrieval.final_k)
+    _rank_ready_table(settings)
     front.offer_tools_list(settings.publish.always_load)
     front.offer_starting_wait(settings.startup_call_wait_s)
     front.offer_relist_bounds(settings.publish.relist_wait_ms / 1000, settings.publish.relist_probe_ms / 1000)
@@ -194,7 +195,18 @@ def _http_front(transport: str, host: str, settings: Settings) -> HttpFront | No
         ready = ready_index.load(settings.home)
         if ready is not None:
             front.offer(dataclasses.replace(policy, ready=ready, ready_k=settings.retrieval.final_k))
+            _rank_ready_table(settings)
     return front
+
+
+def _rank_ready_table(settings: Settings) -> None:
+    """From now on, in the background, load the query encoder (unless ``toolweave.__main__`` began it):
+    once it is up, the ready table's answers rank with its vectors as the gateway's search does
+    (``server/turns/ready_rank.py``), seconds before LanceDB is even imported."""
+    from toolweave.server.turns import ready_index
+
+    model = ready_index.configured_model(settings)
+    ready_index.rank_in_background(settings.home, model, settings.retrieval)
 
 
 def _open_registry(settings: Settings) -> Registry:

@@ -42,7 +42,8 @@ import socket
 import threading
 import time
 from enum import Enum
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 from toolweave.server.fronts import early_turns, handshake
 from toolweave.server.fronts.handover import Era, Handover
@@ -68,13 +69,6 @@ STILL_STARTING = (
     "its upstreams): call find_tools again in a few seconds"
 )
 """``server/turns/starting.py``'s note, word for word (a test keeps them equal)."""
-
-RELIST_WAIT_S = 5.0
-"""``publish.relist_wait_ms``'s default, in seconds: how long an answer that offered tools is held for a
-client known to re-list (a 2026-era client with a listen stream, or one that re-listed here already)."""
-
-RELIST_PROBE_S = 0.3
-"""``publish.relist_probe_ms``'s default: the same bound while that is not known."""
 
 OFFER_WAIT_S = 10.0
 """How long a ``find_tools`` that came before the settings were loaded waits for them here (then the SDK
@@ -130,12 +124,9 @@ class EarlyFront:
         self._ready_offered = threading.Event()
         self._ready_lock = threading.Lock()
         self._starting_wait_s = 0.0
-        self._relist_s = (RELIST_WAIT_S, RELIST_PROBE_S)
-        self._relisted = False
-        self._held: list[bytes] = []
-        """``find_tools`` answers written once the client has the tools they offer (``_answer_find``)."""
-        self._held_turns: list[tuple[socket.socket, dict[str, Any]]] = []
-        """Host turns answered here, and their answers, sent once the client re-listed (``_host_turn``)."""
+        self._held = early_turns.Held(partial(write_all, self._out), self._lock)
+        """``find_tools`` answers and host turns answered here, sent once the client has the tools they
+        offer (``_answer_find``, ``_host_turn``)."""
         self._envelope: dict[str, Any] | None = None
         """The 2026-era client's ``_meta`` envelope: a host turn is replayed under it."""
         self._thread = threading.Thread(target=self._run, name="toolweave-early-front", daemon=True)
@@ -170,7 +161,7 @@ class EarlyFront:
     def offer_relist_bounds(self, wait_s: float, probe_s: float) -> None:
         """``publish.relist_wait_ms`` and ``relist_probe_ms``, in seconds, for answers held from now on."""
         with self._lock:
-            self._relist_s = (wait_s, probe_s)
+            self._held.relist_s = (wait_s, probe_s)
 
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
@@ -192,7 +183,7 @@ class EarlyFront:
         self._ready_offered.set()  # a find_tools still waiting for the settings is the SDK's now
         with self._lock:
             self._stopping = True
-            self._release_held()  # before the SDK writes anything: the client gets every answer
+            self._held.release()  # before the SDK writes anything: the client gets every answer
         os.write(self._wake_write, b"x")
         self._thread.join()
         os.close(self._wake_read)
@@ -302,7 +293,7 @@ class EarlyFront:
             return _Action.KEPT  # notifications (initialized, cancelled) and requests the SDK refuses
         if method == "tools/list" and handshake.without_cursor(params):
             listed = self._answer(message, self._with_shown(handshake.tools_list_result(self._always_load)))
-            self._release_held(relisted=True)
+            self._held.release(relisted=True)
             return listed
         if method == "ping" and (params is None or isinstance(params, dict)):
             return self._answer(message, {})
@@ -323,7 +314,7 @@ class EarlyFront:
         if method == "tools/list" and handshake.without_cursor(params):
             listed = handshake.modern_tools_list_result(self._always_load, self._version)
             answered = self._answer(message, self._with_shown(listed))
-            self._release_held(relisted=True)
+            self._held.release(relisted=True)
             return answered
         if method == "ping":
             return self._answer(message, handshake.modern_ping_error(), key="error")
@@ -371,12 +362,12 @@ class EarlyFront:
         request = {"jsonrpc": "2.0", "id": "host-turn", "method": "tools/call", "params": params}
         if self._era is Era.MODERN:
             found = handshake.modern_result(found, self._version)
-        self._record(request, {"result": found})  # the answer goes to the host, not to the client
+        self._answer(request, found, to=None)  # the answer goes to the host, not to the client
         answer = {"ok": True, "sessions": [{"published": found["structuredContent"]["tools"]}]}
-        if self._announce(found) is None:
+        if not self._announce(found):
             early_turns.reply(conn, answer)
             return
-        self._held_turns.append((conn, answer))
+        self._held.turns.append((conn, answer))
 
     def _find_tools(self, params: object) -> dict[str, Any] | None:
         """The ``find_tools`` result from the ready table, or None (not a plain ``find_tools``, no table):
@@ -403,12 +394,9 @@ class EarlyFront:
         offered = [tool_id for tool_id in ids if tool_id not in self._shown]
         for tool_id, entry in zip(ids, doc["tools"], strict=True):
             if tool_id in offered:
-                self._shown[tool_id] = self._listed(entry)
+                self._shown[tool_id] = handshake.listed_ready_tool(entry, self._always_load)
         doc["tool_list_changed"] = bool(offered)
         return ready_index.call_result(doc)
-
-    def _listed(self, entry: dict[str, Any]) -> dict[str, Any]:
-        return handshake.listed_ready_tool(entry, self._always_load)
 
     def _with_shown(self, result: dict[str, Any]) -> dict[str, Any]:
         """A ``tools/list`` result with the tools a ``find_tools`` answered here offered."""
@@ -417,56 +405,27 @@ class EarlyFront:
     def _answer_find(self, request: dict[str, Any], result: dict[str, Any]) -> _Action:
         """A ``find_tools`` answered here. When it offered new tools, ``list_changed`` goes first, on the
         connection (handshake era) or on each listen stream (2026 era), and the answer is held until the
-        client's next ``tools/list`` was answered, within a bound (``RELIST_WAIT_S``, ``RELIST_PROBE_S``),
-        as the gateway holds its own (``server/turns/notify.py``): a client that sends its next model
+        client's next ``tools/list`` was answered, within a bound (``early_turns.Held``), as the gateway
+        holds its own (``server/turns/notify.py``): a client that sends its next model
         request as soon as it has the answer (Claude Code does) then offers the model the found tools
         rather than the list it had. A 2026-era client without a listen stream hears no notice."""
-        bound = self._announce(result)
-        if bound is None:
-            return self._answer(request, result)
-        return self._answer(request, result, hold=True)
+        return self._answer(request, result, to="held" if self._announce(result) else "client")
 
-    def _announce(self, result: dict[str, Any]) -> float | None:
-        """``list_changed`` for an answer that offered new tools, where the client hears it, and the
-        bound's timer started: how long its answer is held; None: not held (nothing new, nothing
-        heard, or no bound)."""
+    def _announce(self, result: dict[str, Any]) -> bool:
+        """``list_changed`` for an answer that offered new tools, where the client hears it; whether its
+        answer is held now (``early_turns.Held``): not when nothing is new, heard or bounded."""
         if not result["structuredContent"]["tool_list_changed"]:
-            return None
+            return False
         method = "notifications/tools/list_changed"
-        if self._era is Era.MODERN:
-            if not self._listens:
-                return None
-            for sid in self._listens:
-                meta = {handshake.SUBSCRIPTION_ID_META: sid}
-                self._write({"jsonrpc": "2.0", "method": method, "params": {"_meta": meta}})
-        else:
-            self._write({"jsonrpc": "2.0", "method": method})
-        wait_s, probe_s = self._relist_s
-        bound = wait_s if self._relisted or self._era is Era.MODERN else probe_s
-        if bound <= 0:
-            return None
-        timer = threading.Timer(bound, self._bound_passed)
-        timer.daemon = True
-        timer.start()
-        return bound
-
-    def _bound_passed(self) -> None:
-        with self._lock:
-            self._release_held()
-
-    def _release_held(self, *, relisted: bool = False) -> None:
-        """Write the held answers (under the lock); ``relisted``: a list reply was just written."""
-        if relisted and (self._held or self._held_turns):
-            self._relisted = True
-        turns, self._held_turns = self._held_turns, []
-        for conn, answer in turns:
-            early_turns.reply(conn, answer)
-        held, self._held = self._held, []
-        try:
-            for data in held:
-                self._write_bytes(data)
-        except OSError:  # the client left: nobody to answer (the reader sees the end of its input)
-            log.debug("a held find_tools answer found no client", exc_info=True)
+        notices: list[dict[str, Any]]
+        if self._era is Era.HANDSHAKE:
+            notices = [{"jsonrpc": "2.0", "method": method}]
+        else:  # heard on the listen streams only
+            metas = [{handshake.SUBSCRIPTION_ID_META: sid} for sid in self._listens]
+            notices = [{"jsonrpc": "2.0", "method": method, "params": {"_meta": m}} for m in metas]
+        for notice in notices:
+            self._write(notice)
+        return bool(notices) and self._held.start(known=self._era is Era.MODERN)
 
     def _answer_later(self, request: dict[str, Any]) -> None:
         """A plain ``find_tools`` kept for the SDK: answered as still starting if the SDK has not taken
@@ -494,28 +453,32 @@ class EarlyFront:
             self._write({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def _answer(
-        self, request: dict[str, Any], payload: dict[str, Any], key: str = "result", *, hold: bool = False
+        self,
+        request: dict[str, Any],
+        payload: dict[str, Any],
+        key: str = "result",
+        *,
+        to: Literal["client", "held"] | None = "client",
     ) -> _Action:
+        """Answer ``request`` (now, once the client re-listed, or nowhere: a host's turn) and replay it
+        under a private id (the SDK's reply to it is dropped)."""
         reply = {"jsonrpc": "2.0", "id": request["id"], key: payload}
-        if hold:
-            self._held.append(_line(reply))
-        else:
+        if to == "client":
             self._write(reply)
-        return self._record(request, {key: payload})
-
-    def _record(self, request: dict[str, Any], reply: dict[str, Any]) -> _Action:
-        """``request`` answered with ``reply``: replayed under a private id (the SDK's reply is dropped)."""
+        elif to == "held":
+            self._held.lines.append(_line(reply))
         private = f"{EARLY_ID_PREFIX}{len(self._answered)}"
-        self._answered[private] = (request["method"], reply)
+        self._answered[private] = (request["method"], {key: payload})
         self._replay.append(json.dumps({**request, "id": private}).encode())
         return _Action.ANSWERED
 
     def _write(self, message: dict[str, Any]) -> None:
-        self._write_bytes(_line(message))
+        write_all(self._out, _line(message))
 
-    def _write_bytes(self, data: bytes) -> None:
-        while data:
-            data = data[os.write(self._out, data) :]
+
+def write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _line(message: dict[str, Any]) -> bytes:

@@ -42,7 +42,14 @@ from toolweave.server.fronts.http_wire import sse_event
 from toolweave.server.fronts.processes import ClientProcesses, Domain, Peer, Process
 from toolweave.server.turns import ready_index
 
-__all__ = ["LIST_CHANGED", "OTHER_CONNECTION_SETTLE_S", "SESSION_META", "FrontClient", "Offers"]
+__all__ = [
+    "LIST_CHANGED",
+    "OTHER_CONNECTION_SETTLE_S",
+    "SESSION_META",
+    "FrontClient",
+    "Offers",
+    "until_listed",
+]
 
 LIST_CHANGED = "notifications/tools/list_changed"
 OTHER_CONNECTION_SETTLE_S = 0.01
@@ -179,6 +186,19 @@ class Offers:
             self._streams.pop(client.key, None)
         if client.where is not None:
             self.processes.finished(*client.where)
+
+
+async def until_listed(relist: asyncio.Event, gateway_ready: asyncio.Event, bound_s: float) -> None:
+    """Wait until the client re-listed (``Offers.awaiting_list``; then a moment more: the list went out on
+    another connection), the gateway took over (it answers the list), or ``bound_s`` passed."""
+    waits = {asyncio.ensure_future(relist.wait()), asyncio.ensure_future(gateway_ready.wait())}
+    try:
+        await asyncio.wait(waits, timeout=bound_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
+    if relist.is_set():
+        await asyncio.sleep(OTHER_CONNECTION_SETTLE_S)
 
 
 def _in_order(shown: dict[str, Offered]) -> list[Offered]:

@@ -54,12 +54,7 @@ from toolweave.server.fronts.front_answers import (
     one_header,
     still_starting,
 )
-from toolweave.server.fronts.front_offers import (
-    LIST_CHANGED,
-    OTHER_CONNECTION_SETTLE_S,
-    FrontClient,
-    Offers,
-)
+from toolweave.server.fronts.front_offers import LIST_CHANGED, FrontClient, Offers, until_listed
 from toolweave.server.fronts.http_wire import (
     SSE_HEADERS,
     Ending,
@@ -444,23 +439,11 @@ class HttpFront:
         payload = decision.payload()
         session = decision.session if payload else None
         if relist is not None:
-            await self._hold(relist, self._policy.relist_wait_s)
+            await until_listed(relist, self._ready, self._policy.relist_wait_s)
         await respond(send, decision.status, payload, session=session, before=before)
         if message.get("method") == "tools/list":
             self._offers.listed(client)
         return True
-
-    async def _hold(self, relist: asyncio.Event, bound_s: float) -> None:
-        """Until the client re-listed (then a moment more: the list went on another connection), the
-        gateway took over (it answers the list), or ``bound_s`` passed."""
-        waits = {asyncio.ensure_future(relist.wait()), asyncio.ensure_future(self._ready.wait())}
-        try:
-            await asyncio.wait(waits, timeout=bound_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-        if relist.is_set():
-            await asyncio.sleep(OTHER_CONNECTION_SETTLE_S)
 
     async def _late(self, scope: Scope, body: bytes, arrived: float, send: Send) -> bool:
         """``front_answers.still_starting`` once ``starting_wait_s`` passed; False: the gateway answers."""

@@ -13,6 +13,13 @@ BM25 over those texts: by the stdio front (``server/fronts/early.py``) and the H
 client to call again. The found tools are published by the gateway (a front's answered request is
 replayed into it), and a call of one waits for its upstream within the call's own budget.
 
+The table also carries what the gateway's own first pass needs that LanceDB would give
+(``SEARCH_KEY``: the embedding model, the walkable dependency edges, the tools' own names, sources and
+destructive flags) and, in ``VECTORS_FILE`` beside it, the tools' vectors in table order (float16). Once
+a background thread has loaded the query encoder (``server/turns/ready_rank.py``, well before LanceDB's
+import), ``ReadyIndex.answer`` ranks through the product's own pipeline over them (``ranker``); until
+then, and for a table whose model is not the configured one, by BM25.
+
 Standard library only: the fronts load it before anything heavy.
 """
 
@@ -25,23 +32,36 @@ import math
 import os
 import re
 import tempfile
+import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolweave.names import stem
 from toolweave.server.fronts.handshake import MAX_K
 
+if TYPE_CHECKING:
+    from toolweave.settings import Settings
+
 __all__ = [
+    "ANY_SHIPPED_MODEL",
     "READY_FILE",
+    "SEARCH_KEY",
+    "VECTORS_FILE",
+    "Ranking",
     "ReadyIndex",
     "ReadyTool",
     "answer_document",
     "call_result",
+    "configured_model",
+    "drop_ranker",
     "load",
     "plain_find_query",
+    "rank_in_background",
     "ready_path",
+    "vectors_path",
     "write",
 ]
 
@@ -49,6 +69,10 @@ log = logging.getLogger(__name__)
 
 READY_FILE = "ready-tools.json"
 """Beside the registry's own files (local registries only: an object store has no place for it)."""
+VECTORS_FILE = "ready-vectors.f16"
+"""The tools' vectors, float16 little-endian, one row per tool in the table's order (``SEARCH_KEY``
+names their model, dimension and sha256: a file that does not match is not used)."""
+SEARCH_KEY = "search"
 FORMAT = 1
 PUBLISH_SHARE = 0.5
 """A hit whose BM25 score is at least this share of the best one's is published (offered in ``tools``);
@@ -113,6 +137,12 @@ def ready_path(home: str | os.PathLike[str]) -> Path | None:
     return None if "://" in text else Path(text) / READY_FILE
 
 
+def vectors_path(home: str | os.PathLike[str]) -> Path | None:
+    """Where the ready table's vectors live (``VECTORS_FILE``); None for an object-store registry."""
+    path = ready_path(home)
+    return None if path is None else path.with_name(VECTORS_FILE)
+
+
 @dataclass(frozen=True)
 class ReadyTool:
     """One tool of the table: its id, the name sessions see, its ``find_tools`` entry, its summary (an
@@ -125,16 +155,32 @@ class ReadyTool:
     text: str
 
 
-def write(home: str | os.PathLike[str], tools: list[ReadyTool]) -> bool:
-    """Leave ``tools`` as the ready table of ``home``'s registry; False when nothing changed (the file
-    is rewritten only then, atomically) or there is no place for it."""
+def write(
+    home: str | os.PathLike[str],
+    tools: list[ReadyTool],
+    search: dict[str, Any] | None = None,
+    vectors: bytes | None = None,
+) -> bool:
+    """Leave ``tools`` as the ready table of ``home``'s registry, with ``search`` (``SEARCH_KEY``) and the
+    ``vectors`` file it names; False when nothing changed (each file is rewritten only then, atomically,
+    the vectors first) or there is no place for it."""
     path = ready_path(home)
     if path is None or not path.parent.is_dir():
         return False
     rows = [
         {"id": t.id, "name": t.name, "entry": t.entry, "summary": t.summary, "text": t.text} for t in tools
     ]
-    data = json.dumps({"format": FORMAT, "tools": rows}, ensure_ascii=False, separators=(",", ":")).encode()
+    table: dict[str, Any] = {"format": FORMAT, "tools": rows}
+    if search is not None:
+        table[SEARCH_KEY] = search
+    data = json.dumps(table, ensure_ascii=False, separators=(",", ":")).encode()
+    if vectors is not None:
+        _replace(path.with_name(VECTORS_FILE), vectors)
+    return _replace(path, data)
+
+
+def _replace(path: Path, data: bytes) -> bool:
+    """``path`` holds ``data`` from now on (atomically); False when it did already."""
     with contextlib.suppress(OSError):
         if path.read_bytes() == data:
             return False
@@ -153,8 +199,13 @@ def write(home: str | os.PathLike[str], tools: list[ReadyTool]) -> bool:
 class ReadyIndex:
     """BM25 over a ready table (see the module docstring)."""
 
-    def __init__(self, tools: list[ReadyTool]) -> None:
+    def __init__(self, tools: list[ReadyTool], search: dict[str, Any] | None = None) -> None:
         self.tools = tools
+        self.search_data = search
+        """What the gateway's own first pass needs beyond the texts (``SEARCH_KEY``), if the table has it."""
+        self.ranker: Callable[[str, int], tuple[dict[str, Any], list[str]]] | None = None
+        """Answers as the gateway ranks, once a thread has loaded the query encoder
+        (``server/turns/ready_rank.py``); None: BM25."""
         self._positions: dict[str, int] | None = None
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
@@ -191,7 +242,17 @@ class ReadyIndex:
 
     def answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
         """The ``find_tools`` document for ``query`` (compact form) and the ids it offers in ``tools``
-        (those to publish)."""
+        (those to publish): the ``ranker``'s once there is one, else BM25's."""
+        ranker = self.ranker
+        if ranker is not None:
+            try:
+                return ranker(query, k)
+            except Exception:  # never worse off than without vectors
+                log.warning("the ready table's vector ranking failed; answering by BM25", exc_info=True)
+        return self.bm25_answer(query, k)
+
+    def bm25_answer(self, query: str, k: int) -> tuple[dict[str, Any], list[str]]:
+        """``answer`` by BM25 alone."""
         hits = self.search(query, k)
         top = hits[0][1] if hits else 0.0
         chosen = [t for t, s in hits if s >= top * PUBLISH_SHARE][:MAX_PUBLISHED]
@@ -208,6 +269,73 @@ def answer_document(chosen: list[ReadyTool], others: list[ReadyTool]) -> dict[st
     if not chosen:
         doc["note"] = "no tool matched; rephrase the task, or some upstreams may be disconnected"
     return doc
+
+
+ANY_SHIPPED_MODEL = "*"
+"""``rank_in_background``'s model when the settings chose none: the gateway serves a registry with the
+shipped model it was built with (``Registry.open``), the one its table was written with."""
+
+
+def configured_model(settings: Settings) -> str:
+    """The embedding model a gateway with ``settings`` serves with, as far as its table needs to know:
+    the chosen one, else whichever shipped model its registry was built with (``ANY_SHIPPED_MODEL``)."""
+    return settings.embedding_model if "embedding_model" in settings.model_fields_set else ANY_SHIPPED_MODEL
+
+
+@dataclass
+class Ranking:
+    """The background ranking of one registry's ready table (``rank_in_background``)."""
+
+    home: str
+    confirmed: threading.Event
+    """Set once the settings named the configured model (``model``) and ``params``."""
+    model: str | None = None
+    params: object = None
+
+
+_rankings: dict[str, Ranking] = {}
+
+
+def rank_in_background(
+    home: str | os.PathLike[str], model: str | None = None, params: object = None
+) -> threading.Thread | None:
+    """Give ``home``'s ready table its vector ranking from a thread (``ready_rank.run``), once per
+    registry in this process; the thread it started, or None (started already, or no table).
+
+    ``model`` (``configured_model``) and ``params`` (the ``RetrievalSettings``) come with the
+    settings. Called before they are loaded (``toolweave.__main__``, with the registry of the command
+    line), the thread prepares the encoder of the model the table was written with, and the table ranks
+    with it once a later call names that model. The thread imports the encoder's modules itself: nothing
+    heavy on the caller's path, and the numpy and onnxruntime imports are the gateway's own anyway."""
+    path = ready_path(home)
+    if path is None:
+        return None
+    key = os.path.realpath(path)
+    with _loaded_lock:
+        ranking = _rankings.get(key)
+        start = ranking is None
+        if ranking is None:
+            if not path.exists():
+                return None
+            ranking = _rankings[key] = Ranking(os.fspath(home), threading.Event())
+        if model is not None and not ranking.confirmed.is_set():
+            ranking.model, ranking.params = model, params
+            ranking.confirmed.set()
+    if not start:
+        return None
+
+    def run() -> None:
+        log.debug("ready table: ranking with vectors from now on, in the background")
+        try:
+            from toolweave.server.turns import ready_rank
+
+            ready_rank.run(ranking)
+        except Exception:  # the table keeps answering by BM25
+            log.warning("the ready table could not rank with vectors; BM25 it is", exc_info=True)
+
+    thread = threading.Thread(target=run, name="toolweave-ready-rank", daemon=True)
+    thread.start()
+    return thread
 
 
 def plain_find_query(params: object) -> tuple[str, int | None] | None:
@@ -232,12 +360,44 @@ def call_result(doc: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "structuredContent": doc, "isError": False}
 
 
+_loaded: dict[str, tuple[tuple[int, int], ReadyIndex]] = {}
+_loaded_lock = threading.Lock()
+
+
 def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
     """The ready table of ``home``'s registry, indexed; None when there is none (a first start, an
-    object store) or it cannot be read (the gateway then answers as it did without one)."""
+    object store) or it cannot be read (the gateway then answers as it did without one). While the
+    file is unchanged, every caller in the process gets the same index: the fronts, the gateway and the
+    thread that gives it its ``ranker``."""
     path = ready_path(home)
     if path is None:
         return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key, where = (stat.st_mtime_ns, stat.st_size), os.path.realpath(path)
+    with _loaded_lock:
+        known = _loaded.get(where)
+        if known is not None and known[0] == key:
+            return known[1]
+        index = _read(path)
+        if index is not None:
+            _loaded[where] = (key, index)
+        return index
+
+
+def drop_ranker(home: str | os.PathLike[str]) -> None:
+    """``home``'s table answers by BM25 again, and its query encoder's memory can go: the gateway's own
+    search answers from now on."""
+    path = ready_path(home)
+    with _loaded_lock:
+        known = _loaded.get(os.path.realpath(path)) if path is not None else None
+        if known is not None:
+            known[1].ranker = None
+
+
+def _read(path: Path) -> ReadyIndex | None:
     try:
         data = json.loads(path.read_bytes())
         if data.get("format") != FORMAT:
@@ -251,4 +411,5 @@ def load(home: str | os.PathLike[str]) -> ReadyIndex | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("could not read %s (the first answers wait for the registry): %s", path, exc)
         return None
-    return ReadyIndex(tools)
+    search = data.get(SEARCH_KEY)
+    return ReadyIndex(tools, search if isinstance(search, dict) else None)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, too
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
+    from toolweave.records import ToolRecord
     from toolweave.server.gateway import Gateway
     from toolweave.server.sessions.session_book import Session
 
@@ -53,6 +55,7 @@ __all__ = [
     "start_in_background",
     "starting",
     "turn_from_ready_table",
+    "write_ready_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -131,6 +134,10 @@ async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
         return None
     if gateway.ready_tools is None:
         gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+        if gateway.ready_tools:  # ranked with its vectors once the query encoder is up (once a process)
+            settings = gateway.settings
+            model = ready_index.configured_model(settings)
+            ready_index.rank_in_background(settings.home, model, settings.retrieval)
     return gateway.ready_tools or None if _loading(gateway) else None
 
 
@@ -154,7 +161,8 @@ async def _from_ready_table(
         return None
     query, k = plain
     started = time.perf_counter()
-    doc, ids = table.answer(query, k or gateway.settings.retrieval.final_k)
+    # off the event loop: with its vectors, the table runs the query encoder
+    doc, ids = await anyio.to_thread.run_sync(table.answer, query, k or gateway.settings.retrieval.final_k)
     session = await gateway.session_for(ctx)
     changed = await _publish(gateway, session, query, ids)
     gateway.provisional[session.key] = query
@@ -193,7 +201,9 @@ async def turn_from_ready_table(
     table = await _table(gateway) if text and session_key is None and sessions else None
     if table is None:
         return None
-    doc, ids = table.answer(text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k)
+    doc, ids = await anyio.to_thread.run_sync(
+        table.answer, text[: ready_index.MAX_QUERY_CHARS], gateway.settings.retrieval.final_k
+    )
     report: dict[str, Any] = {"sessions": []}
     for session in sessions:
         changed = await _publish(gateway, session, text, ids)
@@ -208,6 +218,10 @@ async def turn_from_ready_table(
 def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
     """What the gateway's sessions may be shown (the default identity's view, without stale sources) as
     a ready table: public names, compact entries, the texts the registry indexes."""
+    return [row for row, _ in _ready_rows(gateway)]
+
+
+def _ready_rows(gateway: Gateway) -> list[tuple[ready_index.ReadyTool, ToolRecord]]:
     from toolweave.registry.documents import tool_document  # with the registry: after the handshake
 
     registry, guard = gateway.served.registry, gateway.served.guard
@@ -222,27 +236,51 @@ def ready_table(gateway: Gateway) -> list[ready_index.ReadyTool]:
             "description": record.description,
             "input_schema": untitled_schema(record.input_schema),
         }
-        rows.append(
-            ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
-        )
+        row = ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
+        rows.append((row, record))
     return rows
 
 
+def write_ready_table(gateway: Gateway) -> int | None:
+    """Leave the ready table beside the gateway's local registry, with what its vector ranking needs
+    (``ready_rank.search_files``); how many tools it holds, or None when it was already so (blocking:
+    run it on a worker thread)."""
+    from toolweave.server.turns import ready_rank
+
+    rows = _ready_rows(gateway)
+    records = [record for _, record in rows]
+    files = ready_rank.search_files(gateway.served.registry, records)
+    search, vectors = files if files is not None else (None, None)
+    if ready_index.write(gateway.settings.home, [row for row, _ in rows], search, vectors):
+        return len(rows)
+    return None
+
+
+_TABLE_CHECKED: weakref.WeakSet[Gateway] = weakref.WeakSet()
+"""Gateways whose registry has a ready table with vectors (read once: a table on disk stays one)."""
+
+
 async def leave_first_ready_table(gateway: Gateway) -> None:
-    """The ready table of a local registry that has none, written as soon as the registry holds tools:
-    when it opens (``Gateway.warm_up``) and after each ingest until it exists (``SourceSync``'s
-    ``on_ingested``). ``keep_ready_table`` starts once the model is loaded and checks every few
-    seconds, which a launch that ends soon after its first answer seldom lives to see: a per-call
-    client's one call, or a short first session that built the registry (the next launch then waited
-    for the start again)."""
+    """The ready table of a local registry that has none, or one written before tables carried vectors,
+    written as soon as the registry holds tools: when it opens (``Gateway.warm_up``) and after each
+    ingest until it exists (``SourceSync``'s ``on_ingested``). ``keep_ready_table`` starts once the model
+    is loaded and checks every few seconds, which a launch that ends soon after its first answer seldom
+    lives to see: a per-call client's one call, or a short first session that built the registry (the
+    next launch then waited for the start again)."""
     home = gateway.settings.home
     path = ready_index.ready_path(home)
-    if path is None or path.exists() or not len(gateway.served.registry.content_hashes()):
+    if path is None or gateway in _TABLE_CHECKED or not len(gateway.served.registry.content_hashes()):
         return
+    if path.exists():
+        table = await anyio.to_thread.run_sync(ready_index.load, home)
+        if table is None or table.search_data is not None:
+            _TABLE_CHECKED.add(gateway)
+            return
     try:
-        rows = await anyio.to_thread.run_sync(ready_table, gateway)
-        if await anyio.to_thread.run_sync(ready_index.write, home, rows):
-            log.debug("first ready table written: %d tools", len(rows))
+        written = await anyio.to_thread.run_sync(write_ready_table, gateway)
+        if written is not None:
+            log.debug("first ready table written: %d tools", written)
+        _TABLE_CHECKED.add(gateway)
     except Exception:  # a first answer then waits for the registry, as without a table
         log.warning("could not leave the ready table beside the registry", exc_info=True)
 
@@ -261,9 +299,9 @@ async def keep_ready_table(gateway: Gateway) -> None:
         if hashes is not seen and len(hashes) and time.monotonic() - written_at >= READY_TABLE_GAP_S:
             seen, written_at = hashes, time.monotonic()
             try:
-                rows = await anyio.to_thread.run_sync(ready_table, gateway)
-                if await anyio.to_thread.run_sync(ready_index.write, home, rows):
-                    log.debug("ready table written: %d tools", len(rows))
+                written = await anyio.to_thread.run_sync(write_ready_table, gateway)
+                if written is not None:
+                    log.debug("ready table written: %d tools", written)
             except Exception:  # a first answer then waits for the registry, as without a table
                 log.warning("could not leave the ready table beside the registry", exc_info=True)
         await anyio.sleep(READY_TABLE_CHECK_S)
@@ -307,6 +345,9 @@ async def start_in_background(gateway: Gateway) -> None:
         tg.start_soon(replica.follow_registry, sources)  # commits of other replicas on this registry
         await gateway.warm_up()
         gateway.warmed.set()
+        ready_index.drop_ranker(gateway.settings.home)  # the gateway's own search answers from now on
+        if gateway.ready_tools:
+            gateway.ready_tools.ranker = None
         tg.start_soon(settle_provisional, gateway)
         tg.start_soon(keep_ready_table, gateway)
 
