@@ -487,10 +487,8 @@ class MCPBackend:
         log.debug("%s: raw tools/call", label)  # which calls took this path (tests read it)
         deadline, timeout = budget
         try:
-            with anyio.CancelScope(deadline=deadline) as scope:  # fail_after's deadline, at less cost
-                answer = await raw.call(tool, arguments, modern=modern)
-            if scope.cancelled_caught:
-                raise TimeoutError
+            # the deadline travels with the call (a timer on its answer's future): no cancel scope per call
+            answer = await raw.call(tool, arguments, modern=modern, deadline=deadline)
         except TimeoutError:
             self._check_liveness_soon()
             return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")
