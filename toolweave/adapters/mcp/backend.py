@@ -39,6 +39,7 @@ era (the request arrives on the session's receive task). Without one, the upstre
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import math
@@ -424,7 +425,8 @@ class MCPBackend:
         timeout = options.get("timeout_s") or call_budget(self.call_timeout_s, self._default_call_s)
         # One budget for the whole call: a wait for a reconnecting upstream comes out of it (before,
         # each got the full budget, and a 5 s call on an upstream coming back took 10 s)
-        deadline = anyio.current_time() + timeout
+        # the running loop's clock is anyio's on its asyncio backend, without asking sniffio which runs
+        deadline = asyncio.get_running_loop().time() + timeout
         sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))

@@ -49,6 +49,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from toolweave.server.calls.scopes import cancel_scope
 from toolweave.server.sessions.session_book import SESSION_META_KEY, Session
 from toolweave.server.turns.meta_tools import CALL_TOOL, FIND_TOOLS
 from toolweave.wire_meta import SERVER_INFO_META_KEY
@@ -170,7 +171,7 @@ class CallRelay:
             or not self._gateway.sessions.holds(client.session)
         ):
             return False
-        scope = anyio.CancelScope()
+        scope = cancel_scope()
         self._in_flight[coerce_request_id(request_id)] = scope
         log.debug("relaying tools/call %r", request_id)  # which calls took this path (tests read it)
         job = _Job(scope, request_id, client.session, name, arguments, version)
