@@ -44,6 +44,8 @@ _ENVELOPE_KEYS = (
     types.CLIENT_CAPABILITIES_META_KEY,
 )
 _CANCEL_WRITE_S = 1.0
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(..., ensure_ascii=False)``: the same text, without building an encoder on every call."""
 
 
 class UpstreamClosed(ConnectionError):
@@ -156,7 +158,7 @@ class RawCalls:
         waiter = self._pending[request_id] = _Waiter(loop)
         line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         sent = False
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        data = (_to_json(line) + "\n").encode()
         # the deadline is a timer that resolves the waiter's future (a cancel scope's deadline is the same
         # timer, plus the scope's bookkeeping of tasks and parents on the way in and out of every call)
         timer = loop.call_at(deadline, waiter.expire) if deadline != math.inf else None
