@@ -81,13 +81,15 @@ async def test_an_answer_in_time_is_returned_and_its_deadline_left_behind() -> N
         async def answer() -> None:
             while not (lines := _written(read_fd)):
                 await anyio.sleep(0.01)
-            reply = {"jsonrpc": "2.0", "id": lines[0]["id"], "result": {"content": []}}
-            assert raw.took(json.dumps(reply))
+            stamp = {"io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"}}
+            result = {"content": [], "_meta": {**stamp, "kept": 1}}
+            assert raw.took(json.dumps({"jsonrpc": "2.0", "id": lines[0]["id"], "result": result}))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(answer)
             got = await raw.call("quick", {}, modern=False, deadline=loop.time() + 0.3)
-        assert got["result"] == {"content": []}
+        # the upstream's identity stamp is dropped here (finish_result would drop it): the rest stays
+        assert got["result"] == {"content": [], "_meta": {"kept": 1}}
         await anyio.sleep(0.5)  # past the deadline: no late cancel notice, nothing expires
         assert _written(read_fd) == []
     finally:

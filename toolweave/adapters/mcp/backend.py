@@ -71,7 +71,6 @@ from toolweave.config_values import references
 from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 from toolweave.redaction import unexpand
-from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 __all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
 
@@ -507,13 +506,6 @@ class MCPBackend:
             self._request_refresh()  # a failure of the re-list marks the upstream lost
             return tool_error_result("upstream_error", f"{label}: upstream error {code}: {message}")
         body = answer["result"]
-        meta = body.get("_meta") if isinstance(body, dict) else None
-        if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
-            # the upstream's stamp goes anyway (``call_errors.finish_result``): dropped from the answer we
-            # parsed, before its model is built, it costs no copy of the result model
-            del meta[SERVER_INFO_META_KEY]
-            if not meta:
-                del body["_meta"]
         try:
             if isinstance(body, dict) and body.get("resultType") == "input_required":
                 # the SDK client would ask its sampling callback, which has no sampler for this call

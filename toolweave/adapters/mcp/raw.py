@@ -31,6 +31,7 @@ import mcp_types as types
 from anyio.abc import ByteSendStream
 
 from toolweave.adapters import plain_schema
+from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 __all__ = ["RAW_ID_PREFIX", "RawCalls", "UpstreamClosed"]
 
@@ -185,6 +186,7 @@ class RawCalls:
             del self._pending[request_id]
         if waiter.answer is None:
             raise UpstreamClosed("the upstream closed its stdout during the call")
+        _drop_stamp(waiter.answer.get("result"))
         return waiter.answer
 
     async def _send(self, stdin: ByteSendStream, data: bytes, deadline: float) -> None:
@@ -229,3 +231,14 @@ class RawCalls:
         }
         with anyio.move_on_after(_CANCEL_WRITE_S, shield=True), suppress(Exception):
             await stdin.send((json.dumps(notice) + "\n").encode())
+
+
+def _drop_stamp(body: Any) -> None:
+    """Drop the upstream's ``serverInfo`` stamp from a result we parsed. The proxy drops it from every
+    result (``call_errors.finish_result``, by a copy of the result model): here, before the model is
+    built, it costs no copy. A ``_meta`` left empty goes too (``finish_result`` leaves None)."""
+    meta = body.get("_meta") if isinstance(body, dict) else None
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        del meta[SERVER_INFO_META_KEY]
+        if not meta:
+            del body["_meta"]
