@@ -15,7 +15,7 @@ not in it. ``--source DIR`` profiles another checkout (e.g. ``git archive BASE |
 gateway runs with ``DIR`` as its working directory, so its ``toolweave`` is imported from there.
 
 Usage: .venv/bin/python bench/call_profile.py [--mode auto|legacy] [--calls 1000] [--clock count|cpu]
-       [--source DIR] [--top 40]
+       [--source DIR] [--top 40] [--save calls.prof]
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--clock", choices=["count", "cpu"], default="count")
     parser.add_argument("--source", type=Path, help="profile the toolweave of this checkout")
+    parser.add_argument("--save", type=Path, help="also keep the profile here (for pstats' callers/callees)")
     parser.add_argument(
         "--top", type=int, default=40, help="functions listed, by what they and their callees took"
     )
@@ -103,6 +104,8 @@ def main() -> None:
         out = Path(tmp) / "calls.prof"
         measured = anyio.run(profile_calls, args, Path(tmp), out)
         stats = pstats.Stats(str(out))
+        if args.save:
+            stats.dump_stats(str(args.save))
     unit = "events" if args.clock == "count" else "CPU µs"
     per_call = stats.total_tt * 1e6 / args.calls  # type: ignore[attr-defined]
     print(

@@ -8,6 +8,7 @@ attributes carry names, counts and outcomes, never queries or call arguments (th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cache
@@ -26,14 +27,35 @@ except ImportError:  # tracing is optional: the API is not a dependency
 
 Attribute = str | int | float | bool
 
+_NAMED_BY_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+"""Whether the deployment names a provider in the environment (the API loads it on its first look-up)."""
+_provider: Any = None
+"""The tracer provider once one is set: the API lets a process set it once, so it never changes."""
+
 
 def span(name: str, **attributes: Attribute | None) -> AbstractContextManager[Any]:
     """A span named ``toolweave.<name>`` around the block (a no-op without OpenTelemetry, and while no
     tracer provider is set: the API's no-op span still costs a context switch-in and out per span,
     several per proxied call)."""
-    if _trace is None or isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
+    if _provider is None and not _provider_set():
         return nullcontext()
     return _span(name, {k: v for k, v in attributes.items() if v is not None})
+
+
+def _provider_set() -> bool:
+    """Whether a tracer provider is set now. The API's ``get_tracer_provider`` reads ``os.environ`` on
+    every look-up while none is (a third of a proxied call's two spans, in profiler events): its global
+    is read first, and the API asked only once one is set or the environment names one."""
+    global _provider
+    if _trace is None:
+        return False
+    if getattr(_trace, "_TRACER_PROVIDER", _trace) is None and not _NAMED_BY_ENVIRONMENT:
+        return False  # the API's own "nothing set" (an API without that global is always asked)
+    provider = _trace.get_tracer_provider()
+    if isinstance(provider, _trace.ProxyTracerProvider):
+        return False
+    _provider = provider
+    return True
 
 
 @cache

@@ -39,6 +39,42 @@ async def test_lines_come_in_order_and_the_reader_stays_a_few_lines_ahead() -> N
     assert got == [f"line {n}\n" for n in range(50)]
 
 
+async def test_a_taker_gets_each_line_first_on_the_loop_and_what_it_leaves_comes_in_order() -> None:
+    """``take`` (the stdio relay) sees every line as it arrives, on the event loop with the reader's
+    context (anyio's own calls work there); taken lines are not yielded and free their read-ahead room
+    (many more than ``READ_AHEAD_LINES`` are taken while nothing iterates); a taker that raises costs
+    no line."""
+    taken: list[str] = []
+    all_taken = threading.Event()
+
+    def take(line: str) -> bool:
+        assert threading.current_thread() is threading.main_thread()
+        anyio.CancelScope()  # asks which async library runs: the reader's context says
+        if line.startswith("boom"):
+            raise RuntimeError("a taker's bug")
+        if line.startswith("call"):
+            taken.append(line)
+            if len(taken) == 3 * READ_AHEAD_LINES:
+                all_taken.set()
+            return True
+        return False
+
+    def lines() -> Iterator[str]:
+        for n in range(3 * READ_AHEAD_LINES):
+            yield f"call {n}\n"
+        yield "other 1\n"
+        yield "boom\n"
+        yield "other 2\n"
+
+    got = []
+    async for line in read_ahead(lines(), take):
+        if not got:  # every call was taken before this line was yielded (they came first)
+            assert all_taken.is_set()
+        got.append(line)
+    assert taken == [f"call {n}\n" for n in range(3 * READ_AHEAD_LINES)]
+    assert got == ["other 1\n", "boom\n", "other 2\n"]
+
+
 async def test_a_reader_error_is_raised_where_the_lines_are_read() -> None:
     def lines() -> Iterator[str]:
         yield "first\n"

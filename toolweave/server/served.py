@@ -53,6 +53,7 @@ class Served:
         """Why the background start failed (None: it did not, or is not over)."""
         self.ready = anyio.Event()
         """Set once the background start is over: registry open, catalogs ingested (or it failed)."""
+        self._was_ready = False
         self.guard: Guard  # set with the registry: its quarantine lives beside it
         if not callable(registry):
             self._attach(registry)
@@ -69,8 +70,13 @@ class Served:
         return None if self._registry is None else self._registry.find(tool_id)
 
     def is_ready(self) -> bool:
-        """Whether the registry is open with the manifest's catalogs in it (false if that failed)."""
-        return self.ready.is_set() and self.error is None
+        """Whether the registry is open with the manifest's catalogs in it (false if that failed). Once
+        true it stays true (a failed start sets ``error`` before ``ready``), so it is remembered: every
+        call asks, twice."""
+        if self._was_ready:
+            return True
+        self._was_ready = self.ready.is_set() and self.error is None
+        return self._was_ready
 
     async def open(self) -> None:
         """Open the registry, when given an opener (in a worker thread)."""
@@ -87,6 +93,8 @@ class Served:
 
     async def wait(self) -> bool:
         """Wait (at most ``REGISTRY_WAIT_S``) for the background start; whether the registry is usable."""
+        if self._was_ready:
+            return True
         if not self.ready.is_set():
             with anyio.move_on_after(REGISTRY_WAIT_S):
                 await self.ready.wait()

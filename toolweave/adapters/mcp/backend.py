@@ -39,6 +39,7 @@ era (the request arrives on the session's receive task). Without one, the upstre
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import math
@@ -424,7 +425,8 @@ class MCPBackend:
         timeout = options.get("timeout_s") or call_budget(self.call_timeout_s, self._default_call_s)
         # One budget for the whole call: a wait for a reconnecting upstream comes out of it (before,
         # each got the full budget, and a 5 s call on an upstream coming back took 10 s)
-        deadline = anyio.current_time() + timeout
+        # the running loop's clock is anyio's on its asyncio backend, without asking sniffio which runs
+        deadline = asyncio.get_running_loop().time() + timeout
         sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
@@ -487,10 +489,8 @@ class MCPBackend:
         log.debug("%s: raw tools/call", label)  # which calls took this path (tests read it)
         deadline, timeout = budget
         try:
-            with anyio.CancelScope(deadline=deadline) as scope:  # fail_after's deadline, at less cost
-                answer = await raw.call(tool, arguments, modern=modern)
-            if scope.cancelled_caught:
-                raise TimeoutError
+            # the deadline travels with the call (a timer on its answer's future): no cancel scope per call
+            answer = await raw.call(tool, arguments, modern=modern, deadline=deadline)
         except TimeoutError:
             self._check_liveness_soon()
             return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")

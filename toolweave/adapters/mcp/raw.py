@@ -22,6 +22,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 from contextlib import suppress
 from typing import Any
 
@@ -30,6 +31,7 @@ import mcp_types as types
 from anyio.abc import ByteSendStream
 
 from toolweave.adapters import plain_schema
+from toolweave.wire_meta import SERVER_INFO_META_KEY
 
 __all__ = ["RAW_ID_PREFIX", "RawCalls", "UpstreamClosed"]
 
@@ -43,6 +45,8 @@ _ENVELOPE_KEYS = (
     types.CLIENT_CAPABILITIES_META_KEY,
 )
 _CANCEL_WRITE_S = 1.0
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(..., ensure_ascii=False)``: the same text, without building an encoder on every call."""
 
 
 class UpstreamClosed(ConnectionError):
@@ -51,18 +55,25 @@ class UpstreamClosed(ConnectionError):
 
 class _Waiter:
     """One call's answer, awaited as a bare future (cheaper than an ``anyio.Event`` and its wait, on
-    every call). ``settled``: an answer came, or the link closed."""
+    every call). ``settled``: an answer came, or the link closed. ``expired``: the call's deadline
+    passed first (a timer on the loop resolves the future: no cancel scope per call)."""
 
-    __slots__ = ("answer", "done", "settled")
+    __slots__ = ("answer", "done", "expired", "settled")
 
-    def __init__(self) -> None:
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.done: asyncio.Future[None] = loop.create_future()
         self.answer: dict[str, Any] | None = None  # None once settled: the link closed
         self.settled = False
+        self.expired = False
 
     def settle(self) -> None:
         self.settled = True
         if not self.done.done():  # a caller cancelled while waiting cancelled the future with it
+            self.done.set_result(None)
+
+    def expire(self) -> None:
+        if not self.done.done():
+            self.expired = True
             self.done.set_result(None)
 
 
@@ -129,10 +140,14 @@ class RawCalls:
     def serves(self, modern: bool) -> bool:
         return self._stdin is not None and (self.envelope is not None or not modern)
 
-    async def call(self, name: str, arguments: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, modern: bool, deadline: float = math.inf
+    ) -> dict[str, Any]:
         """Send ``tools/call`` and wait for its answer: the JSON-RPC message with ``result`` or ``error``.
 
-        Raises ``UpstreamClosed`` when the link is gone or goes before the answer."""
+        ``deadline``: when to give up (the event loop's clock, which is anyio's): the call then raises
+        ``TimeoutError``, as a cancel scope's deadline would end it, once the upstream was told. Raises
+        ``UpstreamClosed`` when the link is gone or goes before the answer."""
         stdin = self._stdin
         if stdin is None:
             raise UpstreamClosed("the upstream's link is closed")
@@ -140,19 +155,25 @@ class RawCalls:
         params: dict[str, Any] = {"name": name, "arguments": arguments}
         if modern and self.envelope is not None:
             params["_meta"] = self.envelope
-        waiter = self._pending[request_id] = _Waiter()
+        loop = asyncio.get_running_loop()
+        waiter = self._pending[request_id] = _Waiter(loop)
         line = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         sent = False
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
-        writer = self._writer
+        data = (_to_json(line) + "\n").encode()
+        # the deadline is a timer that resolves the waiter's future (a cancel scope's deadline is the same
+        # timer, plus the scope's bookkeeping of tasks and parents on the way in and out of every call)
+        timer = loop.call_at(deadline, waiter.expire) if deadline != math.inf else None
         try:
-            if writer is not None:
-                writer.write(data)
-                await writer.drain()  # returns at once unless the upstream stopped reading its stdin
-            else:
-                await stdin.send(data)
+            if deadline <= loop.time():  # spent already (a reconnect took it): nothing is sent
+                raise TimeoutError
+            await self._send(stdin, data, deadline)
             sent = True
             await waiter.done
+            if waiter.expired:  # the upstream may stop working on it (as the SDK asks)
+                await self._cancel(stdin, request_id)
+                raise TimeoutError
+        except TimeoutError:
+            raise  # an OSError too, but no failed write
         except anyio.get_cancelled_exc_class():
             if sent and not waiter.settled:  # the upstream may stop working on it (as the SDK asks)
                 await self._cancel(stdin, request_id)
@@ -160,10 +181,30 @@ class RawCalls:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             raise UpstreamClosed(f"writing to the upstream failed: {exc}") from exc
         finally:
+            if timer is not None:
+                timer.cancel()
             del self._pending[request_id]
         if waiter.answer is None:
             raise UpstreamClosed("the upstream closed its stdout during the call")
+        _drop_stamp(waiter.answer.get("result"))
         return waiter.answer
+
+    async def _send(self, stdin: ByteSendStream, data: bytes, deadline: float) -> None:
+        """Write ``data`` to the upstream's stdin; ``TimeoutError`` when it is still not written by
+        ``deadline`` (the upstream stopped reading its stdin and the pipe is full)."""
+        writer = self._writer
+        if writer is not None:
+            writer.write(data)
+            if not writer.transport.get_write_buffer_size():
+                await writer.drain()  # the pipe took it all: returns at once (raises if the link is lost)
+                return
+        with anyio.CancelScope(deadline=deadline) as scope:  # a wait: bounded by the call's deadline
+            if writer is not None:
+                await writer.drain()
+            else:
+                await stdin.send(data)
+        if scope.cancelled_caught:
+            raise TimeoutError
 
     def quick_valid(self, session: Any, tool: str, result: types.CallToolResult) -> bool:
         """True when ``result``'s structured content certainly fits the output schema the SDK session
@@ -190,3 +231,14 @@ class RawCalls:
         }
         with anyio.move_on_after(_CANCEL_WRITE_S, shield=True), suppress(Exception):
             await stdin.send((json.dumps(notice) + "\n").encode())
+
+
+def _drop_stamp(body: Any) -> None:
+    """Drop the upstream's ``serverInfo`` stamp from a result we parsed. The proxy drops it from every
+    result (``call_errors.finish_result``, by a copy of the result model): here, before the model is
+    built, it costs no copy. A ``_meta`` left empty goes too (``finish_result`` leaves None)."""
+    meta = body.get("_meta") if isinstance(body, dict) else None
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        del meta[SERVER_INFO_META_KEY]
+        if not meta:
+            del body["_meta"]

@@ -211,8 +211,7 @@ def observe_turn(
             tool, inner = arguments["name"], arguments.get("arguments")
             args = inner if isinstance(inner, Mapping) else {}
         ended = "cancelled" if result is None else outcome(result)
-        metrics.turn_latency.labels(kind).observe(elapsed)
-        metrics.calls.labels(tool if known(tool) else "(unknown)", ended).inc()
+        metrics.turn(kind, tool if known(tool) else "(unknown)", ended, elapsed)
         if kind == "find_tools" and session is not None:
             metrics.published_size.observe(len(session.published))
         if audit is not None:

@@ -9,6 +9,7 @@ grow the label set without bound.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -59,6 +60,21 @@ class GatewayMetrics:
             "Requests refused for lack of a valid credential.",
             registry=self.registry,
         )
+        # each labelled series' child, kept: ``labels()`` checks its labels and takes a lock on every
+        # call, a tenth of a proxied call's bookkeeping; the children live as long as their metric
+        self._latency_of: dict[str, Any] = {}
+        self._calls_of: dict[tuple[str, str], Any] = {}
+
+    def turn(self, kind: str, tool: str, outcome: str, elapsed_s: float) -> None:
+        """Count one ``tools/call`` turn: its latency by ``kind``, the call by ``tool`` and ``outcome``."""
+        latency = self._latency_of.get(kind)
+        if latency is None:
+            latency = self._latency_of[kind] = self.turn_latency.labels(kind)
+        latency.observe(elapsed_s)
+        counted = self._calls_of.get((tool, outcome))
+        if counted is None:
+            counted = self._calls_of[(tool, outcome)] = self.calls.labels(tool, outcome)
+        counted.inc()
 
     def scrape(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,13 +13,13 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import mcp_types as types
 
 from toolweave.adapters import plain_schema
 from toolweave.adapters.backend import Backend, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
+from toolweave.server.calls.scopes import cancel_scope, loop_time
 from toolweave.tracing import span
 
 if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshake
@@ -168,7 +168,7 @@ class Proxy:
             # generator-based context managers on every call
             with (
                 span("upstream", source=tool.source, tool=tool.name),
-                anyio.CancelScope(deadline=anyio.current_time() + budget + _TIMEOUT_MARGIN_S) as scope,
+                cancel_scope(loop_time() + budget + _TIMEOUT_MARGIN_S) as scope,
             ):
                 result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
             if scope.cancelled_caught:

@@ -144,9 +144,15 @@ class _BoundedLines:
     def __init__(self, buffer: LineSource, max_bytes: int) -> None:
         self._buffer = buffer
         self._max = max_bytes
+        self.take: Callable[[str], bool] | None = None
+        """Who may take a line as it arrives, before it is yielded (the stdio relay, while it serves)."""
 
     def __aiter__(self) -> AsyncIterator[str]:
-        return read_ahead(iter(self))
+        return read_ahead(iter(self), self._taken)
+
+    def _taken(self, line: str) -> bool:
+        take = self.take
+        return take is not None and take(line)
 
     def __iter__(self) -> Iterator[str]:
         while True:
@@ -228,6 +234,14 @@ async def _relayed(
 ) -> AsyncGenerator[AsyncIterable[str], None]:
     if relay is None or not isinstance(out, PipeWriter):
         yield lines
+        return
+    if isinstance(lines, _BoundedLines):  # the relay takes its lines as they arrive: no reader task wakes
+        async with relay.taking(out) as take:
+            lines.take = take
+            try:
+                yield lines
+            finally:
+                lines.take = None
         return
     async with relay.serving(lines, out) as others:
         yield others

@@ -6,14 +6,16 @@ per-request ``Connection``, runner and session of the 2026 era, the OpenTelemetr
 request's surface validation and params model, the result's dump, and three memory-stream relays
 before the writer dumps the response model again. None of it decides anything a call needs.
 
-``CallRelay`` sits on the stdin lines (``limits.bounded_stdio_server``). A line that is a well-formed
-``tools/call`` of a registry tool, from the client the SDK path already served, is parsed once and
-served by ``Gateway.serve_call`` (the same code as the SDK's handler: session, readiness, guard, proxy,
-timeout, result limits, usage, traffic, next steps, metrics, audit); its result is shaped for the wire
-as the SDK's runner shapes it (the era's result surface, ``resultType`` and the ``serverInfo`` stamp of
-the 2026 era) and written to the pipe as one line. ``notifications/cancelled`` for such a call cancels
-it and nothing is answered, as the SDK's dispatcher does; at shutdown an unanswered call gets the
-SDK's "Connection closed" error.
+``CallRelay`` sits on the stdin lines (``limits.bounded_stdio_server``): it is asked about each line as
+the line arrives on the event loop (``taking``: in the callback that hands the line over from the reader
+thread, so a relayed call wakes no reader task), or filters an iterator of lines (``serving``). A line
+that is a well-formed ``tools/call`` of a registry tool, from the client the SDK path already served, is
+parsed once and served by ``Gateway.serve_call`` (the same code as the SDK's handler: session, readiness,
+guard, proxy, timeout, result limits, usage, traffic, next steps, metrics, audit); its result is shaped
+for the wire as the SDK's runner shapes it (the era's result surface, ``resultType`` and the
+``serverInfo`` stamp of the 2026 era) and written to the pipe as one line. ``notifications/cancelled``
+for such a call cancels it and nothing is answered, as the SDK's dispatcher does; at shutdown an
+unanswered call gets the SDK's "Connection closed" error.
 
 Everything else goes to the SDK unchanged, as do calls the relay cannot judge alone: before the SDK
 path has served this client (era and session unknown), the meta-tools, a request naming a session of
@@ -23,7 +25,9 @@ params (the SDK answers those with its JSON-RPC errors), a registry that is not 
 
 A call's result may reach the client before a ``list_changed`` the call caused (that notice travels
 the SDK's write stream): JSON-RPC does not order a response against notifications, and no client
-waits on that order (a held ``find_tools`` answer is the SDK path's).
+waits on that order (a held ``find_tools`` answer is the SDK path's). Taken as it arrives, a call may
+also start before the SDK has read a request sent just before it: requests are answered in no set
+order, and the SDK path runs each in a task of its own as well.
 
 Calls are served by worker tasks that stay: a call is handed to an idle one (the future it waits on) and
 a new one starts only when every worker is busy, so sequential calls cost no task each and concurrent
@@ -36,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
@@ -49,6 +53,7 @@ from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from toolweave.server.calls.scopes import cancel_scope
 from toolweave.server.sessions.session_book import SESSION_META_KEY, Session
 from toolweave.server.turns.meta_tools import CALL_TOOL, FIND_TOOLS
 from toolweave.wire_meta import SERVER_INFO_META_KEY
@@ -65,6 +70,8 @@ _PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
 _META_TOOLS = frozenset({FIND_TOOLS, CALL_TOOL})
 _SHUTDOWN_WRITE_S = 1.0
 """How long a call cut off by shutdown may try to say so (the SDK's bound for the same write)."""
+_to_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""``json.dumps`` with these options: the same text, without building an encoder for every answer."""
 
 
 class LineWriter(Protocol):
@@ -120,25 +127,41 @@ class CallRelay:
             self._client = _Client(session, modern, ctx.protocol_version, can_sample)
 
     @asynccontextmanager
-    async def serving(self, lines: AsyncIterable[str], out: LineWriter) -> AsyncIterator[AsyncIterator[str]]:
-        """``lines`` without the calls this relay serves (answered on ``out``), while in the context."""
+    async def taking(self, out: LineWriter) -> AsyncIterator[Callable[[str], bool]]:
+        """While in the context: a function that serves a line when it is for this relay (answered on
+        ``out``) and says so (True); False leaves the line to the SDK. Called on the event loop, in a
+        task or in the callback that hands a stdin line over (``stdio_pipes.read_ahead``)."""
         self._stamp = dict(self._gateway.server.server_info_stamp)
+        serving = True
+
+        def take(line: str) -> bool:
+            # a substring test first: most lines are no call, and parsing them here would be waste
+            return (
+                serving
+                and ('"tools/call"' in line or '"notifications/cancelled"' in line)
+                and self._took(line, tg, out)
+            )
+
         async with anyio.create_task_group() as tg:
             self._gateway.relay = self
             try:
-                yield self._others(lines, tg, out)
+                yield take
             finally:
+                serving = False
                 self._gateway.relay = None
                 tg.cancel_scope.cancel()
 
-    async def _others(
-        self, lines: AsyncIterable[str], tg: anyio.abc.TaskGroup, out: LineWriter
-    ) -> AsyncIterator[str]:
+    @asynccontextmanager
+    async def serving(self, lines: AsyncIterable[str], out: LineWriter) -> AsyncIterator[AsyncIterator[str]]:
+        """``lines`` without the calls this relay serves (answered on ``out``), while in the context."""
+        async with self.taking(out) as take:
+            yield self._others(lines, take)
+
+    @staticmethod
+    async def _others(lines: AsyncIterable[str], take: Callable[[str], bool]) -> AsyncIterator[str]:
         async for line in lines:
-            # a substring test first: most lines are no call, and parsing them here would be waste
-            if ('"tools/call"' in line or '"notifications/cancelled"' in line) and self._took(line, tg, out):
-                continue
-            yield line
+            if not take(line):
+                yield line
 
     def _took(self, line: str, tg: anyio.abc.TaskGroup, out: LineWriter) -> bool:
         """Serve or apply ``line`` here when it is for the relay; False hands it to the SDK."""
@@ -170,7 +193,7 @@ class CallRelay:
             or not self._gateway.sessions.holds(client.session)
         ):
             return False
-        scope = anyio.CancelScope()
+        scope = cancel_scope()
         self._in_flight[coerce_request_id(request_id)] = scope
         log.debug("relaying tools/call %r", request_id)  # which calls took this path (tests read it)
         job = _Job(scope, request_id, client.session, name, arguments, version)
@@ -284,4 +307,4 @@ def _error(error: types.ErrorData) -> dict[str, Any]:
 
 
 def _line(message: dict[str, Any]) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return _to_json(message) + "\n"

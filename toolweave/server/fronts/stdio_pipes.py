@@ -18,10 +18,12 @@ up only the writes to it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import os
 import stat
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import suppress
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -33,20 +35,39 @@ __all__ = ["READ_AHEAD_LINES", "PipeWriter", "ThreadWriter", "open_writer", "rea
 READ_AHEAD_LINES = 4
 """Lines the reader thread may read before the server took them (each at most ``max_request_bytes``)."""
 
+log = logging.getLogger(__name__)
+
 _END = object()
 
 
-async def read_ahead(lines: Iterator[str]) -> AsyncIterator[str]:
+async def read_ahead(lines: Iterator[str], take: Callable[[str], bool] | None = None) -> AsyncIterator[str]:
     """``lines`` (a blocking iterator, e.g. over stdin) as an async iterator, read on a thread of its
     own. The thread is a daemon: a server that stops while it waits for a line leaves it blocked,
-    as ``to_thread.run_sync(..., abandon_on_cancel=True)`` did."""
+    as ``to_thread.run_sync(..., abandon_on_cancel=True)`` did.
+
+    ``take``: asked first about each line, on the event loop as the line arrives (in the context of the
+    task that iterates); a line it took (True) is not yielded. The stdio relay serves its calls this way
+    (``relay.py``): a line's hand-over wakes the loop once, instead of waking a reader task too."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     room = threading.Semaphore(READ_AHEAD_LINES)
+    context = contextvars.copy_context()
+
+    def deliver(item: Any) -> None:
+        if take is not None and isinstance(item, str):
+            try:
+                taken = take(item)
+            except Exception:  # a taker's bug must not cost the line: the reader gets it
+                log.exception("stdin: a line's taker failed; the line goes the usual way")
+                taken = False
+            if taken:
+                room.release()
+                return
+        queue.put_nowait(item)
 
     def hand_over(item: Any) -> bool:
         try:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            loop.call_soon_threadsafe(deliver, item, context=context)
         except RuntimeError:  # the loop is closed: nobody reads any more
             return False
         return True

@@ -350,8 +350,10 @@ class TurnEngine:
         if not session.queries or len(registry) >= self.settings.vector_index_threshold:
             return []
         parts = request_parts(session.queries[-1])
+        if not parts:  # a request of one part (the usual): no vectors to fetch
+            return []
         vectors = registry.vectors()
-        if not parts or record.id not in vectors:
+        if record.id not in vectors:
             return []
         embedder = registry.embedder
         part_vectors = embedder.cached_queries(parts)
