@@ -421,6 +421,8 @@ def one_run(
             "model_requests": len(model.requests),
             "exit": proc.returncode,
             "seconds": round(time.monotonic() - started, 2),
+            # claude started -> its first model request (the hook, when installed, runs before it)
+            "first_request_s": round(model.requests[0]["at"] - started, 2) if model.requests else None,
             "stderr_tail": proc.stderr[-300:] if proc.returncode else "",
             # what the gateway did, when a commit-memory run missed (HTTP: its log is ours to read)
             "gateway_said": _turn_lines(work / "gateway.log") if model.outcome == "memory-missing" else [],
@@ -574,6 +576,7 @@ def main() -> int:
         "first_request_has_tool": sum(bool(r["first_request_has_tool"]) for r in rows),
         "find_tools_again": sum(r["find_tools_again"] for r in rows),
         "seconds_p50": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else None,
+        "first_request_s_p50": _p50([r["first_request_s"] for r in rows]),
         "building_run": building and {k: building[k] for k in ("outcome", "find_tools_again", "seconds")},
         "busy": args.busy,
         "load_before_after": [load_before, os.getloadavg()[0]],
@@ -585,6 +588,11 @@ def main() -> int:
     }
     print(json.dumps(summary) if args.json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
     return 0
+
+
+def _p50(values: list[float | None]) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    return known[len(known) // 2] if known else None
 
 
 def mcp_list_main(claude: str, runs: int, as_json: bool) -> int:
@@ -604,6 +612,7 @@ def mcp_list_main(claude: str, runs: int, as_json: bool) -> int:
             setup: sum(r["healthy"] for r in rows if r["setup"] == setup) for setup in MCP_LIST_SETUPS
         },
         "seconds_p50": sorted(r["seconds"] for r in rows)[len(rows) // 2] if rows else None,
+        "first_request_s_p50": _p50([r["first_request_s"] for r in rows]),
         "load_after": os.getloadavg()[0],
         "date": time.strftime("%Y-%m-%d"),
     }

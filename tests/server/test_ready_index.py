@@ -436,7 +436,8 @@ async def test_a_hosts_turn_is_answered_by_the_front_once_the_client_re_listed(
         assert "clock__get_current_time" in [t["name"] for t in listed["result"]["tools"]]
         await anyio.to_thread.run_sync(hook.join, 60)
         assert answers[0]["ok"] is True
-        assert answers[0]["sessions"][0]["published"][0]["name"] == "clock__get_current_time"
+        assert answers[0]["sessions"][0]["found"][0] == "clock__get_current_time"
+        assert answers[0]["sessions"][0]["tool_list_changed"] is True
         replay = await anyio.to_thread.run_sync(front.hand_over)
         turn = json.loads(replay.prefix.splitlines()[2])  # after the discover and the listen
         assert turn["id"].startswith(EARLY_ID_PREFIX) and turn["method"] == "tools/call"

@@ -363,7 +363,11 @@ class EarlyFront:
         if self._era is Era.MODERN:
             found = handshake.modern_result(found, self._version)
         self._answer(request, found, to=None)  # the answer goes to the host, not to the client
-        answer = {"ok": True, "sessions": [{"published": found["structuredContent"]["tools"]}]}
+        doc = found["structuredContent"]
+        found_names = [t["name"] for t in doc["tools"]]
+        # as the gateway answers a host (docs/gateway.md, "The host channel"); the session has no key yet
+        session = {"session": None, "tool_list_changed": doc["tool_list_changed"], "found": found_names}
+        answer = {"ok": True, "sessions": [session]}
         if not self._announce(found):
             early_turns.reply(conn, answer)
             return
