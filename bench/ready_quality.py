@@ -92,7 +92,7 @@ def _ranker(tools: Sequence[ToolRecord], rows: list[ReadyTool], method: str) -> 
         "edges": [],
     }
     table = ReadyIndex(rows, search)
-    params = RetrievalSettings(method=method)  # type: ignore[arg-type]
+    params = RetrievalSettings(method=method)
     return ReadyRanker(ReadySearch(table, matrix, embedder), params)  # type: ignore[arg-type]
 
 

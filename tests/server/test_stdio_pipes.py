@@ -30,7 +30,7 @@ async def test_lines_come_in_order_and_the_reader_stays_a_few_lines_ahead() -> N
             produced.append(n)
             yield f"line {n}\n"
 
-    got = []
+    got: list[str] = []
     async for line in read_ahead(lines()):
         got.append(line)
         if len(got) == 1:
@@ -66,7 +66,7 @@ async def test_a_taker_gets_each_line_first_on_the_loop_and_what_it_leaves_comes
         yield "boom\n"
         yield "other 2\n"
 
-    got = []
+    got: list[str] = []
     async for line in read_ahead(lines(), take):
         if not got:  # every call was taken before this line was yielded (they came first)
             assert all_taken.is_set()
@@ -80,7 +80,7 @@ async def test_a_reader_error_is_raised_where_the_lines_are_read() -> None:
         yield "first\n"
         raise OSError("stdin broke")
 
-    got = []
+    got: list[str] = []
     with pytest.raises(OSError, match="stdin broke"):
         async for line in read_ahead(lines()):
             got.append(line)

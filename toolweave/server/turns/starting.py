@@ -34,7 +34,7 @@ import anyio
 import mcp_types as types
 
 from toolweave.server.calls.call_path import observe_turn
-from toolweave.server.fronts.early import ARRIVED_META
+from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX
 from toolweave.server.turns import ready_index
 from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
 
@@ -123,17 +123,19 @@ def _loading(gateway: Gateway) -> bool:
     return not served.ready.is_set() or (served.error is None and not gateway.warmed.is_set())
 
 
-async def _table(gateway: Gateway) -> ready_index.ReadyIndex | None:
+async def _table(gateway: Gateway, *, inline: bool = False) -> ready_index.ReadyIndex | None:
     """The gateway's ready table while its own search cannot run; None once it can, or without one, or
     when clients authenticate as anyone else: the table is what the default identity may see, and an
     identity's policy may hide some of it (a shared gateway's one token is named as the default identity,
-    ``server/fronts/sharing.py``)."""
+    ``server/fronts/sharing.py``). ``inline``: read it on the event loop (``_from_ready_table``)."""
     security = gateway.settings.security
     only_default = security.auth == "tokens" and set(security.tokens) == {security.default_identity}
     if not _loading(gateway) or (security.auth != "none" and not only_default):
         return None
     if gateway.ready_tools is None:
-        gateway.ready_tools = await anyio.to_thread.run_sync(ready_index.load, gateway.settings.home) or False
+        home = gateway.settings.home
+        loaded = ready_index.load(home) if inline else await anyio.to_thread.run_sync(ready_index.load, home)
+        gateway.ready_tools = loaded or False
         if gateway.ready_tools:  # ranked with its vectors once the query encoder is up (once a process)
             settings = gateway.settings
             model = ready_index.configured_model(settings)
@@ -156,13 +158,21 @@ async def _from_ready_table(
     """A plain ``find_tools`` answered from the ready table and published, while the gateway's own search
     cannot run; None otherwise (no table, or it can)."""
     plain = ready_index.plain_find_query({"name": params.name, "arguments": params.arguments})
-    table = await _table(gateway) if plain is not None else None
+    # A request an early front answered, replayed at the hand-over, publishes before the client's next
+    # request runs (the SDK runs each in a task of its own): the client was shown its tools already,
+    # and a list answered in between would take them away. The table and its ranking (the front's
+    # own, computed once more) are then read on the event loop, once per replayed answer.
+    replayed = str(ctx.request_id).startswith(EARLY_ID_PREFIX)
+    table = await _table(gateway, inline=replayed) if plain is not None else None
     if plain is None or table is None:
         return None
     query, k = plain
     started = time.perf_counter()
-    # off the event loop: with its vectors, the table runs the query encoder
-    doc, ids = await anyio.to_thread.run_sync(table.answer, query, k or gateway.settings.retrieval.final_k)
+    k = k or gateway.settings.retrieval.final_k
+    if replayed:
+        doc, ids = table.answer(query, k)
+    else:  # off the event loop: with its vectors, the table runs the query encoder
+        doc, ids = await anyio.to_thread.run_sync(table.answer, query, k)
     session = await gateway.session_for(ctx)
     changed = await _publish(gateway, session, query, ids)
     gateway.provisional[session.key] = query
