@@ -235,3 +235,9 @@ def test_the_fronts_constants_are_the_gateways() -> None:
 
     assert front_offers.OTHER_CONNECTION_SETTLE_S == OTHER_CONNECTION_SETTLE_S
     assert front_offers.SESSION_META == SESSION_META_KEY
+    from toolweave.server.fronts import early_turns
+    from toolweave.settings import PublishSettings
+
+    defaults = PublishSettings()
+    assert defaults.relist_wait_ms / 1000 == early_turns.RELIST_WAIT_S
+    assert defaults.relist_probe_ms / 1000 == early_turns.RELIST_PROBE_S

@@ -380,17 +380,9 @@ class EarlyFront:
         if plain is None or not self._ready_offered.wait(OFFER_WAIT_S):
             return None
         query, k = plain
-        with self._ready_lock:
-            home, table = self._ready_home, self._ready
-        if home is None:
-            return None
+        table = self._table_now()
         if table is None:
-            table = ready_index.load(home)
-            if table is None:
-                return None  # no table: the SDK answers
-            with self._ready_lock:
-                if self._ready_home == home:
-                    self._ready = table
+            return None  # no registry named, or no table: the SDK answers
         doc, ids = table.answer(query, k or self._ready_k)
         # what the gateway publishes as it takes the request over, shown by tools/list from now on (as
         # the gateway shows it while its registry opens), so a client that re-lists on list_changed sees
