@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,11 @@ def found_names(answer: dict[str, Any]) -> list[str]:
     return [t["name"] for t in doc.get("tools", [])] + list(doc.get("also_found", {}))
 
 
-def one_call_launch(command: list[str], log: Path) -> tuple[dict[str, Any], int]:
-    """A per-call client's launch: handshake, one ``find_tools``, stdin closed as soon as it is answered.
-    Its answer and the gateway's exit status."""
+def one_call_launch(
+    command: list[str], log: Path, answered: Callable[[], None] = lambda: None
+) -> tuple[dict[str, Any], int]:
+    """A per-call client's launch: handshake, one ``find_tools``, stdin closed as soon as it is answered
+    (``answered`` is called just before). Its answer and the gateway's exit status."""
     proc, client = launch(command, log)
     try:
         client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": FIND})
@@ -54,6 +57,7 @@ def one_call_launch(command: list[str], log: Path) -> tuple[dict[str, Any], int]
         while "id" not in answer:  # a list_changed notice may come first
             answer = client.receive()
     finally:
+        answered()
         leave(proc, client)
     return answer, proc.returncode
 
@@ -75,10 +79,16 @@ def leave(proc: subprocess.Popen[bytes], client: RawClient) -> None:
     """What a per-call client does once it has its answer: close stdin; the gateway then exits."""
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
-    proc.wait(timeout=120)
-    while client.lines.get(timeout=60):  # the reader saw the end of stdout: it may be closed
-        pass
-    proc.stdout.close()
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:  # killed here: a process left running fails a later test instead
+        proc.kill()
+        proc.wait(timeout=30)
+        raise
+    finally:
+        while client.lines.get(timeout=60):  # the reader saw the end of stdout: it may be closed
+            pass
+        proc.stdout.close()
 
 
 def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_answers_from(
@@ -107,11 +117,13 @@ def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_ans
     assert {"time__get_current_time", "time__convert_time"} <= {r["name"] for r in rows}
 
     # The next launch, with the MCP SDK's import held: its first find_tools is answered from the table by
-    # the early front, with the time tool, no "still starting".
+    # the early front, with the time tool, no "still starting". The import is let go once the answer
+    # came: the main thread may already be waiting in it, and only once it is done does the gateway see
+    # that its client left (a real import ends by itself, seconds later on a busy machine).
     sdk_gate = tmp_path / "sdk-may-load"
     try:
         answer, status = one_call_launch(
-            [sys.executable, "-c", GATED, *serve, str(sdk_gate), "mcp,mcp_types"], log
+            [sys.executable, "-c", GATED, *serve, str(sdk_gate), "mcp,mcp_types"], log, sdk_gate.touch
         )
     finally:
         sdk_gate.touch()
