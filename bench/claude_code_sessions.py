@@ -35,20 +35,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import claude_code_turns as cc
 from ports import free_port, wait_port
 
+from tests import claude_code
 from tests.busy import cpu_hogs
 
 
 def one_process(claude: str, work: Path, url: str, first: bool) -> dict[str, Any]:
-    model = cc.ScriptedModel()
+    model = claude_code.ScriptedModel()
     port = free_port()
-    server = cc.serve_in_thread(model.app, port)
+    server = claude_code.serve_in_thread(model.app, port)
     try:
-        env = cc.claude_env(
+        env = claude_code.claude_env(
             work / "home", ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}", ANTHROPIC_API_KEY="sk-ant-scripted"
         )
         if first:
-            cc.add_toolweave(claude, work, env, url, "local")
-        command = [claude, "-p", cc.PROMPT, "--allowedTools", f"mcp__{cc.SERVER}"]
+            claude_code.add_toolweave(claude, work, env, url, "local")
+        command = [claude, "-p", claude_code.PROMPT, "--allowedTools", f"mcp__{claude_code.SERVER}"]
         command += ["--model", "claude-sonnet-4-5", "--output-format", "json"]
         done = subprocess.run(command, env=env, cwd=str(work), capture_output=True, text=True, timeout=240)
         return {

@@ -45,16 +45,49 @@ TABLE = [
 ]
 
 
+FLEET = [
+    *TABLE,
+    tool("calendar__list_events", "List events", "list events: List the calendar's events at a given time"),
+    tool("mail__send_email", "Send an email", "send email: Send an email to a recipient"),
+]
+
+
 def test_bm25_ranks_the_table_and_publishes_only_the_clear_hits() -> None:
-    index = ready_index.ReadyIndex(TABLE)
+    index = ready_index.ReadyIndex(FLEET)
     hits = index.search("what is the current time in Tokyo", 10)
     assert hits[0][0].id == "time__get_current_time"
     assert all(t.id != "notes__create_note" for t, _ in hits)  # shares no word with the query
     doc, ids = index.answer("current time", 10)
-    assert ids[0] == "time__get_current_time" and "notes__create_note" not in ids
+    assert ids == ["time__get_current_time"]  # the others share only "time": named, not published
+    assert set(doc["also_found"]) == {"time__convert_time", "calendar__list_events"}
     assert doc["tools"][0]["name"] == "time__get_current_time" and doc["tool_list_changed"] is False
     nothing, none = index.answer("zebra", 10)
     assert nothing["tools"] == [] and none == [] and "note" in nothing
+
+
+def test_a_table_too_small_for_a_floor_publishes_every_hit() -> None:
+    # two time tools, and only convert_time's text says "Tokyo": BM25 scores the time tool far below
+    # it, yet the gateway (no floor under five candidates) publishes both, and so must the table
+    index = ready_index.ReadyIndex(
+        [
+            tool(
+                "time__get_current_time",
+                "Get current time",
+                "get current time: Get current time in a timezone",
+            ),
+            tool("time__convert_time", "Convert time", "convert time: Convert time, e.g. to 'Asia/Tokyo'"),
+        ]
+    )
+    scores = dict((t.id, s) for t, s in index.search(QUERY, 10))
+    assert scores["time__get_current_time"] < ready_index.PUBLISH_SHARE * scores["time__convert_time"]
+    _, ids = index.answer(QUERY, 10)
+    assert ids == ["time__convert_time", "time__get_current_time"]
+
+
+def test_the_tables_small_fleet_is_the_floors() -> None:
+    from toolweave.retrieval.floor import MIN_CANDIDATES
+
+    assert ready_index.SMALL_FLEET == MIN_CANDIDATES
 
 
 def test_the_table_is_rewritten_only_when_it_changed(tmp_path: Path) -> None:

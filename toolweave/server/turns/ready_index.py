@@ -78,6 +78,11 @@ PUBLISH_SHARE = 0.5
 """A hit whose BM25 score is at least this share of the best one's is published (offered in ``tools``);
 the rest are named in ``also_found``, as the gateway's relevance floor does."""
 MAX_PUBLISHED = 5
+SMALL_FLEET = 5
+"""A table of fewer tools publishes every hit, as the gateway's relevance floor does for fewer candidates
+(``retrieval/floor.py`` ``MIN_CANDIDATES``; a test keeps them equal): in a fleet of two time tools, BM25
+scored the time tool below half of ``convert_time`` (only the latter's text says "Tokyo") and the early
+answer offered one tool where the gateway offers both."""
 MAX_QUERY_CHARS = 2000
 """A longer query is left to the gateway (it searches only the query's head and says so)."""
 _K1, _B = 1.2, 0.75
@@ -255,7 +260,8 @@ class ReadyIndex:
         """``answer`` by BM25 alone."""
         hits = self.search(query, k)
         top = hits[0][1] if hits else 0.0
-        chosen = [t for t, s in hits if s >= top * PUBLISH_SHARE][:MAX_PUBLISHED]
+        share = 0.0 if len(self.tools) < SMALL_FLEET else PUBLISH_SHARE
+        chosen = [t for t, s in hits if s >= top * share][:MAX_PUBLISHED]
         return answer_document(chosen, [t for t, _ in hits if t not in chosen]), [t.id for t in chosen]
 
 
