@@ -71,9 +71,9 @@ def test_a_large_catalogue_trains_on_the_golds_and_the_nearest_tools() -> None:
 @pytest.mark.parametrize(
     "params",
     [
-        FitParams(scale=5.0, l2=0.1),
-        FitParams(scale=5.0, l2=0.1, each_gold=True),
-        FitParams(scale=5.0, l2=0.1, hard=3.0, hard_top=3),
+        FitParams(scale=5.0, l2=0.1, each_gold=False, hard=1.0),
+        FitParams(scale=5.0, l2=0.1, each_gold=True, hard=1.0),
+        FitParams(scale=5.0, l2=0.1, each_gold=False, hard=3.0, hard_top=3),
         FitParams(scale=5.0, l2=0.1, each_gold=True, hard=3.0, hard_top=3),
     ],
     ids=["best gold", "each gold", "hard negatives", "each gold, hard negatives"],
@@ -116,11 +116,13 @@ def test_the_hard_negatives_are_the_nearest_tools_that_are_not_golds() -> None:
     q = unit(np.array([[1.0, 0.0, 0.0]]))
     d = unit(np.array([[0.9, 0.1, 0.0], [1.0, 0.05, 0.0], [0.0, 1.0, 0.0], [0.8, 0.0, 0.6], [0.0, 0.0, 1.0]]))
     gold = np.array([[False, True, False, False, False]])
-    assert _hard_bias(q, d, gold, FitParams()) is None  # weighed like every other tool: no bias at all
+    assert _hard_bias(q, d, gold, FitParams(hard=1.0)) is None  # weighed like the rest: no bias at all
     bias = _hard_bias(q, d, gold, FitParams(hard=4.0, hard_top=2))
     assert bias is not None
     # tool 1, the nearest, is the gold; the two nearest others are 0 and 3
     assert np.allclose(bias, [[np.log(4.0), 0.0, 0.0, np.log(4.0), 0.0]])
+    default = _hard_bias(q, d, gold, FitParams())  # the default fit weighs them more
+    assert default is not None and default.max() > 0
 
 
 def two_gold_fleet(seed: int = 5, tools: int = 30, dim: int = 16, requests: int = 40):
@@ -135,8 +137,8 @@ def two_gold_fleet(seed: int = 5, tools: int = 30, dim: int = 16, requests: int 
 
 def test_each_gold_lifts_every_tool_a_request_led_to_not_only_its_best() -> None:
     q, golds, d = two_gold_fleet()
-    best_only = fit_map(q, golds, d, FitParams(l2=0.001))
-    each = fit_map(q, golds, d, FitParams(l2=0.001, each_gold=True))
+    best_only = fit_map(q, golds, d, FitParams(l2=0.001, each_gold=False))
+    each = fit_map(q, golds, d, FitParams(l2=0.001))  # the default
     # the best gold is first already: the plain loss has little left to learn, both golds must be lifted
     assert mean_reciprocal_rank(None, q, golds, d) > 0.95
     plain = mean_average_precision(best_only, q, golds, d)
