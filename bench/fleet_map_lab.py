@@ -65,6 +65,14 @@ def half_of(dataset: str, query_id: str) -> int:
     return int.from_bytes(hashlib.sha256(query_id.encode()).digest()[4:8], "big") % 2
 
 
+def quarter_of(dataset: str, query_id: str) -> int:
+    """With ``--validate``, the learning half split again: 0 learns, 1 is measured (the measured half
+    is not touched, so what is chosen here has not seen it)."""
+    if dataset == "bfcl_multi_turn":
+        return number_of(query_id) // 2 % 2
+    return int.from_bytes(hashlib.sha256(query_id.encode()).digest()[8:12], "big") % 2
+
+
 def unseen_by_model(dataset: str, query_set: str | None, query: BenchQuery) -> bool:
     """A request the default model never trained on: out of its pool, or in the pool's test split."""
     sets = POOL.get(dataset, ())
@@ -77,13 +85,20 @@ def _bucket(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % 100
 
 
-def parse_grid(raw: Sequence[str]) -> list[FitParams]:
-    out = []
+def parse_grid(raw: Sequence[str]) -> list[FitParams | None]:
+    """``l2=0.01,steps=200`` → those settings; ``tuned`` → None (the refit tunes its own, ``TUNING``)."""
+    out: list[FitParams | None] = []
     for item in raw:
+        if item == "tuned":
+            out.append(None)
+            continue
         kw: dict[str, Any] = {}
         for pair in item.split(","):
             key, value = pair.split("=")
-            kw[key] = int(value) if key in ("steps", "max_tools", "nearest") else float(value)
+            if key == "each_gold":
+                kw[key] = value in ("1", "true", "yes")
+            else:
+                kw[key] = int(value) if key in ("steps", "max_tools", "nearest", "hard_top") else float(value)
         out.append(FitParams(**kw))
     return out
 
@@ -105,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--query-set", help="only this query set of the dataset (e.g. queries_single)")
     parser.add_argument("--measure-cap", type=int, default=0, help="measure at most this many (by hash)")
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="learn on half of the learning half and measure its other half (to choose settings on)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     folder = DATASETS / args.dataset
@@ -117,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     learning = [q for q in queries if half_of(args.dataset, q.id) == 0]
     measured = [q for q in queries if half_of(args.dataset, q.id) == 1]
+    if args.validate:
+        measured = [q for q in learning if quarter_of(args.dataset, q.id) == 1]
+        learning = [q for q in learning if quarter_of(args.dataset, q.id) == 0]
     if args.measure_cap:
         measured = sorted(measured, key=lambda q: _bucket(q.id) * 1e9 + len(q.id))[: args.measure_cap]
     silent = {t.name for t in data.tools if _bucket(t.name) < args.untrained_share * 100}
@@ -133,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {
         "method": args.method,
         "learning": len(learning),
+        "validate": args.validate,
         "untrained_tools": len(silent),
         "rows": [],
     }
@@ -147,15 +171,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reg.record_usage(ids[gold], q.text)
         reg.flush_observations()
         report["rows"].append({"variant": "warm", **measure(reg, parts, params)})
-        for fit in parse_grid([g for g in args.grid if g]) or [FitParams()]:
+        for fit in parse_grid([g for g in args.grid if g]) or [None]:
             started = time.perf_counter()
             refit = reg.fleet_map.refit(force=True, params=fit)
             fit_s = time.perf_counter() - started
             row = {
-                "variant": f"warm+map l2={fit.l2} steps={fit.steps} lr={fit.lr} scale={fit.scale}",
+                "variant": "warm+map tuned"
+                if fit is None
+                else f"warm+map l2={fit.l2} steps={fit.steps} lr={fit.lr} scale={fit.scale}"
+                f" each_gold={fit.each_gold} hard={fit.hard}/{fit.hard_top}",
                 "outcome": refit.outcome,
                 "examples": refit.examples,
-                "held_out_mrr": [round(refit.before, 4), round(refit.after, 4)],
+                "held_out_ap": [round(refit.before, 4), round(refit.after, 4)],
                 "fit_s": round(fit_s, 1),
                 **measure(reg, parts, params),
             }
@@ -165,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in report["rows"]:
         m, u, s = row["measured"], row["untrained"], row["model_unseen"]
         print(
-            f"{row['variant']:<48} measured mAP@10 {m['map@10']:.4f} R@5 {m['recall@5']:.4f} ({m['queries']})"
+            f"{row['variant']:<72} measured mAP@10 {m['map@10']:.4f} R@5 {m['recall@5']:.4f} ({m['queries']})"
             f" | untrained {u['map@10']:.4f} / {u['recall@5']:.4f} ({u['queries']})"
             f" | model unseen {s['map@10']:.4f} / {s['recall@5']:.4f} ({s['queries']})",
             file=sys.stderr,

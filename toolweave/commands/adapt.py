@@ -52,15 +52,15 @@ def adapt(
             "examples": refit.examples,
             "requests": refit.requests,
             "tools": refit.tools,
-            "held_out_mrr_before": round(refit.before, 4),
-            "held_out_mrr_after": round(refit.after, 4),
+            "held_out_ap_before": round(refit.before, 4),
+            "held_out_ap_after": round(refit.after, 4),
         }
         if json_out:
             typer.echo(json.dumps(row))
             return
         typer.echo(
             f"{_SAID[refit.outcome]}\n{refit.examples} recorded calls, {refit.requests} requests, "
-            f"{refit.tools} tools; held-out mean reciprocal rank {refit.before:.4f} -> {refit.after:.4f}"
+            f"{refit.tools} tools; held-out mean average precision {refit.before:.4f} -> {refit.after:.4f}"
         )
 
 

@@ -15,7 +15,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from toolweave.errors import ToolweaveError
 from toolweave.registry.commits import Commits
-from toolweave.registry.fleet_fit import FitParams, FleetMap, fit_map, mean_reciprocal_rank
+from toolweave.registry.fleet_fit import TUNING, FitParams, FleetMap, fit_map, mean_average_precision
 from toolweave.registry.state import RegistryState
 from toolweave.registry.usage import text_key
 from toolweave.registry.usage_book import UsageBook
@@ -54,6 +54,7 @@ class Refit:
     tools: int
     before: float = 0.0
     after: float = 0.0
+    """Held-out mean average precision without and with the map (``_check``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +124,13 @@ class FleetMapBook:
     # -- refit and reset -------------------------------------------------------------------------------
     def refit(self, *, force: bool = False, params: FitParams | None = None) -> Refit:
         """Fit the map on the recorded calls and commit it (see ``Refit`` for what may happen instead).
-        ``force``: refit even when the traffic is the one the current map was fitted on."""
+        ``force``: refit even when the traffic is the one the current map was fitted on. ``params``: fit
+        with these; by default the fleet tunes its own (``TUNING``: each is checked on the held-out
+        requests, the best is fitted on all of them)."""
         with self._refitting:
-            return self._refit(force, params or FitParams())
+            return self._refit(force, TUNING if params is None else (params,))
 
-    def _refit(self, force: bool, params: FitParams) -> Refit:
+    def _refit(self, force: bool, candidates: Sequence[FitParams]) -> Refit:
         state = self._state
         pairs = self._pairs()
         tools = len({r for rows in pairs.positives for r in rows})
@@ -137,9 +140,9 @@ class FleetMapBook:
         held = state.fleet_map
         if not force and held is not None and held.fingerprint == pairs.fingerprint:
             return Refit("unchanged", *counts, held.before, held.after)
-        before, after = _check(pairs, params)
+        params, before, after = _check(pairs, candidates)
         if after < before:
-            log.info("registry %s: fleet map not kept: held-out MRR %.4f -> %.4f", state.path, before, after)
+            log.info("registry %s: fleet map not kept: held-out mAP %.4f -> %.4f", state.path, before, after)
             return Refit("no gain", *counts, before, after)
         w = fit_map(pairs.queries, pairs.positives, pairs.tools, params)
         fitted = FleetMap(
@@ -154,7 +157,7 @@ class FleetMapBook:
         )
         self._commit([_row(fitted)], "fleet map", fitted)
         log.info(
-            "registry %s: fleet map fitted on %d calls (%d requests, %d tools); held-out MRR %.4f -> %.4f",
+            "registry %s: fleet map fitted on %d calls (%d requests, %d tools); held-out mAP %.4f -> %.4f",
             state.path,
             *counts,
             before,
@@ -219,18 +222,24 @@ class FleetMapBook:
         )
 
 
-def _check(pairs: _Pairs, params: FitParams) -> tuple[float, float]:
-    """Held-out mean reciprocal rank without and with a map fitted on the other requests (equal when
-    too few requests are held out to say)."""
+def _check(pairs: _Pairs, candidates: Sequence[FitParams]) -> tuple[FitParams, float, float]:
+    """The candidate whose map, fitted on the other requests, ranks the held-out ones best (mean average
+    precision; the first on a tie), with that figure without and with it. Too few requests held out to
+    say: the first candidate, and the figure of every request, equal without and with."""
     held = [n for n, t in enumerate(pairs.texts) if _bucket(t) == 0]
     kept = [n for n in range(len(pairs.texts)) if _bucket(pairs.texts[n]) != 0]
     if len(held) < _MIN_HELD or len(kept) < _MIN_HELD:
-        whole = mean_reciprocal_rank(None, pairs.queries, pairs.positives, pairs.tools)
-        return whole, whole
-    w = fit_map(pairs.queries[kept], [pairs.positives[n] for n in kept], pairs.tools, params)
+        whole = mean_average_precision(None, pairs.queries, pairs.positives, pairs.tools)
+        return candidates[0], whole, whole
     golds = [pairs.positives[n] for n in held]
-    before = mean_reciprocal_rank(None, pairs.queries[held], golds, pairs.tools)
-    return before, mean_reciprocal_rank(w, pairs.queries[held], golds, pairs.tools)
+    before = mean_average_precision(None, pairs.queries[held], golds, pairs.tools)
+    best, after = candidates[0], -1.0
+    for params in candidates:
+        w = fit_map(pairs.queries[kept], [pairs.positives[n] for n in kept], pairs.tools, params)
+        figure = mean_average_precision(w, pairs.queries[held], golds, pairs.tools)
+        if figure > after:
+            best, after = params, figure
+    return best, before, after
 
 
 def _bucket(text: str) -> int:
