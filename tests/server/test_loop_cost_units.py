@@ -89,3 +89,30 @@ async def test_overdue_ends_each_block_at_its_own_deadline_with_one_timer() -> N
     async with asyncio.timeout(None) as unwatched:  # a block it never saw: left alone
         overdue.forget(unwatched)
         await anyio.sleep(0)
+
+
+def test_overdue_on_a_second_event_loop_watches_there() -> None:
+    """A process may run one event loop after another (tests do): a block left by the first loop's
+    abandoned call is dropped, and the second loop's deadline gets a timer of its own."""
+    overdue = Overdue()
+
+    async def first() -> None:
+        async with asyncio.timeout(None) as block:
+            overdue.watch(block, loop_time() + 3600)  # never forgotten: its loop is simply left
+
+    async def second() -> bool:
+        try:
+            async with asyncio.timeout(None) as block:
+                overdue.watch(block, loop_time() + 0.05)
+                try:
+                    await anyio.sleep(30)
+                finally:
+                    overdue.forget(block)
+        except TimeoutError:
+            return True
+        return False
+
+    anyio.run(first)
+    assert len(overdue) == 1
+    assert anyio.run(second)
+    assert len(overdue) == 0

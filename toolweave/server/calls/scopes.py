@@ -62,9 +62,13 @@ class Overdue:
 
     def watch(self, block: asyncio.Timeout, deadline: float) -> None:
         """Expire ``block`` at ``deadline`` unless it was forgotten before."""
+        if self._timer_loop is not asyncio.get_running_loop():
+            # a loop of its own (a process may run one after another): what another loop watched is
+            # gone with it, and its timer never fires here
+            self._due.clear()
+            self._timer_at = math.inf
         self._due[block] = deadline
-        # the timer waits for an earlier deadline (it will look again then), unless it is of another loop
-        if deadline < self._timer_at or self._timer_loop is not asyncio.get_running_loop():
+        if deadline < self._timer_at:  # else the timer waits for an earlier one, and looks again then
             self._arm(deadline)
 
     def forget(self, block: asyncio.Timeout) -> None:
