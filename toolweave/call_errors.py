@@ -32,6 +32,9 @@ __all__ = [
     "tool_error_result",
 ]
 
+_json_size_text = json.JSONEncoder(default=str).encode
+"""``json.dumps(..., default=str)``: the same text, without building an encoder on every result."""
+
 ErrorCode = Literal[
     "invalid_arguments",
     "unknown_tool",
@@ -109,7 +112,7 @@ def finish_result(result: types.CallToolResult, max_chars: int) -> types.CallToo
         notes.append(f"result truncated to {max_chars:,} of {total:,} characters (max_result_chars)")
         update["content"] = content
     if result.structured_content is not None:
-        size = len(json.dumps(result.structured_content, default=str))
+        size = len(_json_size_text(result.structured_content))
         if size > max_chars:
             update["structured_content"] = None
             notes.append(f"structured content of {size:,} characters dropped")

@@ -6,6 +6,7 @@ backend reaches the MCP layer, so one broken upstream never takes the gateway do
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -19,7 +20,7 @@ from toolweave.adapters import plain_schema
 from toolweave.adapters.backend import Backend, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
-from toolweave.server.calls.scopes import cancel_scope, loop_time
+from toolweave.server.calls.scopes import Overdue, loop_time
 from toolweave.tracing import span
 
 if TYPE_CHECKING:  # jsonschema loads on the first call, not before the handshake
@@ -105,6 +106,8 @@ class Proxy:
         # look-up per call instead of serialising the schema to find the validator (records are
         # replaced on change, so the same schema object means the same schema)
         self._validators: dict[str, _Compiled] = {}
+        self._overdue = Overdue()
+        """The margin's deadlines: one loop timer for every call in flight (``scopes.Overdue``)."""
 
     def _validator_of(self, tool: ToolRecord) -> _Compiled:
         """``tool``'s compiled validator (None when its schema is invalid: ``argument_errors`` says why)
@@ -164,15 +167,15 @@ class Proxy:
         # catches one that does not
         budget = call_budget(backend.call_timeout_s, self._timeout_s)
         try:
-            # a plain cancel scope, not ``anyio.fail_after``: the same deadline without its two
-            # generator-based context managers on every call
-            with (
-                span("upstream", source=tool.source, tool=tool.name),
-                cancel_scope(loop_time() + budget + _TIMEOUT_MARGIN_S) as scope,
-            ):
-                result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
-            if scope.cancelled_caught:
-                raise TimeoutError
+            # not a cancel scope with a deadline: a timer-less asyncio block that one shared timer ends
+            # if the margin passes (``scopes.Overdue``), a third of the scope's cost on every call
+            with span("upstream", source=tool.source, tool=tool.name):
+                async with asyncio.timeout(None) as block:
+                    self._overdue.watch(block, loop_time() + budget + _TIMEOUT_MARGIN_S)
+                    try:
+                        result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
+                    finally:
+                        self._overdue.forget(block)
         except TimeoutError:
             return tool_error_result(
                 "timeout",

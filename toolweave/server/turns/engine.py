@@ -80,6 +80,8 @@ class TurnEngine:
         self.find_cache = find_cache
         self._searching = 0  # find_tools searches computing now (on the event loop: no lock needed)
         self._pending_turn: _PendingTurn | None = None
+        self._parts: tuple[str, list[str]] = ("", [])
+        """The latest request and its parts (``request_parts``): every call of a request asks again."""
 
     # -- find_tools --------------------------------------------------------------------------------------
     async def find_tools(self, session: Session, query: str, k: int | None) -> tuple[list[FoundTool], bool]:
@@ -300,6 +302,10 @@ class TurnEngine:
         tool of a part of the request that no published tool serves yet joins into free room, the
         others only while the set holds fewer tools than one answer publishes (``final_k``,
         ``asked_steps``)."""
+        parts = await self._rest_of_request(session, record)
+        evident = self._evidence_next(record)
+        if not parts and not evident and record.id in session.published:
+            return  # nothing to suggest (a one-part request, no edge evidence): the usual call
         registry, guard = self.served.registry, self.served.guard
         excluded = self.sources.excluded_sources()
 
@@ -312,9 +318,8 @@ class TurnEngine:
                 and guard.allows(session.identity, dep)
             )
 
-        parts = await self._rest_of_request(session, record)
         rest = [[t for t in part if t != record.id and publishable(t)] for part in parts]
-        evidence = [t for t in self._evidence_next(record) if t != record.id and publishable(t)]
+        evidence = [t for t in evident if t != record.id and publishable(t)]
         used = [record.id] if publishable(record.id) else []
         steps = next_steps(rest, evidence)
         asked = asked_steps(steps, parts)
@@ -346,12 +351,15 @@ class TurnEngine:
         order they come next, each part's publishable hits ranked alone (cached like a find_tools) and
         ordered by the act the part asks for. Nothing for a request of one part, or on a registry too
         large to hold its vectors in memory."""
+        if not session.queries:
+            return []
+        request = session.queries[-1]
+        if self._parts[0] != request:
+            self._parts = (request, request_parts(request))
+        parts = self._parts[1]
         registry = self.served.registry
-        if not session.queries or len(registry) >= self.settings.vector_index_threshold:
-            return []
-        parts = request_parts(session.queries[-1])
-        if not parts:  # a request of one part (the usual): no vectors to fetch
-            return []
+        if not parts or len(registry) >= self.settings.vector_index_threshold:
+            return []  # a request of one part (the usual): no vectors to fetch
         vectors = registry.vectors()
         if record.id not in vectors:
             return []
