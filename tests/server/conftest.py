@@ -27,3 +27,27 @@ def registry(tmp_path: Path, embedder) -> Iterator[object]:
     )
     yield reg
     reg.close()
+
+
+@pytest.fixture(autouse=True)
+def no_early_front_outlives_its_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Stop every early front a test started and left running. Its thread selects on descriptors the
+    test closes; left alive, it woke on the next test's pipes under the same numbers and read their
+    lines (a test then waited 300 s for an answer the stray front had taken)."""
+    from toolweave.server.fronts.early import EarlyFront
+
+    started: list[EarlyFront] = []
+    start = EarlyFront.start
+
+    def tracked(front: EarlyFront) -> None:
+        started.append(front)
+        start(front)
+
+    monkeypatch.setattr(EarlyFront, "start", tracked)
+    yield
+    for front in started:
+        if front._thread.is_alive():
+            with front._lock:  # what it still holds would go to a descriptor the test closed
+                front._held.lines.clear()
+                front._held.turns.clear()
+            front.hand_over()  # wakes its thread through its own pipe and waits for it
