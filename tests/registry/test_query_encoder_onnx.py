@@ -45,3 +45,29 @@ def test_it_loads_without_fastembed() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("model", [TOOLRET_V2.name, TOOL_ADAPTER.name])
+def test_an_embedder_given_the_encoder_embeds_requests_with_it_and_loads_no_model(model: str) -> None:
+    # a warm gateway takes the ready table's encoder (``Gateway.warm_up``): the same vectors, and
+    # fastembed's model is loaded only for tool documents (none here)
+    given = Embedder(model)
+    assert given.use_request_encoder(QueryEncoder(model))
+    vectors = np.stack(given.embed_queries(REQUESTS))
+    assert np.array_equal(vectors, np.stack(Embedder(model).embed_queries(REQUESTS)))
+    assert given.dim == vectors.shape[1]  # a shipped model's dimension is known without a run
+    assert given._model is None and given._query_model is None
+
+
+def test_an_embedder_refuses_another_models_encoder() -> None:
+    embedder = Embedder(MINILM.name)
+    assert not embedder.use_request_encoder(QueryEncoder(TOOLRET_V2.name))
+    assert np.array_equal(
+        np.stack(embedder.embed_queries(REQUESTS[:2])),
+        np.stack(QueryEncoder(MINILM.name).embed_queries(REQUESTS[:2])),
+    )
+
+
+@pytest.mark.parametrize("model", [MINILM.name, TOOLRET_V2.name, TOOL_ADAPTER.name])
+def test_a_shipped_models_dimension_is_its_vectors(model: str) -> None:
+    assert Embedder(model).dim == Embedder(model).embed_documents(["a tool"]).shape[1]

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from toolweave.registry.batching import QueryBatcher
 
-__all__ = ["QUERY_THREADS", "Embedder", "Progress", "embed_chunked"]
+__all__ = ["QUERY_THREADS", "Embedder", "Progress", "RequestEncoder", "embed_chunked"]
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)`` of a long embedding."""
@@ -49,6 +49,14 @@ onnxruntime's multi-threaded runs spin on every core while they wait: on 2 cores
 ~35 CPU-ms with the default threads and ~15 with one (same vectors, bit for bit; measured, loaded
 machine), and under many concurrent sessions the spare core serves requests instead of spinning.
 Documents (ingest: large batches) keep every core."""
+
+
+class RequestEncoder(Protocol):
+    """What embeds requests for an ``Embedder`` in place of its fastembed model (``use_request_encoder``)."""
+
+    model_name: str
+
+    def request_vectors(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 class Embedder:
@@ -88,6 +96,7 @@ class Embedder:
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_cache_size = query_cache_size
         self._batcher: QueryBatcher | None = None
+        self._request_encoder: RequestEncoder | None = None
 
     @property
     def model_id(self) -> str:
@@ -97,8 +106,19 @@ class Embedder:
     @property
     def dim(self) -> int:
         if self._dim is None:
-            self._dim = int(self.embed_documents(["dimension probe"]).shape[1])
+            spec = OFFLINE_MODELS.get(self.vector_model)  # a shipped model says it: nothing to load
+            self._dim = spec.dim if spec is not None else int(self.embed_documents(["dim"]).shape[1])
         return self._dim
+
+    def use_request_encoder(self, encoder: RequestEncoder) -> bool:
+        """Embed requests with ``encoder`` from now on, when it runs this embedder's model (the ready
+        table's query encoder, ``query_encoder.QueryEncoder``: the same vectors without fastembed, loaded
+        already while the gateway started). fastembed is then imported only if documents are embedded
+        (new or changed tools): its import alone costs 3.4 s of CPU. Whether it is used."""
+        if encoder.model_name != self.model_name:
+            return False
+        self._request_encoder = encoder
+        return True
 
     def _load(self) -> TextEmbedding:
         with self._lock:
@@ -208,6 +228,8 @@ class Embedder:
             and type(self).embed_documents is not Embedder.embed_documents
         ):
             return self.embed_documents(texts)
+        if self._request_encoder is not None:
+            return self._request_encoder.request_vectors(texts)
         return self._run(self._load_for_queries(), texts, batch_size=16)
 
     def _adapt(self, queries: np.ndarray) -> np.ndarray:

@@ -60,6 +60,14 @@ class QueryEncoder:
         """One unit vector (float32) per text."""
         if not texts:
             return []
+        matrix = self.request_vectors(texts)
+        if self._adapter is not None:
+            matrix = _normalise(matrix + matrix @ self._adapter.T)
+        return list(matrix)
+
+    def request_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """``Embedder.request_vectors``: the query model's unit vectors, before any adapter (one row per
+        text; ``texts`` not empty)."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         rows: list[np.ndarray] = []
         with self._lock:
@@ -67,10 +75,7 @@ class QueryEncoder:
                 rows.extend(self._run([texts[i] for i in order[start : start + _BATCH]]))
         matrix = np.empty((len(texts), len(rows[0])), dtype=np.float32)
         matrix[order] = np.asarray(rows, dtype=np.float32)
-        matrix = _normalise(matrix)  # the Embedder's own pass, after fastembed's
-        if self._adapter is not None:
-            matrix = _normalise(matrix + matrix @ self._adapter.T)
-        return list(matrix)
+        return _normalise(matrix)  # the Embedder's own pass, after fastembed's
 
     def _run(self, batch: list[str]) -> np.ndarray:
         encoded = self._tokenizer.encode_batch(batch)

@@ -218,13 +218,18 @@ class Gateway:
         return tool_error_result("unavailable", message, tool=tool)
 
     async def warm_up(self) -> None:
-        """Leave a ready table beside a registry that has none, then load the embedding model and the
-        schema validator now rather than inside the first call."""
-        from toolweave.server.turns.starting import leave_first_ready_table
+        """Leave a ready table beside a registry that has none, then load the request encoder (the
+        ready table's, or fastembed's model where none runs without it) and the schema validator now
+        rather than inside the first call."""
+        from toolweave.server.turns.starting import leave_first_ready_table, request_encoder
 
         await leave_first_ready_table(self)
         try:
-            await anyio.to_thread.run_sync(self.served.registry.embedder.embed_query, "warm up")
+            embedder = self.served.registry.embedder
+            encoder = await anyio.to_thread.run_sync(request_encoder, self.settings.home, embedder.model_id)
+            if encoder is not None:
+                embedder.use_request_encoder(encoder)
+            await anyio.to_thread.run_sync(embedder.embed_query, "warm up")
             await anyio.to_thread.run_sync(argument_errors, {"type": "object"}, {})
         except Exception:  # retrieval will report the problem when it is actually needed
             log.warning("could not pre-load the embedding model", exc_info=True)

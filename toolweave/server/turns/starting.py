@@ -24,6 +24,7 @@ upstream within its own budget. Once start-up is over nothing is answered here.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from functools import partial
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
     from toolweave.records import ToolRecord
+    from toolweave.registry.embeddings import RequestEncoder
     from toolweave.server.gateway import Gateway
     from toolweave.server.sessions.session_book import Session
 
@@ -52,6 +54,7 @@ __all__ = [
     "keep_ready_table",
     "leave_first_ready_table",
     "ready_table",
+    "request_encoder",
     "start_in_background",
     "starting",
     "turn_from_ready_table",
@@ -315,6 +318,26 @@ async def keep_ready_table(gateway: Gateway) -> None:
             except Exception:  # a first answer then waits for the registry, as without a table
                 log.warning("could not leave the ready table beside the registry", exc_info=True)
         await anyio.sleep(READY_TABLE_CHECK_S)
+
+
+def request_encoder(home: object, model: str) -> RequestEncoder | None:
+    """What embeds a warm gateway's requests without fastembed (blocking: call it from a worker thread):
+    the encoder the ready table's ranking loaded already, if it runs ``model``, else a new one
+    (``registry/query_encoder.py``: the same vectors bit for bit, for every shipped model); None for a
+    model only fastembed runs. Importing fastembed costs 3.4 s of CPU, its model load more: a start on a
+    busy machine skips both unless tools need embedding."""
+    from toolweave.errors import EmbeddingError
+    from toolweave.registry.query_encoder import QueryEncoder
+    from toolweave.server.turns.ready_rank import ReadyRanker
+
+    table = ready_index.load(home) if isinstance(home, str | os.PathLike) else None
+    ranker = table.ranker if table is not None else None
+    if isinstance(ranker, ReadyRanker) and ranker.index.encoder.model_name == model:
+        return ranker.index.encoder
+    try:
+        return QueryEncoder(model)
+    except EmbeddingError:
+        return None
 
 
 async def start_in_background(gateway: Gateway) -> None:
