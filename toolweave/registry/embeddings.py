@@ -114,7 +114,8 @@ class Embedder:
         """Embed requests with ``encoder`` from now on, when it runs this embedder's model (the ready
         table's query encoder, ``query_encoder.QueryEncoder``: the same vectors without fastembed, loaded
         already while the gateway started). fastembed is then imported only if documents are embedded
-        (new or changed tools): its import alone costs 3.4 s of CPU. Whether it is used."""
+        (new or changed tools): a warm gateway used 48 MB less memory and 0.2–0.5 s less CPU
+        (bench/RESULTS.md, "Useful from the first request"). Whether it is used."""
         if encoder.model_name != self.model_name:
             return False
         self._request_encoder = encoder

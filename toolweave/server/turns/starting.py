@@ -324,8 +324,8 @@ def request_encoder(home: object, model: str) -> RequestEncoder | None:
     """What embeds a warm gateway's requests without fastembed (blocking: call it from a worker thread):
     the encoder the ready table's ranking loaded already, if it runs ``model``, else a new one
     (``registry/query_encoder.py``: the same vectors bit for bit, for every shipped model); None for a
-    model only fastembed runs. Importing fastembed costs 3.4 s of CPU, its model load more: a start on a
-    busy machine skips both unless tools need embedding."""
+    model only fastembed runs. A start then imports fastembed and loads its model only if tools need
+    embedding."""
     from toolweave.errors import EmbeddingError
     from toolweave.registry.query_encoder import QueryEncoder
     from toolweave.server.turns.ready_rank import ReadyRanker
