@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.claude_code import (
 from tests.net import free_port
 
 from .conftest import TOOLWEAVE, gateway_env, start_http_gateway, stop
+from .test_turnloop_e2e import time_manifest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -60,7 +60,7 @@ def served_registry(template_registry: Path, tmp_path_factory: pytest.TempPathFa
     folder = tmp_path_factory.mktemp("served")
     registry = folder / "registry"
     shutil.copytree(template_registry, registry)
-    manifest = time_only_manifest(folder)
+    manifest = time_manifest(folder / "m.yaml")
     call = {"name": "call_tool", "arguments": {"name": TIME_TOOL, "arguments": {"timezone": "UTC"}}}
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
@@ -87,16 +87,6 @@ def served_registry(template_registry: Path, tmp_path_factory: pytest.TempPathFa
             stop(proc)
             proc.stdout.close()
     yield registry
-
-
-def time_only_manifest(folder: Path) -> Path:
-    manifest = folder / "m.yaml"
-    manifest.write_text(
-        f"servers:\n  time:\n    command: {sys.executable}\n"
-        "    args: [-m, mcp_server_time, --local-timezone, UTC]\n",
-        encoding="utf-8",
-    )
-    return manifest
 
 
 def run_claude(claude: str, work: Path, target: list[str] | str) -> tuple[ScriptedModel, str]:
@@ -134,7 +124,7 @@ def test_claude_code_finds_and_calls_the_time_tool(
 ) -> None:
     registry = tmp_path / "registry"
     shutil.copytree(served_registry, registry)
-    manifest = time_only_manifest(tmp_path)
+    manifest = time_manifest(tmp_path / "m.yaml")
     # no cwd of its own for the gateway: Claude Code starts it in the project folder, a fresh one here
     work = Path(tempfile.mkdtemp(dir=tmp_path, prefix="project-"))
     serve = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
