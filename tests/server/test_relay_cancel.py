@@ -45,14 +45,19 @@ def clock(gateway: Gateway) -> FakeBackend:
     return next(b for b in fake_backends(gateway) if b.name == "clock")
 
 
+async def upstream_called(backend: FakeBackend) -> None:
+    """Until a relayed call has reached ``backend``."""
+    with anyio.fail_after(20):
+        while not backend.calls:
+            await anyio.sleep(0.01)
+
+
 async def test_a_cancelled_call_is_not_answered_and_the_worker_serves_on(gateway: Gateway) -> None:
     wire, backend = Wire(), clock(gateway)
     async with taking(gateway, wire) as take:
         backend.behaviour = "hang"
         assert take(call_line(1, "Asia/Tokyo"))
-        with anyio.fail_after(20):
-            while not backend.calls:  # the call waits on its upstream
-                await anyio.sleep(0.01)
+        await upstream_called(backend)  # the call waits on its upstream
         assert take(cancel_line(1))
         backend.behaviour = "answer"
         assert take(call_line(2, "Europe/Paris"))  # the same worker, past the cancelled call's scope
@@ -94,8 +99,6 @@ async def test_a_stop_answers_a_call_in_flight_connection_closed(gateway: Gatewa
     async with taking(gateway, wire) as take:
         backend.behaviour = "hang"
         assert take(call_line(1, "Asia/Tokyo"))
-        with anyio.fail_after(20):
-            while not backend.calls:
-                await anyio.sleep(0.01)
+        await upstream_called(backend)
     [answer] = wire.lines
     assert answer["id"] == 1 and answer["error"]["message"] == "Connection closed", answer

@@ -24,7 +24,6 @@ upstream within its own budget. Once start-up is over nothing is answered here.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import weakref
 from functools import partial
@@ -40,6 +39,8 @@ from toolweave.server.turns import ready_index
 from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mcp.server import ServerRequestContext
 
     from toolweave.records import ToolRecord
@@ -320,7 +321,7 @@ async def keep_ready_table(gateway: Gateway) -> None:
         await anyio.sleep(READY_TABLE_CHECK_S)
 
 
-def request_encoder(home: object, model: str) -> RequestEncoder | None:
+def request_encoder(home: Path | str, model: str) -> RequestEncoder | None:
     """What embeds a warm gateway's requests without fastembed (blocking: call it from a worker thread):
     the encoder the ready table's ranking loaded already, if it runs ``model``, else a new one
     (``registry/query_encoder.py``: the same vectors bit for bit, for every shipped model); None for a
@@ -330,7 +331,7 @@ def request_encoder(home: object, model: str) -> RequestEncoder | None:
     from toolweave.registry.query_encoder import QueryEncoder
     from toolweave.server.turns.ready_rank import ReadyRanker
 
-    table = ready_index.load(home) if isinstance(home, str | os.PathLike) else None
+    table = ready_index.load(home)  # None for an object store's registry: it has no table
     ranker = table.ranker if table is not None else None
     if isinstance(ranker, ReadyRanker) and ranker.index.encoder.model_name == model:
         return ranker.index.encoder
