@@ -13,6 +13,7 @@ exact base model and exports as the registry runs it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -413,3 +414,7 @@ def apply_delta(state: dict[str, Any], paths: Sequence[Path]) -> dict[str, Any]:
         for key, change in torch.load(path, map_location="cpu", weights_only=True).items():
             out[key] = out[key] + change.float()
     return out
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
