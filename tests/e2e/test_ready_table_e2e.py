@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.integration]
 FIND = {"name": "find_tools", "arguments": {"query": "what time is it in Tokyo"}}
 
 # `toolweave serve` with the import of the modules named by its last argument held until the file named
-# by the one before it exists: it shows what the gateway did without them.
+# by the one before it exists: it shows what the gateway did without them. The import, once reached,
+# leaves a file named like the gate with ".reached" added.
 GATED = """
 import os, sys, time
 MODULES, GATE = sys.argv.pop().split(","), sys.argv.pop()
@@ -29,6 +30,7 @@ class Gate:
     def find_spec(self, name, path=None, target=None):
         if name in MODULES:
             sys.meta_path.remove(self)
+            open(GATE + ".reached", "w").close()
             deadline = time.monotonic() + 600  # longer than the test waits for anything
             while not os.path.exists(GATE) and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -117,9 +119,8 @@ def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_ans
     assert {"time__get_current_time", "time__convert_time"} <= {r["name"] for r in rows}
 
     # The next launch, with the MCP SDK's import held: its first find_tools is answered from the table by
-    # the early front, with the time tool, no "still starting". The import is let go once the answer
-    # came: the main thread may already be waiting in it, and only once it is done does the gateway see
-    # that its client left (a real import ends by itself, seconds later on a busy machine).
+    # the early front, with the time tool, no "still starting". (The import is let go once the answer
+    # came, as a real one ends by itself; the next test shows the launch ends without it.)
     sdk_gate = tmp_path / "sdk-may-load"
     try:
         answer, status = one_call_launch(
@@ -129,6 +130,29 @@ def test_a_launch_that_ends_before_the_model_loads_leaves_the_table_the_next_ans
         sdk_gate.touch()
     assert "time__get_current_time" in found_names(answer), answer
     assert status == 0, log.read_text()[-3000:]
+
+
+def test_a_client_that_leaves_while_the_sdk_is_imported_ends_the_launch_at_once(
+    tmp_path: Path, time_manifest: Path, registry_copy: Path
+) -> None:
+    # A per-call client has its handshake from the early front and leaves; the MCP SDK's import is held
+    # throughout (a real one costs a busy machine seconds of CPU that the client's next launch needs).
+    # The gateway ends while the import still waits, not after it: nothing was started that it would cut.
+    serve = ["serve", "--manifest", str(time_manifest), "--registry", str(registry_copy)]
+    log = tmp_path / "gateway.log"
+    sdk_gate = tmp_path / "sdk-may-load"  # never created while the test waits
+    proc, client = launch([sys.executable, "-c", GATED, *serve, str(sdk_gate), "mcp,mcp_types"], log)
+    reached = tmp_path / "sdk-may-load.reached"
+    try:
+        deadline = time.monotonic() + 120
+        while not reached.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert reached.exists(), log.read_text()[-3000:]  # the main thread waits in the import now
+        leave(proc, client)
+    finally:
+        sdk_gate.touch()  # lets a gateway that did not end go on to its own exit
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    assert not (registry_copy / "ready-tools.json").exists()  # it never served: nothing was written
 
 
 def test_a_registrys_first_launch_leaves_the_table_even_if_it_ends_at_its_first_answer(

@@ -25,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS as SDK_MODERN_VERSIONS
 from toolweave.errors import RegistryError
 from toolweave.registry import Registry
 from toolweave.server.fronts import handshake
-from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX, ClientLeft, EarlyFront
 from toolweave.server.fronts.handover import Era, Handover
 from toolweave.server.fronts.transports import _serve_stdio
 from toolweave.server.gateway import Gateway
@@ -381,6 +381,39 @@ def test_the_front_says_when_the_client_left_first() -> None:
         assert front.client_left()
         handover = front.hand_over()
         assert [m for m, _ in handover.answered.values()] == ["initialize"]
+    finally:
+        for fd in (in_read, out_read, out_write):
+            os.close(fd)
+
+
+def test_what_the_client_leaving_calls_runs_only_while_armed() -> None:
+    calls: list[str] = []
+    left = ClientLeft()
+    left.arm(lambda: calls.append("early"))
+    left.arm(None)
+    left.set()  # disarmed: nothing runs
+    assert left.is_set() and calls == []
+    left.arm(lambda: calls.append("late"))  # armed after the client left: it runs at once
+    assert calls == ["late"]
+
+    fresh = ClientLeft()
+    fresh.arm(lambda: calls.append("at the end of input"))
+    fresh.set()
+    assert calls == ["late", "at the end of input"]
+
+
+def test_the_front_calls_what_it_was_armed_with_when_stdin_ends() -> None:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    front = EarlyFront(in_read, out_write)
+    called: list[bool] = []
+    front.left.arm(lambda: called.append(front.client_left()))
+    front.start()
+    os.write(in_write, json.dumps(initialize("2025-11-25")).encode() + b"\n")
+    os.close(in_write)
+    front._thread.join(30)
+    try:
+        assert called == [True]
     finally:
         for fd in (in_read, out_read, out_write):
             os.close(fd)

@@ -8,6 +8,7 @@ import hashlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -78,9 +79,8 @@ def serve_command(
         front = _http_front(transport, host, settings)
         from toolweave.server.fronts.shutdown import ExitDeadline, exit_now
 
-        if early is not None and early.client_left():
-            early.close_host_socket()
-            exit_now()  # the manifest is fine and nobody is left to serve: start nothing
+        if early is not None:  # the manifest is fine; until the gateway serves, a client gone ends it all
+            early.left.arm(partial(_nobody_to_serve, early, exit_now))
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
         from toolweave.server.fronts.transports import serve
@@ -96,9 +96,8 @@ def serve_command(
         # The registry opens in the background once the server runs (instant start, docs/gateway.md).
         gateway = Gateway(partial(_open_registry, settings), backends, settings, manifest=loaded)
         gateways.append(gateway)
-        if early is not None and early.client_left():
-            early.close_host_socket()
-            exit_now()  # the client left while the gateway was being built: no upstream was started yet
+        if early is not None:  # no upstream was started yet; from here on the SDK sees the input end
+            early.left.arm(None)
         deadline = ExitDeadline(*(STDIO_EXIT if transport == "stdio" else SIGNAL_EXIT))
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop HTTP serving
             serve(
@@ -147,6 +146,12 @@ def _name_registry_dir(settings: Settings) -> None:
     home = str(settings.home)
     if "://" not in home:
         os.environ[REGISTRY_DIR_VAR] = str(Path(home).expanduser().resolve())
+
+
+def _nobody_to_serve(early: EarlyFront, exit_now: Callable[[], None]) -> None:
+    """The client left before the gateway served: end the process (from the front's thread, at once)."""
+    early.close_host_socket()
+    exit_now()
 
 
 def _early_front(transport: str, settings: Settings) -> EarlyFront | None:

@@ -26,8 +26,10 @@ acknowledgement of a listen stream acknowledged here, are compared with what was
 opened is the one the SDK then serves.
 
 Nothing is answered after the front stopped, and nothing but JSON-RPC is ever written to fd 1. When the
-client closes stdin first, ``client_left`` says so: ``toolweave serve`` then stops without starting the
-gateway.
+client closes stdin first, ``client_left`` says so, and ``left`` calls what ``toolweave serve`` armed it
+with at that moment: while the gateway is being imported and built (nothing started yet), the process
+ends at once rather than after the MCP SDK's import, seconds of CPU on a busy machine that a per-call
+client's next launch needs.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from enum import Enum
 from functools import partial
 from typing import Any, Literal
@@ -87,6 +90,32 @@ class _Action(Enum):
     STOP = 4  # left unread for the SDK, and the front stops
 
 
+class ClientLeft:
+    """Whether the client closed stdin, and what to do the moment it does (``arm``)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._on_left: Callable[[], None] | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+        with self._lock:
+            if self._on_left is not None:
+                self._on_left()
+
+    def arm(self, on_left: Callable[[], None] | None) -> None:
+        """Call ``on_left`` as soon as the client leaves (now, if it has), until ``arm(None)``. It runs under
+        the lock: once ``arm(None)`` returned, no call is running or still to come."""
+        with self._lock:
+            self._on_left = on_left
+            if on_left is not None and self._event.is_set():
+                on_left()
+
+
 class EarlyFront:
     """Answers the first handshake messages on ``stdin_fd``/``stdout_fd`` from a thread (see above)."""
 
@@ -100,7 +129,7 @@ class EarlyFront:
         self._wake_read, self._wake_write = os.pipe()
         self._lock = threading.Lock()
         self._stopping = False
-        self._client_left = threading.Event()
+        self.left = ClientLeft()
         self._always_load = handshake.provisional_always_load()
         self._replay: list[bytes] = []
         self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -165,7 +194,7 @@ class EarlyFront:
 
     def client_left(self) -> bool:
         """Whether the client closed stdin while the front was reading."""
-        return self._client_left.is_set()
+        return self.left.is_set()
 
     def close_host_socket(self) -> None:
         """Stop listening for host turns and remove the socket (the gateway will not serve)."""
@@ -245,7 +274,7 @@ class EarlyFront:
                 return True
         chunk = os.read(self._in, _READ_CHUNK)
         if not chunk:
-            self._client_left.set()
+            self.left.set()
             return False  # end of input: the SDK sees it too
         self._pending += chunk
         return True
