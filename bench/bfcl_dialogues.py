@@ -1,8 +1,8 @@
 """The BFCL dialogues and what one replay of them records (for bench/bfcl_replay.py).
 
-Plain data, no I/O beyond reading the dataset: the dialogues with their gold calls and the results those
-calls give executed directly, each turn's and each call's record, and the published-name map. Apart
-from the gateway and the report so that both read the same records without importing each other.
+Plain data, no gateway and no network: the dialogues with their gold calls and the results those calls
+give executed directly (in process), each turn's and each call's record, and the published-name map.
+Apart from the gateway because ``--offline`` needs the dialogues and nothing that starts a gateway.
 """
 
 from __future__ import annotations
