@@ -8,7 +8,7 @@ Replays each recording (whole queries: the recordings hold no sub-queries) throu
 with grtf, once per weight, on the design units: API-Bank, OpenAPI-links (declared and inferred
 graphs), ToolLinkOS ``examples`` (both graphs), Seal-Tools ``dev``, MetaTool multi and single (sampled
 as recorded). A fold keeps the weights that cost none of its units more than ``DO_NO_HARM`` and takes
-the best mean gain (``ranking_lab._fold_choice``); the held-out dataset's change under that pick is
+the best mean gain (``ranking_decompose._fold_choice``); the held-out dataset's change under that pick is
 its out-of-sample figure. ToolLinkOS ``test`` is never a unit.
 """
 
@@ -19,11 +19,12 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from ranking_lab import DO_NO_HARM, Recording, _fold_choice, evaluate, load
+from ranking_decompose import DO_NO_HARM, _fold_choice
+from ranking_recording import Recording, evaluate, load
 
 from toolweave.settings import RetrievalSettings
 
-__all__ = ["Recording"]  # the recordings were pickled by ranking_lab run as __main__: unpickling looks here
+__all__ = ["Recording"]  # recordings pickled by ranking_lab (before its split) name __main__.Recording
 
 WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 UNITS: list[tuple[str, str, str | None, str]] = [  # dataset, query set, split (None: all), graph

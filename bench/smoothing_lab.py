@@ -21,7 +21,7 @@ real-path figures (bench/HISTORY.md). Smoothing graphs: ``declared`` (walked by 
 inferred edges retrieval walks (confidence >= ``infer_min_confidence``) and every stored inferred edge
 (both walked by grtf inferred, which walks the confident ones only, as the product does).
 
-``lodo`` chooses among the variants with the protocol of the decomposition work (ranking_lab's
+``lodo`` chooses among the variants with the protocol of the decomposition work (ranking_decompose's
 ``_fold_choice``): a variant may cost no unit (query set, or split of one; grtf on the declared and on
 the inferred graph) of the datasets it is chosen on more than 0.002 mAP@10 against no smoothing; the
 best mean gain wins, each dataset weighing the same. ToolLinkOS ``test`` is never a choice unit.
@@ -41,7 +41,8 @@ from statistics import fmean
 from typing import Literal, TypeVar
 
 import numpy as np
-from ranking_lab import DO_NO_HARM, OUT, _cpu_ms, _fold_choice
+from ranking_decompose import DO_NO_HARM, _cpu_ms, _fold_choice
+from ranking_recording import OUT
 
 from toolweave.benchmark import load_dataset
 from toolweave.benchmark.datasets import BenchDataset
