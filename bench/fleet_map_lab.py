@@ -10,10 +10,13 @@ trained on ("model_unseen"). BFCL multi-turn halves by dialogue number (even lea
 hash of the request id.
 
     nice -n 10 .venv/bin/python bench/fleet_map_lab.py [--dataset metatool --query-set queries_single]
-        [--measure-cap 2000] [--method grtf] [--grid l2=0.01,steps=200 ...] [--untrained-share 0.3] [--json]
+        [--measure-cap 2000] [--method grtf] [--grid l2=0.01,steps=200 ...] [--untrained-share 0.3] [--ready]
+        [--json]
 
-``--untrained-share``: a share of the tools gets no recorded call at all (a stricter check of "no loss on
-tools without traffic" than the replay's measured half, where nearly every tool served the learning half).
+``--ready``: also the first answers of a launch on that registry, from the ready table it leaves (with and
+without what the fleet learned). ``--untrained-share``: a share of the tools gets no recorded call at all
+(a stricter check of "no loss on tools without traffic" than the replay's measured half, where nearly
+every tool served the learning half).
 """
 
 from __future__ import annotations
@@ -81,6 +84,48 @@ def unseen_by_model(dataset: str, query_set: str | None, query: BenchQuery) -> b
     return pool_split(dataset, query) == "test"
 
 
+def ready_rows(
+    reg: Registry, parts: dict[str, list[BenchQuery]], params: RetrievalSettings
+) -> list[dict[str, Any]]:
+    """The ready table a gateway on ``reg`` leaves (``server/turns/ready_rank.py``), ranking as a starting
+    launch does once its query encoder is up: with the tools' vectors alone, and with what the fleet
+    learned (usage vectors and the request map) as it now carries."""
+    from toolweave.registry.documents import tool_document
+    from toolweave.server.turns import ready_index, ready_rank
+
+    records = reg.tools()
+    files = ready_rank.search_files(reg, records)
+    assert files is not None, "the registry lacks a tool's vector"
+    rows = [
+        ready_index.ReadyTool(r.id, r.name, {"name": r.name}, r.description, tool_document(r))
+        for r in records
+    ]
+    ready_index.write(str(reg.path), rows, *files)
+    learned = ready_rank.prepare(str(reg.path), reg.embedder.model_id)
+    assert learned is not None, "the ready table was not written"
+    plain = ready_rank.ReadySearch(
+        learned.table, ready_rank.ReadyVectors.plain(learned.vectors.tools), learned.encoder
+    )
+    out: list[dict[str, Any]] = []
+    for variant, index in (
+        ("ready table, tool vectors only", plain),
+        ("ready table + what the fleet learned", learned),
+    ):
+        ranker = ready_rank.ReadyRanker(index, params)
+        row: dict[str, Any] = {"variant": variant}
+        for part, queries in parts.items():
+            runs = [([t.name for t, _ in ranker.ranked(q.text, 10)], q.gold) for q in queries]
+            m = summarize(runs, (5, 10))
+            row[part] = {
+                "map@10": round(m["map@10"], 4),
+                "recall@5": round(m["recall@5"], 4),
+                "queries": len(runs),
+            }
+        out.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return out
+
+
 def _bucket(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big") % 100
 
@@ -125,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="learn on half of the learning half and measure its other half (to choose settings on)",
     )
+    parser.add_argument("--ready", action="store_true", help="also the ready table's first answers, as left")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     folder = DATASETS / args.dataset
@@ -188,6 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             report["rows"].append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+        if args.ready:
+            report["rows"].extend(ready_rows(reg, parts, params))
         reg.close()
     for row in report["rows"]:
         m, u, s = row["measured"], row["untrained"], row["model_unseen"]

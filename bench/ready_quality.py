@@ -32,7 +32,7 @@ from toolweave.registry.documents import tool_document
 from toolweave.registry.embeddings import Embedder
 from toolweave.retrieval.metrics import summarize
 from toolweave.server.turns.ready_index import ReadyIndex, ReadyTool
-from toolweave.server.turns.ready_rank import ReadyRanker, ReadySearch
+from toolweave.server.turns.ready_rank import ReadyRanker, ReadySearch, ReadyVectors
 from toolweave.settings import RetrievalSettings, Settings
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _ranker(tools: Sequence[ToolRecord], rows: list[ReadyTool], method: str) -> 
     }
     table = ReadyIndex(rows, search)
     params = RetrievalSettings(method=method)
-    return ReadyRanker(ReadySearch(table, matrix, embedder), params)  # type: ignore[arg-type]
+    return ReadyRanker(ReadySearch(table, ReadyVectors.plain(matrix), embedder), params)  # type: ignore[arg-type]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

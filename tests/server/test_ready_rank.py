@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -14,7 +15,10 @@ import numpy as np
 import pytest
 from mcp import Client
 
+from tests.registry.test_fleet_map import QUERY, with_traffic
+from toolweave.records import SearchScope
 from toolweave.registry import Embedder, Registry
+from toolweave.registry.documents import tool_document
 from toolweave.registry.models import MINILM, TOOLRET_V2
 from toolweave.server.gateway import Gateway
 from toolweave.server.turns import ready_index, ready_rank
@@ -174,3 +178,46 @@ async def test_a_warm_gateway_embeds_requests_without_fastembeds_model(tmp_path:
         assert embedder._model is not None  # the tools' documents were embedded by fastembed's
     finally:
         registry.close()
+
+
+def test_the_table_carries_what_the_fleet_learned_and_ranks_as_the_adapted_registry(
+    tmp_path: Path, shared_embedder: Embedder
+) -> None:
+    # A fleet with traffic: usage vectors on (the default weight) and a fitted request map. The table's
+    # vector side then ranks as the registry's own search does, and better than without what it learned.
+    reg = with_traffic(tmp_path / "r", shared_embedder)
+    reg.settings = reg.settings.model_copy(update={"usage_weight": Settings().usage_weight})
+    assert reg.fleet_map.refit().outcome == "fitted"
+    records = reg.tools()
+    files = ready_rank.search_files(reg, records)
+    assert files is not None
+    search, data = files
+    assert search["usage"]["rows"] and search["fleet_map"]["reached"]
+    rows = [
+        ready_index.ReadyTool(r.id, r.name, {"name": r.name}, r.description, tool_document(r))
+        for r in records
+    ]
+    assert ready_index.write(reg.path, rows, search, data)
+    index = ready_rank.prepare(str(reg.path), reg.embedder.model_id)
+    assert index is not None and index.vectors.fleet_map is not None
+
+    vector_only = SearchScope(text=False)
+    queries = [
+        QUERY,
+        "do I need an umbrella in Rome",
+        "email carol that the meeting moved",
+        "my card balance",
+    ]
+    for query in queries:
+        ours = [h.tool_id for h in index.search([(query,)], 3, vector_only)[0][0]]
+        registrys = [h.tool_id for h in reg.search([(query,)], 3, vector_only)[0][0]]
+        assert ours == registrys, query
+
+    cold = ready_rank.ReadySearch(
+        index.table,
+        replace(index.vectors, usage_rows=np.zeros(0, dtype=np.int64), fleet_map=None),
+        index.encoder,
+    )
+    learned = [h.tool_id for h in index.search([(QUERY,)], 5, vector_only)[0][0]]
+    unlearned = [h.tool_id for h in cold.search([(QUERY,)], 5, vector_only)[0][0]]
+    assert learned[0] == "demo__ledger_post" and unlearned[0] != "demo__ledger_post"

@@ -107,6 +107,7 @@ class Registry:
         self.search = reads.search
         self.text_hits = reads.text_hits
         self.next_steps = self._learned.next_steps
+        self.usage_vectors = self._usage.snapshot_rows
         self.is_private = self._usage.is_private
         # Writes of tools and edges (ingest.py), each committed before it returns.
         self.ingest = self._ingest.ingest

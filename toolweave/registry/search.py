@@ -37,7 +37,7 @@ from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
 from toolweave.registry.store import CompactRecords
-from toolweave.registry.usage import fuse_usage
+from toolweave.registry.usage_fusion import fuse_usage
 from toolweave.registry.vector_index import ann_rank
 from toolweave.registry.vector_rows import VectorRows
 from toolweave.registry.vector_upkeep import VectorIndexUpkeep

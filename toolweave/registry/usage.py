@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from toolweave.registry.store import Guard, lance_errors, no_guard, open_table_at, sql_in, sql_string
+from toolweave.registry.usage_fusion import fuse_usage
 
 __all__ = [
     "USAGE_TABLE",
@@ -102,22 +103,6 @@ def usage_vector(examples: Sequence[UsageExample]) -> np.ndarray:
     mean: np.ndarray = np.mean([e.vector for e in examples], axis=0).astype(np.float32)
     unit: np.ndarray = mean / (float(np.linalg.norm(mean)) or 1.0)
     return unit
-
-
-def fuse_usage(scores: np.ndarray, rows: np.ndarray, usage: np.ndarray, weight: float) -> np.ndarray:
-    """Fuse the usage scores of the tools in ``rows`` into ``scores`` (text cosines of every tool), in place.
-
-    Query-to-query cosines run higher than query-to-document ones, so raw usage scores would lift every
-    tool that has examples over every tool that has none (measured: the tools a gateway has called
-    would crowd out the rest). The usage scores are first put on the text scores' scale for this query
-    (same mean and spread), then blended; a tool never scores below its text score.
-    """
-    text = scores[rows]
-    if usage.size >= 2:
-        spread = float(usage.std()) or 1.0
-        usage = (usage - usage.mean()) / spread * float(scores.std()) + float(scores.mean())
-    scores[rows] = np.maximum(text, (1.0 - weight) * text + weight * usage)
-    return scores
 
 
 def usage_schema(dim: int) -> pa.Schema:

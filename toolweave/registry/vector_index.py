@@ -27,7 +27,7 @@ import numpy as np
 
 from toolweave.records import Hit
 from toolweave.registry.store import ToolTable, lance_errors, sql_string
-from toolweave.registry.usage import fuse_usage
+from toolweave.registry.usage_fusion import fuse_usage
 
 if TYPE_CHECKING:
     from toolweave.registry.snapshot import Snapshot

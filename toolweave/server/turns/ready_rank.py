@@ -12,9 +12,12 @@ the table its ``ranker``: ``retrieval.pipeline.retrieve`` over ``ReadySearch``, 
 those vectors and the table's BM25. A table whose model is not the configured one, or whose vectors do
 not match it, keeps BM25.
 
-Not there: usage examples (Tool2Vec) and the fleet's request map, which the registry adds to the vector
-side once a fleet has traffic, and the fleet calibration (off by default) is computed from the table's
-own descriptions rather than the snapshot's probes.
+What a fleet learned from its traffic travels too, in the same file after the tools' rows: the usage
+vectors of the tools that have them (Tool2Vec, fused as ``registry/usage_fusion.py`` fuses them) and the
+fleet's request map with the tools it saw traffic for (``registry/fleet_fit.py``: applied under the same
+gate). A launch's first answers then rank as the adapted gateway's do, not as a cold one's. Not there: the
+fleet calibration (off by default) is computed from the table's own descriptions rather than the
+snapshot's probes.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, Hit, QueryVariant, SearchResults, SearchScope
+from toolweave.registry.fleet_fit import GATE_TOP, apply_map
+from toolweave.registry.usage_fusion import fuse_usage
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.query import CONTEXT_WEIGHT
 from toolweave.server.turns import ready_index
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
     from toolweave.registry.query_encoder import QueryEncoder
     from toolweave.settings import RetrievalSettings
 
-__all__ = ["ReadyRanker", "ReadySearch", "attach", "prepare", "run", "search_files"]
+__all__ = ["ReadyRanker", "ReadySearch", "ReadyVectors", "attach", "prepare", "run", "search_files"]
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +65,19 @@ def search_files(registry: Registry, records: Sequence[ToolRecord]) -> tuple[dic
     if any(i not in vectors for i in ids):
         return None
     matrix = np.stack([np.asarray(vectors[i], dtype=np.float32) for i in ids]) if ids else np.zeros((0, 0))
-    data = np.ascontiguousarray(matrix, dtype="<f2").tobytes()
+    blocks = [matrix]
+    learned: dict[str, Any] = {}
+    settings = registry.settings
+    if ids and settings.usage_weight > 0:
+        rows, usage = registry.usage_vectors(ids)
+        if rows.size:
+            blocks.append(usage)
+            learned["usage"] = {"rows": rows.tolist(), "weight": settings.usage_weight}
+    fleet = registry.fleet_map.current() if ids and settings.fleet_map else None
+    if fleet is not None and fleet.model == model:  # a map of another model's requests is left alone
+        blocks.append(fleet.w)
+        learned["fleet_map"] = {"reached": None if fleet.reached is None else sorted(fleet.reached)}
+    data = np.ascontiguousarray(np.concatenate(blocks), dtype="<f2").tobytes()
     edges = [
         e.model_dump(mode="json", exclude={"evidence", "reason"})
         for i in ids
@@ -73,17 +91,39 @@ def search_files(registry: Registry, records: Sequence[ToolRecord]) -> tuple[dic
         "sources": [r.source for r in records],
         "destructive": [r.id for r in records if r.destructive],
         "edges": edges,
+        **learned,
     }
     return search, data
+
+
+@dataclass(frozen=True)
+class ReadyVectors:
+    """What the table's vectors file holds: the tools' vectors, then what the fleet learned."""
+
+    tools: np.ndarray
+    usage_rows: np.ndarray
+    """Rows (of ``tools``) that have a usage vector, in ``usage`` order."""
+    usage: np.ndarray
+    usage_weight: float
+    fleet_map: np.ndarray | None
+    reached: frozenset[str] | None
+    """The tools the map saw traffic for (None: every tool)."""
+
+    @classmethod
+    def plain(cls, tools: np.ndarray) -> ReadyVectors:
+        """Tool vectors alone: a fleet that learned nothing yet."""
+        empty = np.zeros((0, tools.shape[1]), dtype=np.float32)
+        return cls(tools, np.zeros(0, dtype=np.int64), empty, 0.0, None, None)
 
 
 class ReadySearch:
     """A ``SearchIndex`` (and the walk's dependency look-up) over a ready table: its vectors and its BM25."""
 
-    def __init__(self, table: ReadyIndex, matrix: np.ndarray, encoder: QueryEncoder) -> None:
+    def __init__(self, table: ReadyIndex, vectors: ReadyVectors, encoder: QueryEncoder) -> None:
         search = table.search_data or {}
         self.table = table
-        self.matrix = matrix
+        self.vectors = vectors
+        self.matrix = vectors.tools
         self.encoder = encoder
         self.ids = [t.id for t in table.tools]
         self._sources: dict[str, str] = dict(zip(self.ids, search.get("sources", ()), strict=False))
@@ -127,6 +167,15 @@ class ReadySearch:
         if not self.ids or k <= 0:
             return []
         scores = self.matrix @ vector
+        learned = self.vectors
+        if learned.fleet_map is not None:
+            # as the registry's search: mapped only when the nearest tools before the map all had traffic
+            gate = min(GATE_TOP, len(self.ids))
+            nearest = np.argpartition(-scores, gate - 1)[:gate]
+            if learned.reached is None or all(self.ids[int(i)] in learned.reached for i in nearest):
+                scores = self.matrix @ apply_map(learned.fleet_map, vector)
+        if learned.usage_rows.size:
+            fuse_usage(scores, learned.usage_rows, learned.usage @ vector, learned.usage_weight)
         if excluded:
             scores = np.where(np.isin(self._source_codes, list(excluded)), -np.inf, scores)
         k = min(k, len(self.ids))
@@ -195,7 +244,7 @@ def _accepts(configured: str, written_with: object) -> bool:
     return isinstance(written_with, str) and shipped(written_with)
 
 
-def _vectors(home: str, table: ReadyIndex, model: str) -> np.ndarray | None:
+def _vectors(home: str, table: ReadyIndex, model: str) -> ReadyVectors | None:
     """The table's vectors as float32, or None (another model, a missing or mismatched file)."""
     search = table.search_data
     if search is None or not _accepts(model, search.get("model")):
@@ -212,14 +261,34 @@ def _vectors(home: str, table: ReadyIndex, model: str) -> np.ndarray | None:
     except OSError as exc:
         log.info("ready table: no vectors (%s): first answers by BM25", exc)
         return None
-    if type(dim) is not int or dim <= 0 or len(data) != 2 * dim * len(table.tools):
+    usage: dict[str, Any] = search["usage"] if isinstance(search.get("usage"), dict) else {}
+    fleet: dict[str, Any] | None = search["fleet_map"] if isinstance(search.get("fleet_map"), dict) else None
+    try:
+        usage_rows = np.asarray(usage.get("rows", []), dtype=np.int64)
+        weight = float(usage.get("weight", 0.0))
+        reached = fleet.get("reached") if fleet is not None else None
+        reached_ids = None if reached is None else frozenset(str(t) for t in reached)
+    except (TypeError, ValueError):
+        usage_rows, weight, reached_ids, fleet = np.zeros(0, dtype=np.int64), 0.0, None, None
+    n = len(table.tools)
+    rows = n + usage_rows.size + (dim if fleet is not None and type(dim) is int else 0)
+    bad_rows = usage_rows.ndim != 1 or bool(np.any((usage_rows < 0) | (usage_rows >= n)))
+    if type(dim) is not int or dim <= 0 or len(data) != 2 * dim * rows or bad_rows:
         log.info("ready table: its vectors do not match it: first answers by BM25")
         return None
     if hashlib.sha256(data).hexdigest() != search.get("sha256"):
         log.info("ready table: its vectors changed since it was written: first answers by BM25")
         return None
-    matrix: np.ndarray = np.frombuffer(data, dtype="<f2").reshape(len(table.tools), dim).astype(np.float32)
-    return matrix
+    matrix: np.ndarray = np.frombuffer(data, dtype="<f2").reshape(rows, dim).astype(np.float32)
+    end = n + usage_rows.size
+    return ReadyVectors(
+        tools=matrix[:n],
+        usage_rows=usage_rows,
+        usage=matrix[n:end],
+        usage_weight=weight,
+        fleet_map=matrix[end:] if fleet is not None else None,
+        reached=reached_ids,
+    )
 
 
 def prepare(home: str, model: str, *, warm: Iterable[str] = ("warm up",)) -> ReadySearch | None:
@@ -229,14 +298,14 @@ def prepare(home: str, model: str, *, warm: Iterable[str] = ("warm up",)) -> Rea
     table = ready_index.load(home)
     if table is None:
         return None
-    matrix = _vectors(home, table, model)
-    if matrix is None:
+    vectors = _vectors(home, table, model)
+    if vectors is None:
         return None
     from toolweave.registry.query_encoder import QueryEncoder
 
     encoder = QueryEncoder(str((table.search_data or {})["model"]))  # the one ``_vectors`` accepted
     encoder.embed_queries(list(warm))
-    return ReadySearch(table, matrix, encoder)
+    return ReadySearch(table, vectors, encoder)
 
 
 def attach(home: str, model: str, params: RetrievalSettings) -> bool:
