@@ -1,6 +1,6 @@
 """How a tool's usage vector (Tool2Vec: the mean of the requests that led to it) meets a request's scores.
 
-NumPy only, apart from ``usage.py`` and its pyarrow schema: a starting gateway's ready table
+NumPy only (``usage.py`` needs pyarrow for its table's schema): a starting gateway's ready table
 (``server/turns/ready_rank.py``) fuses usage vectors as the registry does, before pyarrow or LanceDB is
 imported.
 """
