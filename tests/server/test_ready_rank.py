@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -213,11 +212,20 @@ def test_the_table_carries_what_the_fleet_learned_and_ranks_as_the_adapted_regis
         registrys = [h.tool_id for h in reg.search([(query,)], 3, vector_only)[0][0]]
         assert ours == registrys, query
 
-    cold = ready_rank.ReadySearch(
-        index.table,
-        replace(index.vectors, usage_rows=np.zeros(0, dtype=np.int64), fleet_map=None),
-        index.encoder,
-    )
+    # a gateway set to use none of it (usage_weight 0, fleet_map off) ranks the table without it
+    cold = index.as_configured(0.0, False)
     learned = [h.tool_id for h in index.search([(QUERY,)], 5, vector_only)[0][0]]
     unlearned = [h.tool_id for h in cold.search([(QUERY,)], 5, vector_only)[0][0]]
     assert learned[0] == "demo__ledger_post" and unlearned[0] != "demo__ledger_post"
+
+    # the gateway's settings reach the table's ranker (``attach``, as ``rank_in_background`` passes them)
+    table = ready_index.load(reg.path)
+    assert table is not None
+    for learned_setting, kept in (((0.0, False), False), ((Settings().usage_weight, True), True)):
+        table.ranker = None
+        assert ready_rank.attach(
+            str(reg.path), reg.embedder.model_id, reg.settings.retrieval, learned_setting
+        )
+        assert isinstance(table.ranker, ready_rank.ReadyRanker)
+        vectors = table.ranker.index.vectors
+        assert (vectors.fleet_map is not None, vectors.usage_rows.size > 0) == (kept, kept)

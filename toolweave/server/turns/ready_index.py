@@ -297,22 +297,28 @@ class Ranking:
     """Set once the settings named the configured model (``model``) and ``params``."""
     model: str | None = None
     params: object = None
+    learned: tuple[float, bool] | None = None
+    """The settings' ``usage_weight`` and ``fleet_map``: what of the fleet's learning the table may use."""
 
 
 _rankings: dict[str, Ranking] = {}
 
 
 def rank_in_background(
-    home: str | os.PathLike[str], model: str | None = None, params: object = None
+    home: str | os.PathLike[str],
+    model: str | None = None,
+    params: object = None,
+    learned: tuple[float, bool] | None = None,
 ) -> threading.Thread | None:
     """Give ``home``'s ready table its vector ranking from a thread (``ready_rank.run``), once per
     registry in this process; the thread it started, or None (started already, or no table).
 
-    ``model`` (``configured_model``) and ``params`` (the ``RetrievalSettings``) come with the
-    settings. Called before they are loaded (``toolweave.__main__``, with the registry of the command
-    line), the thread prepares the encoder of the model the table was written with, and the table ranks
-    with it once a later call names that model. The thread imports the encoder's modules itself: nothing
-    heavy on the caller's path, and the numpy and onnxruntime imports are the gateway's own anyway."""
+    ``model`` (``configured_model``), ``params`` (the ``RetrievalSettings``) and ``learned`` (their
+    ``usage_weight`` and ``fleet_map``) come with the settings. Called before they are loaded
+    (``toolweave.__main__``, with the registry of the command line), the thread prepares the encoder of
+    the model the table was written with, and the table ranks with it once a later call names that model.
+    The thread imports the encoder's modules itself: nothing heavy on the caller's path, and the numpy and
+    onnxruntime imports are the gateway's own anyway."""
     path = ready_path(home)
     if path is None:
         return None
@@ -325,7 +331,7 @@ def rank_in_background(
                 return None
             ranking = _rankings[key] = Ranking(os.fspath(home), threading.Event())
         if model is not None and not ranking.confirmed.is_set():
-            ranking.model, ranking.params = model, params
+            ranking.model, ranking.params, ranking.learned = model, params, learned
             ranking.confirmed.set()
     if not start:
         return None

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -136,6 +136,19 @@ class ReadySearch:
             edge = DependencyEdge.model_validate(raw)
             self._deps.setdefault(edge.tool, []).append(edge)
         self._calibrations: dict[str, Any] = {}
+
+    def as_configured(self, usage_weight: float, fleet_map: bool) -> ReadySearch:
+        """This table as a gateway with these settings ranks (a table keeps what the fleet learned as
+        the gateway that wrote it was set): usage vectors at ``usage_weight``, none at 0; the request
+        map only while ``fleet_map`` is on."""
+        vectors = self.vectors
+        configured = replace(
+            vectors,
+            usage_weight=usage_weight,
+            usage_rows=vectors.usage_rows if usage_weight > 0 else np.zeros(0, dtype=np.int64),
+            fleet_map=vectors.fleet_map if fleet_map else None,
+        )
+        return ReadySearch(self.table, configured, self.encoder)
 
     def search(
         self, queries: Sequence[QueryVariant], k: int, scope: SearchScope | None = None
@@ -308,15 +321,18 @@ def prepare(home: str, model: str, *, warm: Iterable[str] = ("warm up",)) -> Rea
     return ReadySearch(table, vectors, encoder)
 
 
-def attach(home: str, model: str, params: RetrievalSettings) -> bool:
+def attach(
+    home: str, model: str, params: RetrievalSettings, learned: tuple[float, bool] | None = None
+) -> bool:
     """Give ``home``'s ready table its ``ranker`` (``model``: the configured embedding model, ``params``
-    the retrieval settings). Whether the table ranks so now."""
+    the retrieval settings, ``learned`` their ``usage_weight`` and ``fleet_map``, None: as the table was
+    written). Whether the table ranks so now."""
     table = ready_index.load(home)
     if table is not None and table.ranker is not None:
         return True
     index = prepare(home, model)
     if index is not None:
-        _rank(index, params)
+        _rank(index, params, learned)
     return index is not None
 
 
@@ -324,14 +340,14 @@ def run(ranking: ready_index.Ranking) -> None:
     """``ready_index.rank_in_background``'s thread: before the settings named the configured model, the
     table's own model is prepared, and used once they name the same one."""
     if ranking.confirmed.is_set():
-        attach(ranking.home, str(ranking.model), ranking.params)  # type: ignore[arg-type]
+        attach(ranking.home, str(ranking.model), ranking.params, ranking.learned)  # type: ignore[arg-type]
         return
     table = ready_index.load(ranking.home)
     written_with = (table.search_data or {}).get("model") if table is not None else None
     index = prepare(ranking.home, written_with) if isinstance(written_with, str) else None
     ranking.confirmed.wait()
     if index is None:
-        attach(ranking.home, str(ranking.model), ranking.params)  # type: ignore[arg-type]
+        attach(ranking.home, str(ranking.model), ranking.params, ranking.learned)  # type: ignore[arg-type]
     elif not _accepts(str(ranking.model), written_with):
         log.info(
             "ready table: vectors of %s, the configured model is %s: first answers by BM25",
@@ -339,9 +355,11 @@ def run(ranking: ready_index.Ranking) -> None:
             ranking.model,
         )
     elif index.table.ranker is None:
-        _rank(index, ranking.params)  # type: ignore[arg-type]
+        _rank(index, ranking.params, ranking.learned)  # type: ignore[arg-type]
 
 
-def _rank(index: ReadySearch, params: RetrievalSettings) -> None:
+def _rank(index: ReadySearch, params: RetrievalSettings, learned: tuple[float, bool] | None = None) -> None:
+    if learned is not None:
+        index = index.as_configured(*learned)
     index.table.ranker = ReadyRanker(index, params)
     log.debug("ready table: ranking with %s's vectors (%d tools)", index.encoder.model_name, len(index.ids))

@@ -143,7 +143,8 @@ async def _table(gateway: Gateway, *, inline: bool = False) -> ready_index.Ready
         if gateway.ready_tools:  # ranked with its vectors once the query encoder is up (once a process)
             settings = gateway.settings
             model = ready_index.configured_model(settings)
-            ready_index.rank_in_background(settings.home, model, settings.retrieval)
+            learned = (settings.usage_weight, settings.fleet_map)
+            ready_index.rank_in_background(settings.home, model, settings.retrieval, learned)
     return gateway.ready_tools or None if _loading(gateway) else None
 
 
