@@ -7,6 +7,7 @@ launch, and a launch with another environment, serve their client themselves, as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -159,5 +160,7 @@ def test_a_2026_era_launch_is_served_by_itself_and_other_commands_do_not_attach(
         finally:
             other.close()
     finally:
-        os.kill(shared["pid"], 15)
+        # nothing attached to it here: on a busy machine it may have stopped once idle (IDLE_S) already
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(shared["pid"], 15)
         wait_for(lambda: not alive(shared["pid"]), 60, "the shared gateway stopped on SIGTERM")
