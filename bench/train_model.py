@@ -55,6 +55,7 @@ from train_recipe import (
     apply_delta,
     log,
     machine,
+    make_optimizer,
     one_step,
     pack_weights,
     read_pack,
@@ -152,7 +153,7 @@ def cmd_probe(args: argparse.Namespace) -> None:
     [pairs], fleets = pairs_of([queries], args.device)
     enc = Encoder(base_model_dir(), args.device)
     trainable = enc.freeze(args.freeze)
-    opt, _ = _optimizer(enc, args)
+    opt, _ = make_optimizer(enc, args, 100)
     enc.model.train()
     times = []
     for start in range(0, args.batch * 5, args.batch):
@@ -169,12 +170,6 @@ def cmd_probe(args: argparse.Namespace) -> None:
         "s_per_step": round(float(np.median(times[1:])), 2),
     }
     print(json.dumps({"machine": machine(args), **row}, indent=1))
-
-
-def _optimizer(enc: Encoder, args: argparse.Namespace) -> tuple[Any, Any]:
-    from train_recipe import make_optimizer
-
-    return make_optimizer(enc, args, 100)
 
 
 # ------------------------------------------------------------------------------------------- the run

@@ -8,7 +8,6 @@ import hashlib
 import os
 import signal
 import threading
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -80,7 +79,7 @@ def serve_command(
         from toolweave.server.fronts.shutdown import ExitDeadline, exit_now
 
         if early is not None:  # the manifest is fine; until the gateway serves, a client gone ends it all
-            early.left.arm(partial(_nobody_to_serve, early, exit_now))
+            early.left.arm(partial(_nobody_to_serve, early))
         # The MCP SDK comes with these: imported once the early front can answer tools/list too.
         from toolweave.adapters.factory import build_backends
         from toolweave.server.fronts.transports import serve
@@ -148,8 +147,10 @@ def _name_registry_dir(settings: Settings) -> None:
         os.environ[REGISTRY_DIR_VAR] = str(Path(home).expanduser().resolve())
 
 
-def _nobody_to_serve(early: EarlyFront, exit_now: Callable[[], None]) -> None:
+def _nobody_to_serve(early: EarlyFront) -> None:
     """The client left before the gateway served: end the process (from the front's thread, at once)."""
+    from toolweave.server.fronts.shutdown import exit_now
+
     early.close_host_socket()
     exit_now()
 

@@ -19,7 +19,7 @@ The gradient is analytic through the normalisation; full-batch Adam, so a fit is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,7 @@ __all__ = [
     "FleetMap",
     "apply_map",
     "fit_map",
+    "gated_scores",
     "mean_average_precision",
     "mean_reciprocal_rank",
 ]
@@ -69,6 +70,24 @@ class FitParams:
 TUNING: tuple[FitParams, ...] = (FitParams(),)
 """The fit settings a refit tries by default, each checked on requests held out of the fleet's own
 traffic (``FleetMapBook.refit``): the fleet tunes its map on nothing but what it saw."""
+
+
+def gated_scores(
+    matrix: np.ndarray, ids: Sequence[str], vector: np.ndarray, w: np.ndarray, reached: Collection[str] | None
+) -> np.ndarray:
+    """Every tool's score for the request ``vector`` (rows of ``matrix``, tool ids ``ids``), through the
+    map ``w`` when the request's ``GATE_TOP`` nearest tools without it all had traffic (``reached``;
+    None: every tool): ``FleetMap.covers``. The registry's search and a starting gateway's ready table
+    (``server/turns/ready_rank.py``) both rank so."""
+    scores: np.ndarray = matrix @ vector
+    gate = min(GATE_TOP, len(ids))
+    if gate == 0:
+        return scores
+    nearest = np.argpartition(-scores, gate - 1)[:gate]
+    if reached is None or all(ids[int(i)] in reached for i in nearest):
+        mapped: np.ndarray = matrix @ apply_map(w, vector)
+        return mapped
+    return scores
 
 
 def apply_map(w: np.ndarray, vectors: np.ndarray) -> np.ndarray:

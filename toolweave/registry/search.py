@@ -32,7 +32,7 @@ from toolweave.records import (
     ToolRecord,
 )
 from toolweave.registry.database import is_uri
-from toolweave.registry.fleet_fit import GATE_TOP, FleetMap
+from toolweave.registry.fleet_fit import GATE_TOP, FleetMap, gated_scores
 from toolweave.registry.outage import Outage
 from toolweave.registry.snapshot import Snapshot
 from toolweave.registry.state import RegistryState
@@ -220,13 +220,11 @@ class SnapshotSearch:
                 if fleet.covers(h.tool_id for h in first):
                     query_vector = fleet.apply(query_vector)
             return self._ann_rank(snap, query_vector, k, exclude_sources)
-        scores = snap.matrix @ query_vector
-        if fleet is not None:
-            # the map moves only requests whose nearest tools all had traffic (``FleetMap.covers``)
-            gate = min(GATE_TOP, len(snap.ids))
-            rows = np.argpartition(-scores, gate - 1)[:gate]
-            if fleet.covers(snap.ids[int(i)] for i in rows):
-                scores = snap.matrix @ fleet.apply(query_vector)
+        scores = (
+            snap.matrix @ query_vector
+            if fleet is None  # else mapped only when its nearest tools all had traffic (``FleetMap.covers``)
+            else gated_scores(snap.matrix, snap.ids, query_vector, fleet.w, fleet.reached)
+        )
         if snap.usage_rows.size and self._state.usage_on:
             # Tool2Vec: tools with usage examples also score by how close the query is to them
             weight = self._state.settings.usage_weight

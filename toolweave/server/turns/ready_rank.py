@@ -32,7 +32,7 @@ import numpy as np
 
 from toolweave.names import NameVocabulary
 from toolweave.records import DependencyEdge, EdgeKind, Hit, QueryVariant, SearchResults, SearchScope
-from toolweave.registry.fleet_fit import GATE_TOP, apply_map
+from toolweave.registry.fleet_fit import gated_scores
 from toolweave.registry.usage_fusion import fuse_usage
 from toolweave.retrieval.pipeline import retrieve
 from toolweave.retrieval.query import CONTEXT_WEIGHT
@@ -179,14 +179,12 @@ class ReadySearch:
     def _rank(self, vector: np.ndarray, k: int, excluded: Collection[str]) -> list[Hit]:
         if not self.ids or k <= 0:
             return []
-        scores = self.matrix @ vector
         learned = self.vectors
-        if learned.fleet_map is not None:
-            # as the registry's search: mapped only when the nearest tools before the map all had traffic
-            gate = min(GATE_TOP, len(self.ids))
-            nearest = np.argpartition(-scores, gate - 1)[:gate]
-            if learned.reached is None or all(self.ids[int(i)] in learned.reached for i in nearest):
-                scores = self.matrix @ apply_map(learned.fleet_map, vector)
+        scores = (
+            self.matrix @ vector
+            if learned.fleet_map is None
+            else gated_scores(self.matrix, self.ids, vector, learned.fleet_map, learned.reached)
+        )
         if learned.usage_rows.size:
             fuse_usage(scores, learned.usage_rows, learned.usage @ vector, learned.usage_weight)
         if excluded:
