@@ -378,7 +378,7 @@ def test_the_front_says_when_the_client_left_first() -> None:
     os.close(in_write)
     front._thread.join(30)
     try:
-        assert front.client_left()
+        assert front.left.is_set()
         handover = front.hand_over()
         assert [m for m, _ in handover.answered.values()] == ["initialize"]
     finally:
@@ -407,7 +407,7 @@ def test_the_front_calls_what_it_was_armed_with_when_stdin_ends() -> None:
     out_read, out_write = os.pipe()
     front = EarlyFront(in_read, out_write)
     called: list[bool] = []
-    front.left.arm(lambda: called.append(front.client_left()))
+    front.left.arm(lambda: called.append(front.left.is_set()))
     front.start()
     os.write(in_write, json.dumps(initialize("2025-11-25")).encode() + b"\n")
     os.close(in_write)

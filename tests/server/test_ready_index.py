@@ -394,6 +394,34 @@ async def test_a_held_answer_is_written_when_its_bound_passes_or_at_the_hand_ove
     assert handover.answered  # the SDK drops its own replies to what the front answered
 
 
+async def test_a_client_that_closed_stdin_gets_its_held_answer_at_once(
+    registry: Registry, pipes: tuple[Client, Server]
+) -> None:
+    """Nobody is left to re-list once stdin ended: the held answer goes out then, not at its bound; and
+    what the front left for the SDK is what the client is still owed (``commands/serve.py`` keeps the
+    launch going for it)."""
+    await warm_table(registry)
+    client, server = pipes
+    front = EarlyFront(server.stdin_fd, server.stdout_fd)
+    front.offer_ready_tools(str(registry.path), 10)
+    front.offer_relist_bounds(600, 600)
+    front.start()
+    find: dict[str, Any] = {"name": "find_tools", "arguments": {"query": QUERY}}
+    call = {"name": "call_tool", "arguments": {"name": "clock__get_current_time", "arguments": {}}}
+    client.send(
+        initialize("2025-11-25"), INITIALIZED, request(2, "tools/call", find), request(3, "tools/call", call)
+    )
+    assert (await client.receive())["id"] == 1
+    assert await client.receive() == LIST_CHANGED
+    server.client_end.close()
+    found = await client.receive()  # within the receive's own bound, far below the hold's 600 s
+    assert found["id"] == 2 and found["result"]["structuredContent"]["tools"]
+    await anyio.to_thread.run_sync(front._thread.join, 30)
+    assert front.left.is_set()
+    assert front.owed() == 1  # the call_tool; the find_tools was answered here
+    await anyio.to_thread.run_sync(front.hand_over)
+
+
 async def test_with_authentication_the_table_answers_nobody(registry: Registry) -> None:
     """The table is the default identity's view: where clients authenticate as other identities (an
     identity's policy may hide tools), a starting gateway does not answer from it; where the only token

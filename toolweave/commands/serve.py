@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import signal
 import threading
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from toolweave.server.fronts.http_front import HttpFront
     from toolweave.server.fronts.transports import Transport
 
+log = logging.getLogger(__name__)
 __all__ = ["REGISTRY_DIR_VAR", "SIGNAL_EXIT", "STDIO_EXIT", "register"]
 
 STDIO_EXIT = (0.3, 0.7)
@@ -148,9 +150,14 @@ def _name_registry_dir(settings: Settings) -> None:
 
 
 def _nobody_to_serve(early: EarlyFront) -> None:
-    """The client left before the gateway served: end the process (from the front's thread, at once)."""
-    from toolweave.server.fronts.shutdown import exit_now
+    """The client left before the gateway served: end the process (from the front's thread, at once),
+    unless it sent requests the front left for the gateway (a piped client closes stdin after its last
+    request, and still reads the answers: the launch goes on, and ends once they are answered)."""
+    from toolweave.server.fronts.shutdown import exit_now  # imported already: no wait on an import lock
 
+    if owed := early.owed():
+        log.info("the client closed stdin with %d request(s) to answer: answering them first", owed)
+        return
     early.close_host_socket()
     exit_now()
 

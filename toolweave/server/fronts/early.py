@@ -49,15 +49,14 @@ from functools import partial
 from typing import Any, Literal
 
 from toolweave.server.fronts import early_turns, handshake
-from toolweave.server.fronts.handover import Era, Handover
+from toolweave.server.fronts.handover import EARLY_ID_PREFIX, Era, Handover
+from toolweave.server.fronts.owed import Owed
 from toolweave.server.turns import ready_index
 
 __all__ = ["ARRIVED_META", "EARLY_ID_PREFIX", "EarlyFront", "claim", "stamped", "start"]
 
 log = logging.getLogger(__name__)
 
-EARLY_ID_PREFIX = "io.toolweave/early-"
-"""Replayed requests carry ids ``io.toolweave/early-<n>``: the SDK's replies to them are recognised by it."""
 
 ARRIVED_META = "io.toolweave/arrived"
 """``_meta`` key the front adds to a ``tools/call`` it keeps for the SDK: when it came (``time.monotonic``
@@ -130,6 +129,7 @@ class EarlyFront:
         self._lock = threading.Lock()
         self._stopping = False
         self.left = ClientLeft()
+        """Whether the client closed stdin while the front was reading, and what to do the moment it does."""
         self._always_load = handshake.provisional_always_load()
         self._replay: list[bytes] = []
         self._answered: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -192,9 +192,14 @@ class EarlyFront:
         with self._lock:
             self._held.relist_s = (wait_s, probe_s)
 
-    def client_left(self) -> bool:
-        """Whether the client closed stdin while the front was reading."""
-        return self.left.is_set()
+    def owed(self) -> int:
+        """How many requests the front read and left for the SDK to answer: the client is owed their
+        answers even once it closed stdin (``server/fronts/owed.py``)."""
+        owed = Owed()
+        with self._lock:
+            for line in [*self._replay, *self._pending.split(b"\n")]:
+                owed.asked(line)
+        return len(owed)
 
     def close_host_socket(self) -> None:
         """Stop listening for host turns and remove the socket (the gateway will not serve)."""
@@ -274,6 +279,8 @@ class EarlyFront:
                 return True
         chunk = os.read(self._in, _READ_CHUNK)
         if not chunk:
+            with self._lock:  # nobody is left to re-list: a held answer waits for nothing now
+                self._held.release()
             self.left.set()
             return False  # end of input: the SDK sees it too
         self._pending += chunk

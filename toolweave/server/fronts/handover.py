@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, BinaryIO
 
-__all__ = ["Era", "Handover"]
+__all__ = ["EARLY_ID_PREFIX", "Era", "Handover"]
+
+EARLY_ID_PREFIX = "io.toolweave/early-"
+"""Replayed requests carry ids ``io.toolweave/early-<n>``: the SDK's replies to them are recognised by it."""
 
 
 class Era(Enum):

@@ -33,6 +33,7 @@ from toolweave.adapters.mcp.transports import find_id
 from toolweave.server.fronts.stdio_pipes import PipeWriter, ThreadWriter, open_writer, read_ahead
 
 if TYPE_CHECKING:
+    from toolweave.server.fronts.owed import Owed
     from toolweave.server.fronts.relay import CallRelay
 
 __all__ = ["MAX_JSON_DEPTH", "RequestSizeLimit", "bounded_stdio_server", "json_too_deep"]
@@ -200,6 +201,7 @@ async def bounded_stdio_server(
     stdin: LineSource | None = None,
     stdout: BinaryIO | None = None,
     relay: CallRelay | None = None,
+    owed: Owed | None = None,
 ) -> AsyncGenerator[tuple[Any, Any], None]:
     """``mcp.server.stdio.stdio_server`` with a line limit and replies to malformed lines (see above).
 
@@ -207,13 +209,16 @@ async def bounded_stdio_server(
     (fd 1 then points at stderr, so that stray output misses the wire) and written on the event loop
     when it is a pipe (``stdio_pipes``). ``relay``: serves the lines it takes (``tools/call``) around the
     SDK and answers them on the same pipe (``server/fronts/relay.py``); only on a pipe, whose writes are whole
-    lines on the event loop (threaded writes of two writers could interleave)."""
+    lines on the event loop (threaded writes of two writers could interleave). ``owed``: told each line
+    written, and when the client stops reading (``server/fronts/owed.py``)."""
     lines = _BoundedLines(stdin if stdin is not None else sys.stdin.buffer, max_bytes)
     release = None
     if stdout is None:
         stdout, release = claim_stdout()
     # a private duplicate of fd 1 is the transport's alone; the in-place fallback is sys.stdout's buffer
     out = await open_writer(stdout, own_fd=release is not None and stdout is not sys.stdout.buffer)
+    if owed is not None:
+        out.watch(owed.answered, owed.lost)
     try:
         # the SDK annotates anyio's file type; it only iterates lines and calls write/flush
         async with (

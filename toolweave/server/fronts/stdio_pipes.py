@@ -101,6 +101,7 @@ class _Flow(asyncio.Protocol):
         self.room = asyncio.Event()
         self.room.set()
         self.lost: BaseException | None = None
+        self.on_lost: Callable[[], None] | None = None
 
     def pause_writing(self) -> None:
         self.room.clear()
@@ -111,6 +112,8 @@ class _Flow(asyncio.Protocol):
     def connection_lost(self, exc: BaseException | None) -> None:
         self.lost = exc or BrokenPipeError("the client closed its end of the stdio pipe")
         self.room.set()
+        if self.on_lost is not None:
+            self.on_lost()
 
 
 class PipeWriter:
@@ -120,6 +123,14 @@ class PipeWriter:
         self._transport = transport
         self._flow = flow
         self._fd = fd
+        self._wrote: Callable[[str], None] | None = None
+
+    def watch(self, wrote: Callable[[str], None], lost: Callable[[], None]) -> None:
+        """Tell ``wrote`` each line once it is written, and ``lost`` when the client stops reading."""
+        self._wrote = wrote
+        self._flow.on_lost = lost
+        if self._flow.lost is not None:
+            lost()
 
     async def write(self, text: str) -> None:
         if self._flow.lost is not None:
@@ -129,6 +140,8 @@ class PipeWriter:
             await self._flow.room.wait()
             if self._flow.lost is not None:
                 raise self._flow.lost
+        if self._wrote is not None:
+            self._wrote(text)
 
     async def flush(self) -> None:
         """Nothing to flush: each ``write`` went to the pipe, or is queued on the transport in order."""
@@ -152,9 +165,16 @@ class ThreadWriter:
 
     def __init__(self, buffer: BinaryIO) -> None:
         self._file = anyio.wrap_file(_Unowned(buffer, encoding="utf-8"))
+        self._wrote: Callable[[str], None] | None = None
+
+    def watch(self, wrote: Callable[[str], None], lost: Callable[[], None]) -> None:
+        """Tell ``wrote`` each line once it is written (``lost`` is never told: a file does not say)."""
+        self._wrote = wrote
 
     async def write(self, text: str) -> None:
         await self._file.write(text)
+        if self._wrote is not None:
+            self._wrote(text)
 
     async def flush(self) -> None:
         await self._file.flush()

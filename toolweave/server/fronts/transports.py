@@ -43,7 +43,8 @@ from toolweave.server.fronts.handover import Era, Handover
 from toolweave.server.fronts.host import host_channel, turn_route
 from toolweave.server.fronts.http_front import GRACEFUL_SHUTDOWN_S, HttpFront
 from toolweave.server.fronts.json_answers import answer_find_tools_as_json
-from toolweave.server.fronts.limits import LineSource, RequestSizeLimit, bounded_stdio_server
+from toolweave.server.fronts.limits import RequestSizeLimit, bounded_stdio_server
+from toolweave.server.fronts.owed import DRAIN_MARGIN_S, Owed, OwingLines
 from toolweave.server.fronts.processes import KEEP_ALIVE_S
 from toolweave.server.fronts.relay import CallRelay
 from toolweave.server.gateway import Gateway
@@ -154,20 +155,6 @@ def _check_port(host: str, port: int) -> None:
             ) from exc
 
 
-class _EndNoticed:
-    """A line source that says when its input ended (the client closed stdin: it left)."""
-
-    def __init__(self, lines: LineSource, on_end: Callable[[], None]) -> None:
-        self._lines = lines
-        self._on_end = on_end
-
-    def readline(self, limit: int = -1) -> bytes:
-        line = self._lines.readline(limit)
-        if not line:
-            self._on_end()
-        return line
-
-
 async def _serve_stdio(
     gateway: Gateway,
     early: EarlyFront | None = None,
@@ -177,23 +164,24 @@ async def _serve_stdio(
     on_client_left: Callable[[], None] | None = None,
 ) -> None:
     """Serve one client on the process's stdin/stdout (or the given streams, for tests).
-    ``on_client_left``: called (from a worker thread) when stdin ends."""
+    ``on_client_left``: called (from a worker thread) when stdin ended and what the client asked before
+    was answered (``server/fronts/owed.py``: a piped client closes stdin after its last request)."""
     # What the early front already read is read first; its answered requests are replayed under private
     # ids, so the SDK's session state is what it would be had it answered them itself.
     handover = early.hand_over() if early is not None else None
     source = stdin or sys.stdin.buffer
-    lines: LineSource = handover.reader(source) if handover is not None else source
-    if on_client_left is not None:
-        lines = _EndNoticed(lines, on_client_left)
+    owed = Owed()
+    drain_s = gateway.settings.call_timeout_s + DRAIN_MARGIN_S
+    read_from = handover.reader(source) if handover is not None else source
+    lines = OwingLines(read_from, owed, drain_s, on_client_left)
     max_bytes = gateway.settings.max_request_bytes
     replies = WrittenReplies()  # when a list reply is on the pipe (a held find_tools answer goes after it)
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
     with replies.reporting():
         async with (
-            bounded_stdio_server(max_bytes, stdin=lines, stdout=stdout, relay=CallRelay(gateway)) as (
-                read,
-                write,
-            ),
+            bounded_stdio_server(
+                max_bytes, stdin=lines, stdout=stdout, relay=CallRelay(gateway), owed=owed
+            ) as (read, write),
             reporting_written(write, replies) as write,
             _without_early_replies(write, handover) as write,
             host_channel(gateway, listening=early.host_socket if early is not None else None),
