@@ -26,6 +26,7 @@ from .helpers import (
     names,
     notes_tools,
     time_tools,
+    tool,
     watching,
 )
 
@@ -172,6 +173,27 @@ async def test_invalid_arguments_name_the_field(registry: Any, backends: Any) ->
         unknown = await client.call_tool("nope__nothing", {})
         assert structured(unknown)["error"]["code"] == "unknown_tool"
         assert clock.calls == []
+
+
+async def test_a_misspelt_name_is_taken_when_it_means_one_tool(registry: Any, backends: Any) -> None:
+    """Models drop or respell an id's source part: a name that means one tool once case and separators
+    are set aside calls it; one that may mean several calls none and names them."""
+    clock, notes = backends
+    watch_tools = [tool("watch", "get_current_time", "The time on the wrist watch.", {})]
+    gateway = make_gateway(registry, clock, notes, FakeBackend("watch", watch_tools))
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        for name in ("clock.get_current_time", "Clock/getCurrentTime", "clock_get_current_time"):
+            result = await client.call_tool(name, {"timezone": "Asia/Tokyo"})
+            assert not result.is_error, (name, result)
+        via_meta = await client.call_tool("call_tool", {"name": "convertTime", "arguments": CONVERT})
+        assert not via_meta.is_error, via_meta
+        assert [c[0] for c in clock.calls] == ["get_current_time"] * 3 + ["convert_time"]
+        both = await client.call_tool("get_current_time", {"timezone": "UTC"})
+        assert structured(both)["error"]["code"] == "unknown_tool"
+        assert "it may mean clock__get_current_time, watch__get_current_time" in text_part(both)
+        unknown = await client.call_tool("nope__nothing", {})
+        assert "may mean" not in text_part(unknown)
+        assert len(clock.calls) == 4
 
 
 async def test_unavailable_backend_is_hidden_and_calls_fail_clearly(registry: Any, backends: Any) -> None:
@@ -431,3 +453,6 @@ async def test_a_cancelled_call_is_counted_and_audited(
     ]
     sample = gateway.metrics.calls.labels("clock__get_current_time", "cancelled")._value.get()
     assert sample == 1
+
+
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}

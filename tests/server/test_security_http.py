@@ -21,8 +21,10 @@ from mcp import Client
 
 from tests.e2e.watch import ListChanged, watching
 from tests.net import free_port, wait_port
+from tests.results import text_part
 from tests.server.helpers import NOTE_EDGE, FakeBackend, fake_backends, notes_tools, time_tools
 from toolweave.errors import ConfigError
+from toolweave.names import name_of
 from toolweave.server.fronts.transports import check_exposure, http_app, sse_app
 from toolweave.server.gateway import Gateway
 from toolweave.settings import SecuritySettings, Settings
@@ -184,8 +186,12 @@ async def check_policy(client: Client, notes: FakeBackend, identity: str) -> Non
         via_meta = await client.call_tool(
             "call_tool", {"name": name, "arguments": {"note_id": 1, "title": "x"}}
         )
-        for result in (direct, via_meta):
+        # respelt (``notes.delete_note``) or without its source: still nothing, and never named
+        respelt = await client.call_tool(name.replace("__", "."), {"note_id": 1, "title": "x"})
+        own_name = await client.call_tool(name_of(name), {"note_id": 1, "title": "x"})
+        for result in (direct, via_meta, respelt, own_name):
             assert result.is_error and doc(result)["error"]["code"] == "unknown_tool"
+            assert "may mean" not in text_part(result)
     assert "notes__search_notes" in names  # allowed for both (read-only, not denied)
     ok = await client.call_tool("call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}})
     assert not ok.is_error, ok

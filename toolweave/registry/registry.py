@@ -96,6 +96,7 @@ class Registry:
         self.tools = reads.tools
         self.sources = reads.sources
         self.source_of = reads.source_of
+        self.loosely_named = reads.loosely_named
         self.content_hashes = reads.content_hashes
         self.is_destructive = reads.is_destructive
         self.name_vocabulary = reads.name_vocabulary

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
@@ -20,7 +20,7 @@ import numpy as np
 
 from toolweave.errors import RegistryError, ToolNotFound
 from toolweave.inference import walkable
-from toolweave.names import NameVocabulary
+from toolweave.names import NameVocabulary, loose_name, name_of
 from toolweave.records import (
     CONTEXT_WEIGHT,
     DependencyEdge,
@@ -99,6 +99,12 @@ class SnapshotSearch:
         calibration. ``probes`` are texts of the snapshot's own tools (``Snapshot.probes``)."""
         snap = self._state.snap
         return snap.derived.get(key, lambda: compute(snap.probes()))
+
+    def loosely_named(self, name: str) -> tuple[str, ...]:
+        """The ids of tools ``name`` may mean once case and separators are set aside (``loose_name``):
+        by their id (``time.get_current_time``) or by their own name at the backend (``get_current_time``)."""
+        snap = self._state.snap
+        return snap.derived.get("loose-names", lambda: _loose_names(snap.ids)).get(loose_name(name), ())
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""
@@ -277,3 +283,12 @@ class SnapshotSearch:
             self.text_outage.succeeded()
             snap.text_hits.put(key, hits)
         return [Hit(i, s) for i, s in hits if i in sources and sources[i] not in exclude_sources][:k]
+
+
+def _loose_names(ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """``loose_name`` of each id and of its name part → the ids, for ``loosely_named``."""
+    found: dict[str, set[str]] = {}
+    for tool_id in ids:
+        for key in {loose_name(tool_id), loose_name(name_of(tool_id))}:
+            found.setdefault(key, set()).add(tool_id)
+    return {key: tuple(sorted(tool_ids)) for key, tool_ids in found.items()}

@@ -46,6 +46,9 @@ __all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
 
 log = logging.getLogger(__name__)
 
+_MEANT_SHOWN = 5
+"""At most this many tools a misspelt name may mean are named in its error."""
+
 
 @dataclass(frozen=True)
 class ProxiedCall:
@@ -104,6 +107,22 @@ class CallPath:
             record = registry.find(tool_id)
         return record
 
+    def _loosely_named(self, session: Session, name: str) -> tuple[ToolRecord | None, list[str]]:
+        """The one tool ``session`` may call that ``name`` means once case and separators are set aside
+        (``time.get_current_time``, ``getCurrentTime``, the backend's own ``get_current_time``: models
+        drop or respell the source part), else None and the published names of every such tool (none,
+        or several: the client chooses). Tools hidden from ``session`` are neither taken nor named."""
+        registry, guard = self.served.registry, self.served.guard
+        allowed = [
+            record
+            for tool_id in registry.loosely_named(name)
+            if (record := registry.find(tool_id)) is not None and guard.allows(session.identity, record)
+        ]
+        if len(allowed) == 1:
+            log.debug("tools/call %r taken as %r", name[:ECHO_NAME_CHARS], allowed[0].id)
+            return allowed[0], []
+        return None, [self.names.name(record.id) for record in allowed]
+
     async def call(
         self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
     ) -> types.CallToolResult:
@@ -123,11 +142,15 @@ class CallPath:
             # A client may know the name from an earlier session while its upstream is still connecting.
             await self.sources.first_connections(for_call=True)
             record = self.record_named(name)
+        meant: list[str] = []
+        if record is None:
+            record, meant = self._loosely_named(session, name)
         if record is None or not self.served.guard.allows(session.identity, record):
             # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
+            hint = f"it may mean {', '.join(meant[:_MEANT_SHOWN])}; or use" if meant else "use"
             return tool_error_result(
                 "unknown_tool",
-                f"no tool named {echo_name(name)}; use {FIND_TOOLS} to search for the tool you need",
+                f"no tool named {echo_name(name)}; {hint} {FIND_TOOLS} to search for the tool you need",
                 tool=name[:ECHO_NAME_CHARS],
             )
         if not self.sources.serves(record.source):
