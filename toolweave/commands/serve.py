@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from toolweave.server.fronts.http_front import HttpFront
     from toolweave.server.fronts.transports import Transport
 
-log = logging.getLogger(__name__)
 __all__ = ["REGISTRY_DIR_VAR", "SIGNAL_EXIT", "STDIO_EXIT", "register"]
+
+log = logging.getLogger(__name__)
 
 STDIO_EXIT = (0.3, 0.7)
 """Once a stdio client closed stdin: upstreams still running after 0.3 s are stopped, and the process

@@ -22,6 +22,7 @@ no second parse.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from toolweave.server.fronts.limits import LineSource
 
 __all__ = ["DRAIN_MARGIN_S", "Owed", "OwingLines"]
+
+log = logging.getLogger(__name__)
 
 DRAIN_MARGIN_S = 2.0
 """How much longer than a call's own timeout (``call_timeout_s``) the end of input waits for answers:
@@ -144,6 +147,8 @@ class OwingLines:
         if not line:
             if self._unended is not None:  # the client's last line, without a newline: still read
                 self._owed.asked(self._unended)
+            if owed := len(self._owed):
+                log.info("stdin ended with %d request(s) to answer: answering them first", owed)
             self._owed.settle(self._bound)
             if self._on_end is not None:
                 self._on_end()
