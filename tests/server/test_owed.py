@@ -101,7 +101,7 @@ def test_owing_lines_pass_the_end_on_once_answered() -> None:
     owed = Owed()
     ended: list[bool] = []
     source = io.BytesIO(request(1) + request(2))
-    lines = OwingLines(source, owed, 30, lambda: ended.append(True))
+    lines = OwingLines(source, owed, lambda: 30, lambda: ended.append(True))
     assert lines.readline() == request(1)
     assert lines.readline() == request(2)
     assert len(owed) == 2
@@ -122,7 +122,7 @@ def test_owing_lines_skip_lines_read_in_pieces_and_count_an_unended_last_line() 
     last = request(2)[:-1]  # the last line has no newline
     limit = 80  # the server reads at most max_request_bytes + 1 at a time
     assert len(long_request) > limit > len(last)
-    lines = OwingLines(io.BytesIO(long_request + last), owed, 0.01)
+    lines = OwingLines(io.BytesIO(long_request + last), owed, lambda: 0.01)
     pieces = []
     while piece := lines.readline(limit):
         pieces.append(piece)
@@ -132,3 +132,21 @@ def test_owing_lines_skip_lines_read_in_pieces_and_count_an_unended_last_line() 
     assert len(owed) == 1
     owed.answered(answer(2))
     assert len(owed) == 0
+
+
+def test_the_end_of_input_waits_as_long_as_the_longest_call_may_take() -> None:
+    from types import SimpleNamespace
+
+    from toolweave.server.fronts.owed import DRAIN_MARGIN_S
+    from toolweave.server.fronts.transports import _drain_s
+    from toolweave.settings import Settings
+
+    settings = Settings(call_timeout_s=60)
+
+    def gateway(*own_s: float | None) -> Any:
+        backends = {f"b{n}": SimpleNamespace(call_timeout_s=s) for n, s in enumerate(own_s)}
+        return SimpleNamespace(settings=settings, sources=SimpleNamespace(backends=backends))
+
+    assert _drain_s(gateway()) == 60 + DRAIN_MARGIN_S
+    assert _drain_s(gateway(None, 5)) == 60 + DRAIN_MARGIN_S
+    assert _drain_s(gateway(None, 300)) == 300 + DRAIN_MARGIN_S  # a source's own timeout_s is longer

@@ -9,7 +9,8 @@ the SDK would get no answer at all.
 
 So ``Owed`` keeps a multiset of the ids of requests read from stdin whose answer has not been written
 yet, and the end of input is passed on only once it is empty (``settle``), or once the client stopped
-reading stdout (``lost``: a pipe whose read end closed), or once ``bound`` passed. Left out of it:
+reading stdout (``lost``: a pipe whose read end closed), or once ``bound`` passed (the longest call
+budget of any source, plus ``DRAIN_MARGIN_S``). Left out of it:
 requests the early front answered already (replayed under private ids), ``subscriptions/listen``
 (answered only when its stream ends), requests the client cancelled, and lines too long to be read
 whole (answered with an error by id, which the multiset ignores).
@@ -38,8 +39,8 @@ __all__ = ["DRAIN_MARGIN_S", "Owed", "OwingLines"]
 log = logging.getLogger(__name__)
 
 DRAIN_MARGIN_S = 2.0
-"""How much longer than a call's own timeout (``call_timeout_s``) the end of input waits for answers:
-the call's result still has to be shaped and written."""
+"""How much longer than the longest call budget (``adapters.backend.call_budget``) the end of input
+waits for answers: the call's result still has to be shaped and written."""
 
 _ANSWER_HEAD = '{"jsonrpc":"2.0","id":'
 _NOTICE_HEAD = '{"jsonrpc":"2.0","method":'
@@ -125,14 +126,15 @@ class Owed:
 
 
 class OwingLines:
-    """A line source that records what ``owed`` is asked, and ends only once it settled (or gave up).
-    ``on_end``: called then (from the reader's thread), as the way out begins."""
+    """A line source that records what ``owed`` is asked, and ends only once it settled (or gave up
+    after ``bound()`` seconds, asked at the end). ``on_end``: called then (from the reader's thread), as
+    the way out begins."""
 
     def __init__(
         self,
         lines: LineSource,
         owed: Owed,
-        bound: float,
+        bound: Callable[[], float],
         on_end: Callable[[], None] | None = None,
     ) -> None:
         self._lines = lines
@@ -149,7 +151,7 @@ class OwingLines:
                 self._owed.asked(self._unended)
             if owed := len(self._owed):
                 log.info("stdin ended with %d request(s) to answer: answering them first", owed)
-            self._owed.settle(self._bound)
+            self._owed.settle(self._bound())
             if self._on_end is not None:
                 self._on_end()
             return line

@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
+from toolweave.adapters.backend import call_budget
 from toolweave.errors import ServerError
 from toolweave.server.fronts import handshake
 from toolweave.server.fronts.auth import AuthMiddleware, authenticator_for
@@ -171,9 +172,8 @@ async def _serve_stdio(
     handover = early.hand_over() if early is not None else None
     source = stdin or sys.stdin.buffer
     owed = Owed()
-    drain_s = gateway.settings.call_timeout_s + DRAIN_MARGIN_S
     read_from = handover.reader(source) if handover is not None else source
-    lines = OwingLines(read_from, owed, drain_s, on_client_left)
+    lines = OwingLines(read_from, owed, partial(_drain_s, gateway), on_client_left)
     max_bytes = gateway.settings.max_request_bytes
     replies = WrittenReplies()  # when a list reply is on the pipe (a held find_tools answer goes after it)
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.
@@ -187,6 +187,14 @@ async def _serve_stdio(
             host_channel(gateway, listening=early.host_socket if early is not None else None),
         ):
             await gateway.server.run(read, write, gateway.server.create_initialization_options())
+
+
+def _drain_s(gateway: Gateway) -> float:
+    """How long the end of a stdio client's input waits for the answers it is owed: the longest budget
+    a call may have (a source's own ``timeout_s`` may exceed ``call_timeout_s``), plus a margin."""
+    default_s = gateway.settings.call_timeout_s
+    budgets = [call_budget(b.call_timeout_s, default_s) for b in list(gateway.sources.backends.values())]
+    return max(budgets, default=default_s) + DRAIN_MARGIN_S
 
 
 @asynccontextmanager
