@@ -87,6 +87,25 @@ async def test_released_when_the_list_reply_is_written_not_when_it_is_built() ->
     assert session.client_lists == {"clock__now"} and session.relists_on_notice is True
 
 
+async def test_the_end_of_the_clients_input_releases_every_hold_and_holds_nothing_more() -> None:
+    """A stdio client whose stdin ended can send no re-list: a held answer goes at once (not at its
+    bound), and later answers, in this session or a new one, are not held."""
+    notifier, session = Notifier(), session_with("clock__now")
+    session.relists_on_notice = True  # known to re-list: held up to the long bound
+    hold = Hold(notifier, session)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold.run)
+        await anyio.wait_all_tasks_blocked()
+        assert session.connection.notices == 1 and not hold.released
+        notifier.input_ended([session])
+        await anyio.wait_all_tasks_blocked()
+        assert hold.released
+    for later in (Hold(notifier, session), Hold(notifier, session_with("notes__add"))):
+        with anyio.fail_after(SAFETY_S / 2):  # not held at all: returns at once
+            await later.run()
+        assert later.released
+
+
 async def test_a_relist_that_lacks_the_tools_does_not_release() -> None:
     notifier, session, replies = Notifier(), session_with("clock__now"), WrittenReplies()
     list_request(notifier, session, replies, 1)  # a list built before the change ...

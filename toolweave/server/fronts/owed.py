@@ -127,8 +127,8 @@ class Owed:
 
 class OwingLines:
     """A line source that records what ``owed`` is asked, and ends only once it settled (or gave up
-    after ``bound()`` seconds, asked at the end). ``on_end``: called then (from the reader's thread), as
-    the way out begins."""
+    after ``bound()`` seconds, asked at the end). ``on_input_end``: called (from the reader's thread)
+    as the input ends; ``on_end``: called once the end is passed on, as the way out begins."""
 
     def __init__(
         self,
@@ -136,11 +136,14 @@ class OwingLines:
         owed: Owed,
         bound: Callable[[], float],
         on_end: Callable[[], None] | None = None,
+        *,
+        on_input_end: Callable[[], object] | None = None,
     ) -> None:
         self._lines = lines
         self._owed = owed
         self._bound = bound
         self._on_end = on_end
+        self._on_input_end = on_input_end
         self._whole = True  # the last line read ended with a newline: the next one starts a line
         self._unended: bytes | None = None  # a line begun without its newline: the input's last?
 
@@ -149,6 +152,8 @@ class OwingLines:
         if not line:
             if self._unended is not None:  # the client's last line, without a newline: still read
                 self._owed.asked(self._unended)
+            if self._on_input_end is not None:
+                self._on_input_end()
             if owed := len(self._owed):
                 log.info("stdin ended with %d request(s) to answer: answering them first", owed)
             self._owed.settle(self._bound())

@@ -13,6 +13,7 @@ otherwise. Both HTTP apps also serve Prometheus ``/metrics`` (behind the same au
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -173,7 +174,10 @@ async def _serve_stdio(
     source = stdin or sys.stdin.buffer
     owed = Owed()
     read_from = handover.reader(source) if handover is not None else source
-    lines = OwingLines(read_from, owed, partial(_drain_s, gateway), on_client_left)
+    loop = asyncio.get_running_loop()
+    sessions_told = partial(gateway.notifier.input_ended, gateway.sessions)  # nobody will re-list now
+    told = partial(loop.call_soon_threadsafe, sessions_told)
+    lines = OwingLines(read_from, owed, partial(_drain_s, gateway), on_client_left, on_input_end=told)
     max_bytes = gateway.settings.max_request_bytes
     replies = WrittenReplies()  # when a list reply is on the pipe (a held find_tools answer goes after it)
     # The host channel lets the host that spawned this gateway (our parent) report its user's turns.

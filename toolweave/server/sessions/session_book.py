@@ -193,6 +193,8 @@ class Session:
     notice was written to it, False once a notice went unanswered by a re-list within the hold's bound
     (its answers are not held again until it re-lists after a notice; a re-list that comes only after
     the held answer went makes it unknown again, not known: it gets the short probe, never the bound)."""
+    lists_no_more: bool = False
+    """The client can send nothing more (its stdin ended): no re-list will come, no answer waits for one."""
     _list_written: anyio.Event | None = None
     _holding: int = 0
     """Answers waiting in ``wait_listed`` now."""
@@ -264,6 +266,13 @@ class Session:
             self._list_written.set()
             self._list_written = None
 
+    def input_ended(self) -> None:
+        """The client's input ended (``lists_no_more``): release the answers waiting for a re-list."""
+        self.lists_no_more = True
+        if self._list_written is not None:
+            self._list_written.set()
+            self._list_written = None
+
     def client_has(self, tool_ids: Collection[str]) -> bool:
         """Whether the client's list holds every one of ``tool_ids`` that is still published."""
         return all(t in self.client_lists or t not in self.published for t in tool_ids)
@@ -275,7 +284,7 @@ class Session:
         self._holding += 1
         try:
             with anyio.move_on_after(timeout_s):
-                while not self.client_has(tool_ids):
+                while not self.client_has(tool_ids) and not self.lists_no_more:
                     if self._list_written is None:
                         self._list_written = anyio.Event()
                     await self._list_written.wait()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, MutableMapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -160,6 +160,14 @@ class Notifier:
         self.channel_open: Callable[[Any], bool | None] | None = None
         """Whether a handshake-era connection's standalone channel is open now (None: unknown, taken
         as open). Set by the streamable-HTTP transport (``streamable_http_reach``)."""
+        self.lists_ended = False
+        """The one client's input ended (stdio): it re-lists no more, so no answer is held for it."""
+
+    def input_ended(self, sessions: Iterable[Session]) -> None:
+        """A stdio client's input ended: from now on no answer is held, and the held ones go now."""
+        self.lists_ended = True
+        for session in list(sessions):
+            session.input_ended()
 
     async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
@@ -230,7 +238,7 @@ class Notifier:
         after a notice, or it listens on a 2026-era stream, which it opens to hear them), ``probe_s``
         while that is not known or when replicas share the session. No hold for a client that cannot
         hear the notice or let one go unanswered."""
-        if session.relists_on_notice is False or not self.can_reach(session):
+        if session.relists_on_notice is False or self.lists_ended or not self.can_reach(session):
             log.debug("relist: %s answer not held %s", session.key, _now())
             return
         known = session.relists_on_notice or self.listening(session.key) > 0
@@ -242,6 +250,8 @@ class Notifier:
             if session.list_settle_s:  # the list reply went another way than this answer will
                 await anyio.sleep(session.list_settle_s)
             log.debug("relist: %s answer released: its tools were listed %s", session.key, _now())
+        elif session.lists_no_more:
+            log.debug("relist: %s answer released: the client's input ended %s", session.key, _now())
         else:
             later = "no longer held" if session.listed_notices < session.notices else "held"
             log.info(
