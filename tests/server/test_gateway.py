@@ -192,7 +192,12 @@ async def test_a_misspelt_name_is_taken_when_it_means_one_tool(registry: Any, ba
         assert structured(both)["error"]["code"] == "unknown_tool"
         assert "it may mean clock__get_current_time, watch__get_current_time" in text_part(both)
         unknown = await client.call_tool("nope__nothing", {})
-        assert "may mean" not in text_part(unknown)
+        assert "may mean" not in text_part(unknown) and "closest" not in text_part(unknown)
+        # a name no tool has, whose words some tools' names share: those are suggested, nothing called
+        guessed = await client.call_tool("get_time", {"timezone": "UTC"})
+        assert structured(guessed)["error"]["code"] == "unknown_tool"
+        suggested = text_part(guessed).split("the closest tools are ")[1].split(":")[0].split(", ")
+        assert "clock__get_current_time" in suggested and not any(n.startswith("notes__") for n in suggested)
         assert len(clock.calls) == 4
 
 

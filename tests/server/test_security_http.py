@@ -192,6 +192,7 @@ async def check_policy(client: Client, notes: FakeBackend, identity: str) -> Non
         for result in (direct, via_meta, respelt, own_name):
             assert result.is_error and doc(result)["error"]["code"] == "unknown_tool"
             assert "may mean" not in text_part(result)
+            assert name not in text_part(result).split(";", 1)[1]  # not among the closest tools either
     assert "notes__search_notes" in names  # allowed for both (read-only, not denied)
     ok = await client.call_tool("call_tool", {"name": "notes__search_notes", "arguments": {"keyword": "x"}})
     assert not ok.is_error, ok

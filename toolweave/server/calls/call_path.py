@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
@@ -26,6 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
+from toolweave.names import name_of, name_words
 from toolweave.records import ToolRecord
 from toolweave.retrieval.credentials import signs_in
 from toolweave.server.calls.after_reply import AfterReply
@@ -48,6 +50,10 @@ log = logging.getLogger(__name__)
 
 _MEANT_SHOWN = 5
 """At most this many tools a misspelt name may mean are named in its error."""
+_CLOSEST_SHOWN = 3
+"""How many tools an unknown name's error suggests by its words."""
+_CLOSEST_WAIT_S = 1.0
+"""How long that search may take before the error goes without it (the embedding model may still load)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,31 @@ class CallPath:
             return allowed[0], []
         return None, [self.names.name(record.id) for record in allowed]
 
+    async def _unknown(self, session: Session, name: str, meant: list[str]) -> types.CallToolResult:
+        """The ``unknown_tool`` error for ``name``: the tools it may mean (``_loosely_named``), else the few
+        its words rank first among those ``session`` may call, when a search answers within
+        ``_CLOSEST_WAIT_S`` (a model misremembers names: ``get_time`` for ``get_current_time``)."""
+        words = set(name_words(name).split())
+        if not meant and words and self.served.is_ready():
+            with anyio.move_on_after(_CLOSEST_WAIT_S):
+                ranked = await self.turns.closest(session, " ".join(sorted(words)), _CLOSEST_SHOWN * 3)
+                # only tools whose own name shares a word with it: a name of none (``nope``) gets none
+                closest = [t for t in ranked if words & set(name_words(name_of(t)).split())][:_CLOSEST_SHOWN]
+                if closest:
+                    names = ", ".join(self.names.name(tool_id) for tool_id in closest)
+                    hint = f"the closest tools are {names}: call one by name, or use"
+                    return self._unknown_error(name, hint)
+        hint = f"it may mean {', '.join(meant[:_MEANT_SHOWN])}; or use" if meant else "use"
+        return self._unknown_error(name, hint)
+
+    @staticmethod
+    def _unknown_error(name: str, hint: str) -> types.CallToolResult:
+        return tool_error_result(
+            "unknown_tool",
+            f"no tool named {echo_name(name)}; {hint} {FIND_TOOLS} to search for the tool you need",
+            tool=name[:ECHO_NAME_CHARS],
+        )
+
     async def call(
         self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
     ) -> types.CallToolResult:
@@ -142,17 +173,12 @@ class CallPath:
             # A client may know the name from an earlier session while its upstream is still connecting.
             await self.sources.first_connections(for_call=True)
             record = self.record_named(name)
-        meant: list[str] = []
+        if record is not None and not self.served.guard.allows(session.identity, record):
+            record = None  # hidden by policy or quarantine: answered exactly like a missing tool
         if record is None:
             record, meant = self._loosely_named(session, name)
-        if record is None or not self.served.guard.allows(session.identity, record):
-            # Hidden by policy or quarantine: answered exactly like a missing tool (reveals nothing).
-            hint = f"it may mean {', '.join(meant[:_MEANT_SHOWN])}; or use" if meant else "use"
-            return tool_error_result(
-                "unknown_tool",
-                f"no tool named {echo_name(name)}; {hint} {FIND_TOOLS} to search for the tool you need",
-                tool=name[:ECHO_NAME_CHARS],
-            )
+            if record is None:
+                return await self._unknown(session, name, meant)
         if not self.sources.serves(record.source):
             return tool_error_result(
                 "unknown_tool",

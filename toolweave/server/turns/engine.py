@@ -93,6 +93,27 @@ class TurnEngine:
             params = params.model_copy(update={"final_k": k, "top_k": min(params.top_k, k)})
         return await self.retrieve_turn(session, query, params)
 
+    async def closest(self, session: Session, text: str, k: int) -> list[str]:
+        """The ids of the ``k`` tools ``text`` ranks first that ``session`` may call, as ``find_tools``
+        ranks them but without the conversation, publishing or remembering anything: the tools an
+        ``unknown_tool`` error suggests (``call_path``)."""
+        registry, guard = self.served.registry, self.served.guard
+        hides = guard.hides_any(session.identity)
+        final_k = min(k * 2 + 10, 500) if hides else k  # hidden tools are cut after ranking
+        params = self.settings.retrieval.model_copy(
+            update={"final_k": final_k, "top_k": min(self.settings.retrieval.top_k, k), "decompose": "off"}
+        )
+        exclude = self.sources.excluded_sources()
+        if hides:
+            exclude = exclude | guard.denied_sources(session.identity, registry.sources())
+        ranked = await self._cached_search(text, params, exclude, (), frozenset(session.signed_in))
+        allowed = (
+            r.tool_id
+            for r in ranked
+            if (rec := registry.find(r.tool_id)) is not None and guard.allows(session.identity, rec)
+        )
+        return list(allowed)[:k]
+
     # -- host turns --------------------------------------------------------------------------------------
     async def hear_turn(
         self, text: str, session_key: str | None = None, *, first_session: bool = False
