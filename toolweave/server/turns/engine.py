@@ -97,22 +97,33 @@ class TurnEngine:
         """The ids of the ``k`` tools ``text`` ranks first that ``session`` may call, as ``find_tools``
         ranks them but without the conversation, publishing or remembering anything: the tools an
         ``unknown_tool`` error suggests (``call_path``)."""
-        registry, guard = self.served.registry, self.served.guard
-        hides = guard.hides_any(session.identity)
-        final_k = min(k * 2 + 10, 500) if hides else k  # hidden tools are cut after ranking
-        params = self.settings.retrieval.model_copy(
-            update={"final_k": final_k, "top_k": min(self.settings.retrieval.top_k, k), "decompose": "off"}
-        )
-        exclude = self.sources.excluded_sources()
-        if hides:
-            exclude = exclude | guard.denied_sources(session.identity, registry.sources())
+        top_k = min(self.settings.retrieval.top_k, k)
+        params = self.settings.retrieval.model_copy(update={"final_k": k, "top_k": top_k, "decompose": "off"})
+        params, exclude = self._scope(session, params)
         ranked = await self._cached_search(text, params, exclude, (), frozenset(session.signed_in))
-        allowed = (
-            r.tool_id
+        return [found.record.id for found in self._allowed(session, ranked)[:k]]
+
+    def _scope(
+        self, session: Session, params: RetrievalSettings
+    ) -> tuple[RetrievalSettings, Collection[str]]:
+        """``params`` for ``session``'s search, and the sources it leaves out: those down or stale, and
+        those its identity may not see."""
+        registry, guard = self.served.registry, self.served.guard
+        exclude = self.sources.excluded_sources()
+        if guard.hides_any(session.identity):
+            # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
+            exclude = exclude | guard.denied_sources(session.identity, registry.sources())
+            params = params.model_copy(update={"final_k": min(params.final_k * 2 + 10, 500)})
+        return params, exclude
+
+    def _allowed(self, session: Session, ranked: Sequence[RankedTool]) -> list[FoundTool]:
+        """``ranked``, in order, less what ``session``'s identity may not see."""
+        registry, guard = self.served.registry, self.served.guard
+        return [
+            FoundTool(rec, r)
             for r in ranked
             if (rec := registry.find(r.tool_id)) is not None and guard.allows(session.identity, rec)
-        )
-        return list(allowed)[:k]
+        ]
 
     # -- host turns --------------------------------------------------------------------------------------
     async def hear_turn(
@@ -180,7 +191,7 @@ class TurnEngine:
         self, session: Session, text: str, params: RetrievalSettings, *, announce: bool = True
     ) -> tuple[list[FoundTool], bool]:
         """One turn of the conversation: retrieve with its context, publish, notify, hold until re-listed."""
-        registry, guard = self.served.registry, self.served.guard
+        registry = self.served.registry
         # The same text again must give the same answer, so it is never its own context.
         context = [q for q in session.context() if q != text]
         moved = bool(context) and await self._topic_shifted(context, text)
@@ -189,23 +200,14 @@ class TurnEngine:
             context = []
         context = conversation_context(text, context)
         wanted = params.final_k
-        exclude = self.sources.excluded_sources()
-        if guard.hides_any(session.identity):
-            # Hidden tools are cut after ranking: ask for more so the answer keeps its length.
-            exclude = exclude | guard.denied_sources(session.identity, registry.sources())
-            params = params.model_copy(update={"final_k": min(wanted * 2 + 10, 500)})
-
+        params, exclude = self._scope(session, params)
         signed_in = frozenset(session.signed_in)
         if self._sheds_decomposition(params) and not self.find_cache.holds(
             _search_key(text, context, params, exclude, signed_in)
         ):
             params = params.model_copy(update={"decompose": "off"})  # cached under its own key
         ranked = await self._cached_search(text, params, exclude, context, signed_in)
-        found = [
-            FoundTool(rec, r)
-            for r in ranked
-            if (rec := registry.find(r.tool_id)) is not None and guard.allows(session.identity, rec)
-        ][:wanted]
+        found = self._allowed(session, ranked)[:wanted]
         turn = session.next_turn()
         # below the relevance floor: listed in the answer (callable via call_tool), not published
         # a published tool whose server is out of the search (down, stale) could not be chosen: it stays
