@@ -17,16 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
 
-__all__ = [
-    "NameVocabulary",
-    "camel_spaced",
-    "loose_name",
-    "name_of",
-    "name_terms",
-    "name_words",
-    "stem",
-    "text_terms",
-]
+__all__ = ["NameVocabulary", "camel_spaced", "name_of", "name_terms", "name_words", "stem", "text_terms"]
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
@@ -81,12 +72,6 @@ def text_terms(text: str) -> frozenset[str]:
 def name_of(tool_id: str) -> str:
     """The name part of a tool id (``<source>__<name>``); the id itself when it has no source part."""
     return tool_id.partition(_ID_SEPARATOR)[2] or tool_id
-
-
-def loose_name(name: str) -> str:
-    """A tool name with case and separators set aside: ``time.get_current_time``, ``Time/getCurrentTime``
-    and ``time__get_current_time`` are all ``time get current time`` (how a model misspells an id)."""
-    return name_words(name)
 
 
 @dataclass(frozen=True)

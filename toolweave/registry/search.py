@@ -20,7 +20,7 @@ import numpy as np
 
 from toolweave.errors import RegistryError, ToolNotFound
 from toolweave.inference import walkable
-from toolweave.names import NameVocabulary, loose_name, name_of
+from toolweave.names import NameVocabulary, name_of, name_words
 from toolweave.records import (
     CONTEXT_WEIGHT,
     DependencyEdge,
@@ -101,10 +101,11 @@ class SnapshotSearch:
         return snap.derived.get(key, lambda: compute(snap.probes()))
 
     def loosely_named(self, name: str) -> tuple[str, ...]:
-        """The ids of tools ``name`` may mean once case and separators are set aside (``loose_name``):
-        by their id (``time.get_current_time``) or by their own name at the backend (``get_current_time``)."""
+        """The ids of tools ``name`` may mean once case and separators are set aside (``name_words``:
+        ``Time/getCurrentTime`` is ``time get current time``): by their id (``time.get_current_time``) or
+        by their own name at the backend (``get_current_time``)."""
         snap = self._state.snap
-        return snap.derived.get("loose-names", lambda: _loose_names(snap.ids)).get(loose_name(name), ())
+        return snap.derived.get("loose-names", lambda: _loose_names(snap.ids)).get(name_words(name), ())
 
     def source_of(self, tool_id: str) -> str | None:
         """The source ``tool_id`` came from (None for an unknown tool)."""
@@ -286,9 +287,9 @@ class SnapshotSearch:
 
 
 def _loose_names(ids: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """``loose_name`` of each id and of its name part → the ids, for ``loosely_named``."""
+    """``name_words`` of each id and of its name part → the ids, for ``loosely_named``."""
     found: dict[str, set[str]] = {}
     for tool_id in ids:
-        for key in {loose_name(tool_id), loose_name(name_of(tool_id))}:
+        for key in {name_words(tool_id), name_words(name_of(tool_id))}:
             found.setdefault(key, set()).add(tool_id)
     return {key: tuple(sorted(tool_ids)) for key, tool_ids in found.items()}

@@ -133,10 +133,11 @@ class CallPath:
         """The ``unknown_tool`` error for ``name``: the tools it may mean (``_loosely_named``), else the few
         its words rank first among those ``session`` may call, when a search answers within
         ``_CLOSEST_WAIT_S`` (a model misremembers names: ``get_time`` for ``get_current_time``)."""
-        words = set(name_words(name).split())
+        text = name_words(name)
+        words = set(text.split())
         if not meant and words and self.served.is_ready():
             with anyio.move_on_after(_CLOSEST_WAIT_S):
-                ranked = await self.turns.closest(session, " ".join(sorted(words)), _CLOSEST_SHOWN * 3)
+                ranked = await self.turns.closest(session, text, _CLOSEST_SHOWN * 3)
                 # only tools whose own name shares a word with it: a name of none (``nope``) gets none
                 closest = [t for t in ranked if words & set(name_words(name_of(t)).split())][:_CLOSEST_SHOWN]
                 if closest:

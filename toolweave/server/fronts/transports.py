@@ -197,6 +197,7 @@ def _drain_s(gateway: Gateway) -> float:
     """How long the end of a stdio client's input waits for the answers it is owed: the longest budget
     a call may have (a source's own ``timeout_s`` may exceed ``call_timeout_s``), plus a margin."""
     default_s = gateway.settings.call_timeout_s
+    # asked from the reader's thread: a copy of the backends, which the loop may add to meanwhile
     budgets = [call_budget(b.call_timeout_s, default_s) for b in list(gateway.sources.backends.values())]
     return max(budgets, default=default_s) + DRAIN_MARGIN_S
 
