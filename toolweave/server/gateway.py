@@ -53,8 +53,8 @@ from toolweave.server.turns.meta_tools import (
     FIND_TOOLS,
     MAX_K,
     META_INPUT_SCHEMAS,
-    bad_meta_arguments,
     find_tools_result,
+    meta_arguments,
     meta_tools,
     plain_find_tools_arguments,
     to_mcp_tool,
@@ -340,7 +340,7 @@ class Gateway:
             if name == FIND_TOOLS:
                 result = await self._find_tools(session, arguments)
             elif name == CALL_TOOL:
-                result = bad_meta_arguments(CALL_TOOL, arguments)
+                arguments, result = meta_arguments(CALL_TOOL, arguments)
                 if result is None:
                     inner = arguments.get("arguments") or {}
                     result = await self.calls.call(session, arguments["name"], inner, sampler)
@@ -364,9 +364,10 @@ class Gateway:
 
     async def _find_tools(self, session: Session, arguments: Mapping[str, Any]) -> types.CallToolResult:
         with span("find_tools", identity=session.identity):
-            bad = None if plain_find_tools_arguments(arguments) else bad_meta_arguments(FIND_TOOLS, arguments)
-            if bad is not None:
-                return bad
+            if not plain_find_tools_arguments(arguments):
+                arguments, bad = meta_arguments(FIND_TOOLS, arguments)
+                if bad is not None:
+                    return bad
             query = str(arguments["query"]).strip()
             if not query:
                 return tool_error_result(

@@ -20,6 +20,7 @@ from toolweave.adapters import plain_schema
 from toolweave.adapters.backend import Backend, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
+from toolweave.server.calls.coerce import loosely_typed
 from toolweave.server.calls.scopes import Overdue, loop_time
 from toolweave.tracing import span
 
@@ -139,6 +140,13 @@ class Proxy:
             # We cannot judge the arguments; the upstream still can. Don't lock the tool out.
             log.warning("%s: not validating arguments: %s", tool.id, problems[0]["problem"])
             problems = []
+        loose = loosely_typed(tool.input_schema, arguments) if problems and type(arguments) is dict else None
+        if loose is not None:
+            # "5" for an integer, a JSON object as text: what a pydantic upstream would have accepted
+            mended, changed = loose
+            if not argument_errors(tool.input_schema, mended, validator):
+                log.debug("%s: read loosely written arguments %s", tool.id, ", ".join(changed))
+                arguments, problems = mended, []
         if problems:
             listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
             more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""

@@ -18,6 +18,7 @@ import mcp_types as types
 from toolweave.call_errors import tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.retrieval.results import RankedTool
+from toolweave.server.calls.coerce import loosely_typed
 from toolweave.server.calls.proxy import argument_errors
 from toolweave.server.fronts.handshake import (
     ALWAYS_LOAD,
@@ -38,6 +39,7 @@ __all__ = [
     "FoundTool",
     "bad_meta_arguments",
     "find_tools_result",
+    "meta_arguments",
     "meta_tools",
     "plain_find_tools_arguments",
     "to_mcp_tool",
@@ -101,6 +103,21 @@ def bad_meta_arguments(tool: str, arguments: Mapping[str, Any]) -> types.CallToo
         tool=tool,
         details={"errors": problems},
     )
+
+
+def meta_arguments(
+    tool: str, arguments: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], types.CallToolResult | None]:
+    """Meta-tool ``tool``'s ``arguments`` as the gateway reads them (``k: "5"``, ``arguments`` sent as
+    JSON text: read as the schema types them, ``coerce.loosely_typed``), and the error result when they
+    still break its schema (naming the fields as sent)."""
+    bad = bad_meta_arguments(tool, arguments)
+    if bad is None:
+        return arguments, None
+    loose = loosely_typed(META_INPUT_SCHEMAS[tool], arguments)
+    if loose is not None and bad_meta_arguments(tool, loose[0]) is None:
+        return loose[0], None
+    return arguments, bad
 
 
 @dataclass(frozen=True, slots=True)
