@@ -175,6 +175,27 @@ async def test_invalid_arguments_name_the_field(registry: Any, backends: Any) ->
         assert clock.calls == []
 
 
+async def test_loosely_written_arguments_reach_the_backend_as_read(
+    registry: Any, backends: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``"7"`` for an integer is sent as 7, and the call path learns from what the tool got; a value
+    that reads as no integer is refused and sent nowhere."""
+    _, notes = backends
+    gateway = make_gateway(registry, *backends)
+    learnt: list[Any] = []
+    monkeypatch.setattr(gateway.calls.after_reply, "add", learnt.append)
+    async with connected(gateway, "legacy", ListChanged()) as client:
+        assert not (await client.call_tool("notes__delete_note", {"note_id": "7"})).is_error
+        via_meta = await client.call_tool(
+            "call_tool", {"name": "notes__delete_note", "arguments": '{"note_id": 8}'}
+        )
+        assert not via_meta.is_error
+        refused = await client.call_tool("notes__delete_note", {"note_id": "seven"})
+        assert structured(refused)["error"]["code"] == "invalid_arguments"
+    assert notes.calls == [("delete_note", {"note_id": 7}), ("delete_note", {"note_id": 8})]
+    assert [dict(call.arguments) for call in learnt] == [{"note_id": 7}, {"note_id": 8}]
+
+
 async def test_a_misspelt_name_is_taken_when_it_means_one_tool(registry: Any, backends: Any) -> None:
     """Models drop or respell an id's source part: a name that means one tool once case and separators
     are set aside calls it; one that may mean several calls none and names them."""

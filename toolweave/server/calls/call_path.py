@@ -189,7 +189,9 @@ class CallPath:
         await self.sources.connected_once(record.source)
         turn = session.next_turn()
         session.published.touch(record.id, turn)
-        result = await self.proxy.call(record, arguments, sampler=sampler)
+        # the arguments as the tool gets them (a "5" read as 5): what the call teaches is about those
+        arguments, refused = self.proxy.checked(record, arguments)
+        result = refused or await self.proxy.send(record, arguments, sampler=sampler)
         if not (result.is_error or record.source in session.signed_in) and self._signs_in(record):
             session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
         await self.sessions.commit(session)

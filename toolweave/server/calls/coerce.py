@@ -171,7 +171,7 @@ def _read(text: str, kind: str) -> Any:
         return number if math.isfinite(number) else _UNREAD
     if kind == "boolean" and stripped.lower() in ("true", "false"):
         return stripped.lower() == "true"
-    if kind in ("object", "array") and stripped[:1] in "{[" and stripped:
+    if kind in ("object", "array") and stripped and stripped[0] in "{[":
         try:
             parsed = json.loads(stripped)
         except ValueError:

@@ -127,6 +127,13 @@ class Proxy:
     async def call(
         self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
     ) -> types.CallToolResult:
+        """Check ``arguments``, then send them: ``checked`` and ``send`` in one."""
+        sent, refused = self.checked(tool, arguments)
+        return refused or await self.send(tool, sent, sampler=sampler)
+
+    def checked(self, tool: ToolRecord, arguments: Any) -> tuple[dict[str, Any], types.CallToolResult | None]:
+        """The arguments ``tool`` is to get (loosely written values read as its schema types them,
+        ``coerce.loosely_typed``), or the ``invalid_arguments`` result that names every problem."""
         if arguments is None:
             arguments = {}
         _, validator, quick = self._validator_of(tool)
@@ -150,12 +157,18 @@ class Proxy:
         if problems:
             listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:5])
             more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-            return tool_error_result(
+            return arguments, tool_error_result(
                 "invalid_arguments",
                 f"arguments for {tool.id} do not match its input schema: {listed}{more}",
                 tool=tool.id,
                 details={"errors": problems, "input_schema": tool.input_schema},
             )
+        return arguments, None
+
+    async def send(
+        self, tool: ToolRecord, arguments: dict[str, Any], *, sampler: Sampler | None = None
+    ) -> types.CallToolResult:
+        """Send checked ``arguments`` to the backend that owns ``tool``, within the call's budget."""
         backend = self._backends.get(tool.source)
         if backend is None:
             return tool_error_result(
