@@ -28,7 +28,8 @@ request over every tool of its own catalogue, whose vectors stay the registry's 
 whole catalogue is the negatives for one matrix product). Gold tools other than the target and BFCL's
 paraphrases (``name#2``) are masked. The embeddings are frozen (``--freeze 0``); ``--freeze N`` freezes
 the lowest N layers too. ``--pseudo`` (off: tried 2026-11-29 as toolret-v3, not shipped, bench/RESULTS.md)
-adds one request per pool tool made from its own description.
+adds one request per pool tool made from its own description. ``--margin M`` (off: tried 2026-11-30, see
+bench/RESULTS.md) asks the gold tool to lead every other tool of its catalogue by a cosine of M.
 """
 
 from __future__ import annotations
@@ -452,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument("--batch", type=int, default=32)
         p.add_argument("--lr", type=float, default=5e-5)
         p.add_argument("--scale", type=float, default=20.0)
+        p.add_argument("--margin", type=float, default=0.0, help="additive margin on the gold's cosine")
         p.add_argument("--cap", type=int, default=16, help="single-tool requests kept per tool")
         p.add_argument("--query-len", type=int, default=128, help="tokens of a training request")
         p.add_argument(

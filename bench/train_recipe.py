@@ -142,7 +142,8 @@ def batch_loss(
 ) -> Any:
     """Cross-entropy of each request over every tool of its own catalogue (the whole catalogue is the
     negatives: the document side is fixed, so scoring it all costs one matrix product), once per gold
-    tool with the request's other gold tools and their paraphrases masked; averaged."""
+    tool with the request's other gold tools and their paraphrases masked; averaged. ``args.margin`` > 0
+    subtracts that cosine from the gold's logit (additive-margin softmax)."""
     import torch
 
     qv = enc.forward([p.text for p in batch], args.query_len)
@@ -153,6 +154,10 @@ def batch_loss(
             others = torch.zeros_like(logits, dtype=torch.bool)
             others[[j for j in pair.gold if j != p]] = True
             masked = logits.masked_fill(others, float("-inf"))
+            if args.margin:  # additive margin: the gold must lead its nearest rivals by it, not merely lead
+                masked = masked - args.scale * args.margin * torch.nn.functional.one_hot(
+                    torch.tensor(p, device=logits.device), logits.shape[0]
+                )
             losses.append(
                 torch.nn.functional.cross_entropy(masked[None], torch.tensor([p], device=logits.device))
             )

@@ -19,6 +19,7 @@ from train_recipe import (  # noqa: E402  (after the skips: it needs the train e
     Fleet,
     Pair,
     apply_delta,
+    batch_loss,
     pack_weights,
     read_pack,
     run_training,
@@ -70,6 +71,7 @@ def _args(**over: Any) -> argparse.Namespace:
         "batch": 2,
         "lr": 1e-3,
         "scale": 20.0,
+        "margin": 0.0,
         "query_len": 32,
         "freeze": 0,
     }
@@ -129,3 +131,18 @@ def test_the_returned_change_rebuilds_the_kept_epoch_on_the_exact_base(
     exact.model.load_state_dict(rebuilt)
     texts = [p.text for p in val]
     assert val_scores(val, exact.embed(texts, max_len=128), fleets)["demo"] == info["best"]["demo"]
+
+
+def test_a_margin_asks_the_gold_to_lead_by_it(base_dir: Path) -> None:
+    """With a margin the gold's logit counts ``scale × margin`` less: each term's loss grows, and by
+    exactly the cross-entropy of the lowered logit (checked on one request with one gold)."""
+    enc, fleets = Encoder(base_dir), _fleets()
+    one = [TRAIN[1]]
+    with torch.no_grad():
+        plain = float(batch_loss(enc, one, fleets, _args()))
+        lowered = float(batch_loss(enc, one, fleets, _args(margin=0.2)))
+        logits = 20.0 * enc.forward([one[0].text], 32)[0] @ fleets["demo/0"].vectors.T
+        logits[2] -= 20.0 * 0.2
+        expected = float(torch.nn.functional.cross_entropy(logits[None], torch.tensor([2])))
+    assert lowered > plain
+    assert lowered == pytest.approx(expected, rel=1e-5)
