@@ -5,10 +5,13 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Pausable", "free_port", "listening_socket", "spawn_activated", "wait_port"]
+__all__ = ["Pausable", "free_port", "listening_socket", "serve_app", "spawn_activated", "wait_port"]
 
 
 def free_port() -> int:
@@ -29,6 +32,34 @@ def wait_port(port: int, proc: subprocess.Popen[Any] | None = None, timeout: flo
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """The ASGI ``app`` served by uvicorn in a thread on a free port of 127.0.0.1: its base URL."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=free_port(),
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def listening_socket(host: str = "127.0.0.1") -> socket.socket:

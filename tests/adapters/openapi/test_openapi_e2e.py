@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -24,7 +21,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from tests.adapters.openapi.openapi_spec_helpers import json_body
-from tests.net import free_port
+from tests.net import serve_app
 from tests.results import text_part
 from toolweave.adapters.openapi import OpenAPIBackend, OpenAPISourceConfig
 from toolweave.records import EdgeKind, ToolRecord
@@ -109,26 +106,8 @@ class PetstoreServer:
 @pytest.fixture(scope="module")
 def petstore() -> Iterator[tuple[PetstoreServer, str]]:
     store = PetstoreServer()
-    port = free_port()
-    config = uvicorn.Config(
-        store.app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the petstore test server did not start")
-        time.sleep(0.02)
-    yield store, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_app(store.app) as base:
+        yield store, base
 
 
 def _spec(base: str) -> dict[str, Any]:

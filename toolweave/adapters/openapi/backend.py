@@ -22,14 +22,16 @@ import mcp_types as types
 
 from toolweave.adapters.backend import CallOptions, StatusCallback, ToolsCallback, call_budget
 from toolweave.adapters.openapi.calls import (
+    Credentials,
     build_request,
     resolve_credentials,
     response_to_result,
     send,
 )
-from toolweave.adapters.openapi.config import OpenAPISourceConfig
+from toolweave.adapters.openapi.config import AuthConfig, OpenAPISourceConfig
 from toolweave.adapters.openapi.links import spec_edges
 from toolweave.adapters.openapi.loader import SpecLoader, is_url
+from toolweave.adapters.openapi.oauth import TokenSource
 from toolweave.adapters.openapi.parser import ParsedSpec, SpecProblem, gc_paused, parse_spec_file
 from toolweave.call_errors import ErrorCode, tool_error_result
 from toolweave.config_values import interpolate
@@ -84,6 +86,7 @@ class OpenAPIBackend:
         self.edges: list[DependencyEdge] = []
         self.on_status = on_status
         self.last_error: str | None = None
+        self._tokens: TokenSource | None = None  # oauth2 sources: the kept access token
 
     @property
     def call_timeout_s(self) -> float | None:
@@ -191,14 +194,8 @@ class OpenAPIBackend:
                 backend = {**backend, "server_url": interpolate(server_url, self._environ, where=tool.id)}
             # Anonymous operations (`security: []`, e.g. the login that issues the token) need no secret.
             auth = None if backend.get("anonymous") else self.config.auth
-            credentials = resolve_credentials(auth, self._environ)
-            request = build_request(
-                backend,
-                arguments or {},
-                base_url=self.config.base_url,
-                credentials=credentials,
-                timeout_s=timeout,
-            )
+            with anyio.fail_after(timeout):  # one budget for the token and every attempt
+                response = await self._exchange(backend, arguments or {}, auth, timeout)
         except (ToolArgumentsError, AdapterError, ConfigError) as exc:
             code: ErrorCode = "invalid_arguments" if isinstance(exc, ToolArgumentsError) else "upstream_error"
             return tool_error_result(code, f"{tool.id}: {exc}")
@@ -206,14 +203,6 @@ class OpenAPIBackend:
             return tool_error_result(
                 "invalid_arguments", f"{tool.id}: cannot build the request for {label}: {exc}"
             )
-        try:
-            with anyio.fail_after(timeout):  # one budget for every attempt, not one per attempt
-                response = await send(
-                    self._http(),
-                    request,
-                    retries=self.config.retries,
-                    max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
-                )
         except (httpx.TimeoutException, TimeoutError):
             return tool_error_result(
                 "timeout", f"{tool.id}: {label}: no answer within {timeout:g} s (call timeout)"
@@ -228,6 +217,39 @@ class OpenAPIBackend:
             max_bytes=self.config.max_response_bytes,
             structured=tool.output_schema is not None,
         )
+
+    async def _exchange(
+        self, backend: Mapping[str, Any], arguments: dict[str, Any], auth: AuthConfig | None, timeout: float
+    ) -> httpx.Response:
+        """Build the request, send it, return the answer. With an oauth2 token, a 401 is answered by
+        asking the endpoint for a new token and sending once more (a token revoked or rotated early)."""
+        tokens = self._token_source(auth) if auth is not None and auth.type == "oauth2" else None
+        for last in (False, True):
+            token = await tokens.token(self._http()) if tokens is not None else ""
+            credentials = (
+                Credentials(headers={"Authorization": f"Bearer {token}"})
+                if tokens is not None
+                else resolve_credentials(auth, self._environ)
+            )
+            request = build_request(
+                backend, arguments, base_url=self.config.base_url, credentials=credentials, timeout_s=timeout
+            )
+            response = await send(
+                self._http(),
+                request,
+                retries=self.config.retries,
+                max_body_bytes=max(self.max_read_bytes, self.config.max_response_bytes),
+            )
+            if last or tokens is None or response.status_code != 401:
+                return response
+            await response.aclose()
+            tokens.forget(token)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _token_source(self, auth: AuthConfig) -> TokenSource:
+        if self._tokens is None:
+            self._tokens = TokenSource(self.name, auth, self._environ)
+        return self._tokens
 
     async def aclose(self) -> None:
         """Close the HTTP client if this backend created it."""

@@ -27,6 +27,7 @@ __all__ = [
     "IDEMPOTENT_METHODS",
     "Credentials",
     "build_request",
+    "env_secret",
     "resolve_credentials",
     "response_to_result",
     "send",
@@ -52,7 +53,8 @@ class Credentials:
         return "Credentials(headers={}, query={}, cookies={})".format(*names)
 
 
-def _env(environ: Mapping[str, str], name: str | None) -> str:
+def env_secret(environ: Mapping[str, str], name: str | None) -> str:
+    """The secret in environment variable ``name``; ``AdapterError`` naming the variable when unset."""
     value = environ.get(name or "")
     if not value:
         raise AdapterError(f"environment variable {name} (configured for auth) is not set")
@@ -63,12 +65,14 @@ def resolve_credentials(auth: AuthConfig | None, environ: Mapping[str, str]) -> 
     """Read the configured secrets from ``environ``; raises ``AdapterError`` naming a missing variable."""
     if auth is None:
         return None
+    if auth.type == "oauth2":  # a token from the endpoint, asked at call time: oauth.TokenSource
+        raise AdapterError("oauth2 credentials come from the source's token endpoint, not the environment")
     if auth.type == "bearer":
-        return Credentials(headers={"Authorization": f"Bearer {_env(environ, auth.token_env)}"})
+        return Credentials(headers={"Authorization": f"Bearer {env_secret(environ, auth.token_env)}"})
     if auth.type == "basic":
-        pair = f"{_env(environ, auth.username_env)}:{_env(environ, auth.password_env)}"
+        pair = f"{env_secret(environ, auth.username_env)}:{env_secret(environ, auth.password_env)}"
         return Credentials(headers={"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()})
-    key, name = _env(environ, auth.key_env), str(auth.name)
+    key, name = env_secret(environ, auth.key_env), str(auth.name)
     if auth.location == "query":
         return Credentials(query={name: key})
     if auth.location == "cookie":

@@ -22,11 +22,14 @@ class AuthConfig(BaseModel):
     * ``bearer``: ``Authorization: Bearer $<token_env>``
     * ``basic``: ``Authorization: Basic base64($<username_env>:$<password_env>)``
     * ``api_key``: ``$<key_env>`` in the header, query parameter or cookie called ``name``
+    * ``oauth2``: ``Authorization: Bearer <token>``, the token asked of ``token_url`` with the client
+      credentials grant (``$<client_id_env>``, ``$<client_secret_env>``, ``scopes``), kept until it
+      expires, asked again when the API answers 401 (``oauth.TokenSource``)
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    type: Literal["bearer", "basic", "api_key"]
+    type: Literal["bearer", "basic", "api_key", "oauth2"]
     token_env: str | None = Field(None, description="Env var holding the bearer token.")
     username_env: str | None = Field(None, description="Env var holding the basic-auth user name.")
     password_env: str | None = Field(None, description="Env var holding the basic-auth password.")
@@ -35,6 +38,16 @@ class AuthConfig(BaseModel):
         "header", alias="in", description="Where the API key goes."
     )
     name: str | None = Field(None, description="Header / query parameter / cookie name of the API key.")
+    token_url: str | None = Field(None, description="oauth2: the token endpoint (`${VAR}`s expanded).")
+    client_id_env: str | None = Field(None, description="oauth2: env var holding the client id.")
+    client_secret_env: str | None = Field(None, description="oauth2: env var holding the client secret.")
+    scopes: list[str] = Field(default_factory=list, description="oauth2: the scopes asked for.")
+    client_auth: Literal["basic", "post"] = Field(
+        "basic", description="oauth2: the client's credentials in an Authorization header, or in the form."
+    )
+    token_params: dict[str, str] = Field(
+        default_factory=dict, description="oauth2: more form fields of the token request (`audience`)."
+    )
 
     @model_validator(mode="after")
     def _check_fields(self) -> AuthConfig:
@@ -42,6 +55,7 @@ class AuthConfig(BaseModel):
             "bearer": ("token_env",),
             "basic": ("username_env", "password_env"),
             "api_key": ("key_env", "name"),
+            "oauth2": ("token_url", "client_id_env", "client_secret_env"),
         }[self.type]
         missing = [field for field in needed if not getattr(self, field)]
         if missing:
