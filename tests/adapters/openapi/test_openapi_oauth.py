@@ -104,9 +104,11 @@ def server() -> Iterator[tuple[AuthServer, str]]:
         yield auth, base
 
 
-def source(base: str, tmp_path: Any, **auth: Any) -> tuple[OpenAPISourceConfig, ToolRecord]:
+def source(
+    base: str, tmp_path: Any, spec_text: str = SPEC, **auth: Any
+) -> tuple[OpenAPISourceConfig, ToolRecord]:
     spec = tmp_path / "reports.yaml"
-    spec.write_text(SPEC.replace("BASE", base), encoding="utf-8")
+    spec.write_text(spec_text.replace("BASE", base), encoding="utf-8")
     settings = {
         "type": "oauth2",
         "token_url": f"{base}/oauth/token",
@@ -114,6 +116,7 @@ def source(base: str, tmp_path: Any, **auth: Any) -> tuple[OpenAPISourceConfig, 
         "client_secret_env": "CSECRET",
         **auth,
     }
+    settings = {k: v for k, v in settings.items() if v is not None}
     config = OpenAPISourceConfig(name="reports", spec=str(spec), auth=settings, timeout_s=10)
     [tool], _ = OpenAPIBackend(config).load()
     return config, tool
@@ -201,8 +204,30 @@ async def test_a_refused_or_unreachable_endpoint_is_a_clear_error_without_the_se
     assert "wrong-secret" not in said and SECRET not in said and "tok-" not in said
 
 
-def test_an_oauth2_source_needs_its_endpoint_and_client() -> None:
-    with pytest.raises(ValidationError, match="token_url, client_id_env, client_secret_env"):
+@pytest.mark.anyio
+async def test_without_a_token_url_the_specs_client_credentials_flow_is_asked(
+    server: tuple[AuthServer, str], tmp_path: Any
+) -> None:
+    auth, base = server
+    relative = SPEC.replace('tokenUrl: "BASE/oauth/token"', 'tokenUrl: "/oauth/token"')
+    config, tool = source(base, tmp_path, relative, token_url=None)
+    async with httpx.AsyncClient() as client:
+        backend = OpenAPIBackend(config, client, environ=ENVIRON)
+        backend.load()  # as the gateway does: the spec says where tokens come from
+        answer = await backend.call(tool, {})
+        assert answer.structured_content == {"reports": 3, "token": "tok-1"}
+        assert len(auth.token_requests) == 1
+        no_flow = SPEC.replace("clientCredentials", "authorizationCode")
+        config, tool = source(base, tmp_path, no_flow, token_url=None)
+        refused = await OpenAPIBackend(config, client, environ=ENVIRON).call(tool, {})
+    assert "auth type oauth2 needs token_url (the spec declares no client-credentials flow)" in text_part(
+        refused
+    )
+    assert len(auth.token_requests) == 1
+
+
+def test_an_oauth2_source_needs_its_client() -> None:
+    with pytest.raises(ValidationError, match="client_id_env, client_secret_env"):
         AuthConfig(type="oauth2")
     AuthConfig(
         type="oauth2", token_url="https://id.example.com/token", client_id_env="A", client_secret_env="B"

@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Unpack
+from urllib.parse import urljoin
 
 import anyio
 import httpx
@@ -248,8 +249,24 @@ class OpenAPIBackend:
 
     def _token_source(self, auth: AuthConfig) -> TokenSource:
         if self._tokens is None:
-            self._tokens = TokenSource(self.name, auth, self._environ)
+            self._tokens = TokenSource(
+                self.name, auth, auth.token_url or self._spec_token_url(), self._environ
+            )
         return self._tokens
+
+    def _spec_token_url(self) -> str:
+        """The ``tokenUrl`` of the spec's client-credentials flow, relative ones resolved against the
+        spec's server: where ``auth: {type: oauth2}`` without ``token_url`` asks for its tokens."""
+        schemes = self.spec.security_schemes if self.spec is not None else {}
+        urls = {s["client_credentials_url"] for s in schemes.values() if s.get("client_credentials_url")}
+        if len(urls) != 1:
+            said = "no client-credentials flow" if not urls else f"{len(urls)}: {', '.join(sorted(urls))}"
+            raise ConfigError(
+                f"openapi source {self.name!r}: auth type oauth2 needs token_url (the spec declares {said})"
+            )
+        servers = [op.tool.backend.get("server_url") for op in self.spec.operations] if self.spec else []
+        base = next((u for u in servers if isinstance(u, str) and u), "")
+        return urljoin(self.config.base_url or base, str(urls.pop()))
 
     async def aclose(self) -> None:
         """Close the HTTP client if this backend created it."""

@@ -22,7 +22,8 @@ class AuthConfig(BaseModel):
     * ``bearer``: ``Authorization: Bearer $<token_env>``
     * ``basic``: ``Authorization: Basic base64($<username_env>:$<password_env>)``
     * ``api_key``: ``$<key_env>`` in the header, query parameter or cookie called ``name``
-    * ``oauth2``: ``Authorization: Bearer <token>``, the token asked of ``token_url`` with the client
+    * ``oauth2``: ``Authorization: Bearer <token>``, the token asked of ``token_url`` (default: the
+      spec's client-credentials flow) with the client
       credentials grant (``$<client_id_env>``, ``$<client_secret_env>``, ``scopes``), kept until it
       expires, asked again when the API answers 401 (``oauth.TokenSource``)
     """
@@ -38,7 +39,11 @@ class AuthConfig(BaseModel):
         "header", alias="in", description="Where the API key goes."
     )
     name: str | None = Field(None, description="Header / query parameter / cookie name of the API key.")
-    token_url: str | None = Field(None, description="oauth2: the token endpoint (`${VAR}`s expanded).")
+    token_url: str | None = Field(
+        None,
+        description="oauth2: the token endpoint (`${VAR}`s expanded); default: the spec's one "
+        "client-credentials flow's `tokenUrl`.",
+    )
     client_id_env: str | None = Field(None, description="oauth2: env var holding the client id.")
     client_secret_env: str | None = Field(None, description="oauth2: env var holding the client secret.")
     scopes: list[str] = Field(default_factory=list, description="oauth2: the scopes asked for.")
@@ -55,7 +60,7 @@ class AuthConfig(BaseModel):
             "bearer": ("token_env",),
             "basic": ("username_env", "password_env"),
             "api_key": ("key_env", "name"),
-            "oauth2": ("token_url", "client_id_env", "client_secret_env"),
+            "oauth2": ("client_id_env", "client_secret_env"),
         }[self.type]
         missing = [field for field in needed if not getattr(self, field)]
         if missing:

@@ -42,8 +42,9 @@ _MAX_ANSWER_BYTES = 64_000
 class TokenSource:
     """The current access token of one source's client credentials."""
 
-    def __init__(self, source: str, auth: AuthConfig, environ: Mapping[str, str]) -> None:
+    def __init__(self, source: str, auth: AuthConfig, token_url: str, environ: Mapping[str, str]) -> None:
         self._source = source
+        self._token_url = token_url
         self._auth = auth
         self._environ = environ
         self._token: str | None = None
@@ -69,7 +70,7 @@ class TokenSource:
 
     async def _fetch(self, client: httpx.AsyncClient) -> tuple[str, float]:
         auth = self._auth
-        url = interpolate(str(auth.token_url), self._environ, where=f"{self._source} auth.token_url")
+        url = interpolate(self._token_url, self._environ, where=f"{self._source} auth.token_url")
         where = f"the token endpoint {display_url(url)}"
         client_id, secret = (
             env_secret(self._environ, auth.client_id_env),

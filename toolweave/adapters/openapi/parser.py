@@ -203,5 +203,14 @@ def _security_schemes(doc: dict[str, Any], v2: bool) -> dict[str, dict[str, Any]
             token_urls += [f["tokenUrl"] for f in flows.values() if isinstance(f, dict) and f.get("tokenUrl")]
         if token_urls:
             entry["token_urls"] = [str(u) for u in token_urls]
+        granted = (
+            scheme.get("tokenUrl")
+            if v2 and scheme.get("flow") == "application"
+            else (flows.get("clientCredentials") or {}).get("tokenUrl")
+            if isinstance(flows, dict) and isinstance(flows.get("clientCredentials"), dict)
+            else None
+        )
+        if granted:  # where a gateway with `auth: {type: oauth2}` and no token_url asks for its token
+            entry["client_credentials_url"] = str(granted)
         out[str(name)] = entry
     return out
