@@ -2,7 +2,8 @@
 are typed Python functions that pydantic validates, leniently (``"3"`` is taken for an ``int``).
 
 A help desk: ``close_ticket`` closes a ticket of its own small table, ``set_alarm`` and ``tag_items``
-say back each argument with the Python type it arrived as, so a test can tell what reached the tool.
+say back each argument with the Python type it arrived as, so a test can tell what reached the tool;
+``export_report`` reports its progress page by page (``notifications/progress``).
 
 Usage: python typed.py (stdio); importing it gives ``app`` for an in-process client.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
 app = MCPServer("typed-test-upstream")
@@ -46,6 +48,15 @@ def set_alarm(hour: int, enabled: bool = True, minutes: float = 0.0, label: str 
 def tag_items(items: list[int], options: Options | None = None) -> dict[str, Any]:
     """Tag help-desk items by id, with optional tagging options."""
     return {**typed(items=items), "options": options.model_dump() if options else None}
+
+
+@app.tool()
+async def export_report(pages: int, ctx: Context) -> dict[str, Any]:
+    """Export the help-desk report page by page, telling the caller how far it has come."""
+    for page in range(1, pages + 1):
+        await ctx.report_progress(page, pages, f"page {page} of {pages}")
+        await anyio.sleep(0.02)
+    return {"pages": pages}
 
 
 if __name__ == "__main__":

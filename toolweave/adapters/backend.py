@@ -15,7 +15,7 @@ import mcp_types as types
 
 from toolweave.records import DependencyEdge, ToolRecord
 
-__all__ = ["Backend", "CallOptions", "Sampler", "StatusCallback", "ToolsCallback", "call_budget"]
+__all__ = ["Backend", "CallOptions", "Progress", "Sampler", "StatusCallback", "ToolsCallback", "call_budget"]
 
 ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
 """``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
@@ -25,6 +25,13 @@ StatusCallback = Callable[[str, bool], Awaitable[None]]
 
 Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
 """Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""
+
+
+class Progress(Protocol):
+    """Tells the downstream client how far a call has come: what the upstream reported with
+    ``notifications/progress`` (the SDK's ``ProgressFnT`` shape)."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 def call_budget(own_s: float | None, gateway_s: float) -> float:
@@ -47,6 +54,8 @@ class CallOptions(TypedDict, total=False):
     with."""
     sampler: Sampler | None
     """Answers the upstream's sampling requests during this call (None: the upstream cannot sample)."""
+    progress: Progress | None
+    """Passes the upstream's progress reports on to the client that asked for them (None: nobody asked)."""
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ from toolweave.manifest import Manifest
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.calls.audit import AuditLog
-from toolweave.server.calls.call_path import CallPath, observe_turn, sampler_for
+from toolweave.server.calls.call_path import CallPath, back_channel, observe_turn
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy, argument_errors
 from toolweave.server.fronts.auth import identity_of_request
@@ -336,16 +336,16 @@ class Gateway:
             session = await find_session()
             if (not_ready := await self._wait_ready(name)) is not None:
                 return not_ready
-            sampler = sampler_for(ctx) if ctx is not None else None
+            back = back_channel(ctx)
             if name == FIND_TOOLS:
                 result = await self._find_tools(session, arguments)
             elif name == CALL_TOOL:
                 arguments, result = meta_arguments(CALL_TOOL, arguments)
                 if result is None:
                     inner = arguments.get("arguments") or {}
-                    result = await self.calls.call(session, arguments["name"], inner, sampler)
+                    result = await self.calls.call(session, arguments["name"], inner, back)
             else:
-                result = await self.calls.call(session, name, arguments, sampler)
+                result = await self.calls.call(session, name, arguments, back)
             return result
         except Exception as exc:  # last line of defence: an error result, never a dead request
             log.exception("tools/call %s failed inside the gateway", name)

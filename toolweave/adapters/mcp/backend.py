@@ -436,7 +436,9 @@ class MCPBackend:
             )
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
         raw = self._raw
-        if raw is not None and sampler is None and raw.serves(modern):
+        progress = options.get("progress")
+        # the raw path sends no progress token and hears no sampling request: the SDK's path does both
+        if raw is not None and sampler is None and progress is None and raw.serves(modern):
             return await self._call_raw(
                 raw, client, upstream_tool, arguments, (deadline, timeout), label, modern
             )
@@ -446,7 +448,7 @@ class MCPBackend:
             self._samplers.append(sampler)
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-                result = await client.call_tool(upstream_tool, arguments)
+                result = await client.call_tool(upstream_tool, arguments, progress_callback=progress)
         except TimeoutError:
             self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
             return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")

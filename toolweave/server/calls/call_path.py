@@ -25,7 +25,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import Sampler
+from toolweave.adapters.backend import Progress, Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
 from toolweave.names import name_of, name_words
 from toolweave.records import ToolRecord
@@ -44,9 +44,30 @@ from toolweave.server.turns.names import NameMap
 from toolweave.server.turns.notify import WrittenReplies
 from toolweave.tracing import span
 
-__all__ = ["CallPath", "ProxiedCall", "observe_turn", "outcome", "sampler_for"]
+__all__ = [
+    "NO_BACK_CHANNEL",
+    "BackChannel",
+    "CallPath",
+    "ProxiedCall",
+    "back_channel",
+    "observe_turn",
+    "outcome",
+]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BackChannel:
+    """What a running call may pass back to the client that made it."""
+
+    sampler: Sampler | None = None
+    """Where the upstream's sampling requests go (``sampler_for``)."""
+    progress: Progress | None = None
+    """Where the upstream's progress reports go (``progress_for``)."""
+
+
+NO_BACK_CHANNEL = BackChannel()
 
 _MEANT_SHOWN = 5
 """At most this many tools a misspelt name may mean are named in its error."""
@@ -156,18 +177,19 @@ class CallPath:
         )
 
     async def call(
-        self, session: Session, name: str, arguments: Any, sampler: Sampler | None = None
+        self, session: Session, name: str, arguments: Any, back: BackChannel = NO_BACK_CHANNEL
     ) -> types.CallToolResult:
         """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result.
-        ``sampler``: where the upstream's sampling requests go (``sampler_for`` the client's request)."""
+        ``back``: where the upstream's sampling requests and progress go (``back_channel`` of the
+        client's request)."""
         with span("call", tool=name[:128], identity=session.identity) as current:
-            result = await self._call(session, name, arguments, sampler)
+            result = await self._call(session, name, arguments, back)
             if current is not None:
                 current.set_attribute("toolweave.outcome", outcome(result))
             return result
 
     async def _call(
-        self, session: Session, name: str, arguments: Any, sampler: Sampler | None
+        self, session: Session, name: str, arguments: Any, back: BackChannel
     ) -> types.CallToolResult:
         record = self.record_named(name)
         if record is None:
@@ -191,7 +213,9 @@ class CallPath:
         session.published.touch(record.id, turn)
         # the arguments as the tool gets them (a "5" read as 5): what the call teaches is about those
         arguments, refused = self.proxy.checked(record, arguments)
-        result = refused or await self.proxy.send(record, arguments, sampler=sampler)
+        result = refused or await self.proxy.send(
+            record, arguments, sampler=back.sampler, progress=back.progress
+        )
         if not (result.is_error or record.source in session.signed_in) and self._signs_in(record):
             session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
         await self.sessions.commit(session)
@@ -280,6 +304,23 @@ def observe_turn(
             )
     except Exception:  # bookkeeping must never fail the call
         log.exception("could not record metrics/audit for %s", name)
+
+
+def back_channel(ctx: ServerRequestContext[Any, Any] | None) -> BackChannel:
+    """The back channel of the client's request ``ctx`` (None: a front that answers the call itself and
+    serves no client that can sample, the stdio relay, which leaves requests asking for progress to
+    the SDK)."""
+    return BackChannel(sampler_for(ctx), progress_for(ctx)) if ctx is not None else NO_BACK_CHANNEL
+
+
+def progress_for(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """The client's request asked for progress (a ``progressToken`` in its ``_meta``): the upstream's
+    reports go to it, as this request's own ``notifications/progress``. None when it did not, so a call
+    nobody watches keeps the upstream's fast path."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    if meta.get("progress_token", meta.get("progressToken")) is None:
+        return None
+    return ctx.session.report_progress
 
 
 def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:

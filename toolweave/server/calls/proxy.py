@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from toolweave.adapters import plain_schema
-from toolweave.adapters.backend import Backend, Sampler, call_budget
+from toolweave.adapters.backend import Backend, Progress, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.server.calls.coerce import loosely_typed
@@ -125,11 +125,16 @@ class Proxy:
         return compiled
 
     async def call(
-        self, tool: ToolRecord, arguments: Any, *, sampler: Sampler | None = None
+        self,
+        tool: ToolRecord,
+        arguments: Any,
+        *,
+        sampler: Sampler | None = None,
+        progress: Progress | None = None,
     ) -> types.CallToolResult:
         """Check ``arguments``, then send them: ``checked`` and ``send`` in one."""
         sent, refused = self.checked(tool, arguments)
-        return refused or await self.send(tool, sent, sampler=sampler)
+        return refused or await self.send(tool, sent, sampler=sampler, progress=progress)
 
     def checked(self, tool: ToolRecord, arguments: Any) -> tuple[dict[str, Any], types.CallToolResult | None]:
         """The arguments ``tool`` is to get (loosely written values read as its schema types them,
@@ -166,7 +171,12 @@ class Proxy:
         return arguments, None
 
     async def send(
-        self, tool: ToolRecord, arguments: dict[str, Any], *, sampler: Sampler | None = None
+        self,
+        tool: ToolRecord,
+        arguments: dict[str, Any],
+        *,
+        sampler: Sampler | None = None,
+        progress: Progress | None = None,
     ) -> types.CallToolResult:
         """Send checked ``arguments`` to the backend that owns ``tool``, within the call's budget."""
         backend = self._backends.get(tool.source)
@@ -194,7 +204,9 @@ class Proxy:
                 async with asyncio.timeout(None) as block:
                     self._overdue.watch(block, loop_time() + budget + _TIMEOUT_MARGIN_S)
                     try:
-                        result = await backend.call(tool, dict(arguments), timeout_s=budget, sampler=sampler)
+                        result = await backend.call(
+                            tool, dict(arguments), timeout_s=budget, sampler=sampler, progress=progress
+                        )
                     finally:
                         self._overdue.forget(block)
         except TimeoutError:

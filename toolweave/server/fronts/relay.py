@@ -192,6 +192,7 @@ class CallRelay:
             or not isinstance(name, str)
             or name in _META_TOOLS
             or not (arguments is None or isinstance(arguments, dict))
+            or _asks_progress(params)  # the SDK's request context sends this request's progress
             or not self._gateway.served.is_ready()
             or not self._gateway.sessions.holds(client.session)
         ):
@@ -326,3 +327,8 @@ def _error(error: types.ErrorData) -> dict[str, Any]:
 
 def _line(message: dict[str, Any]) -> str:
     return _to_json(message) + "\n"
+
+
+def _asks_progress(params: dict[str, Any]) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and meta.get("progressToken") is not None

@@ -1,9 +1,11 @@
-"""Arguments written loosely reach a pydantic upstream as it would have read them: `toolweave serve` in
-front of a real ``MCPServer`` upstream (tests/upstreams/typed.py), in both protocol eras.
+"""`toolweave serve` in front of a real pydantic-typed ``MCPServer`` upstream (tests/upstreams/typed.py).
 
-The upstream alone takes ``"3"`` for an integer, ``"false"`` for a boolean and a list sent as JSON text;
-the gateway used to refuse all three with ``invalid_arguments``, so a call that works without it failed
-through it. What cannot be read as the schema's type is still refused, and reaches no tool."""
+Arguments written loosely reach the upstream as it would have read them, in both protocol eras: the
+upstream alone takes ``"3"`` for an integer, ``"false"`` for a boolean and a list sent as JSON text; the
+gateway used to refuse all three with ``invalid_arguments``, so a call that works without it failed
+through it. What cannot be read as the schema's type is still refused, and reaches no tool.
+
+An upstream's progress reports reach the client that asked for them, over streamable HTTP and stdio."""
 
 from __future__ import annotations
 
@@ -14,16 +16,18 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from tests.results import call_through
 from tests.upstreams import typed
 
-from .conftest import UPSTREAMS, start_http_gateway, stop, until_callable
+from .conftest import TOOLWEAVE, UPSTREAMS, gateway_env, start_http_gateway, stop, until_callable
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
 CLOSE, ALARM, TAG = "desk__close_ticket", "desk__set_alarm", "desk__tag_items"
+EXPORT = "desk__export_report"
 
 
 def answer_of(result: types.CallToolResult) -> dict[str, Any]:
@@ -93,3 +97,45 @@ async def test_loosely_typed_arguments_reach_a_pydantic_upstream(tmp_path: Path)
         assert state["tickets"] == {"1": "open", "2": "closed", "3": "closed", "4": "closed"}
     finally:
         stop(gateway.proc)
+
+
+async def test_an_upstreams_progress_reaches_the_client_that_asked_for_it(tmp_path: Path) -> None:
+    """``notifications/progress`` of a proxied call reach the caller that gave a progress token, over
+    streamable HTTP (both eras) and stdio (where such a call leaves the relay for the SDK's path)."""
+    manifest = tmp_path / "gw.yaml"
+    manifest.write_text(
+        f"servers:\n  desk:\n    command: {sys.executable}\n    args: [{UPSTREAMS / 'typed.py'}]\n",
+        encoding="utf-8",
+    )
+    registry = tmp_path / "registry"
+
+    async def exported(client: Client) -> list[tuple[float, float | None, str | None]]:
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def heard(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        # first a call nobody watches (on stdio the relay serves such calls once the session is known)
+        assert answer_of(await client.call_tool(EXPORT, {"pages": 2})) == {"pages": 2}
+        answer = await client.call_tool(EXPORT, {"pages": 3}, progress_callback=heard)
+        assert answer_of(answer) == {"pages": 3}
+        return seen
+
+    expected = [(1.0, 3.0, "page 1 of 3"), (2.0, 3.0, "page 2 of 3"), (3.0, 3.0, "page 3 of 3")]
+    gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
+    try:
+        await until_callable(gateway.url, EXPORT, 60)
+        for mode in ("legacy", "auto"):
+            async with Client(gateway.url, mode=mode) as client:
+                assert await exported(client) == expected, mode
+    finally:
+        stop(gateway.proc)
+    params = StdioServerParameters(
+        command=TOOLWEAVE,
+        args=["serve", "--manifest", str(manifest), "--registry", str(registry)],
+        env=gateway_env(),
+    )
+    with (tmp_path / "stdio.log").open("w") as errlog:
+        for mode in ("legacy", "auto"):
+            async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
+                assert await exported(client) == expected, mode
