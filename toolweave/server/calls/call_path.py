@@ -307,9 +307,9 @@ def observe_turn(
 
 
 def back_channel(ctx: ServerRequestContext[Any, Any] | None) -> BackChannel:
-    """The back channel of the client's request ``ctx`` (None: a front that answers the call itself and
-    serves no client that can sample, the stdio relay, which leaves requests asking for progress to
-    the SDK)."""
+    """The back channel of the client's request ``ctx``; none for a call served without the SDK's
+    request context (the stdio relay: it serves no client that can sample, and leaves requests that
+    ask for progress to the SDK)."""
     return BackChannel(sampler_for(ctx), progress_for(ctx)) if ctx is not None else NO_BACK_CHANNEL
 
 
