@@ -110,6 +110,10 @@ def test_only_a_plain_find_tools_is_answered_from_the_table() -> None:
     assert plain({"name": "find_tools", "arguments": {"query": "time", "detail": True}}) is None
     assert plain({"name": "find_tools", "arguments": {"query": " "}}) is None
     assert plain({"name": "find_tools", "arguments": {"query": "time", "k": 0}}) is None
+    # a k written as text is read as the gateway reads it: the first answer still comes from the table
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": " 3 "}}) == ("time", 3)
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": "three"}}) is None
+    assert plain({"name": "find_tools", "arguments": {"query": "time", "k": "99"}}) is None
     assert plain({"name": "call_tool", "arguments": {"name": "x"}}) is None
 
 

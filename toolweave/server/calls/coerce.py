@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["loosely_typed"]
+__all__ = ["integer_text", "loosely_typed"]
 
 _MAX_DEPTH = 32
 _INTEGER = re.compile(r"[+-]?[0-9]{1,300}")
@@ -154,14 +154,18 @@ class _Reader:
 _UNREAD = object()
 
 
+def integer_text(text: str) -> int | None:
+    """``text`` read as an integer when it is exactly one (``" 12 "``, ``"-3"``), else None."""
+    stripped = text.strip()
+    return int(stripped) if _INTEGER.fullmatch(stripped) else None
+
+
 def _read(text: str, kind: str) -> Any:
     """``text`` as a value of JSON type ``kind``, or ``_UNREAD`` when it is not exactly one."""
     stripped = text.strip()
-    if kind == "integer" and _INTEGER.fullmatch(stripped):
-        return int(stripped)
+    if kind in ("integer", "number") and (whole := integer_text(stripped)) is not None:
+        return whole
     if kind == "number":
-        if _INTEGER.fullmatch(stripped):
-            return int(stripped)
         if "_" in stripped:  # Python's float() reads "1_000"; JSON and pydantic do not
             return _UNREAD
         try:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolweave.names import stem
+from toolweave.server.calls.coerce import integer_text
 from toolweave.server.fronts.handshake import MAX_K
 
 if TYPE_CHECKING:
@@ -361,6 +362,10 @@ def plain_find_query(params: object) -> tuple[str, int | None] | None:
     query, k = arguments.get("query"), arguments.get("k")
     if type(query) is not str or not query.strip() or len(query) > MAX_QUERY_CHARS:
         return None
+    if type(k) is str:  # "3": read as the gateway reads a loosely written integer (coerce.py)
+        k = integer_text(k)
+        if k is None:
+            return None
     if k is not None and not (type(k) is int and 1 <= k <= MAX_K):
         return None
     return query.strip(), k
