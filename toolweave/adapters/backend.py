@@ -8,14 +8,25 @@ declares everything the server reads of a backend.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
+import anyio
 import mcp_types as types
 
 from toolweave.records import DependencyEdge, ToolRecord
 
-__all__ = ["Backend", "CallOptions", "Progress", "Sampler", "StatusCallback", "ToolsCallback", "call_budget"]
+__all__ = [
+    "Backend",
+    "CallOptions",
+    "Progress",
+    "ProgressInOrder",
+    "Sampler",
+    "StatusCallback",
+    "ToolsCallback",
+    "call_budget",
+]
 
 ToolsCallback = Callable[[str, Sequence[ToolRecord], Sequence[DependencyEdge]], Awaitable[None]]
 """``await on_tools(source, tools, edges)``: the backend's complete, current tool list (all pages)."""
@@ -32,6 +43,33 @@ class Progress(Protocol):
     ``notifications/progress`` (the SDK's ``ProgressFnT`` shape)."""
 
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
+class ProgressInOrder:
+    """``progress`` that a call's answer does not overtake. The SDK client runs each progress callback
+    as a task of its own, so the answer could reach the client before the upstream's last report (which
+    the client then drops, its request being done); the backend awaits ``settled`` before it answers."""
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._running = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self._running += 1
+        self._idle.clear()
+        try:
+            await self._progress(progress, total, message)
+        finally:
+            self._running -= 1
+            if not self._running:
+                self._idle.set()
+
+    async def settled(self, within_s: float = 1.0) -> None:
+        """Until every report already being passed on has gone (at most ``within_s``)."""
+        with anyio.move_on_after(within_s):
+            await self._idle.wait()
 
 
 def call_budget(own_s: float | None, gateway_s: float) -> float:

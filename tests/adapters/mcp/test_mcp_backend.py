@@ -16,7 +16,7 @@ import pytest
 from tests.adapters.mcp.mcp_harness import DYNAMIC, SILENT, HttpUpstream, running
 from toolweave.adapters.backend import Backend
 from toolweave.adapters.mcp import MCPBackend
-from toolweave.adapters.mcp.backend import stdio_environment
+from toolweave.adapters.mcp.config import stdio_environment
 from toolweave.manifest import HttpServer, SseServer, StdioServer
 from toolweave.records import ToolRecord
 

@@ -44,11 +44,9 @@ import contextvars
 import logging
 import math
 import os
-import sys
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
-from pathlib import Path
 from typing import Any, Unpack
 
 import anyio
@@ -61,8 +59,15 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import CallOptions, Sampler, StatusCallback, ToolsCallback, call_budget
-from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer
+from toolweave.adapters.backend import (
+    CallOptions,
+    ProgressInOrder,
+    Sampler,
+    StatusCallback,
+    ToolsCallback,
+    call_budget,
+)
+from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer, stdio_environment
 from toolweave.adapters.mcp.convert import tools_to_records
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
 from toolweave.adapters.mcp.transports import bounded_stdio_client, capped_http_client
@@ -72,7 +77,7 @@ from toolweave.errors import ConfigError, UpstreamTimeout
 from toolweave.records import ToolRecord
 from toolweave.redaction import unexpand
 
-__all__ = ["MCPBackend", "StatusCallback", "stdio_environment"]
+__all__ = ["MCPBackend", "StatusCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +441,7 @@ class MCPBackend:
             )
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
         raw = self._raw
-        progress = options.get("progress")
+        progress = ProgressInOrder(given) if (given := options.get("progress")) is not None else None
         # the raw path sends no progress token and hears no sampling request: the SDK's path does both
         if raw is not None and sampler is None and progress is None and raw.serves(modern):
             return await self._call_raw(
@@ -473,6 +478,8 @@ class MCPBackend:
             _sampler.reset(token)
             if sampler is not None:
                 self._samplers.remove(sampler)
+        if progress is not None:
+            await progress.settled()
         return result
 
     async def _call_raw(
@@ -581,17 +588,3 @@ def records_without_values(
     if not found:
         return records
     return [ToolRecord.model_validate(unexpand(r.model_dump(), found)) for r in records]
-
-
-def stdio_environment(env: Mapping[str, str], path: str) -> dict[str, str]:
-    """The extra environment of a stdio upstream: its entry's ``env`` over a PATH (``path``, ours) that
-    starts with this interpreter's bin directory.
-
-    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv those
-    would resolve to the system's, which lacks the servers installed next to toolweave. The spawn looks
-    the command up on the child's PATH, so only the child's environment changes, never the gateway's.
-    """
-    bin_dir = str(Path(sys.executable).parent)
-    if path.split(os.pathsep)[0] != bin_dir:
-        path = os.pathsep.join([bin_dir, path]) if path else bin_dir
-    return {"PATH": path, **env}

@@ -9,6 +9,7 @@ manifest's folder, passed as validation context by the manifest loader.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Self
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from toolweave.config_values import base_dir, interpolate_tree, resolve_path
 
-__all__ = ["HttpServer", "ServerConfig", "SseServer", "StdioServer"]
+__all__ = ["HttpServer", "ServerConfig", "SseServer", "StdioServer", "stdio_environment"]
 
 
 class _ServerBase(BaseModel):
@@ -111,3 +112,17 @@ class SseServer(_ServerBase):
 
 
 ServerConfig = Annotated[StdioServer | HttpServer | SseServer, Field(discriminator="transport")]
+
+
+def stdio_environment(env: Mapping[str, str], path: str) -> dict[str, str]:
+    """The extra environment of a stdio upstream: its entry's ``env`` over a PATH (``path``, ours) that
+    starts with this interpreter's bin directory.
+
+    A manifest says ``command: python`` or ``command: mcp-server-time``; without an activated venv those
+    would resolve to the system's, which lacks the servers installed next to toolweave. The spawn looks
+    the command up on the child's PATH, so only the child's environment changes, never the gateway's.
+    """
+    bin_dir = str(Path(sys.executable).parent)
+    if path.split(os.pathsep)[0] != bin_dir:
+        path = os.pathsep.join([bin_dir, path]) if path else bin_dir
+    return {"PATH": path, **env}
