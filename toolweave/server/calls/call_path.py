@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -317,10 +318,8 @@ def progress_for(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
     """The client's request asked for progress (a ``progressToken`` in its ``_meta``): the upstream's
     reports go to it, as this request's own ``notifications/progress``. None when it did not, so a call
     nobody watches keeps the upstream's fast path."""
-    meta: Mapping[str, Any] = ctx.meta or {}
-    if meta.get("progress_token", meta.get("progressToken")) is None:
-        return None
-    return ctx.session.report_progress
+    # the SDK's own reading of the token: report_progress sends nothing without one
+    return ctx.session.report_progress if progress_token_from_params(ctx.params) is not None else None
 
 
 def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:

@@ -49,6 +49,7 @@ import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.methods import serialize_server_result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -192,7 +193,7 @@ class CallRelay:
             or not isinstance(name, str)
             or name in _META_TOOLS
             or not (arguments is None or isinstance(arguments, dict))
-            or _asks_progress(params)  # the SDK's request context sends this request's progress
+            or progress_token_from_params(params) is not None  # the SDK's context sends its progress
             or not self._gateway.served.is_ready()
             or not self._gateway.sessions.holds(client.session)
         ):
@@ -327,8 +328,3 @@ def _error(error: types.ErrorData) -> dict[str, Any]:
 
 def _line(message: dict[str, Any]) -> str:
     return _to_json(message) + "\n"
-
-
-def _asks_progress(params: dict[str, Any]) -> bool:
-    meta = params.get("_meta")
-    return isinstance(meta, dict) and meta.get("progressToken") is not None
