@@ -4,7 +4,9 @@ Tools: ``echo`` (text back), ``add_tool`` (adds a tool at run time and announces
 to both protocol eras), ``slow`` (sleeps ``seconds``), ``crash`` (the process exits mid-call),
 ``big`` (returns ``size`` characters), ``fail`` (answers ``is_error``), ``pid``, ``ask_llm`` (asks the
 client's LLM through sampling: handshake era via ``create_message``, 2026 era via
-``InputRequiredResult``). ``tools/list`` pages three tools at a time so clients must follow cursors.
+``InputRequiredResult``), ``confirm`` (asks the client's user through elicitation, a form or, given
+``url``, a URL to open; both eras likewise). ``tools/list`` pages three tools at a time so clients must
+follow cursors.
 
 Usage: python dynamic.py stdio | http PORT | sse PORT   (http: env REQUIRE_BEARER=token demands that token)
 """
@@ -20,6 +22,7 @@ import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.message import ServerMessageMetadata
 
 PAGE = 3
 MODERN = "2026-07-28"
@@ -64,6 +67,11 @@ class DynamicServer:
         self.add("fail", "Always answers with an error result.", {"type": "object"})
         self.add("ask_llm", "Ask the client's LLM a question.", text)
         self.add("pid", "The server's process id (tests kill it from outside).", {"type": "object"})
+        self.add(
+            "confirm",
+            "Ask the user to confirm `what` (or to open `url`).",
+            {"type": "object", "properties": {"what": {"type": "string"}, "url": {"type": "string"}}},
+        )
 
     def add(self, name: str, desc: str, schema: dict[str, Any], title: str | None = None) -> None:
         self.tools[name] = types.Tool(
@@ -129,6 +137,8 @@ class DynamicServer:
             return text(str(os.getpid()))
         if name == "ask_llm":
             return await self.ask(ctx, params, str(args.get("text", "")))
+        if name == "confirm":
+            return await self.confirm(ctx, params, str(args.get("what", "")), args.get("url"))
         if name in self.tools:
             return text(f"{name} ran")
         return text(f"unknown tool {name}", error=True)
@@ -151,6 +161,34 @@ class DynamicServer:
         content = answer.content
         assert isinstance(content, types.TextContent), content
         return types.CallToolResult(content=[types.TextContent(text=f"llm said: {content.text}")])
+
+    async def confirm(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, what: str, url: Any
+    ) -> Any:
+        message = f"Really {what}?"
+        schema: types.ElicitRequestedSchema = {
+            "type": "object",
+            "properties": {"sure": {"type": "boolean"}},
+            "required": ["sure"],
+        }
+        asked: types.ElicitRequestParams = (
+            types.ElicitRequestURLParams(message=message, url=str(url), elicitation_id="e1")
+            if url
+            else types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        )
+        if ctx.protocol_version != MODERN:
+            answer: Any = await ctx.session.send_request(
+                types.ElicitRequest(params=asked),
+                types.ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+        else:
+            answer = (params.input_responses or {}).get("sure")
+            if answer is None:
+                request = types.ElicitRequest(params=asked)
+                return types.InputRequiredResult(input_requests={"sure": request}, request_state="asked")
+        assert isinstance(answer, types.ElicitResult), answer
+        return types.CallToolResult(content=[types.TextContent(text=f"{answer.action}: {answer.content}")])
 
 
 def require_bearer(app: Any, token: str) -> Any:

@@ -20,6 +20,7 @@ from toolweave.records import DependencyEdge, ToolRecord
 __all__ = [
     "Backend",
     "CallOptions",
+    "Elicitor",
     "Progress",
     "ProgressInOrder",
     "Sampler",
@@ -36,6 +37,10 @@ StatusCallback = Callable[[str, bool], Awaitable[None]]
 
 Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
 """Asks the downstream client's LLM (sampling/createMessage) on behalf of an upstream, during a call."""
+
+Elicitor = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]]
+"""Asks the downstream client's user (elicitation/create: a form, or a URL to open) on behalf of an
+upstream, during a call."""
 
 
 class Progress(Protocol):
@@ -92,6 +97,8 @@ class CallOptions(TypedDict, total=False):
     with."""
     sampler: Sampler | None
     """Answers the upstream's sampling requests during this call (None: the upstream cannot sample)."""
+    elicitor: Elicitor | None
+    """Answers the upstream's elicitation requests during this call (None: the client cannot be asked)."""
     progress: Progress | None
     """Passes the upstream's progress reports on to the client that asked for them (None: nobody asked)."""
 

@@ -37,7 +37,8 @@ from toolweave.manifest import Manifest
 from toolweave.policy import Policy
 from toolweave.records import ToolRecord
 from toolweave.server.calls.audit import AuditLog
-from toolweave.server.calls.call_path import CallPath, back_channel, observe_turn
+from toolweave.server.calls.back_channel import back_channel
+from toolweave.server.calls.call_path import CallPath, observe_turn
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy, argument_errors
 from toolweave.server.fronts.auth import identity_of_request
@@ -327,7 +328,7 @@ class Gateway:
     ) -> types.CallToolResult:
         """One ``tools/call`` turn, as the SDK's handler and the stdio relay (``server/fronts/relay.py``)
         serve it: ``find_session`` resolves the caller's session, ``ctx`` (None on the relay, which serves no
-        client that can be asked for sampling) the request upstream sampling is forwarded to."""
+        client that can be asked) the request whose client the upstream's requests are forwarded to."""
         started = time.perf_counter()
         session: Session | None = None
         arguments = arguments if arguments is not None else {}

@@ -22,7 +22,7 @@ from toolweave.records import ToolRecord
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 
-DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "crash", "echo", "fail", "pid", "slow"]
+DYNAMIC_TOOLS = ["add_tool", "ask_llm", "big", "confirm", "crash", "echo", "fail", "pid", "slow"]
 
 
 def stdio(*args: str, protocol: str = "auto", command: str = sys.executable) -> StdioServer:
@@ -41,6 +41,12 @@ async def fake_llm(params: types.CreateMessageRequestParams) -> types.CreateMess
     )
 
 
+async def fake_user(params: types.ElicitRequestParams) -> types.ElicitResult:
+    assert isinstance(params, types.ElicitRequestFormParams), params
+    assert params.message == "Really delete?" and params.requested_schema["required"] == ["sure"]
+    return types.ElicitResult(action="accept", content={"sure": True})
+
+
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_stdio_upstream_lifecycle(protocol: str) -> None:
     """List (all pages), call, list_changed, sampling, errors, timeout, crash and reconnect — one era each."""
@@ -48,7 +54,7 @@ async def test_stdio_upstream_lifecycle(protocol: str) -> None:
     assert isinstance(backend, Backend)
     async with running(backend) as h:
         await h.wait(lambda: backend.available and bool(h.reports))
-        # The upstream pages 3 tools at a time: all 8 arrive in one report.
+        # The upstream pages 3 tools at a time: all 9 arrive in one report.
         assert h.names == DYNAMIC_TOOLS
         assert h.statuses == [True]
         assert backend.protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
@@ -69,6 +75,12 @@ async def test_stdio_upstream_lifecycle(protocol: str) -> None:
         assert text(result) == "llm said: answer to why"
         result = await backend.call(ask, {"text": "why"}, timeout_s=10)
         assert result.is_error and "sampling not supported by the client" in text(result)
+        # Elicitation likewise: the call's own elicitor asks the user.
+        confirm = h.tool("confirm")
+        result = await backend.call(confirm, {"what": "delete"}, timeout_s=10, elicitor=fake_user)
+        assert text(result) == "accept: {'sure': True}"
+        result = await backend.call(confirm, {"what": "delete"}, timeout_s=10, sampler=fake_llm)
+        assert result.is_error and "elicitation not supported by the client" in text(result)
 
         result = await backend.call(h.tool("fail"), {}, timeout_s=10)
         assert result.is_error and text(result) == "it failed on purpose"
@@ -102,6 +114,26 @@ async def test_stdio_upstream_lifecycle(protocol: str) -> None:
         await h.wait(lambda: h.statuses[-1] is False, what="idle loss noticed")
         await h.wait(lambda: backend.available, what="second reconnect")
         assert int(text(await backend.call(h.tool("pid"), {}, timeout_s=10))) != pid
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_an_upstream_entry_without_elicitation_never_asks_the_client(protocol: str) -> None:
+    """``elicitation: false``: the upstream is told the client cannot be asked, whoever calls."""
+    asked: list[types.ElicitRequestParams] = []
+
+    async def recording_user(params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"sure": True})
+
+    config = stdio(DYNAMIC, "stdio", protocol=protocol).model_copy(update={"elicitation": False})
+    backend = MCPBackend("dyn", config, connect_timeout_s=15)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available and bool(h.reports))
+        result = await backend.call(
+            h.tool("confirm"), {"what": "delete"}, timeout_s=10, elicitor=recording_user
+        )
+        assert result.is_error and "elicitation not supported" in text(result).lower()
+        assert asked == []
 
 
 async def test_mcp_server_time_over_stdio() -> None:

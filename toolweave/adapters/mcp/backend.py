@@ -30,17 +30,16 @@ Losing an upstream (process exit, failed probe, connection error in a call) make
 False and awaits ``on_status(name, False)`` so the server can stop publishing that source; when it is
 back, tools are re-listed and reported, then ``on_status(name, True)``.
 
-Sampling: an upstream's ``sampling/createMessage`` (handshake era) or ``InputRequiredResult``
-(2026 era, driven by ``Client.call_tool``) is answered by the ``sampler`` of the call in progress:
-the call's own in the 2026 era (same task), the most recent call's with a sampler in the handshake
-era (the request arrives on the session's receive task). Without one, the upstream gets
-``ErrorData("sampling not supported by the client")``. Elicitation and roots are not forwarded.
+Sampling and elicitation: an upstream's ``sampling/createMessage`` or ``elicitation/create``
+(handshake era) or ``InputRequiredResult`` (2026 era, driven by ``Client.call_tool``) is answered by the
+``sampler`` or ``elicitor`` of the call in progress (``asks.py``). Without one, the upstream gets an
+error saying the client cannot. Elicitation is declared to the upstream unless its entry says
+``elicitation: false``. Roots are not forwarded: one upstream session serves clients of many roots.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import math
 import os
@@ -62,11 +61,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolweave.adapters.backend import (
     CallOptions,
     ProgressInOrder,
-    Sampler,
     StatusCallback,
     ToolsCallback,
     call_budget,
 )
+from toolweave.adapters.mcp.asks import ClientAsks, asks_client
 from toolweave.adapters.mcp.config import HttpServer, SseServer, StdioServer, stdio_environment
 from toolweave.adapters.mcp.convert import tools_to_records
 from toolweave.adapters.mcp.raw import RawCalls, UpstreamClosed
@@ -85,7 +84,16 @@ log = logging.getLogger(__name__)
 MAX_PAGES = 1000
 """A paginator that never ends must not hang the gateway."""
 
-_sampler: contextvars.ContextVar[Sampler | None] = contextvars.ContextVar("toolweave_sampler", default=None)
+
+def _asked(body: dict[str, Any]) -> str:
+    """What an ``input_required`` answer asks the client for, as its error names it."""
+    requests = body.get("inputRequests")
+    methods = (
+        {r.get("method") for r in requests.values() if isinstance(r, dict)}
+        if isinstance(requests, dict)
+        else set()
+    )
+    return "elicitation" if methods == {"elicitation/create"} else "sampling"
 
 
 class MCPBackend:
@@ -160,7 +168,7 @@ class MCPBackend:
         self._lost: anyio.Event | None = None
         self._lost_reason = ""
         self._refresh_send: MemoryObjectSendStream[None] | None = None
-        self._samplers: list[Sampler] = []
+        self._asks = ClientAsks(name)
         self._connected_at: float | None = None
         self._raw: RawCalls | None = None
 
@@ -212,7 +220,8 @@ class MCPBackend:
             target,
             mode=self.config.protocol,
             message_handler=self._on_message,
-            sampling_callback=self._on_sampling,
+            sampling_callback=self._asks.sample,
+            elicitation_callback=self._asks.elicit if self.config.elicitation else None,
         )
         # A scope with a deadline, relaxed once connected: a cancel scope cannot end while the
         # Client's task groups (entered inside it) are still open, so `fail_after` around
@@ -432,7 +441,6 @@ class MCPBackend:
         # each got the full budget, and a 5 s call on an upstream coming back took 10 s)
         # the running loop's clock is anyio's on its asyncio backend, without asking sniffio which runs
         deadline = asyncio.get_running_loop().time() + timeout
-        sampler = options.get("sampler")
         label = f"upstream {self.name!r}, tool {upstream_tool!r}"
         client = await self._wait_client(min(self.connect_timeout_s, timeout))
         if client is None:
@@ -442,17 +450,14 @@ class MCPBackend:
         modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
         raw = self._raw
         progress = ProgressInOrder(given) if (given := options.get("progress")) is not None else None
-        # the raw path sends no progress token and hears no sampling request: the SDK's path does both
-        if raw is not None and sampler is None and progress is None and raw.serves(modern):
+        # the raw path sends no progress token and hears no request to the client: the SDK's path does
+        if raw is not None and progress is None and not asks_client(options) and raw.serves(modern):
             return await self._call_raw(
                 raw, client, upstream_tool, arguments, (deadline, timeout), label, modern
             )
         cuts = self._cuts
-        token = _sampler.set(sampler)
-        if sampler is not None:
-            self._samplers.append(sampler)
         try:
-            with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
+            with self._asks.during(options), anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
                 result = await client.call_tool(upstream_tool, arguments, progress_callback=progress)
         except TimeoutError:
             self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
@@ -474,10 +479,6 @@ class MCPBackend:
         except Exception as exc:  # SDK/transport errors vary: one error result
             self._request_refresh()  # a failure of the re-list marks the upstream lost
             return tool_error_result("upstream_error", f"{label}: call failed: {self._describe(exc)}")
-        finally:
-            _sampler.reset(token)
-            if sampler is not None:
-                self._samplers.remove(sampler)
         if progress is not None:
             await progress.settled()
         return result
@@ -517,8 +518,10 @@ class MCPBackend:
         body = answer["result"]
         try:
             if isinstance(body, dict) and body.get("resultType") == "input_required":
-                # the SDK client would ask its sampling callback, which has no sampler for this call
-                raise MCPError(code=types.INVALID_REQUEST, message="sampling not supported by the client")
+                # the SDK client would ask its callbacks, which have no answerer for this call
+                raise MCPError(
+                    code=types.INVALID_REQUEST, message=f"{_asked(body)} not supported by the client"
+                )
             result = types.CallToolResult.model_validate(body, by_name=False)
             # the output-schema check ``Client.call_tool`` makes (a plain schema's quick check first)
             if not result.is_error and not raw.quick_valid(client.session, tool, result):
@@ -538,18 +541,6 @@ class MCPBackend:
                     self._changed = anyio.Event()
                 await self._changed.wait()
         return self._client if self._available else None
-
-    async def _on_sampling(
-        self, context: Any, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        sampler = _sampler.get() or (self._samplers[-1] if self._samplers else None)
-        if sampler is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling not supported by the client")
-        try:
-            return await sampler(params)
-        except Exception as exc:  # a client's failure must not cost the upstream
-            log.warning("upstream %r: sampling through the client failed: %s", self.name, exc)
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
 
     def _describe(self, exc: BaseException) -> str:
         """A one-line reason naming what failed, for logs and is_error results."""

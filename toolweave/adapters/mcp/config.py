@@ -30,6 +30,11 @@ class _ServerBase(BaseModel):
     protocol: Literal["auto", "legacy"] = Field(
         "auto", description="`auto` tries the 2026 protocol and falls back; `legacy` forces the handshake."
     )
+    elicitation: bool = Field(
+        True,
+        description="Tell the upstream it may ask the user for input (elicitation), passed on to the "
+        "client of the call; false: it is told the client cannot, as a client without elicitation is.",
+    )
 
     def interpolated(self, environ: Mapping[str, str] | None = None) -> Self:
         """A copy with ``${VAR}`` resolved. Holds secrets: build the transport with it, never log it."""

@@ -22,17 +22,14 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
-from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
-from mcp.shared.message import ServerMessageMetadata
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolweave.adapters.backend import Progress, Sampler
 from toolweave.call_errors import ECHO_NAME_CHARS, echo_name, tool_error_result
 from toolweave.names import name_of, name_words
 from toolweave.records import ToolRecord
 from toolweave.retrieval.credentials import signs_in
 from toolweave.server.calls.after_reply import AfterReply
 from toolweave.server.calls.audit import AuditLog
+from toolweave.server.calls.back_channel import NO_BACK_CHANNEL, BackChannel
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy
 from toolweave.server.calls.traffic import TrafficObserver
@@ -47,28 +44,14 @@ from toolweave.tracing import span
 
 __all__ = [
     "NO_BACK_CHANNEL",
-    "BackChannel",
     "CallPath",
     "ProxiedCall",
-    "back_channel",
     "observe_turn",
     "outcome",
 ]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class BackChannel:
-    """What a running call may pass back to the client that made it."""
-
-    sampler: Sampler | None = None
-    """Where the upstream's sampling requests go (``sampler_for``)."""
-    progress: Progress | None = None
-    """Where the upstream's progress reports go (``progress_for``)."""
-
-
-NO_BACK_CHANNEL = BackChannel()
 
 _MEANT_SHOWN = 5
 """At most this many tools a misspelt name may mean are named in its error."""
@@ -181,7 +164,7 @@ class CallPath:
         self, session: Session, name: str, arguments: Any, back: BackChannel = NO_BACK_CHANNEL
     ) -> types.CallToolResult:
         """Call the tool ``name`` with ``arguments`` for ``session``; every failure is an error result.
-        ``back``: where the upstream's sampling requests and progress go (``back_channel`` of the
+        ``back``: where the upstream's progress and requests to the client go (``back_channel`` of the
         client's request)."""
         with span("call", tool=name[:128], identity=session.identity) as current:
             result = await self._call(session, name, arguments, back)
@@ -215,7 +198,7 @@ class CallPath:
         # the arguments as the tool gets them (a "5" read as 5): what the call teaches is about those
         arguments, refused = self.proxy.checked(record, arguments)
         result = refused or await self.proxy.send(
-            record, arguments, sampler=back.sampler, progress=back.progress
+            record, arguments, sampler=back.sampler, elicitor=back.elicitor, progress=back.progress
         )
         if not (result.is_error or record.source in session.signed_in) and self._signs_in(record):
             session.signed_in.add(record.source)  # its logins are behind it (committed with the turn)
@@ -305,48 +288,3 @@ def observe_turn(
             )
     except Exception:  # bookkeeping must never fail the call
         log.exception("could not record metrics/audit for %s", name)
-
-
-def back_channel(ctx: ServerRequestContext[Any, Any] | None) -> BackChannel:
-    """The back channel of the client's request ``ctx``; none for a call served without the SDK's
-    request context (the stdio relay: it serves no client that can sample, and leaves requests that
-    ask for progress to the SDK)."""
-    return BackChannel(sampler_for(ctx), progress_for(ctx)) if ctx is not None else NO_BACK_CHANNEL
-
-
-def progress_for(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
-    """The client's request asked for progress (a ``progressToken`` in its ``_meta``): the upstream's
-    reports go to it, as this request's own ``notifications/progress``. None when it did not, so a call
-    nobody watches keeps the upstream's fast path."""
-    # the SDK's own reading of the token: report_progress sends nothing without one
-    return ctx.session.report_progress if progress_token_from_params(ctx.params) is not None else None
-
-
-def sampler_for(ctx: ServerRequestContext[Any, Any]) -> Sampler | None:
-    """Forward upstream sampling to this client, when it is a handshake-era client that declared sampling.
-
-    2026-era clients cannot receive server requests (sampling travels as ``InputRequiredResult``
-    there, which the Backend protocol does not carry), so their upstreams see no sampler.
-    """
-    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-        return None
-    session = ctx.session
-    caps = session.client_capabilities
-    if caps is None or caps.sampling is None:
-        return None
-
-    async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult | types.ErrorData:
-        # The upstream's request as it is, minus its `_meta` (meant for the upstream's own link) and tool
-        # use (the client's sampling.tools capability is not checked here).
-        forwarded = params.model_copy(update={"meta": None, "tools": None, "tool_choice": None})
-        try:
-            result = await session.send_request(
-                types.CreateMessageRequest(params=forwarded),
-                types.CreateMessageResult,
-                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
-            )
-        except Exception as exc:  # the client refused or failed: tell the upstream, keep going
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"client sampling failed: {exc}")
-        return result
-
-    return sample

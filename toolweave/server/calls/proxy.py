@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from toolweave.adapters import plain_schema
-from toolweave.adapters.backend import Backend, Progress, Sampler, call_budget
+from toolweave.adapters.backend import Backend, Elicitor, Progress, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.server.calls.coerce import loosely_typed
@@ -130,11 +130,12 @@ class Proxy:
         arguments: Any,
         *,
         sampler: Sampler | None = None,
+        elicitor: Elicitor | None = None,
         progress: Progress | None = None,
     ) -> types.CallToolResult:
         """Check ``arguments``, then send them: ``checked`` and ``send`` in one."""
         sent, refused = self.checked(tool, arguments)
-        return refused or await self.send(tool, sent, sampler=sampler, progress=progress)
+        return refused or await self.send(tool, sent, sampler=sampler, elicitor=elicitor, progress=progress)
 
     def checked(self, tool: ToolRecord, arguments: Any) -> tuple[dict[str, Any], types.CallToolResult | None]:
         """The arguments ``tool`` is to get (loosely written values read as its schema types them,
@@ -176,6 +177,7 @@ class Proxy:
         arguments: dict[str, Any],
         *,
         sampler: Sampler | None = None,
+        elicitor: Elicitor | None = None,
         progress: Progress | None = None,
     ) -> types.CallToolResult:
         """Send checked ``arguments`` to the backend that owns ``tool``, within the call's budget."""
@@ -205,7 +207,12 @@ class Proxy:
                     self._overdue.watch(block, loop_time() + budget + _TIMEOUT_MARGIN_S)
                     try:
                         result = await backend.call(
-                            tool, dict(arguments), timeout_s=budget, sampler=sampler, progress=progress
+                            tool,
+                            dict(arguments),
+                            timeout_s=budget,
+                            sampler=sampler,
+                            elicitor=elicitor,
+                            progress=progress,
                         )
                     finally:
                         self._overdue.forget(block)

@@ -19,9 +19,9 @@ unanswered call gets the SDK's "Connection closed" error.
 
 Everything else goes to the SDK unchanged, as do calls the relay cannot judge alone: before the SDK
 path has served this client (era and session unknown), the meta-tools, a request naming a session of
-its own (``_meta["io.toolweave/session"]``), a handshake-era client that declared sampling (the
-upstream may ask it through the request's back channel), an envelope of the other era or malformed
-params (the SDK answers those with its JSON-RPC errors), a registry that is not ready yet.
+its own (``_meta["io.toolweave/session"]``), a handshake-era client that declared sampling or
+elicitation (the upstream may ask it through the request's back channel), an envelope of the other era
+or malformed params (the SDK answers those with its JSON-RPC errors), a registry that is not ready yet.
 
 A call's result may reach the client before a ``list_changed`` the call caused (that notice travels
 the SDK's write stream): JSON-RPC does not order a response against notifications, and no client
@@ -88,7 +88,8 @@ class _Client:
     session: Session
     modern: bool
     version: str  # the handshake era's negotiated version (a 2026-era request names its own)
-    can_sample: bool
+    can_be_asked: bool
+    """It declared sampling or elicitation: its calls go to the SDK, whose request context can ask it."""
 
 
 @dataclass(slots=True)
@@ -125,10 +126,10 @@ class CallRelay:
             return  # a session named by the request: not the one unnamed calls belong to
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         caps = None if modern else ctx.session.client_capabilities
-        can_sample = caps is not None and caps.sampling is not None
+        can_be_asked = caps is not None and (caps.sampling is not None or caps.elicitation is not None)
         known = self._client
         if known is None or known.session is not session or known.version != ctx.protocol_version:
-            self._client = _Client(session, modern, ctx.protocol_version, can_sample)
+            self._client = _Client(session, modern, ctx.protocol_version, can_be_asked)
 
     @asynccontextmanager
     async def taking(self, out: LineWriter) -> AsyncIterator[Callable[[str], bool]]:
@@ -243,7 +244,7 @@ class CallRelay:
         if not params.keys() <= _PARAM_KEYS or not (meta is None or isinstance(meta, dict)):
             return None
         if not client.modern:
-            if client.can_sample or (meta and types.PROTOCOL_VERSION_META_KEY in meta):
+            if client.can_be_asked or (meta and types.PROTOCOL_VERSION_META_KEY in meta):
                 return None
             return client.version
         if meta is None or meta.get(SESSION_META_KEY):
