@@ -31,6 +31,25 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert "\nmake test\n" in ci
 
 
+def test_no_text_file_holds_a_merge_conflict() -> None:
+    """A merge's conflict markers once landed in docs/architecture.md, both sides kept, unnoticed."""
+    marker = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
+    folders = ("docs", "bench", "toolweave", "tests", "manifests")
+    texts = [
+        REPO / "README.md",
+        *(p for f in folders for p in (REPO / f).rglob("*") if p.suffix in TEXT_SUFFIXES),
+    ]
+    held = [
+        str(p.relative_to(REPO))
+        for p in texts
+        if marker.search(p.read_text(encoding="utf-8", errors="replace"))
+    ]
+    assert held == [], f"conflict markers in {held}"
+
+
+TEXT_SUFFIXES = {".md", ".py", ".yaml", ".yml", ".toml", ".json", ".mjs", ".html", ".js", ".css"}
+
+
 def test_architecture_page_names_only_paths_that_exist() -> None:
     import re
 

@@ -236,7 +236,8 @@ def stop(proc: subprocess.Popen[Any]) -> None:
 
 @pytest.fixture(scope="session")
 def ts_client() -> Path:
-    """tests/e2e/ts_client.mjs beside an npm install of the TypeScript SDK in ~/.cache (once)."""
+    """tests/e2e/ts_client.mjs (and the other clients of tests/e2e/*.mjs) beside an npm install of the
+    TypeScript SDK in ~/.cache (once)."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node/npm not found: the TypeScript SDK client tests need Node >= 18")
@@ -253,9 +254,9 @@ def ts_client() -> Path:
         )
         if done.returncode != 0:
             pytest.skip(f"npm install {TS_SDK} failed (offline?): {done.stderr[-500:]}")
-    script = cache / "ts_client.mjs"
-    shutil.copyfile(Path(__file__).with_name("ts_client.mjs"), script)
-    return script
+    for script in Path(__file__).parent.glob("*.mjs"):  # the clients beside it (ts_client.mjs, ts_elicit.mjs)
+        shutil.copyfile(script, cache / script.name)
+    return cache / "ts_client.mjs"
 
 
 def learned_edges(registry: Path, tool: str) -> list[dict[str, Any]]:
@@ -281,10 +282,11 @@ async def committed_learned_edges(registry: Path, tool: str, timeout: float) -> 
 
 
 async def until_callable(
-    url: str, tool: str, timeout: float, waiting: tuple[str, ...] = ("unknown_tool",)
+    url: str, tool: str, timeout: float, waiting: tuple[str, ...] = ("unknown_tool", "unavailable")
 ) -> None:
     """Poll until calling ``tool`` through the gateway at ``url`` answers with no error code in ``waiting``
-    (the gateway has listed its upstream)."""
+    (the gateway has listed its upstream and reaches it). ``unavailable`` is also how a call answers while
+    a busy machine's gateway still opens its registry."""
     deadline = time.monotonic() + timeout
     async with Client(url, mode="legacy") as client:
         while True:

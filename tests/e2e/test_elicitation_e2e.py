@@ -1,10 +1,13 @@
 """`toolweave serve` in front of a real upstream that asks its client's user for input (elicitation):
 the question reaches the client that made the call, over streamable HTTP and stdio, and the user's answer
 reaches the tool. A client that cannot be asked (none declared, or a 2026-era client) gets the tool's
-error saying so, and the gateway serves on."""
+error saying so, and the gateway serves on. The TypeScript SDK (Claude Code's) gets a form it accepts, and
+a URL it never declared it could open is refused for it."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,8 +62,11 @@ async def refused(client: Client) -> None:
 
 
 @pytest.mark.parametrize("era", ["auto", "legacy"])
-async def test_an_upstreams_question_reaches_the_user_of_the_call(tmp_path: Path, era: str) -> None:
-    """``era``: the upstream's protocol (it asks through ``InputRequiredResult`` or a request of its own)."""
+async def test_an_upstreams_question_reaches_the_user_of_the_call(
+    tmp_path: Path, era: str, request: pytest.FixtureRequest
+) -> None:
+    """``era``: the upstream's protocol (it asks through ``InputRequiredResult`` or a request of its own).
+    On stdio the client is the SDK's own in one era and the TypeScript SDK in the other."""
     manifest = tmp_path / "gw.yaml"
     manifest.write_text(
         f"servers:\n  dyn:\n    command: {sys.executable}\n    args: [{UPSTREAMS / 'dynamic.py'}, stdio]\n"
@@ -70,7 +76,7 @@ async def test_an_upstreams_question_reaches_the_user_of_the_call(tmp_path: Path
     registry = tmp_path / "registry"
     gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
     try:
-        await until_callable(gateway.url, ECHO, 60)
+        await until_callable(gateway.url, ECHO, 300)
         user = User()
         async with Client(gateway.url, mode="legacy", elicitation_callback=user) as client:
             await confirmed(client, user)
@@ -80,8 +86,11 @@ async def test_an_upstreams_question_reaches_the_user_of_the_call(tmp_path: Path
             await refused(client)
     finally:
         stop(gateway.proc)
-    if era == "legacy":
-        return  # stdio's own path (the relay leaves such a client's calls to the SDK) once is enough
+    if era == "legacy":  # the same registry (built above) on stdio, for Claude Code's SDK
+        typescript_client_gets_the_form_only(
+            request.getfixturevalue("ts_client"), manifest, registry, tmp_path
+        )
+        return
     params = StdioServerParameters(
         command=TOOLWEAVE,
         args=["serve", "--manifest", str(manifest), "--registry", str(registry)],
@@ -95,3 +104,31 @@ async def test_an_upstreams_question_reaches_the_user_of_the_call(tmp_path: Path
             await confirmed(client, user)
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             await refused(client)
+
+
+def typescript_client_gets_the_form_only(
+    ts_client: Path, manifest: Path, registry: Path, tmp_path: Path
+) -> None:
+    """tests/e2e/ts_elicit.mjs, which declares elicitation as Claude Code does (forms only), over stdio."""
+    gateway = [TOOLWEAVE, "serve", "--manifest", str(manifest), "--registry", str(registry)]
+    calls = [{"what": "delete the branch"}, {"what": "sign in", "url": "https://login.example/device"}]
+    with (tmp_path / "node.log").open("ab") as err:
+        done = subprocess.run(
+            [
+                "node",
+                str(ts_client.with_name("ts_elicit.mjs")),
+                json.dumps(gateway),
+                CONFIRM,
+                json.dumps(calls),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=gateway_env(),
+            timeout=600,
+        )
+    assert done.returncode == 0, (tmp_path / "node.log").read_text(errors="replace")[-3000:]
+    seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    form, url = seen["answers"]
+    assert form == "accept: {'sure': True}", seen
+    assert "URL elicitation not supported by the client" in url, seen
+    assert [asked["message"] for asked in seen["asked"]] == ["Really delete the branch?"], seen

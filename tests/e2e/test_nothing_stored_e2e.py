@@ -138,7 +138,7 @@ async def test_no_secret_and_no_observed_value_reaches_the_registry_or_the_debug
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         wait_port(port, proc, timeout=60)
-        await until_callable(url, LIST, 300, ("unknown_tool", "unavailable"))
+        await until_callable(url, LIST, 300)
         for session in range(2):
             async with Client(url, mode="legacy") as client:
                 query = f"my user id is '{USER_ID}', mail {EMAIL}: the balance of my account {session}?"

@@ -44,7 +44,7 @@ async def test_value_flow_in_two_sessions_becomes_an_edge_the_next_session_uses(
     registry = tmp_path / "registry"
     gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
     try:
-        await until_callable(gateway.url, PLACE, 60)
+        await until_callable(gateway.url, PLACE, 300)
         for item in ("lamp", "chair"):  # two sessions, each its own order id
             async with Client(gateway.url, mode="legacy") as client:
                 await client.call_tool("find_tools", {"query": f"order a {item} and show me the order"})

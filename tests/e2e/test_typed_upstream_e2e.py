@@ -54,7 +54,7 @@ async def test_loosely_typed_arguments_reach_a_pydantic_upstream(tmp_path: Path)
     )
     gateway = start_http_gateway(manifest, tmp_path / "registry", tmp_path / "gw.log")
     try:
-        await until_callable(gateway.url, CLOSE, 60)
+        await until_callable(gateway.url, CLOSE, 300)
         for ticket, mode in ((2, "legacy"), (3, "auto")):
             async with Client(gateway.url, mode=mode) as client:
                 closed = answer_of(await client.call_tool(CLOSE, {"ticket_id": f" {ticket} "}))
@@ -124,7 +124,7 @@ async def test_an_upstreams_progress_reaches_the_client_that_asked_for_it(tmp_pa
     expected = [(1.0, 3.0, "page 1 of 3"), (2.0, 3.0, "page 2 of 3"), (3.0, 3.0, "page 3 of 3")]
     gateway = start_http_gateway(manifest, registry, tmp_path / "gw.log")
     try:
-        await until_callable(gateway.url, EXPORT, 60)
+        await until_callable(gateway.url, EXPORT, 300)
         for mode in ("legacy", "auto"):
             async with Client(gateway.url, mode=mode) as client:
                 assert await exported(client) == expected, mode
