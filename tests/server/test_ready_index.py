@@ -11,14 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client as SdkClient
 
 from tests.results import text
+from toolweave.records import ToolRecord
 from toolweave.registry import Registry
 from toolweave.server.fronts.early import EARLY_ID_PREFIX, EarlyFront
+from toolweave.server.fronts.handshake import listed_ready_tool
 from toolweave.server.gateway import Gateway
 from toolweave.server.turns import ready_index
+from toolweave.server.turns.meta_tools import to_mcp_tool
 from toolweave.server.turns.starting import answer_find_tools_while_starting, ready_table, starting
 from toolweave.settings import Settings
 from toolweave.wire_meta import SERVER_INFO_META_KEY
@@ -165,14 +169,17 @@ async def test_without_a_table_the_front_leaves_find_tools_to_the_sdk(
     assert last["id"] == 2  # verbatim: the SDK answers it
 
 
-async def warm_table(registry: Registry) -> None:
+async def warm_table(registry: Registry, clock_tools: list[ToolRecord] | None = None) -> None:
     """A gateway served ``registry`` before: it left its ready table (as ``keep_ready_table`` does)."""
-    clock, notes = FakeBackend("clock", time_tools()), FakeBackend("notes", notes_tools())
+    clock, notes = FakeBackend("clock", clock_tools or time_tools()), FakeBackend("notes", notes_tools())
     gateway = Gateway(registry, [clock, notes], Settings(home=registry.path))
     async with SdkClient(gateway.server) as client:
         await client.call_tool("find_tools", {"query": QUERY})
         with anyio.fail_after(60):
             await gateway.warmed.wait()
+            # every source ingested: a busy machine may answer the find before the last one is
+            while {t.source for t in registry.tools()} != {"clock", "notes"}:
+                await anyio.sleep(0.05)
         ready_index.write(registry.path, ready_table(gateway))  # unless keep_ready_table did already
         assert ready_index.load(registry.path) is not None
 
@@ -207,6 +214,50 @@ async def test_a_starting_gateway_answers_from_the_table_and_publishes(registry:
     finally:
         opened.set()
         clock.connect.set()
+
+
+async def test_a_tool_published_from_the_table_is_defined_as_the_registry_defines_it(
+    registry: Registry,
+) -> None:
+    """Its title, output schema and annotations too, not only its entry: a client keeps the definition
+    it listed while the registry opened (until the next ``list_changed``), for the whole session."""
+    plain, other = time_tools()
+    annotations = {**plain.backend, "annotations": {"read_only_hint": True, "open_world_hint": False}}
+    described = plain.model_copy(
+        update={
+            "title": "Current time",
+            "output_schema": {"type": "object", "properties": {"datetime": {"type": "string"}}},
+            "backend": annotations,
+        }
+    )
+    await warm_table(registry, [described, other])
+    table = ready_index.load(registry.path)
+    assert table is not None
+    defined = to_mcp_tool(described).model_dump(include={"title", "output_schema", "annotations"})
+    assert defined["annotations"] == {"read_only_hint": True, "open_world_hint": False} | {
+        k: None for k in ("title", "destructive_hint", "idempotent_hint")
+    }
+    # the fronts' own listing (stdio, HTTP): the wire's shape
+    row = next(t for t in table.tools if t.id == described.id)
+    wire = listed_ready_tool(row.entry, False, table.listed(described.id))
+    assert wire["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert types.Tool.model_validate(wire).model_dump(include=set(defined)) == defined
+    # the gateway's, while its registry opens
+    opened = threading.Event()
+    settings = Settings(home=registry.path, connect_timeout_s=60)
+    gateway = Gateway(held_opener(registry, opened), [FakeBackend("clock", [described, other])], settings)
+    answer_find_tools_while_starting(gateway)
+    try:
+        async with SdkClient(gateway.server, mode="legacy") as client:
+            assert starting(gateway)
+            found = await client.call_tool("find_tools", {"query": QUERY})
+            assert found.structured_content is not None, text(found)
+            assert found.structured_content["tools"][0]["name"] == described.id
+            listed = {t.name: t for t in (await client.list_tools(cache_mode="bypass")).tools}
+            assert starting(gateway)  # still from the table
+            assert listed[described.id].model_dump(include=set(defined)) == defined
+    finally:
+        opened.set()
 
 
 async def test_the_gateway_leaves_its_table_once_warm(registry: Registry) -> None:

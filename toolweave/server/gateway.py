@@ -42,7 +42,7 @@ from toolweave.server.calls.call_path import CallPath, observe_turn
 from toolweave.server.calls.metrics import GatewayMetrics
 from toolweave.server.calls.proxy import Proxy, argument_errors
 from toolweave.server.fronts.auth import identity_of_request
-from toolweave.server.fronts.handshake import INSTRUCTIONS, SERVER_NAME, server_version
+from toolweave.server.fronts.handshake import INSTRUCTIONS, SERVER_NAME, listed_ready_tool, server_version
 from toolweave.server.served import REGISTRY_WAIT_S, Served
 from toolweave.server.sessions.session_book import Session, SessionStore
 from toolweave.server.sources import SourceSync
@@ -256,11 +256,8 @@ class Gateway:
             return []
         published = set(session.published.ids())
         return [
-            types.Tool(
-                name=t.name,
-                description=t.entry.get("description"),
-                input_schema=t.entry.get("input_schema") or {"type": "object"},
-                meta=self._tool_meta,
+            types.Tool.model_validate(
+                {**listed_ready_tool(t.entry, False, t.listed), "_meta": self._tool_meta}
             )
             for t in self.ready_tools.tools
             if t.id in published

@@ -426,7 +426,9 @@ class EarlyFront:
         offered = [tool_id for tool_id in ids if tool_id not in self._shown]
         for tool_id, entry in zip(ids, doc["tools"], strict=True):
             if tool_id in offered:
-                self._shown[tool_id] = handshake.listed_ready_tool(entry, self._always_load)
+                self._shown[tool_id] = handshake.listed_ready_tool(
+                    entry, self._always_load, table.listed(tool_id)
+                )
         doc["tool_list_changed"] = bool(offered)
         return ready_index.call_result(doc)
 

@@ -122,6 +122,8 @@ class Answers(Protocol):
 
     def position(self, tool_id: str) -> int: ...
 
+    def listed(self, tool_id: str) -> dict[str, Any]: ...
+
 
 class _Starting:
     """The answer to a ``find_tools`` the gateway could not take within its start-up bound: no tools, and
@@ -132,6 +134,9 @@ class _Starting:
 
     def position(self, tool_id: str) -> int:
         return 0
+
+    def listed(self, tool_id: str) -> dict[str, Any]:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,8 @@ class Offered:
     """Its place in the ready table: the gateway lists published tools in that order."""
     entry: dict[str, Any]
     """Its ``find_tools`` entry."""
+    listed: dict[str, Any]
+    """What ``tools/list`` shows of it beyond that entry (``ReadyTool.listed``)."""
 
 
 @dataclass(frozen=True)
@@ -335,7 +342,7 @@ def _find_tools(params: object, policy: FrontPolicy) -> tuple[dict[str, Any], tu
         return None
     doc, ids = policy.ready.answer(plain[0], plain[1] or policy.ready_k)
     offered = tuple(
-        Offered(tool_id, policy.ready.position(tool_id), entry)
+        Offered(tool_id, policy.ready.position(tool_id), entry, policy.ready.listed(tool_id))
         for tool_id, entry in zip(ids, doc["tools"], strict=True)
     )
     return ready_index.call_result(doc), offered

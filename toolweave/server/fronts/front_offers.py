@@ -112,7 +112,7 @@ class Offers:
         shown = self._shown.get(client.key, {})
         if method == "tools/list" and shown and decision.reply is not None:
             result = decision.reply["result"]
-            listed = [handshake.listed_ready_tool(o.entry, always_load) for o in _in_order(shown)]
+            listed = [handshake.listed_ready_tool(o.entry, always_load, o.listed) for o in _in_order(shown)]
             return replace(decision, reply={"result": {**result, "tools": [*result["tools"], *listed]}}), b""
         if method != "tools/call" or decision.reply is None or "result" not in decision.reply:
             return decision, b""

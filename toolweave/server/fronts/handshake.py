@@ -157,13 +157,17 @@ def tools_list_result(always_load: bool) -> dict[str, Any]:
     return {"tools": meta_tool_definitions(dict(ALWAYS_LOAD) if always_load else None)}
 
 
-def listed_ready_tool(entry: dict[str, Any], always_load: bool) -> dict[str, Any]:
-    """A ready table's ``find_tools`` entry as ``tools/list`` shows the tool while the registry opens (as
-    the gateway shows it from the same table: ``Gateway._ready_tools``)."""
+def listed_ready_tool(
+    entry: dict[str, Any], always_load: bool, listed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ready table's ``find_tools`` entry, with what ``tools/list`` shows beyond it (``listed``: its
+    ``ReadyTool.listed``), as ``tools/list`` shows the tool while the registry opens (as the gateway shows
+    it from the same table: ``Gateway._ready_tools``)."""
     tool = {
         "name": entry["name"],
         "description": entry.get("description"),
         "inputSchema": entry.get("input_schema") or {"type": "object"},
+        **(listed or {}),
     }
     return {**tool, "_meta": dict(ALWAYS_LOAD)} if always_load else tool
 

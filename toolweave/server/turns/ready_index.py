@@ -35,7 +35,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +159,9 @@ class ReadyTool:
     entry: dict[str, Any]
     summary: str
     text: str
+    listed: dict[str, Any] = field(default_factory=dict)
+    """What ``tools/list`` shows of it beyond the entry, as on the wire (``title``, ``outputSchema``,
+    ``annotations``): a tool published from the table is defined as the registry defines it."""
 
 
 def write(
@@ -174,7 +177,9 @@ def write(
     if path is None or not path.parent.is_dir():
         return False
     rows = [
-        {"id": t.id, "name": t.name, "entry": t.entry, "summary": t.summary, "text": t.text} for t in tools
+        {"id": t.id, "name": t.name, "entry": t.entry, "summary": t.summary, "text": t.text}
+        | ({"listed": t.listed} if t.listed else {})
+        for t in tools
     ]
     table: dict[str, Any] = {"format": FORMAT, "tools": rows}
     if search is not None:
@@ -230,6 +235,11 @@ class ReadyIndex:
         if self._positions is None:
             self._positions = {t.id: n for n, t in enumerate(self.tools)}
         return self._positions.get(tool_id, len(self.tools))
+
+    def listed(self, tool_id: str) -> dict[str, Any]:
+        """What ``tools/list`` shows of ``tool_id`` beyond its ``find_tools`` entry (``ReadyTool.listed``)."""
+        n = self.position(tool_id)
+        return self.tools[n].listed if n < len(self.tools) else {}
 
     def search(self, query: str, k: int) -> list[tuple[ReadyTool, float]]:
         """The best ``k`` tools for ``query``, best first, with their BM25 scores (none below zero)."""
@@ -420,7 +430,14 @@ def _read(path: Path) -> ReadyIndex | None:
         if data.get("format") != FORMAT:
             return None
         tools = [
-            ReadyTool(r["id"], r["name"], dict(r["entry"]), str(r["summary"]), str(r["text"]))
+            ReadyTool(
+                r["id"],
+                r["name"],
+                dict(r["entry"]),
+                str(r["summary"]),
+                str(r["text"]),
+                dict(r.get("listed") or {}),
+            )
             for r in data["tools"]
         ]
     except FileNotFoundError:

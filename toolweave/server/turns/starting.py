@@ -251,7 +251,20 @@ def _ready_rows(gateway: Gateway) -> list[tuple[ready_index.ReadyTool, ToolRecor
             "description": record.description,
             "input_schema": untitled_schema(record.input_schema),
         }
-        row = ready_index.ReadyTool(record.id, name, entry, tool_summary(record), tool_document(record))
+        annotations = record.annotations and types.ToolAnnotations.model_validate(record.annotations)
+        listed = {
+            "title": record.title,
+            "outputSchema": record.output_schema,
+            "annotations": annotations and annotations.model_dump(by_alias=True, exclude_none=True),
+        }
+        row = ready_index.ReadyTool(
+            record.id,
+            name,
+            entry,
+            tool_summary(record),
+            tool_document(record),
+            {key: value for key, value in listed.items() if value},
+        )
         rows.append((row, record))
     return rows
 
