@@ -65,27 +65,24 @@ class ClientAsks:
     async def sample(
         self, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        sampler = self._answerer("sampler")
-        if sampler is None:
-            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling not supported by the client")
-        try:
-            result: types.CreateMessageResult | types.ErrorData = await sampler(params)
-        except Exception as exc:  # a client's failure must not cost the upstream
-            log.warning("upstream %r: sampling through the client failed: %s", self.upstream, exc)
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
-        return result
+        answer: types.CreateMessageResult | types.ErrorData = await self._forward(
+            "sampler", "sampling", params
+        )
+        return answer
 
     async def elicit(
         self, context: Any, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        elicitor = self._answerer("elicitor")
-        if elicitor is None:
-            return types.ErrorData(
-                code=types.INVALID_REQUEST, message="elicitation not supported by the client"
-            )
+        answer: types.ElicitResult | types.ErrorData = await self._forward("elicitor", "elicitation", params)
+        return answer
+
+    async def _forward(self, kind: Literal["sampler", "elicitor"], what: str, params: Any) -> Any:
+        """``params`` to the call's answerer of ``kind``; an error the upstream can handle without one."""
+        answerer = self._answerer(kind)
+        if answerer is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"{what} not supported by the client")
         try:
-            result: types.ElicitResult | types.ErrorData = await elicitor(params)
+            return await answerer(params)
         except Exception as exc:  # a client's failure must not cost the upstream
-            log.warning("upstream %r: elicitation through the client failed: %s", self.upstream, exc)
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"elicitation failed: {exc}")
-        return result
+            log.warning("upstream %r: %s through the client failed: %s", self.upstream, what, exc)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"{what} failed: {exc}")
