@@ -474,7 +474,12 @@ class Settings(BaseSettings):
     find_cache_size: int = Field(
         1024, ge=0, description="Cached find_tools retrievals (query + context + parameters); 0 disables."
     )
-    call_timeout_s: float = Field(60.0, gt=0, description="Timeout of one proxied tool call, in seconds.")
+    call_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Timeout of one proxied tool call, in seconds (not counting the time the client takes "
+        "to answer the upstream's sampling or elicitation requests).",
+    )
     startup_call_wait_s: float = Field(
         3.0,
         ge=0,

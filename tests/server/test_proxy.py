@@ -147,3 +147,41 @@ async def test_every_result_is_finished_once_and_every_call_gets_the_resolved_bu
     assert texts[1] == "[toolweave: result truncated to 1,000 of 5,000 characters (max_result_chars)]"
     assert result.meta is None  # the upstream's stamp is gone
     assert backend.budgets == [7]  # no budget of its own: the gateway's, passed down
+
+
+class _Asking(_Echo):
+    """A backend whose upstream asks its client's user before it answers (and keeps no budget itself)."""
+
+    async def call(
+        self, tool: ToolRecord, arguments: dict[str, Any], **options: Unpack[CallOptions]
+    ) -> types.CallToolResult:
+        elicitor = options.get("elicitor")
+        assert elicitor is not None
+        asked = types.ElicitRequestFormParams(
+            message="Sure?", requested_schema={"type": "object", "properties": {}}
+        )
+        answer = await elicitor(asked)
+        assert isinstance(answer, types.ElicitResult)
+        return types.CallToolResult(content=[types.TextContent(text=answer.action)])
+
+
+@pytest.mark.anyio
+async def test_the_time_the_user_takes_to_answer_is_not_the_upstreams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The proxy's own deadline (the budget and its margin) stops while the client's user answers."""
+    import anyio
+
+    from tests.server.helpers import tool
+    from toolweave.server.calls import proxy as proxy_module
+
+    monkeypatch.setattr(proxy_module, "_TIMEOUT_MARGIN_S", 0.05)
+
+    async def slow_user(params: types.ElicitRequestParams) -> types.ElicitResult:
+        await anyio.sleep(0.5)  # far past the 0.1 s budget and its margin
+        return types.ElicitResult(action="accept", content={})
+
+    proxy = proxy_module.Proxy({"svc": _Asking()}, timeout_s=0.1, max_result_chars=1_000)
+    result = await proxy.call(tool("svc", "drop", "Drop it.", {}, []), {}, elicitor=slow_user)
+    assert not result.is_error and text_part(result) == "accept", text_part(result)
+    assert len(proxy._overdue) == 0  # nothing left watched

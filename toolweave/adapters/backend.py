@@ -9,8 +9,9 @@ declares everything the server reads of a backend.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack, cast, runtime_checkable
 
 import anyio
 import mcp_types as types
@@ -21,6 +22,7 @@ __all__ = [
     "Backend",
     "CallOptions",
     "Elicitor",
+    "PausedBudget",
     "Progress",
     "ProgressInOrder",
     "Sampler",
@@ -75,6 +77,51 @@ class ProgressInOrder:
         """Until every report already being passed on has gone (at most ``within_s``)."""
         with anyio.move_on_after(within_s):
             await self._idle.wait()
+
+
+CLIENT_ANSWER_LIMIT_S = 600.0
+"""The longest a call waits for its client to answer one of the upstream's requests (a person filling in
+an elicitation form); then the upstream gets an error, and the call's budget runs again."""
+
+_Asker = TypeVar("_Asker", Sampler, Elicitor)
+
+
+class PausedBudget:
+    """A call's deadline that stops while the call waits for its client's answer to the upstream's
+    sampling or elicitation request: that time is the client's (its LLM, or a person filling in a form),
+    not the upstream's, so it does not count against the call's budget. ``get`` and ``put`` read and move
+    the deadline (the event loop's clock; ``put(math.inf)``: none while an answer is awaited)."""
+
+    def __init__(self, get: Callable[[], float], put: Callable[[float], None]) -> None:
+        self._get, self._put = get, put
+        self._waiting = 0
+        self._left = 0.0
+
+    def pausing(self, asker: _Asker | None) -> _Asker | None:
+        """``asker`` with this budget paused while it waits (None stays None)."""
+        if asker is None:
+            return None
+        answer = cast(Callable[[Any], Awaitable[Any]], asker)
+
+        async def paused(params: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            if not self._waiting:
+                self._left = max(self._get() - loop.time(), 0.0)
+                self._put(math.inf)
+            self._waiting += 1
+            try:
+                with anyio.move_on_after(CLIENT_ANSWER_LIMIT_S):
+                    return await answer(params)
+                return types.ErrorData(
+                    code=types.INTERNAL_ERROR,
+                    message=f"the client did not answer within {CLIENT_ANSWER_LIMIT_S:g} s",
+                )
+            finally:
+                self._waiting -= 1
+                if not self._waiting:
+                    self._put(loop.time() + self._left)
+
+        return cast(_Asker, paused)
 
 
 def call_budget(own_s: float | None, gateway_s: float) -> float:

@@ -136,6 +136,25 @@ async def test_an_upstream_entry_without_elicitation_never_asks_the_client(proto
         assert asked == []
 
 
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_the_time_the_user_takes_to_answer_is_not_the_upstreams(protocol: str) -> None:
+    """A call whose user answers the upstream's question after the call's whole budget still succeeds:
+    the budget stops while the client answers (the upstream's own time still counts)."""
+
+    async def slow_user(params: types.ElicitRequestParams) -> types.ElicitResult:
+        await anyio.sleep(1.5)
+        return await fake_user(params)
+
+    backend = MCPBackend("dyn", stdio(DYNAMIC, "stdio", protocol=protocol), connect_timeout_s=15)
+    async with running(backend) as h:
+        await h.wait(lambda: backend.available and bool(h.reports))
+        confirm = h.tool("confirm")
+        result = await backend.call(confirm, {"what": "delete"}, timeout_s=1, elicitor=slow_user)
+        assert text(result) == "accept: {'sure': True}"
+        result = await backend.call(h.tool("slow"), {"seconds": 30}, timeout_s=1, elicitor=slow_user)
+        assert result.is_error and "no answer within 1 s" in text(result)
+
+
 async def test_mcp_server_time_over_stdio() -> None:
     backend = MCPBackend(
         "time", stdio("-m", "mcp_server_time", "--local-timezone", "UTC"), connect_timeout_s=20

@@ -46,6 +46,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
+from functools import partial
 from typing import Any, Unpack
 
 import anyio
@@ -60,6 +61,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolweave.adapters.backend import (
     CallOptions,
+    PausedBudget,
     ProgressInOrder,
     StatusCallback,
     ToolsCallback,
@@ -457,8 +459,15 @@ class MCPBackend:
             )
         cuts = self._cuts
         try:
-            with self._asks.during(options), anyio.fail_after(max(deadline - anyio.current_time(), 0.0)):
-                result = await client.call_tool(upstream_tool, arguments, progress_callback=progress)
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)) as scope:
+                # the time the client takes to answer the upstream's questions is not the upstream's
+                budget = PausedBudget(lambda: scope.deadline, partial(setattr, scope, "deadline"))
+                asking: CallOptions = {
+                    "sampler": budget.pausing(options.get("sampler")),
+                    "elicitor": budget.pausing(options.get("elicitor")),
+                }
+                with self._asks.during(asking):
+                    result = await client.call_tool(upstream_tool, arguments, progress_callback=progress)
         except TimeoutError:
             self._check_liveness_soon()  # a stuck upstream must not make every later call wait too
             return tool_error_result("timeout", f"{label}: no answer within {timeout:g} s (call timeout)")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from toolweave.adapters import plain_schema
-from toolweave.adapters.backend import Backend, Elicitor, Progress, Sampler, call_budget
+from toolweave.adapters.backend import Backend, Elicitor, PausedBudget, Progress, Sampler, call_budget
 from toolweave.call_errors import error_code_of, finish_result, tool_error_result
 from toolweave.records import ToolRecord
 from toolweave.server.calls.coerce import loosely_typed
@@ -205,13 +205,18 @@ class Proxy:
             with span("upstream", source=tool.source, tool=tool.name):
                 async with asyncio.timeout(None) as block:
                     self._overdue.watch(block, loop_time() + budget + _TIMEOUT_MARGIN_S)
+                    # paused while the client answers the upstream (the backend pauses its own budget)
+                    paused = PausedBudget(
+                        functools.partial(self._overdue.deadline, block),
+                        functools.partial(self._overdue.move, block),
+                    )
                     try:
                         result = await backend.call(
                             tool,
                             dict(arguments),
                             timeout_s=budget,
-                            sampler=sampler,
-                            elicitor=elicitor,
+                            sampler=paused.pausing(sampler),
+                            elicitor=paused.pausing(elicitor),
                             progress=progress,
                         )
                     finally:

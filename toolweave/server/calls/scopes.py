@@ -75,6 +75,17 @@ class Overdue:
         """``block`` ends (in time or not): it is not watched any more."""
         self._due.pop(block, None)
 
+    def deadline(self, block: asyncio.Timeout) -> float:
+        """When ``block`` is expired (``math.inf``: it is not watched)."""
+        return self._due.get(block, math.inf)
+
+    def move(self, block: asyncio.Timeout, deadline: float) -> None:
+        """Expire ``block`` at ``deadline`` from now on; ``math.inf``: not at all, until it is moved again."""
+        if deadline == math.inf:
+            self.forget(block)
+        else:
+            self.watch(block, deadline)
+
     def _arm(self, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
