@@ -460,12 +460,14 @@ class MCPBackend:
         cuts = self._cuts
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0.0)) as scope:
-                # the time the client takes to answer the upstream's questions is not the upstream's
-                budget = PausedBudget(lambda: scope.deadline, partial(setattr, scope, "deadline"))
-                asking: CallOptions = {
-                    "sampler": budget.pausing(options.get("sampler")),
-                    "elicitor": budget.pausing(options.get("elicitor")),
-                }
+                asking = options
+                if asks_client(options):
+                    # the time the client takes to answer the upstream's questions is not the upstream's
+                    budget = PausedBudget(lambda: scope.deadline, partial(setattr, scope, "deadline"))
+                    asking = {
+                        "sampler": budget.pausing(options.get("sampler")),
+                        "elicitor": budget.pausing(options.get("elicitor")),
+                    }
                 with self._asks.during(asking):
                     result = await client.call_tool(upstream_tool, arguments, progress_callback=progress)
         except TimeoutError:

@@ -205,18 +205,20 @@ class Proxy:
             with span("upstream", source=tool.source, tool=tool.name):
                 async with asyncio.timeout(None) as block:
                     self._overdue.watch(block, loop_time() + budget + _TIMEOUT_MARGIN_S)
-                    # paused while the client answers the upstream (the backend pauses its own budget)
-                    paused = PausedBudget(
-                        functools.partial(self._overdue.deadline, block),
-                        functools.partial(self._overdue.move, block),
-                    )
+                    if sampler is not None or elicitor is not None:
+                        # paused while the client answers the upstream (the backend pauses its own budget)
+                        paused = PausedBudget(
+                            functools.partial(self._overdue.deadline, block),
+                            functools.partial(self._overdue.move, block),
+                        )
+                        sampler, elicitor = paused.pausing(sampler), paused.pausing(elicitor)
                     try:
                         result = await backend.call(
                             tool,
                             dict(arguments),
                             timeout_s=budget,
-                            sampler=paused.pausing(sampler),
-                            elicitor=paused.pausing(elicitor),
+                            sampler=sampler,
+                            elicitor=elicitor,
                             progress=progress,
                         )
                     finally:

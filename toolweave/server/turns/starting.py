@@ -36,7 +36,13 @@ import mcp_types as types
 from toolweave.server.calls.call_path import observe_turn
 from toolweave.server.fronts.early import ARRIVED_META, EARLY_ID_PREFIX
 from toolweave.server.turns import ready_index
-from toolweave.server.turns.meta_tools import FIND_TOOLS, find_tools_result, tool_summary, untitled_schema
+from toolweave.server.turns.meta_tools import (
+    FIND_TOOLS,
+    find_tools_result,
+    to_mcp_tool,
+    tool_summary,
+    untitled_schema,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -251,19 +257,12 @@ def _ready_rows(gateway: Gateway) -> list[tuple[ready_index.ReadyTool, ToolRecor
             "description": record.description,
             "input_schema": untitled_schema(record.input_schema),
         }
-        annotations = record.annotations and types.ToolAnnotations.model_validate(record.annotations)
-        listed = {
-            "title": record.title,
-            "outputSchema": record.output_schema,
-            "annotations": annotations and annotations.model_dump(by_alias=True, exclude_none=True),
-        }
+        # what tools/list shows of it beyond the entry, as the registry's own listing builds it
+        listed = to_mcp_tool(record).model_dump(
+            by_alias=True, exclude_none=True, include={"title", "output_schema", "annotations"}
+        )
         row = ready_index.ReadyTool(
-            record.id,
-            name,
-            entry,
-            tool_summary(record),
-            tool_document(record),
-            {key: value for key, value in listed.items() if value},
+            record.id, name, entry, tool_summary(record), tool_document(record), listed
         )
         rows.append((row, record))
     return rows
